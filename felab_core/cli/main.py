@@ -1,0 +1,32 @@
+"""The `felab` command: one entry point whose sub-commands call felab_core services."""
+
+from __future__ import annotations
+
+import typer
+
+from felab_core import __version__
+
+app = typer.Typer(
+    name="felab",
+    help="felab: learn, measure and size LLM serving. Time servers, size caches, drill the course.",
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"felab {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """felab's command line."""
+
+
+# --- sub-commands are registered below, one line each ---
