@@ -20,7 +20,7 @@ class Settings(BaseSettings):
 
     targets_file: Path | None = Field(
         default=None,
-        description="TOML file naming the servers felab times (shared by `felab bench` and workers).",
+        description="TOML file naming the servers to time (shared by `felab bench` and workers).",
     )
     results_dir: Path = Field(
         default=Path("results"), description="Where CSV rows, JSON records and charts are written."

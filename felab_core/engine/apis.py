@@ -1,0 +1,271 @@
+"""The three wire protocols felab times: what to send, and what each streamed message means.
+
+Each adapter turns one framed message into a `FrameInfo`: the generated text it carries (empty
+for role-only, usage-only and keep-alive messages, which are not tokens), usage, server timings,
+the end marker or an error the server put in the stream.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
+
+from felab_core.engine.framing import Frame, NDJSONDecoder, SSEDecoder
+
+
+class Api(StrEnum):
+    OPENAI_CHAT = "openai-chat"
+    OPENAI_COMPLETIONS = "openai-completions"
+    OLLAMA = "ollama"
+
+
+class StreamProtocolError(Exception):
+    """The server sent something the protocol does not allow (bad JSON, wrong shape)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationRequest:
+    """What to ask for, independent of the wire format."""
+
+    prompt: str
+    max_tokens: int | None = None
+    model: str | None = None
+    temperature: float | None = 0.0
+    seed: int | None = None
+    # Server-specific knobs that force the reply to run to max_tokens (ignore_eos, min_tokens).
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class FrameInfo:
+    text: str = ""
+    done: bool = False
+    usage: dict[str, int] | None = None
+    timings: dict[str, float] | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+
+
+class Decoder(Protocol):
+    def feed(self, chunk: bytes) -> list[Frame]: ...
+    def close(self) -> Frame | None: ...
+
+
+class ApiAdapter(Protocol):
+    api: Api
+    path: str
+    end_marker: str
+
+    def payload(self, req: GenerationRequest) -> dict[str, Any]: ...
+    def decoder(self) -> Decoder: ...
+    def interpret(self, frame: Frame) -> FrameInfo: ...
+
+
+def _loads(data: str) -> dict[str, Any]:
+    try:
+        obj = json.loads(data)
+    except ValueError as exc:
+        raise StreamProtocolError(f"not JSON ({exc.args[0]}): {data[:80]!r}") from None
+    if not isinstance(obj, dict):
+        kind = type(obj).__name__
+        raise StreamProtocolError(f"expected a JSON object, got {kind}: {data[:80]!r}")
+    return obj
+
+
+def _error_text(err: Any) -> str:
+    if isinstance(err, dict):
+        msg = err.get("message") or err.get("msg") or json.dumps(err)[:300]
+        return str(msg)
+    return str(err)
+
+
+def _usage(obj: dict[str, Any]) -> dict[str, int] | None:
+    usage = obj.get("usage")
+    if not isinstance(usage, dict):
+        return None
+    out: dict[str, int] = {}
+    for key in ("prompt_tokens", "completion_tokens"):
+        value = usage.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            out[key] = value
+    return out or None
+
+
+def _number_fields(obj: Any) -> dict[str, float] | None:
+    if not isinstance(obj, dict):
+        return None
+    out = {
+        k: float(v)
+        for k, v in obj.items()
+        if isinstance(v, int | float) and not isinstance(v, bool)
+    }
+    return out or None
+
+
+def _openai_common(obj: dict[str, Any], text_of: Any) -> FrameInfo:
+    info = FrameInfo()
+    if "error" in obj:
+        info.error = _error_text(obj["error"])
+        return info
+    choices = obj.get("choices")
+    if choices is not None and not isinstance(choices, list):
+        raise StreamProtocolError(f"'choices' is not a list: {str(choices)[:80]!r}")
+    if choices:
+        choice = choices[0]
+        if not isinstance(choice, dict):
+            raise StreamProtocolError("a choice is not an object")
+        info.text = text_of(choice)
+        reason = choice.get("finish_reason")
+        if isinstance(reason, str):
+            info.finish_reason = reason
+    info.usage = _usage(obj)
+    info.timings = _number_fields(obj.get("timings"))  # llama.cpp's own decode timings
+    return info
+
+
+def _openai_extra(req: GenerationRequest, body: dict[str, Any]) -> dict[str, Any]:
+    if req.model:
+        body["model"] = req.model
+    if req.max_tokens is not None:
+        body["max_tokens"] = req.max_tokens
+    if req.temperature is not None:
+        body["temperature"] = req.temperature
+    if req.seed is not None:
+        body["seed"] = req.seed
+    body["stream"] = True
+    # Always ask: several servers send usage only when asked, and N must come from the server.
+    body["stream_options"] = {"include_usage": True}
+    body.update(req.extra)
+    return body
+
+
+def _chat_text(choice: dict[str, Any]) -> str:
+    delta = choice.get("delta")
+    if delta is None:
+        return ""
+    if not isinstance(delta, dict):
+        raise StreamProtocolError("'delta' is not an object")
+    parts = []
+    # Reasoning models stream their thinking first; those are generated tokens too.
+    for key in ("reasoning_content", "reasoning", "content"):
+        value = delta.get(key)
+        if isinstance(value, str):
+            parts.append(value)
+    return "".join(parts)
+
+
+def _completion_text(choice: dict[str, Any]) -> str:
+    text = choice.get("text")
+    return text if isinstance(text, str) else ""
+
+
+class _OpenAIBase:
+    end_marker = "[DONE]"
+
+    def decoder(self) -> Decoder:
+        return SSEDecoder()
+
+
+class OpenAIChat(_OpenAIBase):
+    api = Api.OPENAI_CHAT
+    path = "/v1/chat/completions"
+
+    def payload(self, req: GenerationRequest) -> dict[str, Any]:
+        return _openai_extra(req, {"messages": [{"role": "user", "content": req.prompt}]})
+
+    def interpret(self, frame: Frame) -> FrameInfo:
+        if frame.data.strip() == "[DONE]":
+            return FrameInfo(done=True)
+        return _openai_common(_loads(frame.data), _chat_text)
+
+
+class OpenAICompletions(_OpenAIBase):
+    api = Api.OPENAI_COMPLETIONS
+    path = "/v1/completions"
+
+    def payload(self, req: GenerationRequest) -> dict[str, Any]:
+        return _openai_extra(req, {"prompt": req.prompt})
+
+    def interpret(self, frame: Frame) -> FrameInfo:
+        if frame.data.strip() == "[DONE]":
+            return FrameInfo(done=True)
+        return _openai_common(_loads(frame.data), _completion_text)
+
+
+OLLAMA_TIMING_FIELDS = (
+    "total_duration",
+    "load_duration",
+    "prompt_eval_count",
+    "prompt_eval_duration",
+    "eval_count",
+    "eval_duration",
+)
+
+
+class Ollama:
+    """Ollama's native /api/chat: NDJSON, the last object has `done: true` and the timings."""
+
+    api = Api.OLLAMA
+    path = "/api/chat"
+    end_marker = '{"done": true}'
+
+    def payload(self, req: GenerationRequest) -> dict[str, Any]:
+        options: dict[str, Any] = {}
+        if req.max_tokens is not None:
+            options["num_predict"] = req.max_tokens
+        if req.temperature is not None:
+            options["temperature"] = req.temperature
+        if req.seed is not None:
+            options["seed"] = req.seed
+        options.update(req.extra.get("options", {}))
+        body: dict[str, Any] = {
+            "model": req.model or "",
+            "messages": [{"role": "user", "content": req.prompt}],
+            "stream": True,
+        }
+        if options:
+            body["options"] = options
+        return body
+
+    def decoder(self) -> Decoder:
+        return NDJSONDecoder()
+
+    def interpret(self, frame: Frame) -> FrameInfo:
+        obj = _loads(frame.data)
+        info = FrameInfo()
+        if "error" in obj:
+            info.error = _error_text(obj["error"])
+            return info
+        message = obj.get("message")
+        if isinstance(message, dict):
+            parts = [message.get(k) for k in ("thinking", "content")]
+            info.text = "".join(p for p in parts if isinstance(p, str))
+        if obj.get("done") is True:
+            info.done = True
+            reason = obj.get("done_reason")
+            info.finish_reason = reason if isinstance(reason, str) else None
+            # Ollama omits a field when it is zero (prompt_eval_count vanishes on a cache hit).
+            timings = {
+                k: float(obj[k]) for k in OLLAMA_TIMING_FIELDS if isinstance(obj.get(k), int)
+            }
+            info.timings = timings or None
+            usage: dict[str, int] = {}
+            if isinstance(obj.get("eval_count"), int):
+                usage["completion_tokens"] = obj["eval_count"]
+            if isinstance(obj.get("prompt_eval_count"), int):
+                usage["prompt_tokens"] = obj["prompt_eval_count"]
+            info.usage = usage or None
+        return info
+
+
+ADAPTERS: dict[Api, ApiAdapter] = {
+    Api.OPENAI_CHAT: OpenAIChat(),
+    Api.OPENAI_COMPLETIONS: OpenAICompletions(),
+    Api.OLLAMA: Ollama(),
+}
+
+
+def adapter_for(api: Api | str) -> ApiAdapter:
+    return ADAPTERS[Api(api)]

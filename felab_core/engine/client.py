@@ -1,0 +1,208 @@
+"""The streaming HTTP client: one request in, one fully stamped timeline out, never an exception.
+
+Built on httpx with a pool sized to the run's concurrency (no 100-stream cap) and keep-alive.
+Stamps come from httpcore's trace hooks (connect, request headers on the wire, response headers)
+and from each network read, on `time.monotonic_ns`, the clock a server on the same machine can
+stamp with too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from felab_core.engine.apis import ApiAdapter, StreamProtocolError
+from felab_core.engine.timeline import Chunk, RequestTimeline
+
+now_ns = time.monotonic_ns
+
+
+@dataclass(frozen=True, slots=True)
+class ClientLimits:
+    """Time limits for one request, in seconds."""
+
+    total: float = 600.0  # the whole request (--timeout)
+    stall: float = 60.0  # longest silence between two reads before the stream counts as stalled
+    connect: float = 10.0
+
+
+def make_client(concurrency: int | None, limits: ClientLimits) -> httpx.AsyncClient:
+    """A pool with one keep-alive connection per in-flight stream; None means no cap at all."""
+    pool = httpx.Limits(
+        max_connections=concurrency,
+        max_keepalive_connections=concurrency,
+        keepalive_expiry=30.0,
+    )
+    timeout = httpx.Timeout(limits.total, connect=limits.connect, read=limits.stall, pool=None)
+    return httpx.AsyncClient(limits=pool, timeout=timeout, http1=True, http2=False, trust_env=False)
+
+
+def server_error_message(status: int, body: bytes) -> str:
+    """The server's own words for a 4xx/5xx, whatever shape it wraps them in."""
+    text = body.decode("utf-8", errors="replace").strip()
+    message = text
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        obj = None
+    if isinstance(obj, dict):
+        err = obj.get("error", obj.get("detail", obj.get("message")))
+        if isinstance(err, dict):
+            err = err.get("message") or err.get("msg") or err
+        if isinstance(err, list) and err and isinstance(err[0], dict):  # FastAPI validation
+            err = "; ".join(str(e.get("msg", e)) for e in err)
+        if err is not None:
+            message = str(err)
+    message = " ".join(message.split())[:300] or "(empty body)"
+    return f"HTTP {status}: {message}"
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    seen = exc
+    while seen.__cause__ is not None or seen.__context__ is not None:
+        nxt = seen.__cause__ or seen.__context__
+        assert nxt is not None
+        seen = nxt
+    return seen
+
+
+def describe_error(exc: BaseException, url: str, tl: RequestTimeline, limits: ClientLimits) -> str:
+    """One line a person can act on. The text before the first colon is the error's kind."""
+    host = urlsplit(url).netloc or url
+    got = len(tl.content_chunks())
+    if isinstance(exc, httpx.ConnectTimeout):
+        return f"connect timeout: no connection to {host} within {limits.connect:g} s"
+    if isinstance(exc, httpx.ConnectError):
+        cause = _root_cause(exc)
+        text = str(exc) or str(cause)
+        code = getattr(cause, "errno", None)
+        if code == errno.ECONNREFUSED or "refused" in text.lower():
+            return (
+                f"connection refused: nothing listens at {host}; start the server "
+                "(for example `felab serve llamacpp --model ...`) or check the port"
+            )
+        lowered = text.lower()
+        if ("name" in lowered and ("resolution" in lowered or "known" in lowered)) or (
+            "nodename" in lowered
+        ):
+            return f"DNS failure: cannot resolve the host in {host}; check the URL"
+        return f"connect error: {host}: {text}"
+    if isinstance(exc, httpx.ReadTimeout):
+        return (
+            f"stalled: no bytes for {limits.stall:g} s after {got} content chunks "
+            "(raise --stall-timeout if the server is just slow)"
+        )
+    if isinstance(exc, TimeoutError | asyncio.TimeoutError):
+        return f"timeout: the request took longer than --timeout {limits.total:g} s"
+    if isinstance(exc, httpx.TimeoutException):
+        return f"timeout: {type(exc).__name__} talking to {host}"
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return (
+            f"disconnected: the server closed the connection mid-stream after {got} content "
+            f"chunks ({exc})"
+        )
+    if isinstance(exc, httpx.ReadError | httpx.WriteError):
+        return f"connection lost: {type(exc).__name__} after {got} content chunks ({exc})"
+    if isinstance(exc, StreamProtocolError):
+        return f"malformed stream: message {len(tl.chunks) + 1}: {exc}"
+    if isinstance(exc, httpx.HTTPError):
+        return f"http error: {type(exc).__name__}: {exc}"
+    return f"client error: {type(exc).__name__}: {exc}"
+
+
+async def stream_request(
+    client: httpx.AsyncClient,
+    url: str,
+    adapter: ApiAdapter,
+    payload: dict[str, Any],
+    tl: RequestTimeline,
+    limits: ClientLimits,
+) -> RequestTimeline:
+    """Send one streaming request and fill `tl` in place; errors land in `tl.error`."""
+
+    async def trace(event: str, info: dict[str, Any]) -> None:
+        t = now_ns()
+        if event == "connection.connect_tcp.started":
+            tl.connect_start_ns = t
+        elif event == "connection.connect_tcp.complete":
+            tl.connect_end_ns = t
+        elif event == "http11.send_request_headers.started":
+            tl.sent_ns = t
+        elif event == "http11.receive_response_headers.complete":
+            tl.headers_ns = t
+
+    if tl.dispatched_ns is None:
+        tl.dispatched_ns = now_ns()
+    try:
+        async with asyncio.timeout(limits.total):
+            await _stream(client, url, adapter, payload, tl, trace)
+    except BaseException as exc:
+        if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
+            tl.error = "cancelled: the run was stopped before this request finished"
+            tl.end_ns = tl.end_ns or now_ns()
+            raise
+        tl.error = tl.error or describe_error(exc, url, tl, limits)
+    if tl.end_ns is None:
+        tl.end_ns = now_ns()
+    if tl.sent_ns is None:
+        tl.sent_ns = tl.dispatched_ns
+    return tl
+
+
+async def _stream(
+    client: httpx.AsyncClient,
+    url: str,
+    adapter: ApiAdapter,
+    payload: dict[str, Any],
+    tl: RequestTimeline,
+    trace: Any,
+) -> None:
+    decoder = adapter.decoder()
+    async with client.stream("POST", url, json=payload, extensions={"trace": trace}) as resp:
+        tl.status = resp.status_code
+        if tl.headers_ns is None:
+            tl.headers_ns = now_ns()
+        if resp.status_code >= 400:
+            body = await resp.aread()
+            tl.end_ns = now_ns()
+            tl.error = server_error_message(resp.status_code, body)
+            return
+        async for piece in resp.aiter_raw():
+            t = now_ns()
+            for frame in decoder.feed(piece):
+                _record(adapter, tl, frame.data, t, adapter.interpret(frame))
+                if tl.error:
+                    tl.end_ns = t
+                    return
+        tl.end_ns = now_ns()
+    leftover = decoder.close()
+    if leftover is not None and not tl.done:
+        # A last message without its terminator: keep it, but the stream was cut short.
+        _record(adapter, tl, leftover.data, tl.end_ns, adapter.interpret(leftover))
+    tl.sse_comments = getattr(decoder, "comments", 0)
+    if not tl.done and tl.error is None:
+        tl.error = (
+            f"truncated: the stream ended without its final message ({adapter.end_marker}) "
+            f"after {len(tl.content_chunks())} content chunks"
+        )
+
+
+def _record(adapter: ApiAdapter, tl: RequestTimeline, data: str, t: int, info: Any) -> None:
+    if info.error:
+        tl.error = f"server error in stream: {info.error}"
+    tl.chunks.append(Chunk(t_ns=t, nbytes=len(data), text=info.text))
+    if info.usage:
+        tl.usage = {**(tl.usage or {}), **info.usage}
+    if info.timings:
+        tl.server_timings = {**(tl.server_timings or {}), **info.timings}
+    if info.finish_reason:
+        tl.finish_reason = info.finish_reason
+    if info.done:
+        tl.done = True

@@ -1,0 +1,303 @@
+"""Metric definitions: the one place where a timeline becomes numbers.
+
+Definitions (also in `felab bench --help` and the README), N = output tokens:
+
+- TTFT: actual send (request headers on the wire) to the first message carrying non-empty
+  generated text. A role-only or empty first chunk is not a token.
+- ITL: gaps between successive content messages (one per gap, pooled across requests).
+- TPOT: (last content - first content) / (N - n1), n1 = tokens in the first content message
+  (from per-message counts, else N / content messages). With several tokens per message this
+  still gives the true decode interval; with one token per message it is the usual (N - 1) form.
+- Writing speed: 1 / TPOT tokens/s, the course's "tokens one person sees each second".
+- E2E: actual send to the end of the stream. Open loop adds TTFT and E2E measured from the
+  *scheduled* send, so time spent waiting on the client is never hidden.
+- N: the server's usage, else Ollama's eval_count, else counted content messages.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from felab_core.engine.timeline import RequestTimeline
+
+NS = 1e9
+PERCENTILES = (50, 90, 95, 99)
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    mean: float
+    p50: float
+    p90: float
+    p95: float
+    p99: float
+    max: float
+    count: int
+
+    @classmethod
+    def of(cls, values: Iterable[float]) -> Stats | None:
+        arr = np.fromiter((v for v in values if v is not None and math.isfinite(v)), float)
+        if arr.size == 0:
+            return None
+        p50, p90, p95, p99 = (float(x) for x in np.percentile(arr, PERCENTILES))
+        return cls(float(arr.mean()), p50, p90, p95, p99, float(arr.max()), int(arr.size))
+
+    def to_json(self) -> dict[str, float]:
+        return {k: v for k, v in asdict(self).items() if k != "count"}
+
+
+@dataclass(slots=True)
+class RequestMetrics:
+    index: int
+    ok: bool
+    error: str | None
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    writing_tps: float | None = None
+    e2e_s: float | None = None
+    itl_s: list[float] = field(default_factory=list)
+    ttft_from_schedule_s: float | None = None
+    e2e_from_schedule_s: float | None = None
+    dispatch_lag_s: float | None = None
+    queue_wait_s: float | None = None
+    connect_s: float | None = None
+    output_tokens: int | None = None
+    token_source: str | None = None
+    counted_chunks: int = 0
+    first_chunk_tokens: float | None = None
+    prompt_tokens: int | None = None
+    server_tps: float | None = None
+    server_load_s: float | None = None
+    chunk_times_s: list[float] = field(default_factory=list)
+    cold: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _s(a: int | None, b: int | None) -> float | None:
+    if a is None or b is None:
+        return None
+    return (b - a) / NS
+
+
+def output_tokens(tl: RequestTimeline, api_is_ollama: bool) -> tuple[int | None, str | None]:
+    """N and where it came from: server count first, counted messages last."""
+    if tl.usage and "completion_tokens" in tl.usage:
+        return tl.usage["completion_tokens"], ("eval_count" if api_is_ollama else "usage")
+    counted = len(tl.content_chunks())
+    if counted:
+        return counted, "chunks"
+    return None, None
+
+
+def server_writing_tps(timings: dict[str, float] | None) -> float | None:
+    """The server's own decode speed: llama.cpp's predicted_per_second or Ollama's eval rate."""
+    if not timings:
+        return None
+    if "predicted_per_second" in timings:
+        return timings["predicted_per_second"]
+    if timings.get("eval_duration") and "eval_count" in timings:
+        return timings["eval_count"] / timings["eval_duration"] * NS
+    return None
+
+
+def request_metrics(tl: RequestTimeline, *, api_is_ollama: bool = False) -> RequestMetrics:
+    m = RequestMetrics(index=tl.index, ok=tl.ok, error=tl.error)
+    content = tl.content_chunks()
+    m.counted_chunks = len(content)
+    m.e2e_s = _s(tl.sent_ns, tl.end_ns)
+    m.connect_s = _s(tl.connect_start_ns, tl.connect_end_ns)
+    m.dispatch_lag_s = _s(tl.scheduled_ns, tl.started_ns)
+    m.queue_wait_s = _s(tl.started_ns, tl.dispatched_ns)
+    m.e2e_from_schedule_s = _s(tl.scheduled_ns, tl.end_ns)
+    m.server_tps = server_writing_tps(tl.server_timings)
+    if tl.server_timings and tl.server_timings.get("load_duration"):
+        m.server_load_s = tl.server_timings["load_duration"] / NS
+    if tl.usage:
+        m.prompt_tokens = tl.usage.get("prompt_tokens")
+    m.output_tokens, m.token_source = output_tokens(tl, api_is_ollama)
+    if tl.sent_ns is not None:
+        m.chunk_times_s = [(c.t_ns - tl.sent_ns) / NS for c in content]
+    if not content:
+        return m
+    first, last = content[0], content[-1]
+    m.ttft_s = _s(tl.sent_ns, first.t_ns)
+    m.ttft_from_schedule_s = _s(tl.scheduled_ns, first.t_ns)
+    m.itl_s = [(b.t_ns - a.t_ns) / NS for a, b in itertools.pairwise(content)]
+    n = m.output_tokens or 0
+    if first.tokens is not None:
+        n1: float = first.tokens
+    else:
+        n1 = n / len(content) if content else 0.0
+    m.first_chunk_tokens = n1
+    if len(content) >= 2 and n - n1 > 0 and last.t_ns > first.t_ns:
+        m.tpot_s = (last.t_ns - first.t_ns) / NS / (n - n1)
+        m.writing_tps = 1.0 / m.tpot_s
+    return m
+
+
+@dataclass(frozen=True, slots=True)
+class SLO:
+    """Service-level objective for goodput: a request counts only if it meets every bound."""
+
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    e2e_s: float | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> SLO:
+        """`ttft=0.5,tpot=0.05` (seconds) -> SLO."""
+        fields: dict[str, float] = {}
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            key, sep, value = part.partition("=")
+            key = key.strip().lower()
+            if not sep or key not in ("ttft", "tpot", "e2e"):
+                raise ValueError(
+                    f"bad SLO term {part!r}: use ttft=SECONDS, tpot=SECONDS or e2e=SECONDS"
+                )
+            try:
+                number = float(value)
+            except ValueError:
+                raise ValueError(f"bad SLO value in {part!r}: {value!r} is not a number") from None
+            if not math.isfinite(number) or number <= 0:
+                raise ValueError(f"bad SLO value in {part!r}: must be a positive number of seconds")
+            fields[f"{key}_s"] = number
+        if not fields:
+            raise ValueError("empty SLO: use for example ttft=0.5,tpot=0.05")
+        return cls(**fields)
+
+    def met_by(self, m: RequestMetrics) -> bool:
+        checks = ((self.ttft_s, m.ttft_s), (self.tpot_s, m.tpot_s), (self.e2e_s, m.e2e_s))
+        for bound, value in checks:
+            if bound is not None and (value is None or value > bound):
+                return False
+        return m.ok
+
+    def __str__(self) -> str:
+        parts = [
+            f"{name}<={v:g}s"
+            for name, v in (("ttft", self.ttft_s), ("tpot", self.tpot_s), ("e2e", self.e2e_s))
+            if v is not None
+        ]
+        return ",".join(parts)
+
+
+@dataclass(slots=True)
+class RunSummary:
+    ok: int
+    failed: int
+    duration_s: float
+    ttft_s: Stats | None
+    tpot_s: Stats | None
+    itl_s: Stats | None
+    e2e_s: Stats | None
+    writing_tps: Stats | None
+    ttft_from_schedule_s: Stats | None
+    e2e_from_schedule_s: Stats | None
+    connect_s: Stats | None
+    server_tps: Stats | None
+    output_tokens: int
+    output_tps: float
+    request_tps: float
+    token_source: str | None
+    counted_chunks: int
+    prompt_tokens_mean: float | None
+    goodput_rps: float | None = None
+    goodput_fraction: float | None = None
+    slo: str | None = None
+    cold_starts: list[dict[str, Any]] = field(default_factory=list)
+    errors: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key in self.__dataclass_fields__:
+            value = getattr(self, key)
+            out[key] = value.to_json() if isinstance(value, Stats) else value
+        return out
+
+
+def _error_kind(error: str) -> str:
+    return error.split(":", 1)[0][:80]
+
+
+def detect_cold(metrics: Sequence[RequestMetrics]) -> set[int]:
+    """Indices of requests that paid for a model load, to be reported and not averaged in.
+
+    A server that says so (Ollama's load_duration > 0) is believed. Otherwise the first request
+    is cold when its TTFT is over 4x the median of the rest and at least 250 ms more.
+    """
+    cold = {m.index for m in metrics if m.server_load_s and m.server_load_s > 0.0}
+    ok = [m for m in metrics if m.ok and m.ttft_s is not None]
+    if len(ok) >= 3:
+        first, rest = ok[0], ok[1:]
+        rest_ttft = float(np.median([m.ttft_s for m in rest if m.ttft_s is not None]))
+        assert first.ttft_s is not None
+        if first.ttft_s > 4 * rest_ttft and first.ttft_s - rest_ttft > 0.25:
+            cold.add(first.index)
+    return cold
+
+
+def summarize(
+    metrics: Sequence[RequestMetrics],
+    *,
+    duration_s: float,
+    slo: SLO | None = None,
+) -> RunSummary:
+    """Aggregate one run. Cold-load requests are counted as ok but kept out of the latencies."""
+    cold = detect_cold(metrics)
+    for m in metrics:
+        m.cold = m.index in cold
+    ok = [m for m in metrics if m.ok]
+    warm = [m for m in ok if not m.cold]
+    failed = [m for m in metrics if not m.ok]
+    sources = Counter(m.token_source for m in ok if m.token_source)
+    token_source = None
+    if sources:
+        token_source = sources.most_common(1)[0][0] if len(sources) == 1 else "mixed"
+    total_out = sum(m.output_tokens or 0 for m in ok)
+    prompt_counts = [m.prompt_tokens for m in ok if m.prompt_tokens is not None]
+    dur = duration_s if duration_s > 0 else float("nan")
+    summary = RunSummary(
+        ok=len(ok),
+        failed=len(failed),
+        duration_s=duration_s,
+        ttft_s=Stats.of(m.ttft_s for m in warm if m.ttft_s is not None),
+        tpot_s=Stats.of(m.tpot_s for m in warm if m.tpot_s is not None),
+        itl_s=Stats.of(x for m in warm for x in m.itl_s),
+        e2e_s=Stats.of(m.e2e_s for m in warm if m.e2e_s is not None),
+        writing_tps=Stats.of(m.writing_tps for m in warm if m.writing_tps is not None),
+        ttft_from_schedule_s=Stats.of(
+            m.ttft_from_schedule_s for m in warm if m.ttft_from_schedule_s is not None
+        ),
+        e2e_from_schedule_s=Stats.of(
+            m.e2e_from_schedule_s for m in warm if m.e2e_from_schedule_s is not None
+        ),
+        connect_s=Stats.of(m.connect_s for m in metrics if m.connect_s is not None),
+        server_tps=Stats.of(m.server_tps for m in warm if m.server_tps is not None),
+        output_tokens=total_out,
+        output_tps=total_out / dur,
+        request_tps=len(ok) / dur,
+        token_source=token_source,
+        counted_chunks=sum(m.counted_chunks for m in ok),
+        prompt_tokens_mean=float(np.mean(prompt_counts)) if prompt_counts else None,
+        cold_starts=[
+            {"index": m.index, "ttft_s": m.ttft_s, "load_s": m.server_load_s}
+            for m in metrics
+            if m.cold
+        ],
+        errors=dict(Counter(_error_kind(m.error) for m in failed if m.error)),
+    )
+    if slo is not None:
+        good = sum(1 for m in warm if slo.met_by(m))
+        summary.slo = str(slo)
+        summary.goodput_rps = good / dur
+        summary.goodput_fraction = good / len(metrics) if metrics else None
+    return summary

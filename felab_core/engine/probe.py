@@ -1,0 +1,123 @@
+"""Who is answering? Identify the server behind a URL before timing it under a name.
+
+Each engine has a tell: llama.cpp serves `/props` with its slots, Ollama `/api/version`, vLLM
+`/version`, SGLang `/get_server_info`, and `/v1/models` entries say who owns them. MLX's server
+has no such endpoint; it is recognised by its `/v1/models` shape and Python's http.server
+banner. A positive match for another kind is refused; no match at all is allowed with a note.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from felab_core.engine.targets import ServerKind, Target
+
+PROBE_TIMEOUT_S = 3.0
+
+
+@dataclass(slots=True)
+class ServerIdentity:
+    kind: ServerKind | None
+    version: str | None = None
+    evidence: str = ""
+    models: list[str] = field(default_factory=list)
+    props: dict[str, Any] = field(default_factory=dict)
+    reachable: bool = True
+
+
+class IdentityError(Exception):
+    """The server cannot be reached, or it is not the kind the target names."""
+
+
+async def _get_json(client: httpx.AsyncClient, url: str) -> tuple[Any, httpx.Headers | None]:
+    try:
+        resp = await client.get(url)
+    except httpx.HTTPError:
+        return None, None
+    if resp.status_code != 200:
+        return None, resp.headers
+    try:
+        return resp.json(), resp.headers
+    except ValueError:
+        return None, resp.headers
+
+
+def _owned_by(models: Any) -> tuple[list[str], set[str]]:
+    if not isinstance(models, dict) or not isinstance(models.get("data"), list):
+        return [], set()
+    ids = [m["id"] for m in models["data"] if isinstance(m, dict) and isinstance(m.get("id"), str)]
+    owners = {
+        str(m.get("owned_by")).lower()
+        for m in models["data"]
+        if isinstance(m, dict) and m.get("owned_by")
+    }
+    return ids, owners
+
+
+async def identify(base_url: str, *, wait_s: float = PROBE_TIMEOUT_S) -> ServerIdentity:
+    """Ask the identity endpoints in parallel and decide from what answered."""
+    async with httpx.AsyncClient(timeout=wait_s, trust_env=False) as client:
+        try:
+            root = await client.get(base_url + "/")
+        except httpx.ConnectError as exc:
+            raise IdentityError(
+                f"cannot connect to {base_url}: {exc or 'connection refused'}. Is the server "
+                "running on that port? (`felab serve ENGINE --model PATH` starts one)"
+            ) from None
+        except httpx.HTTPError as exc:
+            raise IdentityError(f"cannot reach {base_url}: {type(exc).__name__}: {exc}") from None
+        names = ("/props", "/api/version", "/get_server_info", "/version", "/v1/models")
+        results = await asyncio.gather(*(_get_json(client, base_url + n) for n in names))
+    (props, _), (ollama_v, _), (sgl_info, _), (version, _), (models, model_headers) = results
+    ids, owners = _owned_by(models)
+    server_header = (model_headers or root.headers).get("server", "")
+
+    llama_keys = ("total_slots", "default_generation_settings")
+    if isinstance(props, dict) and any(k in props for k in llama_keys):
+        build = props.get("build_info")
+        return ServerIdentity(
+            ServerKind.LLAMACPP,
+            str(build) if build else None,
+            "/props lists slots",
+            ids,
+            props,
+        )
+    if isinstance(ollama_v, dict) and "version" in ollama_v:
+        return ServerIdentity(
+            ServerKind.OLLAMA, str(ollama_v["version"]), "/api/version answered", ids
+        )
+    if isinstance(sgl_info, dict) or "sglang" in owners:
+        v = version.get("version") if isinstance(version, dict) else None
+        return ServerIdentity(ServerKind.SGLANG, v, "/get_server_info answered", ids)
+    if "vllm" in owners or (isinstance(version, dict) and "version" in version):
+        v = version.get("version") if isinstance(version, dict) else None
+        return ServerIdentity(ServerKind.VLLM, v, "/version answered, models owned by vllm", ids)
+    if "llamacpp" in owners:
+        return ServerIdentity(ServerKind.LLAMACPP, None, "models owned by llamacpp", ids)
+    if owners & {"library", "ollama"}:
+        return ServerIdentity(ServerKind.OLLAMA, None, "models owned by library", ids)
+    if ids and not owners and server_header.startswith("BaseHTTP"):
+        return ServerIdentity(
+            ServerKind.MLX, None, "/v1/models without owners from Python's http.server", ids
+        )
+    return ServerIdentity(None, None, "no identity endpoint answered", ids)
+
+
+def check_identity(target: Target, ident: ServerIdentity) -> str | None:
+    """Refuse a positive mismatch; return a note when the kind could not be confirmed."""
+    if target.kind is ServerKind.OPENAI:
+        return None
+    if ident.kind is None:
+        return f"could not confirm that {target.url} is {target.kind.label} ({ident.evidence})"
+    if ident.kind is not target.kind:
+        raise IdentityError(
+            f"the server at {target.url} is {ident.kind.label} ({ident.evidence}), not "
+            f"{target.kind.label}: felab will not time it under the name {target.name!r}. Time "
+            f"it as `felab bench {ident.kind.value} --url {target.url}`, or start "
+            f"{target.kind.label} on that port."
+        )
+    return None

@@ -1,0 +1,411 @@
+"""Runs a workload against one target: warm-up, then one run per concurrency value.
+
+Closed loop: C users, each sending its next request when the last one ends. Open loop: sends on
+an absolute schedule (so a late send never delays the next), with concurrency as an optional cap
+on requests in flight. The client watches itself (event-loop lag, lateness against the
+schedule) and says so when it, not the server, may have limited the result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import platform
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import numpy as np
+
+from felab_core import __version__
+from felab_core.engine.apis import Api, GenerationRequest, adapter_for
+from felab_core.engine.client import ClientLimits, make_client, now_ns, stream_request
+from felab_core.engine.metrics import (
+    SLO,
+    RequestMetrics,
+    RunSummary,
+    request_metrics,
+    summarize,
+)
+from felab_core.engine.probe import ServerIdentity, check_identity, identify
+from felab_core.engine.targets import ServerKind, Target, force_length_extra
+from felab_core.engine.timeline import RequestTimeline
+from felab_core.engine.workloads import Workload, arrival_offsets_s
+
+SCHEMA = "felab.bench/1"
+LOOP_PROBE_INTERVAL_S = 0.01
+LOOP_LAG_WARN_MS = 5.0
+SCHEDULE_LAG_WARN_MS = 10.0
+
+Progress = Callable[[int, int | None], None]
+
+
+@dataclass(slots=True)
+class ClientCheck:
+    """How busy the client itself was: the evidence for trusting (or not) a run's figures."""
+
+    loop_lag_p50_ms: float | None = None
+    loop_lag_p99_ms: float | None = None
+    loop_lag_max_ms: float | None = None
+    schedule_lag_p50_ms: float | None = None
+    schedule_lag_p99_ms: float | None = None
+    queue_wait_p50_ms: float | None = None
+    queued_requests: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass(slots=True)
+class RunResult:
+    concurrency: int
+    rate: float | None
+    summary: RunSummary
+    requests: list[RequestMetrics]
+    timelines: list[RequestTimeline]
+    client: ClientCheck
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "concurrency": self.concurrency,
+            "rate": self.rate,
+            "summary": self.summary.to_json(),
+            "client": self.client.to_json(),
+            "requests": [m.to_json() for m in self.requests],
+        }
+
+
+@dataclass(slots=True)
+class TargetResult:
+    target: Target
+    model: str | None
+    identity: ServerIdentity | None
+    workload: Workload
+    runs: list[RunResult]
+    warmup: list[RequestMetrics]
+    started_at: str
+    host: str
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> int:
+        return sum(r.summary.failed for r in self.runs)
+
+    def to_json(self) -> dict[str, Any]:
+        w = self.workload
+        return {
+            "schema": SCHEMA,
+            "felab_version": __version__,
+            "host": self.host,
+            "started_at": self.started_at,
+            "target": {
+                "name": self.target.name,
+                "url": self.target.url,
+                "api": self.target.api.value,
+                "model": self.model,
+                "kind": self.target.kind.value,
+            },
+            "server": None
+            if self.identity is None
+            else {
+                "kind": self.identity.kind.value if self.identity.kind else None,
+                "version": self.identity.version,
+                "evidence": self.identity.evidence,
+            },
+            "workload": {
+                "preset": w.preset,
+                "concurrency": list(w.concurrency),
+                "rate": w.rate,
+                "burstiness": w.burstiness,
+                "requests": w.requests,
+                "duration_s": w.duration_s,
+                "warmup": w.warmup,
+                "max_tokens": w.max_tokens,
+                "prompt_tokens": w.prompt_tokens,
+                "shared_prefix_tokens": w.shared_prefix_tokens,
+                "seed": w.seed,
+                "temperature": w.temperature,
+            },
+            "notes": self.notes,
+            "warmup": [m.to_json() for m in self.warmup],
+            "runs": [r.to_json() for r in self.runs],
+        }
+
+
+def _stamp(fut: asyncio.Future[int]) -> None:
+    if not fut.done():
+        fut.set_result(now_ns())
+
+
+class _LoopLagProbe:
+    """Measures how long a callback waits in the event loop's ready queue.
+
+    That wait is what delays stamping a chunk that has already arrived, so it bounds the
+    client's own contribution to TTFT and ITL, whatever the loop's timer resolution.
+    """
+
+    def __init__(self) -> None:
+        self.samples_ns: list[int] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            queued = now_ns()
+            fut: asyncio.Future[int] = loop.create_future()
+            loop.call_soon(_stamp, fut)
+            ran = await fut
+            self.samples_ns.append(ran - queued)
+            await asyncio.sleep(LOOP_PROBE_INTERVAL_S)
+
+    def __enter__(self) -> _LoopLagProbe:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._task:
+            self._task.cancel()
+
+
+def _ms_percentiles(values_s: list[float], qs: tuple[int, ...]) -> list[float | None]:
+    if not values_s:
+        return [None for _ in qs]
+    return [float(x) * 1e3 for x in np.percentile(np.asarray(values_s), qs)]
+
+
+def _client_check(probe: _LoopLagProbe, metrics: list[RequestMetrics]) -> ClientCheck:
+    check = ClientCheck()
+    lag_s = [x / 1e9 for x in probe.samples_ns]
+    if lag_s:
+        check.loop_lag_p50_ms, check.loop_lag_p99_ms = _ms_percentiles(lag_s, (50, 99))
+        check.loop_lag_max_ms = max(lag_s) * 1e3
+    sched = [m.dispatch_lag_s for m in metrics if m.dispatch_lag_s is not None]
+    check.schedule_lag_p50_ms, check.schedule_lag_p99_ms = _ms_percentiles(sched, (50, 99))
+    waits = [m.queue_wait_s for m in metrics if m.queue_wait_s is not None]
+    check.queue_wait_p50_ms = _ms_percentiles(waits, (50,))[0]
+    check.queued_requests = sum(1 for w in waits if w > 0.001)
+    if check.loop_lag_p99_ms is not None and check.loop_lag_p99_ms > LOOP_LAG_WARN_MS:
+        check.warnings.append(
+            f"the client's event loop was busy (p99 lag {check.loop_lag_p99_ms:.1f} ms): "
+            "TTFT and ITL include client delay; run fewer streams per process"
+        )
+    if check.schedule_lag_p99_ms is not None and check.schedule_lag_p99_ms > SCHEDULE_LAG_WARN_MS:
+        check.warnings.append(
+            f"requests left late (p99 {check.schedule_lag_p99_ms:.1f} ms behind schedule): the "
+            "client could not keep up with --rate, so the offered load was lower than asked"
+        )
+    if check.queued_requests:
+        check.warnings.append(
+            f"{check.queued_requests} requests waited for a free slot under the --concurrency "
+            "cap; latency from the schedule includes that wait"
+        )
+    return check
+
+
+def generation_request(
+    workload: Workload, target: Target, model: str | None, prompt: str
+) -> GenerationRequest:
+    extra: dict[str, Any] = {}
+    if workload.max_tokens is not None:
+        extra = force_length_extra(target.kind)
+    return GenerationRequest(
+        prompt=prompt,
+        max_tokens=workload.max_tokens,
+        model=model,
+        temperature=workload.temperature,
+        seed=workload.seed,
+        extra=extra,
+    )
+
+
+@dataclass(slots=True)
+class _Sender:
+    client: httpx.AsyncClient
+    target: Target
+    model: str | None
+    workload: Workload
+    limits: ClientLimits
+    prompts: Iterator[str]
+
+    async def send(self, tl: RequestTimeline) -> RequestTimeline:
+        adapter = adapter_for(self.target.api)
+        req = generation_request(self.workload, self.target, self.model, next(self.prompts))
+        url = self.target.url + adapter.path
+        payload = adapter.payload(req)
+        return await stream_request(self.client, url, adapter, payload, tl, self.limits)
+
+
+async def _closed_loop(
+    sender: _Sender, concurrency: int, workload: Workload, progress: Progress | None
+) -> list[RequestTimeline]:
+    total = workload.requests
+    deadline = None if workload.duration_s is None else now_ns() + int(workload.duration_s * 1e9)
+    done: list[RequestTimeline] = []
+    issued = 0
+
+    async def user() -> None:
+        nonlocal issued
+        while (total is None or issued < total) and (deadline is None or now_ns() < deadline):
+            tl = RequestTimeline(index=issued)
+            issued += 1
+            tl.started_ns = tl.dispatched_ns = now_ns()
+            done.append(await sender.send(tl))
+            if progress:
+                progress(len(done), total)
+
+    await asyncio.gather(*(user() for _ in range(concurrency)))
+    return sorted(done, key=lambda t: t.index)
+
+
+async def _open_loop(
+    sender: _Sender, cap: int, workload: Workload, progress: Progress | None
+) -> list[RequestTimeline]:
+    assert workload.rate is not None
+    total = workload.requests
+    offsets = arrival_offsets_s(
+        workload.rate,
+        workload.burstiness,
+        workload.seed,
+        count=total,
+        duration_s=workload.duration_s,
+    )
+    limit = asyncio.Semaphore(cap) if cap > 0 else None
+    done: list[RequestTimeline] = []
+
+    async def one(tl: RequestTimeline) -> None:
+        tl.started_ns = now_ns()
+        if limit is None:
+            tl.dispatched_ns = tl.started_ns
+            await sender.send(tl)
+        else:
+            async with limit:
+                tl.dispatched_ns = now_ns()
+                await sender.send(tl)
+        done.append(tl)
+        if progress:
+            progress(len(done), total)
+
+    t0 = now_ns() + 20_000_000  # a short lead so the first send is on time too
+    tasks: list[asyncio.Task[None]] = []
+    for i, offset in enumerate(offsets):
+        scheduled = t0 + int(offset * 1e9)
+        delay = (scheduled - now_ns()) / 1e9
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tl = RequestTimeline(index=i, scheduled_ns=scheduled)
+        tasks.append(asyncio.create_task(one(tl)))
+    await asyncio.gather(*tasks)
+    return sorted(done, key=lambda t: t.index)
+
+
+def resolve_model(target: Target, identity: ServerIdentity | None) -> str | None:
+    """The model name to send: the target's, else the one the server lists.
+
+    MLX and llama.cpp accept a request with no model (MLX sends any unknown name to the hub);
+    vLLM, SGLang and Ollama need one.
+    """
+    if target.model:
+        return target.model
+    if target.kind in (ServerKind.MLX, ServerKind.LLAMACPP):
+        return None
+    if identity and identity.models:
+        return identity.models[0]
+    return None
+
+
+async def bench_target(
+    target: Target,
+    workload: Workload,
+    *,
+    slo: SLO | None = None,
+    limits: ClientLimits | None = None,
+    progress: Callable[[str, int, int | None], None] | None = None,
+    check_server: bool = True,
+) -> TargetResult:
+    """Identify the server, warm it up, then one run per concurrency value."""
+    workload.validate()
+    limits = limits or ClientLimits()
+    notes: list[str] = []
+    if target.note:
+        notes.append(target.note)
+    identity: ServerIdentity | None = None
+    if check_server:
+        identity = await identify(target.url)
+        note = check_identity(target, identity)
+        if note:
+            notes.append(note)
+    model = resolve_model(target, identity)
+    if target.kind in (ServerKind.VLLM, ServerKind.SGLANG, ServerKind.OLLAMA) and not model:
+        notes.append("no model name known: set one with --model or in the targets file")
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    is_ollama = target.api is Api.OLLAMA
+    prompts = workload.prompt_plan().prompts()
+
+    warm: list[RequestMetrics] = []
+    if workload.warmup:
+        async with make_client(1, limits) as client:
+            sender = _Sender(client, target, model, workload, limits, prompts)
+            for i in range(workload.warmup):
+                tl = RequestTimeline(index=-1 - i, warmup=True)
+                await sender.send(tl)
+                warm.append(request_metrics(tl, api_is_ollama=is_ollama))
+                if progress:
+                    progress("warm-up", i + 1, workload.warmup)
+
+    runs: list[RunResult] = []
+    for concurrency in workload.concurrency:
+        pool = concurrency if concurrency > 0 else None
+        async with make_client(pool, limits) as client:
+            sender = _Sender(client, target, model, workload, limits, prompts)
+            label = (
+                f"rate {workload.rate:g}/s" if workload.rate is not None else f"c={concurrency}"
+            )
+
+            def tick(done: int, total: int | None, label: str = label) -> None:
+                if progress:
+                    progress(label, done, total)
+
+            with _LoopLagProbe() as probe:
+                t_start = now_ns()
+                if workload.rate is None:
+                    timelines = await _closed_loop(sender, concurrency, workload, tick)
+                else:
+                    timelines = await _open_loop(sender, concurrency, workload, tick)
+                t_end = max((t.end_ns or t_start for t in timelines), default=now_ns())
+        metrics = [request_metrics(t, api_is_ollama=is_ollama) for t in timelines]
+        summary = summarize(metrics, duration_s=(t_end - t_start) / 1e9, slo=slo)
+        check = _client_check(probe, metrics)
+        runs.append(RunResult(concurrency, workload.rate, summary, metrics, timelines, check))
+    cold_note = _warmup_cold_note(warm, runs)
+    if cold_note:
+        notes.append(cold_note)
+    return TargetResult(
+        target=target,
+        model=model or (identity.models[0] if identity and identity.models else None),
+        identity=identity,
+        workload=workload,
+        runs=runs,
+        warmup=warm,
+        started_at=started_at,
+        host=platform.node(),
+        notes=notes,
+    )
+
+
+
+def _warmup_cold_note(warm: list[RequestMetrics], runs: list[RunResult]) -> str | None:
+    """Say when the warm-up paid for a model load, which is why it is not counted."""
+    if not warm:
+        return None
+    first = warm[0]
+    if first.server_load_s:
+        return f"cold start in warm-up: the server loaded the model ({first.server_load_s:.2f} s)"
+    typical = next((r.summary.ttft_s.p50 for r in runs if r.summary.ttft_s), None)
+    if first.ttft_s and typical and first.ttft_s > 4 * typical and first.ttft_s - typical > 0.25:
+        return (
+            f"cold start in warm-up: first TTFT {first.ttft_s:.2f} s against a typical "
+            f"{typical:.3f} s; not counted"
+        )
+    return None

@@ -1,0 +1,206 @@
+"""Named servers to time, with their API, address and model, overridable from one TOML file.
+
+The same file and schema serve `felab bench` and the worker fleet: a worker only ever times the
+URLs its owner wrote down here, never one that arrives from chat.
+
+    # felab targets file (FELAB_TARGETS_FILE)
+    [targets.mlx]
+    url = "http://127.0.0.1:8081"
+    model = "/Users/me/models/Llama-3.1-8B-Instruct-4bit"
+
+    [targets.gpu]            # a new name: say which kind of server it is
+    kind = "vllm"
+    url = "http://127.0.0.1:8000"
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from felab_core.engine.apis import Api
+
+
+class ServerKind(StrEnum):
+    OLLAMA = "ollama"
+    LLAMACPP = "llamacpp"
+    MLX = "mlx"
+    VLLM = "vllm"
+    SGLANG = "sglang"
+    OPENAI = "openai"  # any OpenAI-compatible server; identity not checked
+
+    @property
+    def label(self) -> str:
+        return _LABELS[self]
+
+
+_LABELS = {
+    ServerKind.OLLAMA: "Ollama",
+    ServerKind.LLAMACPP: "llama.cpp",
+    ServerKind.MLX: "MLX",
+    ServerKind.VLLM: "vLLM",
+    ServerKind.SGLANG: "SGLang",
+    ServerKind.OPENAI: "OpenAI-compatible",
+}
+
+
+class TargetError(ValueError):
+    """A target that cannot be used, with what to change."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    name: str
+    kind: ServerKind
+    url: str  # base address, http://host:port, without /v1
+    api: Api
+    model: str | None = None
+    note: str | None = None
+
+    @property
+    def force_length_extra(self) -> dict[str, object]:
+        """Fields that make the server write exactly max_tokens, where it allows that."""
+        return force_length_extra(self.kind)
+
+
+def force_length_extra(kind: ServerKind) -> dict[str, object]:
+    if kind in (ServerKind.VLLM, ServerKind.SGLANG, ServerKind.LLAMACPP):
+        return {"ignore_eos": True}
+    return {}
+
+
+DEFAULT_TARGETS: dict[str, Target] = {
+    t.name: t
+    for t in (
+        Target("ollama", ServerKind.OLLAMA, "http://127.0.0.1:11434", Api.OLLAMA, "llama3.1:8b"),
+        Target("llamacpp", ServerKind.LLAMACPP, "http://127.0.0.1:8080", Api.OPENAI_CHAT),
+        Target(
+            "mlx",
+            ServerKind.MLX,
+            "http://127.0.0.1:8081",
+            Api.OPENAI_CHAT,
+            note=(
+                "mlx_lm.server also defaults to port 8080, where llama-server lives; felab "
+                "expects MLX on 8081: start it with --port 8081 (felab serve mlx does)"
+            ),
+        ),
+        Target("vllm", ServerKind.VLLM, "http://127.0.0.1:8000", Api.OPENAI_CHAT),
+        Target("sglang", ServerKind.SGLANG, "http://127.0.0.1:30000", Api.OPENAI_CHAT),
+    )
+}
+
+
+def normalize_base_url(url: str) -> str:
+    """Accept http://host:port, with or without a trailing /v1 or slash."""
+    text = url.strip()
+    if "://" not in text:
+        text = "http://" + text
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise TargetError(f"{url!r} is not a server address: use http://HOST:PORT")
+    try:
+        parts.port  # noqa: B018 - validates the port
+    except ValueError:
+        raise TargetError(f"{url!r} has a bad port number") from None
+    path = parts.path.rstrip("/")
+    if path.endswith("/v1"):
+        path = path[: -len("/v1")]
+    return f"{parts.scheme}://{parts.netloc}{path}"
+
+
+class _TargetEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: ServerKind | None = None
+    url: str | None = None
+    api: Api | None = None
+    model: str | None = None
+    note: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        return None if value is None else normalize_base_url(value)
+
+
+class _TargetsFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    targets: dict[str, _TargetEntry] = Field(default_factory=dict)
+
+
+def load_targets(path: Path | None) -> dict[str, Target]:
+    """The built-in targets, with a targets file's entries laid over them."""
+    targets = dict(DEFAULT_TARGETS)
+    if path is None:
+        return targets
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise TargetError(f"targets file {path} does not exist (FELAB_TARGETS_FILE)") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise TargetError(f"targets file {path} is not valid TOML: {exc}") from None
+    try:
+        parsed = _TargetsFile.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise TargetError(f"targets file {path}: {where}: {first['msg']}") from None
+    for name, entry in parsed.targets.items():
+        base = targets.get(name)
+        if base is None:
+            if entry.kind is None or entry.url is None:
+                raise TargetError(
+                    f"targets file {path}: [targets.{name}] is a new name, so it needs both "
+                    "kind (ollama, llamacpp, mlx, vllm, sglang or openai) and url"
+                )
+            api = entry.api or (Api.OLLAMA if entry.kind is ServerKind.OLLAMA else Api.OPENAI_CHAT)
+            base = Target(name, entry.kind, entry.url, api)
+        updates = {
+            k: v
+            for k, v in entry.model_dump().items()
+            if v is not None
+        }
+        targets[name] = replace(base, **updates)
+    return targets
+
+
+def resolve_target(
+    name: str | None,
+    *,
+    targets: dict[str, Target],
+    url: str | None = None,
+    api: Api | None = None,
+    model: str | None = None,
+    kind: ServerKind | None = None,
+) -> Target:
+    """One target from a name and/or flags; flags win over the file and the defaults."""
+    if name is None:
+        if url is None:
+            raise TargetError("name a target (ollama, llamacpp, mlx, vllm, sglang) or give --url")
+        kind = kind or ServerKind.OPENAI
+        base = Target(
+            "custom",
+            kind,
+            normalize_base_url(url),
+            api or (Api.OLLAMA if kind is ServerKind.OLLAMA else Api.OPENAI_CHAT),
+        )
+    else:
+        if name not in targets:
+            known = ", ".join(sorted(targets))
+            raise TargetError(f"unknown target {name!r}: known targets are {known}")
+        base = targets[name]
+        if url is not None:
+            base = replace(base, url=normalize_base_url(url))
+        if api is not None:
+            base = replace(base, api=api)
+        if kind is not None:
+            base = replace(base, kind=kind)
+    if model is not None:
+        base = replace(base, model=model)
+    return base

@@ -1,0 +1,203 @@
+"""What a run sends and when: prompts, arrival schedules and the named presets.
+
+Everything is derived from a seed, so two students who run the same preset send the same bytes
+in the same rhythm and their rows compare.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+# Common English words that most LLM tokenizers (Llama 3, Qwen, Mistral) keep as one token each
+# when preceded by a space, so N words is "about N tokens" for a synthetic prompt.
+_WORDS = (
+    "the of and to in is that for it as was with be by on not he this are or his from at which "
+    "but have an they you were her she there one all we their has been if more when will would "
+    "who so no out up into do than can some time could them other new only these two may first "
+    "then any like my now over such our man me even most made after also did many before must "
+    "through back years where much your way well down should because each just those people how "
+    "too little state good very make world still own see men work long get here between both "
+    "life being under never day same another know while last might us great old year off come "
+    "since against go came right used take three small large next early young important few "
+    "public bad same able city water room food music story money light house car road river"
+).split()
+
+DEFAULT_PROMPT = (
+    "Explain in plain words, step by step, how a busy restaurant kitchen keeps every table "
+    "served during the dinner rush. Write at least three long paragraphs."
+)
+
+
+def synthetic_words(rng: random.Random, n: int) -> str:
+    return " ".join(rng.choice(_WORDS) for _ in range(max(0, n)))
+
+
+@dataclass(frozen=True, slots=True)
+class PromptPlan:
+    """How prompts are built: a fixed text, or synthetic words of about N tokens."""
+
+    prompt_tokens: int | None = None  # None: the default instruction prompt
+    shared_prefix_tokens: int = 0
+    seed: int = 0
+
+    def prompts(self) -> Iterator[str]:
+        """Endless prompts; each opens with the shared prefix, then a per-request nonce.
+
+        The nonce stops a server's prefix cache from reusing anything past the shared part.
+        """
+        prefix = ""
+        if self.shared_prefix_tokens > 0:
+            prefix_rng = random.Random(f"prefix-{self.seed}")
+            prefix = synthetic_words(prefix_rng, self.shared_prefix_tokens) + " "
+        rng = random.Random(f"prompts-{self.seed}")
+        i = 0
+        while True:
+            nonce = f"[request {i} {rng.randrange(16**6):06x}]"
+            if self.prompt_tokens is None:
+                body = DEFAULT_PROMPT
+            else:
+                # The nonce costs a few tokens; keep the total near the asked-for size.
+                rest = self.prompt_tokens - self.shared_prefix_tokens - 6
+                body = synthetic_words(rng, rest)
+            yield f"{prefix}{nonce} {body}".strip()
+            i += 1
+
+
+def arrival_offsets_s(
+    rate: float, burstiness: float, seed: int, *, count: int | None, duration_s: float | None
+) -> Iterator[float]:
+    """Absolute send times (seconds from the start) for an open-loop run.
+
+    Gaps are gamma-distributed with mean 1/rate; burstiness 1 is Poisson, below 1 burstier,
+    above 1 steadier. Times are cumulative sums, so a late send never pushes later ones back.
+    """
+    if rate <= 0:
+        raise ValueError("rate must be positive")
+    if burstiness <= 0:
+        raise ValueError("burstiness must be positive")
+    rng = random.Random(f"arrivals-{seed}")
+    t = 0.0
+    i = 0
+    while (count is None or i < count) and (duration_s is None or t < duration_s):
+        yield t
+        t += rng.gammavariate(burstiness, 1.0 / (rate * burstiness))
+        i += 1
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """Every knob that makes two runs comparable."""
+
+    # Closed loop: users sending back to back. Open loop: a cap on requests in flight (0: none).
+    concurrency: tuple[int, ...] = (1,)
+    rate: float | None = None  # requests/s; None means closed loop
+    burstiness: float = 1.0
+    requests: int | None = 8
+    duration_s: float | None = None
+    warmup: int = 1
+    max_tokens: int | None = 256
+    prompt_tokens: int | None = None
+    shared_prefix_tokens: int = 0
+    seed: int = 0
+    temperature: float | None = 0.0
+    preset: str | None = None
+
+    def prompt_plan(self) -> PromptPlan:
+        return PromptPlan(self.prompt_tokens, self.shared_prefix_tokens, self.seed)
+
+    def validate(self) -> None:
+        problems = []
+        lowest = 0 if self.rate is not None else 1  # open loop: 0 means no cap on in-flight
+        if not self.concurrency or any(c < lowest for c in self.concurrency):
+            problems.append("concurrency must be whole numbers of 1 or more, e.g. 1,4,16")
+        if self.rate is not None and self.rate <= 0:
+            problems.append("--rate must be a positive number of requests per second")
+        if self.burstiness <= 0:
+            problems.append("--burstiness must be positive (1 = Poisson)")
+        if self.requests is None and self.duration_s is None:
+            problems.append("give --requests N or --duration SECONDS")
+        if self.requests is not None and self.requests < 1:
+            problems.append("--requests must be 1 or more")
+        if self.duration_s is not None and self.duration_s <= 0:
+            problems.append("--duration must be positive")
+        if self.warmup < 0:
+            problems.append("--warmup cannot be negative")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            problems.append("--max-tokens must be 1 or more")
+        if self.prompt_tokens is not None and self.prompt_tokens < 1:
+            problems.append("--prompt-tokens must be 1 or more")
+        if self.shared_prefix_tokens < 0:
+            problems.append("--shared-prefix-tokens cannot be negative")
+        if (
+            self.shared_prefix_tokens
+            and self.prompt_tokens is not None
+            and self.shared_prefix_tokens >= self.prompt_tokens
+        ):
+            problems.append("--shared-prefix-tokens must be smaller than --prompt-tokens")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    def with_overrides(self, **changes: Any) -> Workload:
+        """Apply flags on top of a preset; a changed preset no longer claims the preset's name."""
+        real = {k: v for k, v in changes.items() if v is not None and getattr(self, k) != v}
+        if not real:
+            return self
+        label = f"{self.preset}+custom" if self.preset else None
+        return replace(self, **real, preset=label)
+
+
+@dataclass(frozen=True, slots=True)
+class Preset:
+    name: str
+    summary: str
+    workload: Workload = field(default_factory=Workload)
+
+
+PRESETS: dict[str, Preset] = {
+    p.name: p
+    for p in (
+        Preset(
+            "day2",
+            "The course's Day 2 run: one user, the writing speed a person sees. 1 warm-up, "
+            "8 requests one at a time, default prompt, 256 output tokens, temperature 0.",
+            Workload(concurrency=(1,), requests=8, warmup=1, max_tokens=256, seed=2, preset="day2"),
+        ),
+        Preset(
+            "quick",
+            "A smoke test: 1 warm-up, 3 requests, 32 output tokens.",
+            Workload(concurrency=(1,), requests=3, warmup=1, max_tokens=32, seed=1, preset="quick"),
+        ),
+        Preset(
+            "sweep",
+            "How speed falls as users arrive: concurrency 1, 4 and 16, 32 requests each, "
+            "a ~256-token prompt, 128 output tokens.",
+            Workload(
+                concurrency=(1, 4, 16),
+                requests=32,
+                warmup=1,
+                max_tokens=128,
+                prompt_tokens=256,
+                seed=3,
+                preset="sweep",
+            ),
+        ),
+        Preset(
+            "prefix",
+            "The prefix-caching lesson: every ~1,280-token prompt opens with the same 1,024 "
+            "tokens; 4 users, 32 requests, 64 output tokens.",
+            Workload(
+                concurrency=(4,),
+                requests=32,
+                warmup=1,
+                max_tokens=64,
+                prompt_tokens=1280,
+                shared_prefix_tokens=1024,
+                seed=4,
+                preset="prefix",
+            ),
+        ),
+    )
+}
