@@ -30,3 +30,8 @@ def _root(
 
 
 # --- sub-commands are registered below, one line each ---
+from felab_core.cli import bench as _bench  # noqa: E402
+
+app.command("bench", help=_bench.bench.__doc__)(_bench.bench)
+app.command("targets")(_bench.targets_cmd)
+app.command("presets")(_bench.presets_cmd)

@@ -73,6 +73,23 @@ def _root_cause(exc: BaseException) -> BaseException:
     return seen
 
 
+def connect_failure(exc: BaseException, host: str) -> str:
+    """Name the usual connect failures plainly: refused, unresolvable, or something else."""
+    cause = _root_cause(exc)
+    text = str(exc) or str(cause)
+    lowered = f"{text} {cause}".lower()
+    code = getattr(cause, "errno", None)
+    if code == errno.ECONNREFUSED or "refused" in lowered or "all connection attempts" in lowered:
+        return (
+            f"connection refused: nothing listens at {host}; start the server "
+            "(for example `felab serve llamacpp --model ...`) or check the port"
+        )
+    unresolved = "name" in lowered and ("resolution" in lowered or "known" in lowered)
+    if unresolved or "nodename" in lowered:
+        return f"DNS failure: cannot resolve the host in {host}; check the URL"
+    return f"connect error: {host}: {text}"
+
+
 def describe_error(exc: BaseException, url: str, tl: RequestTimeline, limits: ClientLimits) -> str:
     """One line a person can act on. The text before the first colon is the error's kind."""
     host = urlsplit(url).netloc or url
@@ -80,20 +97,7 @@ def describe_error(exc: BaseException, url: str, tl: RequestTimeline, limits: Cl
     if isinstance(exc, httpx.ConnectTimeout):
         return f"connect timeout: no connection to {host} within {limits.connect:g} s"
     if isinstance(exc, httpx.ConnectError):
-        cause = _root_cause(exc)
-        text = str(exc) or str(cause)
-        code = getattr(cause, "errno", None)
-        if code == errno.ECONNREFUSED or "refused" in text.lower():
-            return (
-                f"connection refused: nothing listens at {host}; start the server "
-                "(for example `felab serve llamacpp --model ...`) or check the port"
-            )
-        lowered = text.lower()
-        if ("name" in lowered and ("resolution" in lowered or "known" in lowered)) or (
-            "nodename" in lowered
-        ):
-            return f"DNS failure: cannot resolve the host in {host}; check the URL"
-        return f"connect error: {host}: {text}"
+        return connect_failure(exc, host)
     if isinstance(exc, httpx.ReadTimeout):
         return (
             f"stalled: no bytes for {limits.stall:g} s after {got} content chunks "

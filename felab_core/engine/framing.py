@@ -101,11 +101,7 @@ class NDJSONDecoder:
 
     def feed(self, chunk: bytes) -> list[Frame]:
         lines, self._buf = _split_lines(self._buf + chunk)
-        return [
-            Frame(line.decode("utf-8", errors="replace"))
-            for line in lines
-            if line.strip()
-        ]
+        return [Frame(line.decode("utf-8", errors="replace")) for line in lines if line.strip()]
 
     def close(self) -> Frame | None:
         rest, self._buf = self._buf, b""

@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from felab_core.engine.client import connect_failure
 from felab_core.engine.targets import ServerKind, Target
 
 PROBE_TIMEOUT_S = 3.0
@@ -64,10 +65,7 @@ async def identify(base_url: str, *, wait_s: float = PROBE_TIMEOUT_S) -> ServerI
         try:
             root = await client.get(base_url + "/")
         except httpx.ConnectError as exc:
-            raise IdentityError(
-                f"cannot connect to {base_url}: {exc or 'connection refused'}. Is the server "
-                "running on that port? (`felab serve ENGINE --model PATH` starts one)"
-            ) from None
+            raise IdentityError(connect_failure(exc, base_url)) from None
         except httpx.HTTPError as exc:
             raise IdentityError(f"cannot reach {base_url}: {type(exc).__name__}: {exc}") from None
         names = ("/props", "/api/version", "/get_server_info", "/version", "/v1/models")

@@ -359,9 +359,7 @@ async def bench_target(
         pool = concurrency if concurrency > 0 else None
         async with make_client(pool, limits) as client:
             sender = _Sender(client, target, model, workload, limits, prompts)
-            label = (
-                f"rate {workload.rate:g}/s" if workload.rate is not None else f"c={concurrency}"
-            )
+            label = f"rate {workload.rate:g}/s" if workload.rate is not None else f"c={concurrency}"
 
             def tick(done: int, total: int | None, label: str = label) -> None:
                 if progress:
@@ -392,7 +390,6 @@ async def bench_target(
         host=platform.node(),
         notes=notes,
     )
-
 
 
 def _warmup_cold_note(warm: list[RequestMetrics], runs: list[RunResult]) -> str | None:

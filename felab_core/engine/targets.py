@@ -161,11 +161,7 @@ def load_targets(path: Path | None) -> dict[str, Target]:
                 )
             api = entry.api or (Api.OLLAMA if entry.kind is ServerKind.OLLAMA else Api.OPENAI_CHAT)
             base = Target(name, entry.kind, entry.url, api)
-        updates = {
-            k: v
-            for k, v in entry.model_dump().items()
-            if v is not None
-        }
+        updates = {k: v for k, v in entry.model_dump().items() if v is not None}
         targets[name] = replace(base, **updates)
     return targets
 

@@ -78,6 +78,8 @@ class ScriptedServer:
         self.log: list[RequestLog] = []
         self._server: asyncio.Server | None = None
         self._served = 0
+        self.active_streams = 0
+        self.max_active_streams = 0
         self._writers: set[asyncio.StreamWriter] = set()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -141,7 +143,7 @@ class ScriptedServer:
                     return
                 received = now_ns()
                 lines = head.decode("latin-1").split("\r\n")
-                method, path, _ = (lines[0].split(" ", 2) + ["", ""])[:3]
+                method, path, _ = [*lines[0].split(" ", 2), "", ""][:3]
                 headers = {}
                 for line in lines[1:]:
                     if ":" in line:
@@ -202,21 +204,28 @@ class ScriptedServer:
             await self._json(writer, err, status=500)
             return True
         if s.fault == "http404":
-            await self._send_whole(writer, 404, b"model 'x' not found, try pulling it first", "text/plain")
+            body404 = b"model 'x' not found, try pulling it first"
+            await self._send_whole(writer, 404, body404, "text/plain")
             return True
-        if path in ("/v1/chat/completions", "/v1/completions"):
+        if path not in ("/v1/chat/completions", "/v1/completions", "/api/chat"):
+            await self._send_whole(writer, 404, b"no such route", "text/plain")
+            return True
+        self.active_streams += 1
+        self.max_active_streams = max(self.max_active_streams, self.active_streams)
+        try:
+            if path == "/api/chat":
+                return await self._stream_ollama(body, received, writer, log)
             return await self._stream_openai(path, body, received, writer, log)
-        if path == "/api/chat":
-            return await self._stream_ollama(body, received, writer, log)
-        await self._send_whole(writer, 404, b"no such route", "text/plain")
-        return True
+        finally:
+            self.active_streams -= 1
 
     def _identity(self, path: str) -> Any:
         s = self.script
         p = s.persona
         if path == "/v1/models":
             entry: dict[str, Any] = {"id": s.model, "object": "model", "created": 0}
-            owner = {"llamacpp": "llamacpp", "vllm": "vllm", "sglang": "sglang", "ollama": "library"}
+            owner = {"llamacpp": "llamacpp", "vllm": "vllm", "sglang": "sglang"}
+            owner["ollama"] = "library"
             if p in owner:
                 entry["owned_by"] = owner[p]
             return {"object": "list", "data": [entry]}
@@ -277,7 +286,8 @@ class ScriptedServer:
         base = {"id": "cmpl-scripted", "model": s.model, "created": 0}
         base["object"] = "chat.completion.chunk" if chat else "text_completion"
         if chat and s.role_chunk:
-            writer.write(event({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": None}}]}))
+            role = {"index": 0, "delta": {"role": "assistant", "content": None}}
+            writer.write(event({**base, "choices": [role]}))
         for _ in range(s.keepalive_comments):
             writer.write(_chunked(b": keepalive\n\n"))
         await writer.drain()

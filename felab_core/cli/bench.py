@@ -1,0 +1,341 @@
+"""`felab bench`, `felab targets` and `felab presets`: the timing engine from a terminal."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+from felab_core.engine.apis import Api
+from felab_core.engine.client import ClientLimits
+from felab_core.engine.metrics import SLO, Stats
+from felab_core.engine.results import DEFAULT_CSV, ResultsFileError
+from felab_core.engine.runner import TargetResult
+from felab_core.engine.service import BenchOutcome, run_bench, run_sync, save_outcomes
+from felab_core.engine.targets import (
+    ServerKind,
+    Target,
+    TargetError,
+    load_targets,
+    resolve_target,
+)
+from felab_core.engine.workloads import PRESETS, Workload
+from felab_core.settings import get_settings
+
+EXIT_OK, EXIT_FAILED_REQUESTS, EXIT_USAGE, EXIT_NOT_TIMED = 0, 1, 2, 3
+
+METRICS_HELP = """\
+[bold]What the numbers mean[/bold] (N = output tokens; every time is on one monotonic clock):
+
+[bold]TTFT[/bold]  time to first token: request sent -> first chunk with generated text (a role-only
+      or empty first chunk is not a token). vLLM/AIPerf/guidellm call it TTFT too.
+[bold]ITL[/bold]   inter-token latency: the gaps between successive content chunks.
+[bold]TPOT[/bold]  time per output token = (last token - first token) / (N - n1), n1 = tokens
+      in the first content chunk.
+      vLLM's TPOT; AIPerf calls it ITL; guidellm's TPOT also counts the first token.
+[bold]Writing speed[/bold]  1 / TPOT tokens/s: what one person sees once the reply has started.
+[bold]E2E[/bold]   request sent -> end of stream. Open loop (--rate) also reports both from the
+      scheduled send, so time queued in the client is never hidden.
+[bold]N[/bold]     the server's usage, else Ollama's eval_count, else counted chunks (token_source).
+
+Exit codes: 0 all requests ok, 1 some requests failed, 2 bad usage, 3 a target could not be timed.
+"""
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def _parse_concurrency(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(p) for p in text.replace(" ", "").split(",") if p)
+    except ValueError:
+        raise typer.BadParameter(
+            f"{text!r}: use whole numbers separated by commas, e.g. 1,4,16"
+        ) from None
+    if not values:
+        raise typer.BadParameter("give at least one value, e.g. 1 or 1,4,16")
+    return values
+
+
+def _fmt(value: float | None, scale: float = 1.0, digits: int = 1) -> str:
+    return "-" if value is None else f"{value * scale:,.{digits}f}"
+
+
+def _p50(stats: Stats | None, scale: float = 1.0, digits: int = 1) -> str:
+    return "-" if stats is None else _fmt(stats.p50, scale, digits)
+
+
+def comparison_table(outcomes: list[BenchOutcome]) -> Table:
+    """The course's Day 2 table: one row per server and run, writing speed first."""
+    table = Table(
+        title="felab bench: p50 unless noted",
+        caption="writing = 1/TPOT, one user's speed; total = all users; server = its own figure",
+    )
+    table.add_column("server / model", overflow="fold", max_width=30)
+    table.add_column("users", justify="right")
+    table.add_column("writing\ntok/s", justify="right", style="bold")
+    table.add_column("TTFT\nms", justify="right")
+    table.add_column("TTFT p95\nms", justify="right")
+    table.add_column("ITL\nms", justify="right")
+    table.add_column("E2E\ns", justify="right")
+    table.add_column("total\ntok/s", justify="right")
+    table.add_column("server\ntok/s", justify="right")
+    table.add_column("ok", justify="right")
+    for outcome in outcomes:
+        t = outcome.target
+        if outcome.result is None:
+            table.add_row(t.name, "-", "[red]not timed[/red]", *["-"] * 7, "0")
+            continue
+        r = outcome.result
+        for run in r.runs:
+            s = run.summary
+            users = str(run.concurrency) if run.rate is None else f"{run.rate:g}/s"
+            ok = f"{s.ok}" if not s.failed else f"[red]{s.ok}/{s.ok + s.failed}[/red]"
+            table.add_row(
+                f"{t.name}\n[dim]{r.model or '(server default)'}[/dim]",
+                users,
+                _p50(s.writing_tps),
+                _p50(s.ttft_s, 1e3),
+                "-" if s.ttft_s is None else _fmt(s.ttft_s.p95, 1e3),
+                _p50(s.itl_s, 1e3, 2),
+                _p50(s.e2e_s, 1.0, 2),
+                _fmt(s.output_tps),
+                _p50(s.server_tps),
+                ok,
+            )
+    return table
+
+
+def _print_details(outcomes: list[BenchOutcome]) -> None:
+    for outcome in outcomes:
+        if outcome.error:
+            err_console.print(f"[red]{outcome.target.name}: not timed:[/red] {outcome.error}")
+            continue
+        r: TargetResult | None = outcome.result
+        assert r is not None
+        for note in r.notes:
+            console.print(f"[yellow]{r.target.name}:[/yellow] {note}")
+        for run in r.runs:
+            s = run.summary
+            for kind, count in s.errors.items():
+                err_console.print(f"[red]{r.target.name}: {count} failed: {kind}[/red]")
+            first_error = next((m.error for m in run.requests if m.error), None)
+            if first_error:
+                err_console.print(f"  first error: {first_error}")
+            for w in run.client.warnings:
+                console.print(f"[yellow]{r.target.name}: client check:[/yellow] {w}")
+            for cold in s.cold_starts:
+                console.print(
+                    f"[yellow]{r.target.name}:[/yellow] request {cold['index']} was a cold start "
+                    f"(TTFT {cold['ttft_s'] or 0:.2f} s); reported here, not in the figures"
+                )
+            if s.goodput_rps is not None:
+                console.print(
+                    f"{r.target.name} c={run.concurrency}: goodput {s.goodput_rps:.2f} req/s "
+                    f"({(s.goodput_fraction or 0) * 100:.0f}% of requests met {s.slo})"
+                )
+
+
+def bench(
+    targets: list[str] = typer.Argument(
+        None,
+        help="Target names: ollama, llamacpp, mlx, vllm, sglang, or your own from the targets "
+        "file. Several are timed one after another and compared in one table.",
+        show_default=False,
+    ),
+    url: str | None = typer.Option(
+        None, "--url", help="Server base address http://HOST:PORT (a trailing /v1 is fine)."
+    ),
+    api: Api | None = typer.Option(None, "--api", help="Wire protocol; the path follows from it."),
+    model: str | None = typer.Option(None, "--model", help="Model name to send."),
+    kind: ServerKind | None = typer.Option(
+        None, "--kind", help="With --url: which server this is, so felab can check it."
+    ),
+    preset: str = typer.Option(
+        "day2", "--preset", help="Named workload (see `felab presets`); flags below override it."
+    ),
+    concurrency: str | None = typer.Option(
+        None, "--concurrency", "-c", help="Users at once; a list sweeps: 1,4,16 (one run each)."
+    ),
+    rate: float | None = typer.Option(
+        None, "--rate", help="Open loop: requests/s on a fixed schedule; -c then caps in-flight."
+    ),
+    burstiness: float | None = typer.Option(
+        None, "--burstiness", help="Open loop gaps: 1 = Poisson, <1 burstier, >1 steadier."
+    ),
+    requests: int | None = typer.Option(None, "--requests", "-n", help="Requests per run."),
+    duration: float | None = typer.Option(
+        None, "--duration", help="Seconds per run (instead of, or as well as, --requests)."
+    ),
+    warmup: int | None = typer.Option(None, "--warmup", help="Warm-up requests, not counted."),
+    max_tokens: int | None = typer.Option(
+        None, "--max-tokens", help="Output length, forced where the server allows it."
+    ),
+    prompt_tokens: int | None = typer.Option(
+        None, "--prompt-tokens", help="Synthetic prompt of about N tokens (default: a fixed text)."
+    ),
+    shared_prefix_tokens: int | None = typer.Option(
+        None, "--shared-prefix-tokens", help="Every prompt opens with the same P tokens."
+    ),
+    seed: int | None = typer.Option(None, "--seed", help="Seed for prompts and arrivals."),
+    slo: str | None = typer.Option(
+        None, "--slo", help="Goodput objective in seconds, e.g. ttft=0.5,tpot=0.05."
+    ),
+    timeout: float = typer.Option(600.0, "--timeout", help="Seconds one request may take."),
+    stall_timeout: float = typer.Option(
+        60.0, "--stall-timeout", help="Seconds of silence mid-stream before a request fails."
+    ),
+    csv_path: Path = typer.Option(DEFAULT_CSV, "--csv", help="Results CSV to append a row to."),
+    no_csv: bool = typer.Option(False, "--no-csv", help="Do not write the CSV row."),
+    json_path: Path | None = typer.Option(
+        None, "--json", help="Write the whole record (schema felab.bench/1) to this file."
+    ),
+    targets_file: Path | None = typer.Option(
+        None, "--targets-file", help="Targets TOML (default: $FELAB_TARGETS_FILE)."
+    ),
+    no_check: bool = typer.Option(
+        False, "--no-check", help="Skip checking which server answers (not recommended)."
+    ),
+) -> None:
+    """Time LLM servers: TTFT, ITL, TPOT, writing speed and E2E, at chosen concurrency or rate.
+
+    [bold]Examples[/bold]
+
+      felab bench mlx                              (the Day 2 run on MLX)
+      felab bench ollama llamacpp mlx              (the Day 2 comparison table)
+      felab bench --url http://127.0.0.1:8080 --api openai-chat --model m
+      felab bench vllm -c 1,4,16 --prompt-tokens 512 --max-tokens 128
+      felab bench vllm --rate 8 --duration 60 -c 64 --slo ttft=0.5,tpot=0.05
+    """
+    if preset not in PRESETS:
+        err_console.print(f"unknown preset {preset!r}: choose from {', '.join(PRESETS)}")
+        raise typer.Exit(EXIT_USAGE)
+    try:
+        table = load_targets(targets_file or get_settings().targets_file)
+        names: list[str | None] = list(targets or []) or [None]
+        chosen: list[Target] = [
+            resolve_target(n, targets=table, url=url, api=api, model=model, kind=kind)
+            for n in names
+        ]
+        workload: Workload = PRESETS[preset].workload.with_overrides(
+            concurrency=_parse_concurrency(concurrency) if concurrency else None,
+            rate=rate,
+            burstiness=burstiness,
+            requests=requests,
+            duration_s=duration,
+            warmup=warmup,
+            max_tokens=max_tokens,
+            prompt_tokens=prompt_tokens,
+            shared_prefix_tokens=shared_prefix_tokens,
+            seed=seed,
+        )
+        if rate is not None and concurrency is None:
+            workload = replace(workload, concurrency=(0,))  # open loop, no cap on in-flight
+        if duration is not None and requests is None:
+            workload = replace(workload, requests=None)  # the clock ends the run
+        workload.validate()
+        objective = SLO.parse(slo) if slo else None
+    except (TargetError, ValueError) as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(EXIT_USAGE) from None
+    if len(chosen) > 1 and url is not None:
+        err_console.print("[red]error:[/red] --url applies to one target; name only one")
+        raise typer.Exit(EXIT_USAGE)
+
+    limits = ClientLimits(total=timeout, stall=stall_timeout)
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    ) as bar:
+        tasks: dict[str, TaskID] = {}
+
+        def progress(target: Target, label: str, done: int, total: int | None) -> None:
+            key = f"{target.name} {label}"
+            if key not in tasks:
+                tasks[key] = bar.add_task(key, total=total)
+            bar.update(tasks[key], completed=done, total=total)
+
+        outcomes = run_sync(
+            run_bench(
+                chosen,
+                workload,
+                slo=objective,
+                limits=limits,
+                progress=progress,
+                check_server=not no_check,
+            )
+        )
+    console.print(comparison_table(outcomes))
+    _print_details(outcomes)
+    try:
+        written = save_outcomes(
+            outcomes, csv_path=None if no_csv else csv_path, json_path=json_path
+        )
+    except (ResultsFileError, OSError) as exc:
+        err_console.print(f"[red]could not save results:[/red] {exc}")
+        raise typer.Exit(EXIT_FAILED_REQUESTS) from None
+    for path in written:
+        console.print(f"wrote {path}")
+    if any(o.error for o in outcomes):
+        raise typer.Exit(EXIT_NOT_TIMED)
+    if any(o.failed_requests for o in outcomes):
+        raise typer.Exit(EXIT_FAILED_REQUESTS)
+
+
+def targets_cmd(
+    targets_file: Path | None = typer.Option(
+        None, "--targets-file", help="Targets TOML (default: $FELAB_TARGETS_FILE)."
+    ),
+) -> None:
+    """List the servers felab knows by name: built-in defaults plus your targets file."""
+    try:
+        table_data = load_targets(targets_file or get_settings().targets_file)
+    except TargetError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(EXIT_USAGE) from None
+    table = Table(title="felab targets")
+    for col in ("name", "server", "url", "api", "model", "note"):
+        table.add_column(col, overflow="fold")
+    for t in table_data.values():
+        table.add_row(
+            t.name, t.kind.label, t.url, t.api.value, t.model or "(server default)", t.note or ""
+        )
+    console.print(table)
+
+
+def presets_cmd() -> None:
+    """List the named workloads; a preset fixes every knob so two students' rows compare."""
+    table = Table(title="felab presets")
+    for col in ("name", "users", "requests", "warm-up", "max tokens", "prompt", "what it is"):
+        table.add_column(col, overflow="fold")
+    for p in PRESETS.values():
+        w = p.workload
+        prompt = "fixed text" if w.prompt_tokens is None else f"~{w.prompt_tokens} tokens"
+        table.add_row(
+            p.name,
+            ",".join(map(str, w.concurrency)),
+            str(w.requests),
+            str(w.warmup),
+            str(w.max_tokens),
+            prompt,
+            p.summary,
+        )
+    console.print(table)
+
+
+bench.__doc__ = (bench.__doc__ or "") + "\n\n" + METRICS_HELP

@@ -1,0 +1,170 @@
+"""Where a run's figures go: one CSV row per run (the course's results/01-latency.csv) and the
+whole record as JSON (`felab.bench/1`).
+
+The CSV's columns are a published contract: later days (the sizing memo, leaderboards) read
+them, so columns are only ever appended, never renamed or reordered.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from felab_core import __version__
+from felab_core.engine.metrics import Stats
+from felab_core.engine.runner import RunResult, TargetResult
+
+DEFAULT_CSV = Path("results") / "01-latency.csv"
+
+CSV_COLUMNS: tuple[str, ...] = (
+    "timestamp",
+    "host",
+    "target",
+    "server",
+    "server_version",
+    "model",
+    "api",
+    "preset",
+    "concurrency",
+    "rate",
+    "burstiness",
+    "requests",
+    "ok",
+    "failed",
+    "prompt_tokens",
+    "prompt_tokens_server",
+    "shared_prefix_tokens",
+    "max_tokens",
+    "warmup",
+    "seed",
+    "ttft_p50_s",
+    "ttft_p95_s",
+    "tpot_p50_s",
+    "tpot_p95_s",
+    "itl_p50_s",
+    "itl_p95_s",
+    "writing_tps_p50",
+    "e2e_p50_s",
+    "e2e_p95_s",
+    "output_tps",
+    "request_tps",
+    "goodput_rps",
+    "token_source",
+    "server_tps_p50",
+    "cold_starts",
+    "felab_version",
+)
+
+
+class ResultsFileError(Exception):
+    """The results file cannot take this row (it has other columns, or cannot be written)."""
+
+
+def _num(x: float | None) -> str:
+    if x is None or not math.isfinite(x):
+        return ""
+    return f"{x:.6g}"
+
+
+def _p(stats: Stats | None, which: str) -> str:
+    return "" if stats is None else _num(getattr(stats, which))
+
+
+def csv_row(result: TargetResult, run: RunResult) -> dict[str, str]:
+    s = run.summary
+    w = result.workload
+    ident = result.identity
+    server = ident.kind.value if ident and ident.kind else result.target.kind.value
+    return {
+        "timestamp": result.started_at,
+        "host": result.host,
+        "target": result.target.name,
+        "server": server,
+        "server_version": (ident.version or "") if ident else "",
+        "model": result.model or "",
+        "api": result.target.api.value,
+        "preset": w.preset or "",
+        "concurrency": str(run.concurrency),
+        "rate": _num(run.rate),
+        "burstiness": _num(w.burstiness) if run.rate is not None else "",
+        "requests": str(s.ok + s.failed),
+        "ok": str(s.ok),
+        "failed": str(s.failed),
+        "prompt_tokens": "" if w.prompt_tokens is None else str(w.prompt_tokens),
+        "prompt_tokens_server": _num(s.prompt_tokens_mean),
+        "shared_prefix_tokens": str(w.shared_prefix_tokens),
+        "max_tokens": "" if w.max_tokens is None else str(w.max_tokens),
+        "warmup": str(w.warmup),
+        "seed": str(w.seed),
+        "ttft_p50_s": _p(s.ttft_s, "p50"),
+        "ttft_p95_s": _p(s.ttft_s, "p95"),
+        "tpot_p50_s": _p(s.tpot_s, "p50"),
+        "tpot_p95_s": _p(s.tpot_s, "p95"),
+        "itl_p50_s": _p(s.itl_s, "p50"),
+        "itl_p95_s": _p(s.itl_s, "p95"),
+        "writing_tps_p50": _p(s.writing_tps, "p50"),
+        "e2e_p50_s": _p(s.e2e_s, "p50"),
+        "e2e_p95_s": _p(s.e2e_s, "p95"),
+        "output_tps": _num(s.output_tps),
+        "request_tps": _num(s.request_tps),
+        "goodput_rps": _num(s.goodput_rps),
+        "token_source": s.token_source or "",
+        "server_tps_p50": _p(s.server_tps, "p50"),
+        "cold_starts": str(len(s.cold_starts)),
+        "felab_version": __version__,
+    }
+
+
+def append_csv(path: Path, rows: list[dict[str, str]]) -> None:
+    """Append rows, writing the header to a new file; refuse a file with other columns."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    exists = path.exists() and path.stat().st_size > 0
+    if exists:
+        with path.open(newline="", encoding="utf-8") as fh:
+            header = next(csv.reader(fh), [])
+        if tuple(header) != CSV_COLUMNS[: len(header)] or not header:
+            raise ResultsFileError(
+                f"{path} has other columns than this felab writes; move it aside or pass --csv "
+                "with a new file"
+            )
+        if len(header) < len(CSV_COLUMNS):
+            raise ResultsFileError(
+                f"{path} was written by an older felab with fewer columns; move it aside or "
+                "pass --csv with a new file"
+            )
+    with path.open("a", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=CSV_COLUMNS)
+        if not exists:
+            writer.writeheader()
+        writer.writerows(rows)
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _clean(obj: Any) -> Any:
+    """JSON has no NaN or infinity: write null instead."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def write_json(path: Path, result: TargetResult) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(_clean(result.to_json()), indent=1) + "\n", encoding="utf-8")
+
+
+def json_paths(path: Path, names: list[str]) -> dict[str, Path]:
+    """One JSON file per target: FILE itself for one, FILE with .NAME before the suffix for more."""
+    if len(names) == 1:
+        return {names[0]: path}
+    return {n: path.with_name(f"{path.stem}.{n}{path.suffix or '.json'}") for n in names}

@@ -1,0 +1,86 @@
+"""The benchmark service: what the CLI, the worker and the tests call to time servers.
+
+Targets run one at a time (a laptop cannot hold three copies of a model under load at once);
+a target that cannot be timed (unreachable, or another kind of server than its name says) is
+reported and the others still run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from felab_core.engine.client import ClientLimits
+from felab_core.engine.metrics import SLO
+from felab_core.engine.probe import IdentityError
+from felab_core.engine.results import append_csv, csv_row, json_paths, write_json
+from felab_core.engine.runner import TargetResult, bench_target
+from felab_core.engine.targets import Target
+from felab_core.engine.workloads import Workload
+
+T = TypeVar("T")
+ProgressFn = Callable[[Target, str, int, int | None], None]
+
+
+@dataclass(slots=True)
+class BenchOutcome:
+    target: Target
+    result: TargetResult | None = None
+    error: str | None = None  # the target could not be timed at all
+
+    @property
+    def failed_requests(self) -> int:
+        return self.result.failed if self.result else 0
+
+
+async def run_bench(
+    targets: list[Target],
+    workload: Workload,
+    *,
+    slo: SLO | None = None,
+    limits: ClientLimits | None = None,
+    progress: ProgressFn | None = None,
+    check_server: bool = True,
+) -> list[BenchOutcome]:
+    outcomes: list[BenchOutcome] = []
+    for target in targets:
+
+        def tick(label: str, done: int, total: int | None, target: Target = target) -> None:
+            if progress:
+                progress(target, label, done, total)
+
+        try:
+            result = await bench_target(
+                target, workload, slo=slo, limits=limits, progress=tick, check_server=check_server
+            )
+        except IdentityError as exc:
+            outcomes.append(BenchOutcome(target, error=str(exc)))
+            continue
+        outcomes.append(BenchOutcome(target, result))
+    return outcomes
+
+
+def save_outcomes(
+    outcomes: list[BenchOutcome], *, csv_path: Path | None, json_path: Path | None
+) -> list[Path]:
+    """Append the CSV rows and write the JSON records; return the files written."""
+    written: list[Path] = []
+    results = [o.result for o in outcomes if o.result is not None]
+    if csv_path is not None and results:
+        rows = [csv_row(r, run) for r in results for run in r.runs]
+        append_csv(csv_path, rows)
+        written.append(csv_path)
+    if json_path is not None and results:
+        paths = json_paths(json_path, [r.target.name for r in results])
+        for r in results:
+            write_json(paths[r.target.name], r)
+            written.append(paths[r.target.name])
+    return written
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine on a fresh event loop, from synchronous code (CLI, Celery task)."""
+    return asyncio.run(coro)

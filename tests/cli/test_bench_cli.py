@@ -1,0 +1,123 @@
+"""`felab bench` as a user runs it: tables, files, exit codes, help that teaches."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from felab_core.cli.main import app
+from felab_core.lab.scripted_server import Script, ScriptedServer
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def llama_like() -> Iterator[ScriptedServer]:
+    server = ScriptedServer(Script(persona="llamacpp", itl_s=0.002, ttft_s=0.005)).start_in_thread()
+    yield server
+    server.stop_thread()
+
+
+def test_help_teaches_the_metric_definitions() -> None:
+    out = runner.invoke(app, ["bench", "--help"], env={"COLUMNS": "120"}).output
+    for phrase in ("TTFT", "TPOT", "Writing speed", "token_source", "Exit codes", "--rate"):
+        assert phrase in out
+
+
+def test_bench_writes_the_table_the_csv_and_the_json(
+    tmp_path: Path, llama_like: ScriptedServer
+) -> None:
+    csv_path = tmp_path / "01-latency.csv"
+    json_path = tmp_path / "run.json"
+    result = runner.invoke(
+        app,
+        [
+            "bench",
+            "llamacpp",
+            "--url",
+            llama_like.base_url,
+            "--preset",
+            "quick",
+            "-c",
+            "1,2",
+            "--csv",
+            str(csv_path),
+            "--json",
+            str(json_path),
+        ],
+        env={"COLUMNS": "140"},
+    )
+    assert result.exit_code == 0, result.output
+    assert "writing" in result.output and "llamacpp" in result.output
+    assert len(csv_path.read_text().splitlines()) == 3  # header + one row per concurrency
+    record = json.loads(json_path.read_text())
+    assert [r["concurrency"] for r in record["runs"]] == [1, 2]
+    assert record["workload"]["preset"] == "quick+custom"
+
+
+def test_several_targets_one_table_and_a_refusal(
+    tmp_path: Path, llama_like: ScriptedServer
+) -> None:
+    targets = tmp_path / "targets.toml"
+    targets.write_text(
+        f'[targets.llamacpp]\nurl = "{llama_like.base_url}"\n'
+        f'[targets.mlx]\nurl = "{llama_like.base_url}"\n'
+    )
+    result = runner.invoke(
+        app,
+        [
+            "bench",
+            "llamacpp",
+            "mlx",
+            "--preset",
+            "quick",
+            "--no-csv",
+            "--targets-file",
+            str(targets),
+        ],
+        env={"COLUMNS": "140"},
+    )
+    assert result.exit_code == 3, result.output
+    assert "not timed" in result.output
+    assert "is llama.cpp" in result.output
+
+
+def test_failed_requests_give_exit_code_1(tmp_path: Path) -> None:
+    server = ScriptedServer(Script(persona="llamacpp", fault="disconnect")).start_in_thread()
+    try:
+        result = runner.invoke(
+            app,
+            ["bench", "llamacpp", "--url", server.base_url, "-n", "2", "--warmup", "0", "--no-csv"],
+        )
+    finally:
+        server.stop_thread()
+    assert result.exit_code == 1, result.output
+    assert "disconnected" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["bench", "--url", "http://x:1", "-c", "a,b"], "whole numbers"),
+        (["bench", "--url", "http://x:1", "--preset", "nope"], "unknown preset"),
+        (["bench", "--url", "http://x:1", "--slo", "ttft=fast"], "not a number"),
+        (["bench", "nosuch"], "unknown target"),
+        (["bench"], "name a target"),
+        (["bench", "--url", "http://x:1", "--requests", "0"], "--requests"),
+    ],
+)
+def test_bad_usage_exits_2_with_a_reason(args: list[str], message: str) -> None:
+    result = runner.invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 2
+    assert message in result.output
+
+
+def test_targets_and_presets_list(tmp_path: Path) -> None:
+    out = runner.invoke(app, ["targets"], env={"COLUMNS": "200"}).output
+    assert "127.0.0.1:8081" in out and "MLX" in out
+    out = runner.invoke(app, ["presets"], env={"COLUMNS": "200"}).output
+    assert "day2" in out and "sweep" in out

@@ -1,0 +1,8 @@
+"""Shared fixtures. Real-server fixtures (tiny model, llama-server, MLX) live in lab_fixtures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+_here = Path(__file__).parent
+pytest_plugins = ["tests.lab_fixtures"] if (_here / "lab_fixtures.py").exists() else []

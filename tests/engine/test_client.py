@@ -1,0 +1,145 @@
+"""The client against a streaming server on loopback that stamps its own sends.
+
+The server and the client stamp on the same monotonic clock, so felab's TTFT and ITL can be
+compared with the truth. The tolerance is loose enough for a loaded CI machine; the tight
+figures are measured by benchmarks/timing_accuracy.py.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from felab_core.engine.apis import Api, GenerationRequest, adapter_for
+from felab_core.engine.client import ClientLimits, make_client, stream_request
+from felab_core.engine.metrics import request_metrics
+from felab_core.engine.timeline import RequestTimeline
+from felab_core.lab.scripted_server import Script, ScriptedServer
+
+TOLERANCE_S = 0.005
+
+
+async def one(
+    server: ScriptedServer,
+    api: Api = Api.OPENAI_CHAT,
+    max_tokens: int = 12,
+    limits: ClientLimits | None = None,
+    base_url: str | None = None,
+) -> RequestTimeline:
+    adapter = adapter_for(api)
+    limits = limits or ClientLimits(total=10, stall=2, connect=2)
+    payload = adapter.payload(GenerationRequest("hello", max_tokens=max_tokens, model="m"))
+    async with make_client(1, limits) as client:
+        url = (base_url or server.base_url) + adapter.path
+        return await stream_request(client, url, adapter, payload, RequestTimeline(0), limits)
+
+
+@pytest.mark.parametrize("api", list(Api))
+async def test_ttft_and_itl_match_the_servers_own_send_stamps(api: Api) -> None:
+    script = Script(ttft_s=0.03, itl_s=0.01, default_max_tokens=20, persona="ollama")
+    async with ScriptedServer(script) as server:
+        timelines = [await one(server, api, max_tokens=20) for _ in range(5)]
+    for tl, log in zip(timelines, server.log, strict=True):
+        assert tl.ok, tl.error
+        m = request_metrics(tl, api_is_ollama=api is Api.OLLAMA)
+        assert m.output_tokens == 20
+        assert m.counted_chunks == 20
+        assert tl.sent_ns is not None
+        true_ttft = (log.sends_ns[0] - tl.sent_ns) / 1e9
+        true_itl = [(b - a) / 1e9 for a, b in zip(log.sends_ns, log.sends_ns[1:], strict=False)]
+        assert m.ttft_s is not None
+        assert abs(m.ttft_s - true_ttft) < TOLERANCE_S
+        assert abs(statistics.median(m.itl_s) - statistics.median(true_itl)) < TOLERANCE_S
+        # And both are near the schedule the server was given.
+        assert m.ttft_s == pytest.approx(0.03, abs=0.015)
+        assert statistics.median(m.itl_s) == pytest.approx(0.01, abs=0.003)
+
+
+async def test_always_asks_for_usage_and_the_length() -> None:
+    async with ScriptedServer() as server:
+        tl = await one(server, Api.OPENAI_CHAT, max_tokens=5)
+    body = server.log[0].body
+    assert body["stream_options"] == {"include_usage": True}
+    assert body["max_tokens"] == 5 and body["stream"] is True
+    assert tl.usage == {"prompt_tokens": 7, "completion_tokens": 5}
+
+
+async def test_keepalive_comments_and_role_chunk_are_not_tokens() -> None:
+    script = Script(keepalive_comments=3, role_chunk=True, finish_on_last_content=False)
+    async with ScriptedServer(script) as server:
+        tl = await one(server, max_tokens=4)
+    assert tl.ok
+    assert tl.sse_comments == 3
+    assert len(tl.content_chunks()) == 4
+    assert tl.chunks[0].text == ""  # the role-only chunk
+    assert tl.finish_reason == "length"
+
+
+async def test_llamacpp_timings_are_kept() -> None:
+    async with ScriptedServer(Script(persona="llamacpp")) as server:
+        tl = await one(server)
+    assert tl.server_timings is not None
+    assert tl.server_timings["predicted_n"] == 12
+
+
+async def test_connection_refused_is_named(unused_tcp_port: int) -> None:
+    async with ScriptedServer() as server:
+        tl = await one(server, base_url=f"http://127.0.0.1:{unused_tcp_port}")
+    assert tl.error is not None and tl.error.startswith("connection refused")
+    assert "felab serve" in tl.error
+
+
+async def test_dns_failure_is_named() -> None:
+    async with ScriptedServer() as server:
+        tl = await one(server, base_url="http://no-such-host.invalid:8080")
+    assert tl.error is not None and tl.error.startswith("DNS failure"), tl.error
+
+
+@pytest.mark.parametrize(
+    ("fault", "api", "expected"),
+    [
+        ("http500", Api.OPENAI_CHAT, "HTTP 500: scripted failure: out of memory"),
+        ("http404", Api.OLLAMA, "HTTP 404: model 'x' not found, try pulling it first"),
+        ("malformed", Api.OPENAI_CHAT, "malformed stream"),
+        ("malformed", Api.OLLAMA, "malformed stream"),
+        ("truncate", Api.OPENAI_CHAT, "truncated: the stream ended without its final message"),
+        ("truncate", Api.OLLAMA, "truncated"),
+        ("disconnect", Api.OPENAI_COMPLETIONS, "disconnected"),
+        ("error_event", Api.OPENAI_CHAT, "server error in stream: scripted: the model crashed"),
+        ("error_event", Api.OLLAMA, "server error in stream: scripted: model runner stopped"),
+    ],
+)
+async def test_broken_responses_become_recorded_errors(fault: str, api: Api, expected: str) -> None:
+    async with ScriptedServer(Script(fault=fault, fault_after=2)) as server:
+        tl = await one(server, api)
+    assert tl.error is not None
+    assert tl.error.startswith(expected), tl.error
+    assert tl.end_ns is not None
+    if fault not in ("http500", "http404"):
+        # What arrived before the fault is kept.
+        assert len(tl.content_chunks()) == 2
+
+
+async def test_a_stall_fails_after_the_stall_timeout() -> None:
+    limits = ClientLimits(total=10, stall=0.3, connect=2)
+    async with ScriptedServer(Script(fault="stall", fault_after=3)) as server:
+        tl = await one(server, limits=limits)
+    assert tl.error is not None and tl.error.startswith("stalled"), tl.error
+    assert "after 3 content chunks" in tl.error
+
+
+async def test_the_total_timeout_is_enforced() -> None:
+    limits = ClientLimits(total=0.2, stall=5, connect=2)
+    async with ScriptedServer(Script(itl_s=0.05)) as server:
+        tl = await one(server, max_tokens=100, limits=limits)
+    assert tl.error is not None and tl.error.startswith("timeout"), tl.error
+    assert tl.end_ns is not None and tl.sent_ns is not None
+    assert (tl.end_ns - tl.sent_ns) / 1e9 < 1.0
+
+
+async def test_connection_setup_is_timed_apart_from_ttft() -> None:
+    async with ScriptedServer() as server:
+        tl = await one(server)
+    assert tl.connect_start_ns is not None and tl.connect_end_ns is not None
+    assert tl.sent_ns is not None and tl.connect_end_ns <= tl.sent_ns

@@ -1,0 +1,195 @@
+"""Every metric from hand-built timelines, checked exactly."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from felab_core.engine.metrics import SLO, Stats, request_metrics, summarize
+from felab_core.engine.timeline import Chunk, RequestTimeline
+
+MS = 1_000_000
+
+
+def timeline(
+    content_ms: list[float],
+    *,
+    sent_ms: float = 0.0,
+    end_ms: float | None = None,
+    usage: int | None = None,
+    role_first: bool = False,
+    usage_last: bool = False,
+    tokens_per_chunk: int | None = None,
+    scheduled_ms: float | None = None,
+) -> RequestTimeline:
+    tl = RequestTimeline(index=0, sent_ns=int(sent_ms * MS))
+    if scheduled_ms is not None:
+        tl.scheduled_ns = tl.started_ns = int(scheduled_ms * MS)
+    if role_first:
+        tl.chunks.append(Chunk(int((content_ms[0] - 5) * MS), 40, ""))
+    for t in content_ms:
+        tl.chunks.append(Chunk(int(t * MS), 60, "tok ", tokens_per_chunk))
+    if usage_last:
+        tl.chunks.append(Chunk(int(content_ms[-1] * MS), 90, ""))
+    if usage is not None:
+        tl.usage = {"completion_tokens": usage, "prompt_tokens": 12}
+    tl.end_ns = int((end_ms if end_ms is not None else content_ms[-1] + 1) * MS)
+    tl.done = True
+    return tl
+
+
+def test_one_token_per_chunk_gives_the_usual_n_minus_1_form() -> None:
+    # First token at 100 ms, then one every 10 ms: 11 tokens.
+    times = [100 + 10 * i for i in range(11)]
+    m = request_metrics(timeline(times, usage=11, end_ms=201))
+    assert m.ttft_s == pytest.approx(0.100)
+    assert m.tpot_s == pytest.approx(0.010)  # (200 - 100) ms / (11 - 1)
+    assert m.writing_tps == pytest.approx(100.0)
+    assert m.itl_s == pytest.approx([0.010] * 10)
+    assert m.e2e_s == pytest.approx(0.201)
+    assert m.output_tokens == 11
+    assert m.token_source == "usage"
+    assert m.first_chunk_tokens == pytest.approx(1.0)
+
+
+def test_several_tokens_per_chunk_still_give_the_true_decode_rate() -> None:
+    # The issue's example: 4 tokens every 20 ms is 200 tokens/s, not 50 chunks/s.
+    times = [50 + 20 * i for i in range(50)]
+    m = request_metrics(timeline(times, usage=200))
+    assert m.first_chunk_tokens == pytest.approx(4.0)  # estimated: 200 / 50 chunks
+    assert m.tpot_s == pytest.approx(0.98 / 196)
+    assert m.writing_tps == pytest.approx(200.0)
+    # ITL stays per chunk: what a reader of the stream sees.
+    assert m.itl_s[0] == pytest.approx(0.020)
+
+
+def test_per_chunk_token_counts_are_used_when_the_server_gives_them() -> None:
+    times = [10, 20, 30]
+    tl = timeline(times, usage=7)
+    tl.content_chunks()[0].tokens = 3
+    m = request_metrics(tl)
+    assert m.first_chunk_tokens == 3
+    assert m.tpot_s == pytest.approx(0.020 / 4)  # (30 - 10) ms / (7 - 3)
+
+
+def test_role_only_first_chunk_is_not_the_first_token() -> None:
+    times = [100, 110, 120]
+    m = request_metrics(timeline(times, usage=3, role_first=True))
+    assert m.ttft_s == pytest.approx(0.100)
+    assert m.counted_chunks == 3
+
+
+def test_usage_only_final_chunk_is_not_a_token_and_gives_n() -> None:
+    times = [100, 110, 120, 130]
+    m = request_metrics(timeline(times, usage=4, usage_last=True))
+    assert m.counted_chunks == 4
+    assert m.itl_s == pytest.approx([0.01, 0.01, 0.01])
+    assert m.tpot_s == pytest.approx(0.010)
+
+
+def test_without_usage_n_comes_from_counted_chunks() -> None:
+    m = request_metrics(timeline([100, 110, 120]))
+    assert m.output_tokens == 3
+    assert m.token_source == "chunks"
+
+
+def test_ollama_eval_count_is_named_as_such() -> None:
+    m = request_metrics(timeline([1, 2, 3], usage=3), api_is_ollama=True)
+    assert m.token_source == "eval_count"
+
+
+def test_single_content_chunk_has_ttft_but_no_tpot() -> None:
+    m = request_metrics(timeline([100], usage=5))
+    assert m.ttft_s == pytest.approx(0.1)
+    assert m.tpot_s is None
+    assert m.writing_tps is None
+
+
+def test_open_loop_latency_counts_from_the_schedule() -> None:
+    tl = timeline([300, 310], usage=2, sent_ms=250, scheduled_ms=100, end_ms=320)
+    tl.dispatched_ns = 240 * MS
+    m = request_metrics(tl)
+    assert m.ttft_s == pytest.approx(0.050)
+    assert m.ttft_from_schedule_s == pytest.approx(0.200)
+    assert m.e2e_from_schedule_s == pytest.approx(0.220)
+    assert m.queue_wait_s == pytest.approx(0.140)
+
+
+def test_server_timings_are_kept_beside_the_client_figures() -> None:
+    tl = timeline([1, 2, 3], usage=3)
+    tl.server_timings = {"predicted_per_second": 71.5}
+    assert request_metrics(tl).server_tps == 71.5
+    tl.server_timings = {"eval_count": 100, "eval_duration": 2e9, "load_duration": 5e8}
+    m = request_metrics(tl)
+    assert m.server_tps == pytest.approx(50.0)
+    assert m.server_load_s == pytest.approx(0.5)
+
+
+def test_summary_percentiles_counts_and_rates() -> None:
+    metrics = []
+    for i in range(1, 11):  # TTFT 10..100 ms, 5 tokens each, 10 ms apart
+        tl = timeline([10 * i + 10 * k for k in range(5)], usage=5)
+        tl.index = i
+        metrics.append(request_metrics(tl))
+    failed = RequestTimeline(index=99, error="connection refused: nothing listens")
+    metrics.append(request_metrics(failed))
+    s = summarize(metrics, duration_s=2.0)
+    assert (s.ok, s.failed) == (10, 1)
+    assert s.ttft_s is not None
+    assert s.ttft_s.p50 == pytest.approx(0.055)
+    assert s.ttft_s.max == pytest.approx(0.100)
+    assert s.ttft_s.p90 == pytest.approx(0.091)
+    assert s.output_tokens == 50
+    assert s.output_tps == pytest.approx(25.0)
+    assert s.request_tps == pytest.approx(5.0)
+    assert s.errors == {"connection refused": 1}
+    assert s.token_source == "usage"
+
+
+def test_goodput_counts_only_requests_meeting_every_bound() -> None:
+    fast = request_metrics(timeline([100, 110, 120], usage=3))
+    slow = request_metrics(timeline([900, 910, 920], usage=3))
+    slow.index = 1
+    s = summarize([fast, slow], duration_s=1.0, slo=SLO.parse("ttft=0.5,tpot=0.05"))
+    assert s.goodput_rps == pytest.approx(1.0)
+    assert s.goodput_fraction == pytest.approx(0.5)
+    assert s.slo == "ttft<=0.5s,tpot<=0.05s"
+
+
+@pytest.mark.parametrize("bad", ["", "ttft", "ttft=x", "ttft=-1", "foo=1", "tpot=0"])
+def test_bad_slo_is_refused_with_a_reason(bad: str) -> None:
+    with pytest.raises(ValueError, match=r"SLO|ttft"):
+        SLO.parse(bad)
+
+
+def test_cold_first_request_is_reported_not_averaged() -> None:
+    metrics = []
+    for i, first in enumerate([2000, 20, 22, 21, 23]):
+        tl = timeline([first, first + 10, first + 20], usage=3)
+        tl.index = i
+        metrics.append(request_metrics(tl))
+    s = summarize(metrics, duration_s=3.0)
+    assert [c["index"] for c in s.cold_starts] == [0]
+    assert s.ttft_s is not None and s.ttft_s.max < 0.03
+    assert s.ok == 5
+
+
+def test_ollama_load_duration_marks_a_cold_start() -> None:
+    metrics = []
+    for i in range(3):
+        tl = timeline([20, 30, 40], usage=3)
+        tl.index = i
+        if i == 1:
+            tl.server_timings = {"load_duration": 1.5e9, "eval_count": 3, "eval_duration": 2e7}
+        metrics.append(request_metrics(tl))
+    s = summarize(metrics, duration_s=1.0)
+    assert [c["index"] for c in s.cold_starts] == [1]
+
+
+@given(st.lists(st.floats(0, 1e6, allow_nan=False), min_size=1, max_size=200))
+def test_stats_are_ordered(values: list[float]) -> None:
+    s = Stats.of(values)
+    assert s is not None
+    assert s.p50 <= s.p90 <= s.p95 <= s.p99 <= s.max
+    assert min(values) <= s.mean <= max(values) or s.mean == pytest.approx(min(values))

@@ -1,0 +1,169 @@
+"""Workloads end to end against the scripted server: closed loop, open loop, warm-up, sweep."""
+
+from __future__ import annotations
+
+import pytest
+
+from felab_core.engine.apis import Api
+from felab_core.engine.probe import IdentityError
+from felab_core.engine.runner import bench_target
+from felab_core.engine.targets import DEFAULT_TARGETS, ServerKind, Target, resolve_target
+from felab_core.engine.workloads import PromptPlan, Workload, arrival_offsets_s
+from felab_core.lab.scripted_server import Script, ScriptedServer
+
+
+def target_for(server: ScriptedServer, name: str = "llamacpp", api: Api | None = None) -> Target:
+    return resolve_target(name, targets=DEFAULT_TARGETS, url=server.base_url, api=api)
+
+
+async def test_closed_loop_sweep_holds_the_asked_concurrency() -> None:
+    script = Script(persona="llamacpp", ttft_s=0.01, itl_s=0.005)
+    async with ScriptedServer(script) as server:
+        peaks = []
+        runs = []
+        for c in (1, 4):
+            server.max_active_streams = 0
+            result = await bench_target(
+                target_for(server), Workload(concurrency=(c,), requests=12, warmup=0, max_tokens=8)
+            )
+            peaks.append(server.max_active_streams)
+            runs.extend(result.runs)
+    assert peaks == [1, 4]
+    assert [r.summary.ok for r in runs] == [12, 12]
+    assert all(r.summary.token_source == "usage" for r in runs)
+
+
+async def test_warmup_requests_are_sent_but_not_counted() -> None:
+    async with ScriptedServer(Script(persona="llamacpp")) as server:
+        result = await bench_target(
+            target_for(server), Workload(requests=3, warmup=2, max_tokens=4)
+        )
+    assert len(server.log) == 5
+    assert len(result.warmup) == 2
+    assert result.runs[0].summary.ok == 3
+
+
+async def test_forces_the_length_on_servers_that_allow_it() -> None:
+    async with ScriptedServer(Script(persona="llamacpp")) as server:
+        await bench_target(target_for(server), Workload(requests=1, warmup=0, max_tokens=9))
+    assert server.log[0].body["ignore_eos"] is True
+    async with ScriptedServer(Script(persona="ollama")) as server:
+        await bench_target(
+            target_for(server, "ollama"), Workload(requests=1, warmup=0, max_tokens=9)
+        )
+    body = server.log[0].body
+    assert body["options"]["num_predict"] == 9
+    assert "ignore_eos" not in body
+    assert body["model"] == "llama3.1:8b"
+
+
+async def test_open_loop_sends_on_an_absolute_schedule() -> None:
+    script = Script(persona="vllm", ttft_s=0.005, itl_s=0.002)
+    async with ScriptedServer(script) as server:
+        wl = Workload(concurrency=(0,), rate=50.0, requests=20, warmup=0, max_tokens=4, seed=7)
+        result = await bench_target(target_for(server, "vllm"), wl)
+    run = result.runs[0]
+    assert run.summary.ok == 20
+    # Sends follow the seeded schedule: lateness small, never cumulative.
+    lags = [m.dispatch_lag_s for m in run.requests]
+    assert all(lag is not None and lag < 0.02 for lag in lags), lags
+    assert run.summary.ttft_from_schedule_s is not None
+    assert run.summary.e2e_from_schedule_s is not None
+    offsets = list(arrival_offsets_s(50.0, 1.0, 7, count=20, duration_s=None))
+    sched = [t.scheduled_ns for t in run.timelines]
+    assert sched[0] is not None and sched[-1] is not None
+    assert (sched[-1] - sched[0]) / 1e9 == pytest.approx(offsets[-1], abs=1e-6)
+    # vLLM needs a model name: taken from /v1/models.
+    assert server.log[0].body["model"] == "felab-scripted"
+
+
+async def test_open_loop_cap_makes_queueing_visible() -> None:
+    script = Script(persona="vllm", ttft_s=0.05, itl_s=0.01)
+    async with ScriptedServer(script) as server:
+        wl = Workload(concurrency=(1,), rate=100.0, requests=6, warmup=0, max_tokens=5)
+        result = await bench_target(target_for(server, "vllm"), wl)
+    run = result.runs[0]
+    assert server.max_active_streams == 1
+    assert run.client.queued_requests >= 4
+    assert any("waited for a free slot" in w for w in run.client.warnings)
+    s = run.summary
+    assert s.e2e_s is not None and s.e2e_from_schedule_s is not None
+    assert s.e2e_from_schedule_s.max > s.e2e_s.max + 0.1
+
+
+async def test_duration_ends_a_run() -> None:
+    async with ScriptedServer(Script(persona="llamacpp", ttft_s=0.01, itl_s=0.01)) as server:
+        wl = Workload(requests=None, duration_s=0.5, warmup=0, max_tokens=5)
+        result = await bench_target(target_for(server), wl)
+    s = result.runs[0].summary
+    assert 3 <= s.ok <= 12
+    assert s.duration_s < 1.0
+
+
+async def test_failures_are_counted_and_the_run_goes_on() -> None:
+    async with ScriptedServer(Script(persona="llamacpp", fault="http500")) as server:
+        result = await bench_target(target_for(server), Workload(requests=4, warmup=0))
+    s = result.runs[0].summary
+    assert (s.ok, s.failed) == (0, 4)
+    assert s.errors == {"HTTP 500": 4}
+    assert result.failed == 4
+
+
+async def test_refuses_to_time_one_server_under_another_name() -> None:
+    async with ScriptedServer(Script(persona="ollama")) as server:
+        with pytest.raises(IdentityError, match=r"is Ollama .* not MLX"):
+            await bench_target(target_for(server, "mlx"), Workload(requests=1))
+    assert server.log == []  # nothing was timed
+
+
+async def test_ollama_cold_load_in_warmup_is_reported() -> None:
+    script = Script(persona="ollama", cold_load_s=3.0)
+    async with ScriptedServer(script) as server:
+        result = await bench_target(
+            target_for(server, "ollama"), Workload(requests=2, warmup=1, max_tokens=3)
+        )
+    assert any("cold start in warm-up" in n for n in result.notes)
+    assert result.runs[0].summary.cold_starts == []
+
+
+async def test_generic_openai_target_is_not_identity_checked() -> None:
+    async with ScriptedServer(Script(persona="none")) as server:
+        t = Target("custom", ServerKind.OPENAI, server.base_url, Api.OPENAI_COMPLETIONS, "m")
+        result = await bench_target(t, Workload(requests=2, warmup=0, max_tokens=3))
+    assert result.runs[0].summary.ok == 2
+    assert server.log[0].path == "/v1/completions"
+
+
+def test_prompts_are_seeded_with_a_shared_prefix_and_a_nonce() -> None:
+    plan = PromptPlan(prompt_tokens=100, shared_prefix_tokens=40, seed=5)
+    a, b = (p for p, _ in zip(plan.prompts(), range(2), strict=False))
+    prefix_a = " ".join(a.split()[:40])
+    assert b.startswith(prefix_a)
+    assert a != b
+    again = next(PromptPlan(prompt_tokens=100, shared_prefix_tokens=40, seed=5).prompts())
+    assert again == a
+    assert 90 <= len(a.split()) <= 110
+
+
+def test_poisson_arrivals_have_the_asked_mean_rate() -> None:
+    offsets = list(arrival_offsets_s(20.0, 1.0, 1, count=4000, duration_s=None))
+    assert offsets[-1] / (len(offsets) - 1) == pytest.approx(1 / 20.0, rel=0.05)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"concurrency": (0,)}, "concurrency"),
+        ({"requests": 0}, "--requests"),
+        ({"requests": None, "duration_s": None}, "--requests N or --duration"),
+        ({"prompt_tokens": 10, "shared_prefix_tokens": 10}, "smaller than --prompt-tokens"),
+        ({"rate": -1.0}, "--rate"),
+    ],
+)
+def test_bad_workloads_are_refused_with_the_flag_to_fix(
+    changes: dict[str, object], message: str
+) -> None:
+    from dataclasses import replace
+
+    with pytest.raises(ValueError, match=message):
+        replace(Workload(), **changes).validate()  # type: ignore[arg-type]

@@ -1,0 +1,138 @@
+"""Named targets, the targets file, URL forms and server identity."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from felab_core.engine.apis import Api
+from felab_core.engine.probe import IdentityError, check_identity, identify
+from felab_core.engine.targets import (
+    DEFAULT_TARGETS,
+    ServerKind,
+    TargetError,
+    load_targets,
+    normalize_base_url,
+    resolve_target,
+)
+from felab_core.lab.scripted_server import Script, ScriptedServer
+
+
+def test_defaults_match_the_course_ports() -> None:
+    ports = {n: t.url.rsplit(":", 1)[1] for n, t in DEFAULT_TARGETS.items()}
+    assert ports == {
+        "ollama": "11434",
+        "llamacpp": "8080",
+        "mlx": "8081",
+        "vllm": "8000",
+        "sglang": "30000",
+    }
+    assert DEFAULT_TARGETS["ollama"].api is Api.OLLAMA
+    assert "8080" in (DEFAULT_TARGETS["mlx"].note or "")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:8080",
+        "http://127.0.0.1:8080/",
+        "http://127.0.0.1:8080/v1",
+        "127.0.0.1:8080/v1/",
+    ],
+)
+def test_base_url_forms(url: str) -> None:
+    assert normalize_base_url(url) == "http://127.0.0.1:8080"
+
+
+@pytest.mark.parametrize("url", ["ftp://x:1", "http://", "http://host:notaport"])
+def test_bad_urls_are_refused(url: str) -> None:
+    with pytest.raises(TargetError):
+        normalize_base_url(url)
+
+
+def test_targets_file_overrides_and_adds(tmp_path: Path) -> None:
+    path = tmp_path / "targets.toml"
+    path.write_text(
+        '[targets.mlx]\nurl = "http://127.0.0.1:9001/v1"\nmodel = "/models/llama"\n\n'
+        '[targets.gpu]\nkind = "vllm"\nurl = "http://10.0.0.5:8000"\n'
+    )
+    targets = load_targets(path)
+    assert targets["mlx"].url == "http://127.0.0.1:9001"
+    assert targets["mlx"].model == "/models/llama"
+    assert targets["mlx"].kind is ServerKind.MLX
+    assert targets["gpu"].kind is ServerKind.VLLM and targets["gpu"].api is Api.OPENAI_CHAT
+    assert targets["llamacpp"] == DEFAULT_TARGETS["llamacpp"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[targets.mlx\n", "not valid TOML"),
+        ('[targets.new]\nurl = "http://x:1"\n', "needs both kind"),
+        ("[targets.mlx]\nport = 1\n", r"targets\.mlx\.port"),
+        ('[targets.mlx]\nkind = "tgi"\n', r"targets\.mlx\.kind"),
+        ('[targets.mlx]\nurl = "ftp://x"\n', "not a server address"),
+    ],
+)
+def test_bad_targets_files_name_the_place(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "t.toml"
+    path.write_text(text)
+    with pytest.raises(TargetError, match=message):
+        load_targets(path)
+
+
+def test_missing_targets_file(tmp_path: Path) -> None:
+    with pytest.raises(TargetError, match="does not exist"):
+        load_targets(tmp_path / "nope.toml")
+
+
+def test_flags_win_and_unknown_names_list_the_known() -> None:
+    t = resolve_target("mlx", targets=DEFAULT_TARGETS, url="http://h:1", model="m")
+    assert (t.url, t.model, t.kind) == ("http://h:1", "m", ServerKind.MLX)
+    custom = resolve_target(None, targets=DEFAULT_TARGETS, url="http://h:2/v1")
+    assert custom.kind is ServerKind.OPENAI and custom.url == "http://h:2"
+    with pytest.raises(TargetError, match="known targets are llamacpp, mlx"):
+        resolve_target("tgi", targets=DEFAULT_TARGETS)
+    with pytest.raises(TargetError, match="or give --url"):
+        resolve_target(None, targets=DEFAULT_TARGETS)
+
+
+@pytest.mark.parametrize(
+    ("persona", "kind"),
+    [
+        ("llamacpp", ServerKind.LLAMACPP),
+        ("ollama", ServerKind.OLLAMA),
+        ("vllm", ServerKind.VLLM),
+        ("sglang", ServerKind.SGLANG),
+        ("mlx", ServerKind.MLX),
+        ("none", None),
+    ],
+)
+async def test_identify_each_kind(persona: str, kind: ServerKind | None) -> None:
+    async with ScriptedServer(Script(persona=persona)) as server:
+        ident = await identify(server.base_url)
+    assert ident.kind is kind
+    assert ident.models == ["felab-scripted"]
+
+
+async def test_mismatch_is_refused_and_unknown_is_noted() -> None:
+    async with ScriptedServer(Script(persona="vllm", version="0.32.0")) as server:
+        ident = await identify(server.base_url)
+        assert ident.version == "0.32.0"
+        mlx = resolve_target("mlx", targets=DEFAULT_TARGETS, url=server.base_url)
+        with pytest.raises(IdentityError, match="felab bench vllm --url"):
+            check_identity(mlx, ident)
+        vllm = resolve_target("vllm", targets=DEFAULT_TARGETS, url=server.base_url)
+        assert check_identity(vllm, ident) is None
+    async with ScriptedServer(Script(persona="none")) as server:
+        ident = await identify(server.base_url)
+        note = check_identity(
+            resolve_target("llamacpp", targets=DEFAULT_TARGETS, url=server.base_url), ident
+        )
+    assert note is not None and "could not confirm" in note
+
+
+async def test_identify_an_unreachable_server(unused_tcp_port: int) -> None:
+    with pytest.raises(IdentityError, match="connection refused"):
+        await identify(f"http://127.0.0.1:{unused_tcp_port}")
