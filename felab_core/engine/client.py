@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import json
+import ssl
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +21,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from felab_core.engine.apis import ApiAdapter, StreamProtocolError
+from felab_core.engine.netbackend import LeanTransport
 from felab_core.engine.timeline import Chunk, RequestTimeline
 
 now_ns = time.monotonic_ns
@@ -33,6 +36,12 @@ class ClientLimits:
     connect: float = 10.0
 
 
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    # One context for every client: building one loads the CA bundle, milliseconds each.
+    return ssl.create_default_context()
+
+
 def make_client(concurrency: int | None, limits: ClientLimits) -> httpx.AsyncClient:
     """A pool with one keep-alive connection per in-flight stream; None means no cap at all."""
     pool = httpx.Limits(
@@ -41,7 +50,46 @@ def make_client(concurrency: int | None, limits: ClientLimits) -> httpx.AsyncCli
         keepalive_expiry=30.0,
     )
     timeout = httpx.Timeout(limits.total, connect=limits.connect, read=limits.stall, pool=None)
-    return httpx.AsyncClient(limits=pool, timeout=timeout, http1=True, http2=False, trust_env=False)
+    return httpx.AsyncClient(
+        transport=LeanTransport(limits=pool, ssl_context=_tls_context()),
+        timeout=timeout,
+        trust_env=False,
+    )
+
+
+class Lanes:
+    """Keep-alive connections handed out one per in-flight stream.
+
+    Each lane is a one-connection client. A single shared httpx pool would do the same job, but
+    httpcore rescans every pooled connection whenever a request starts or ends, which at 256
+    streams cost more CPU than reading the streams and delayed every timestamp.
+    """
+
+    def __init__(self, limits: ClientLimits) -> None:
+        self._limits = limits
+        self._free: list[httpx.AsyncClient] = []
+        self._all: list[httpx.AsyncClient] = []
+
+    def acquire(self) -> httpx.AsyncClient:
+        if self._free:
+            return self._free.pop()
+        client = make_client(1, self._limits)
+        self._all.append(client)
+        return client
+
+    def release(self, client: httpx.AsyncClient) -> None:
+        self._free.append(client)
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*(c.aclose() for c in self._all), return_exceptions=True)
+        self._all.clear()
+        self._free.clear()
+
+    async def __aenter__(self) -> Lanes:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
 
 def server_error_message(status: int, body: bytes) -> str:

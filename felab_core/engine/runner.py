@@ -20,7 +20,7 @@ import numpy as np
 
 from felab_core import __version__
 from felab_core.engine.apis import Api, GenerationRequest, adapter_for
-from felab_core.engine.client import ClientLimits, make_client, now_ns, stream_request
+from felab_core.engine.client import ClientLimits, Lanes, now_ns, stream_request
 from felab_core.engine.metrics import (
     SLO,
     RequestMetrics,
@@ -222,19 +222,19 @@ def generation_request(
 
 @dataclass(slots=True)
 class _Sender:
-    client: httpx.AsyncClient
+    lanes: Lanes
     target: Target
     model: str | None
     workload: Workload
     limits: ClientLimits
     prompts: Iterator[str]
 
-    async def send(self, tl: RequestTimeline) -> RequestTimeline:
+    async def send(self, tl: RequestTimeline, client: httpx.AsyncClient) -> RequestTimeline:
         adapter = adapter_for(self.target.api)
         req = generation_request(self.workload, self.target, self.model, next(self.prompts))
         url = self.target.url + adapter.path
         payload = adapter.payload(req)
-        return await stream_request(self.client, url, adapter, payload, tl, self.limits)
+        return await stream_request(client, url, adapter, payload, tl, self.limits)
 
 
 async def _closed_loop(
@@ -247,11 +247,12 @@ async def _closed_loop(
 
     async def user() -> None:
         nonlocal issued
+        client = sender.lanes.acquire()  # each user keeps its own connection
         while (total is None or issued < total) and (deadline is None or now_ns() < deadline):
             tl = RequestTimeline(index=issued)
             issued += 1
             tl.started_ns = tl.dispatched_ns = now_ns()
-            done.append(await sender.send(tl))
+            done.append(await sender.send(tl, client))
             if progress:
                 progress(len(done), total)
 
@@ -274,15 +275,21 @@ async def _open_loop(
     limit = asyncio.Semaphore(cap) if cap > 0 else None
     done: list[RequestTimeline] = []
 
+    async def send(tl: RequestTimeline) -> None:
+        tl.dispatched_ns = now_ns()
+        client = sender.lanes.acquire()
+        try:
+            await sender.send(tl, client)
+        finally:
+            sender.lanes.release(client)
+
     async def one(tl: RequestTimeline) -> None:
         tl.started_ns = now_ns()
         if limit is None:
-            tl.dispatched_ns = tl.started_ns
-            await sender.send(tl)
+            await send(tl)
         else:
             async with limit:
-                tl.dispatched_ns = now_ns()
-                await sender.send(tl)
+                await send(tl)
         done.append(tl)
         if progress:
             progress(len(done), total)
@@ -345,20 +352,20 @@ async def bench_target(
 
     warm: list[RequestMetrics] = []
     if workload.warmup:
-        async with make_client(1, limits) as client:
-            sender = _Sender(client, target, model, workload, limits, prompts)
+        async with Lanes(limits) as lanes:
+            sender = _Sender(lanes, target, model, workload, limits, prompts)
+            client = lanes.acquire()
             for i in range(workload.warmup):
                 tl = RequestTimeline(index=-1 - i, warmup=True)
-                await sender.send(tl)
+                await sender.send(tl, client)
                 warm.append(request_metrics(tl, api_is_ollama=is_ollama))
                 if progress:
                     progress("warm-up", i + 1, workload.warmup)
 
     runs: list[RunResult] = []
     for concurrency in workload.concurrency:
-        pool = concurrency if concurrency > 0 else None
-        async with make_client(pool, limits) as client:
-            sender = _Sender(client, target, model, workload, limits, prompts)
+        async with Lanes(limits) as lanes:
+            sender = _Sender(lanes, target, model, workload, limits, prompts)
             label = f"rate {workload.rate:g}/s" if workload.rate is not None else f"c={concurrency}"
 
             def tick(done: int, total: int | None, label: str = label) -> None:

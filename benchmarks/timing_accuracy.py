@@ -1,0 +1,203 @@
+"""How accurate is felab's clock? TTFT and ITL measured by the engine against the send stamps of a
+server with a known schedule, at 1, 64 and 256 streams, and the ingest rate where it breaks down.
+
+The server (felab_core.lab.scripted_server, in its own process) stamps each chunk's send time on
+CLOCK_MONOTONIC and writes the stamp into the chunk. The client stamps each arrival on the same
+clock. Per chunk, arrival - send is the delivery delay (loopback plus the client's own lag); the
+TTFT error is that delay for the first chunk, the ITL error the difference between measured and
+true gaps. The server's lag is not counted against the client: it is in both stamps.
+
+Client and server are pinned to separate cores where the machine has two or more.
+
+    .venv/bin/python benchmarks/timing_accuracy.py            # full run, ~2 minutes
+    .venv/bin/python benchmarks/timing_accuracy.py --quick    # a smoke run
+Writes benchmarks/results/timing_accuracy.json and prints a Markdown table for the README.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from felab_core.engine.client import ClientLimits
+from felab_core.engine.runner import RunResult, bench_target
+from felab_core.engine.targets import ServerKind, Target
+from felab_core.engine.apis import Api
+from felab_core.engine.workloads import Workload
+
+STAMP = re.compile(r"@(\d+)@")
+OUT = Path(__file__).parent / "results" / "timing_accuracy.json"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_server(port: int, itl_ms: float, ttft_ms: float, core: int | None) -> subprocess.Popen[str]:
+    cmd = [
+        sys.executable, "-m", "felab_core.lab.scripted_server", "--port", str(port),
+        "--itl-ms", str(itl_ms), "--ttft-ms", str(ttft_ms), "--stamp", "--uvloop",
+    ]
+    if core is not None:
+        cmd = ["taskset", "-c", str(core), *cmd]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.startswith("READY"):
+        proc.kill()
+        raise RuntimeError(f"scripted server did not start: {line!r}")
+    return proc
+
+
+def errors_of(run: RunResult) -> dict[str, Any]:
+    ttft_err: list[float] = []
+    itl_err: list[float] = []
+    chunks = 0
+    first_send = last_send = None
+    for tl in run.timelines:
+        content = tl.content_chunks()
+        sends = []
+        for c in content:
+            m = STAMP.search(c.text)
+            assert m, c.text
+            sends.append(int(m.group(1)))
+        if not sends:
+            continue
+        chunks += len(sends)
+        first_send = min(first_send or sends[0], sends[0])
+        last_send = max(last_send or sends[-1], sends[-1])
+        ttft_err.append((content[0].t_ns - sends[0]) / 1e6)
+        for i in range(1, len(sends)):
+            measured = content[i].t_ns - content[i - 1].t_ns
+            true = sends[i] - sends[i - 1]
+            itl_err.append(abs(measured - true) / 1e6)
+    span = ((last_send or 0) - (first_send or 0)) / 1e9
+    connect = [
+        (t.connect_end_ns - t.connect_start_ns) / 1e6
+        for t in run.timelines
+        if t.connect_end_ns and t.connect_start_ns
+    ]
+
+    def pct(values: list[float], q: float) -> float:
+        return float(np.percentile(values, q)) if values else float("nan")
+
+    return {
+        "streams": run.concurrency,
+        "ok": run.summary.ok,
+        "failed": run.summary.failed,
+        "chunks": chunks,
+        "chunks_per_s": chunks / span if span > 0 else float("nan"),
+        "ttft_err_p50_ms": pct(ttft_err, 50),
+        "ttft_err_p99_ms": pct(ttft_err, 99),
+        "itl_err_p50_ms": pct(itl_err, 50),
+        "itl_err_p99_ms": pct(itl_err, 99),
+        "connect_p50_ms": pct(connect, 50),
+        "connections": len(connect),
+        "loop_lag_p99_ms": run.client.loop_lag_p99_ms,
+    }
+
+
+async def one_run(port: int, streams: int, tokens: int, rounds: int) -> RunResult:
+    target = Target("calibration", ServerKind.OPENAI, f"http://127.0.0.1:{port}", Api.OPENAI_CHAT, "m")
+    wl = Workload(concurrency=(streams,), requests=streams * rounds, warmup=0, max_tokens=tokens)
+    result = await bench_target(target, wl, limits=ClientLimits(stall=30), check_server=False)
+    return result.runs[0]
+
+
+def run_loop(loop_name: str, coro: Any) -> Any:
+    if loop_name == "uvloop":
+        import uvloop
+
+        return uvloop.run(coro)
+    return asyncio.run(coro)
+
+
+def measure(loop_name: str, streams: int, itl_ms: float, seconds: float, cores: tuple[int | None, int | None]) -> dict[str, Any]:
+    port = free_port()
+    server = start_server(port, itl_ms, 50.0, cores[1])
+    try:
+        tokens = max(2, int(seconds * 1000 / itl_ms))
+        run = run_loop(loop_name, one_run(port, streams, tokens, rounds=2))
+    finally:
+        server.terminate()
+        server.wait(5)
+    row = errors_of(run)
+    row.update(loop=loop_name, itl_ms=itl_ms, offered_chunks_per_s=streams * 1000 / itl_ms)
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="a short smoke run")
+    ap.add_argument("--loops", default="asyncio,uvloop")
+    args = ap.parse_args()
+    ncpu = len(os.sched_getaffinity(0))
+    cores: tuple[int | None, int | None] = (0, 1) if ncpu >= 2 else (None, None)
+    if cores[0] is not None:
+        os.sched_setaffinity(0, {cores[0]})
+    seconds = 0.5 if args.quick else 1.0
+    rows: list[dict[str, Any]] = []
+    loops = args.loops.split(",")
+    print(f"client core {cores[0]}, server core {cores[1]}, {platform.processor() or platform.machine()}")
+    for loop_name in loops:
+        for streams in (1, 64, 256):
+            row = measure(loop_name, streams, 20.0, seconds, cores)
+            rows.append(row)
+            print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}))
+    sweep: list[dict[str, Any]] = []
+    itls = (20.0, 10.0) if args.quick else (20.0, 10.0, 6.0, 4.0, 3.0, 2.0)
+    for loop_name in loops:
+        for itl in itls:
+            row = measure(loop_name, 256, itl, seconds, cores)
+            sweep.append(row)
+            print("sweep", json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}))
+            if row["ttft_err_p50_ms"] > 1.0 or row["itl_err_p50_ms"] > 1.0 or row["failed"]:
+                break
+    ceiling = {
+        loop_name: max(
+            (r["chunks_per_s"] for r in sweep if r["loop"] == loop_name and r["ttft_err_p50_ms"] <= 1.0 and r["itl_err_p50_ms"] <= 1.0 and not r["failed"]),
+            default=float("nan"),
+        )
+        for loop_name in loops
+    }
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    record = {
+        "when": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "machine": f"{ncpu} cores, {platform.machine()}, Python {platform.python_version()}",
+        "pinned": cores[0] is not None,
+        "fixed": rows,
+        "sweep": sweep,
+        "ingest_ceiling_chunks_per_s": ceiling,
+    }
+    OUT.write_text(json.dumps(record, indent=1))
+    print("\n| loop | streams | chunks/s | TTFT err p50 / p99 ms | ITL err p50 / p99 ms | connect p50 ms |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(
+            f"| {r['loop']} | {r['streams']} | {r['chunks_per_s']:,.0f} | "
+            f"{r['ttft_err_p50_ms']:.2f} / {r['ttft_err_p99_ms']:.2f} | "
+            f"{r['itl_err_p50_ms']:.2f} / {r['itl_err_p99_ms']:.2f} | {r['connect_p50_ms']:.2f} |"
+        )
+    for loop_name, value in ceiling.items():
+        print(f"ingest ceiling ({loop_name}, p50 error <= 1 ms): {value:,.0f} chunks/s")
+    print(f"wrote {OUT}")
+    _ = statistics
+
+
+if __name__ == "__main__":
+    main()
