@@ -7,9 +7,12 @@ figures are measured by benchmarks/timing_accuracy.py.
 
 from __future__ import annotations
 
+import asyncio
 import statistics
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from felab_core.engine.apis import Api, GenerationRequest, adapter_for
 from felab_core.engine.client import ClientLimits, make_client, stream_request
@@ -143,3 +146,71 @@ async def test_connection_setup_is_timed_apart_from_ttft() -> None:
         tl = await one(server)
     assert tl.connect_start_ns is not None and tl.connect_end_ns is not None
     assert tl.sent_ns is not None and tl.connect_end_ns <= tl.sent_ns
+
+
+async def test_a_keepalive_connection_closed_by_the_server_is_replaced() -> None:
+    """The lean network backend must report a closed idle socket so httpcore reconnects."""
+    limits = ClientLimits(total=10, stall=2, connect=2)
+    adapter = adapter_for(Api.OPENAI_CHAT)
+    payload = adapter.payload(GenerationRequest("hi", max_tokens=3, model="m"))
+    first = ScriptedServer()
+    await first.start()
+    port = first.port
+    async with make_client(1, limits) as client:
+        url = first.base_url + adapter.path
+        tl1 = await stream_request(client, url, adapter, payload, RequestTimeline(0), limits)
+        await first.stop()
+        async with ScriptedServer(port=port) as second:
+            tl2 = await stream_request(client, url, adapter, payload, RequestTimeline(1), limits)
+    assert tl1.ok and tl2.ok, (tl1.error, tl2.error)
+    assert tl2.connect_start_ns is not None  # a new connection, timed on its own
+    assert len(second.log) == 1
+
+
+class _RawBodyServer:
+    """Answers every request with 200 and whatever body bytes the test sets, then closes."""
+
+    def __init__(self) -> None:
+        self.body = b""
+        self.content_type = b"text/event-stream"
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n"):
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":")[1])
+        await reader.readexactly(length)
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %d\r\n"
+            b"Connection: close\r\n\r\n" % (self.content_type, len(self.body))
+            + self.body
+        )
+        await writer.drain()
+        writer.close()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(body=st.binary(max_size=300), api=st.sampled_from(list(Api)))
+def test_any_body_bytes_become_a_timeline_never_an_exception(body: bytes, api: Api) -> None:
+    raw = _RawBodyServer()
+    raw.body = body
+
+    async def go() -> RequestTimeline:
+        server = await asyncio.start_server(raw.handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            adapter = adapter_for(api)
+            limits = ClientLimits(total=5, stall=2, connect=2)
+            payload = adapter.payload(GenerationRequest("x", max_tokens=2))
+            async with make_client(1, limits) as client:
+                url = f"http://127.0.0.1:{port}{adapter.path}"
+                return await stream_request(
+                    client, url, adapter, payload, RequestTimeline(0), limits
+                )
+        finally:
+            server.close()
+
+    tl = asyncio.run(go())
+    assert tl.end_ns is not None and tl.sent_ns is not None
+    assert tl.ok == tl.done  # ok only when the stream ended with its final message

@@ -1,0 +1,150 @@
+"""The three wire formats: what each message means, and that no input crashes the reader."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from felab_core.engine.apis import (
+    Api,
+    GenerationRequest,
+    StreamProtocolError,
+    adapter_for,
+)
+from felab_core.engine.framing import Frame
+
+chat = adapter_for(Api.OPENAI_CHAT)
+completions = adapter_for(Api.OPENAI_COMPLETIONS)
+ollama = adapter_for(Api.OLLAMA)
+
+
+def frame(obj: object) -> Frame:
+    return Frame(json.dumps(obj))
+
+
+def test_chat_role_only_chunk_carries_no_text() -> None:
+    info = chat.interpret(frame({"choices": [{"delta": {"role": "assistant", "content": None}}]}))
+    assert info.text == "" and not info.done
+
+
+def test_chat_content_with_finish_reason_on_the_same_chunk() -> None:
+    info = chat.interpret(
+        frame({"choices": [{"delta": {"content": "Hi"}, "finish_reason": "length"}]})
+    )
+    assert (info.text, info.finish_reason) == ("Hi", "length")
+
+
+def test_reasoning_tokens_count_as_generated_text() -> None:
+    info = chat.interpret(frame({"choices": [{"delta": {"reasoning_content": "hmm"}}]}))
+    assert info.text == "hmm"
+
+
+def test_usage_only_final_chunk_and_llamacpp_timings() -> None:
+    info = chat.interpret(
+        frame(
+            {
+                "choices": [],
+                "usage": {"prompt_tokens": 9, "completion_tokens": 128, "total_tokens": 137},
+                "timings": {"predicted_per_second": 70.4, "predicted_n": 128, "note": "x"},
+            }
+        )
+    )
+    assert info.text == ""
+    assert info.usage == {"prompt_tokens": 9, "completion_tokens": 128}
+    assert info.timings == {"predicted_per_second": 70.4, "predicted_n": 128.0}
+
+
+def test_done_marker_and_completions_text() -> None:
+    assert chat.interpret(Frame("[DONE]")).done
+    assert completions.interpret(frame({"choices": [{"text": "abc"}]})).text == "abc"
+
+
+def test_error_object_inside_the_stream() -> None:
+    info = chat.interpret(frame({"error": {"message": "context too long", "code": 400}}))
+    assert info.error == "context too long"
+
+
+def test_ollama_final_object_with_fields_missing_when_zero() -> None:
+    # prompt_eval_count vanishes on a cache hit; load_duration when the model was warm.
+    info = ollama.interpret(
+        frame(
+            {
+                "model": "llama3.1:8b",
+                "message": {"role": "assistant", "content": ""},
+                "done": True,
+                "done_reason": "length",
+                "total_duration": 2_000_000_000,
+                "eval_count": 100,
+                "eval_duration": 1_800_000_000,
+            }
+        )
+    )
+    assert info.done and info.finish_reason == "length"
+    assert info.usage == {"completion_tokens": 100}
+    assert info.timings is not None and "load_duration" not in info.timings
+    assert info.timings["eval_duration"] == 1.8e9
+
+
+def test_payloads_ask_for_usage_and_length() -> None:
+    req = GenerationRequest("hi", max_tokens=64, model="m", seed=3, extra={"ignore_eos": True})
+    body = chat.payload(req)
+    assert body["stream_options"] == {"include_usage": True}
+    assert body["ignore_eos"] is True and body["max_tokens"] == 64
+    assert body["messages"] == [{"role": "user", "content": "hi"}]
+    assert completions.payload(req)["prompt"] == "hi"
+    o = ollama.payload(GenerationRequest("hi", max_tokens=64, model="m"))
+    assert o["options"]["num_predict"] == 64 and o["stream"] is True
+    # No model: the field is left out (MLX sends unknown names to the hub).
+    assert "model" not in chat.payload(GenerationRequest("hi"))
+
+
+@pytest.mark.parametrize("data", ["{not json", "[1, 2]", '"text"', '{"choices": 5}'])
+def test_malformed_messages_raise_the_protocol_error(data: str) -> None:
+    with pytest.raises(StreamProtocolError):
+        chat.interpret(Frame(data))
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+shaped = st.fixed_dictionaries(
+    {},
+    optional={
+        "choices": st.lists(
+            st.fixed_dictionaries(
+                {},
+                optional={"delta": json_values, "text": json_values, "finish_reason": json_values},
+            )
+            | json_values,
+            max_size=2,
+        ),
+        "usage": json_values,
+        "timings": json_values,
+        "message": json_values,
+        "done": json_values,
+        "eval_count": json_values,
+        "error": json_values,
+    },
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(json_values, shaped), st.sampled_from(list(Api)))
+def test_any_json_gives_info_or_a_protocol_error(value: object, api: Api) -> None:
+    with contextlib.suppress(StreamProtocolError):
+        adapter_for(api).interpret(Frame(json.dumps(value)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=200), st.sampled_from(list(Api)))
+def test_any_text_gives_info_or_a_protocol_error(text: str, api: Api) -> None:
+    with contextlib.suppress(StreamProtocolError):
+        adapter_for(api).interpret(Frame(text))
