@@ -75,6 +75,7 @@ class RequestMetrics:
     prompt_tokens: int | None = None
     server_tps: float | None = None
     server_load_s: float | None = None
+    server_timings: dict[str, float] | None = None  # as the server sent them
     chunk_times_s: list[float] = field(default_factory=list)
     cold: bool = False
 
@@ -119,6 +120,7 @@ def request_metrics(tl: RequestTimeline, *, api_is_ollama: bool = False) -> Requ
     m.queue_wait_s = _s(tl.started_ns, tl.dispatched_ns)
     m.e2e_from_schedule_s = _s(tl.scheduled_ns, tl.end_ns)
     m.server_tps = server_writing_tps(tl.server_timings)
+    m.server_timings = tl.server_timings
     if tl.server_timings and tl.server_timings.get("load_duration"):
         m.server_load_s = tl.server_timings["load_duration"] / NS
     if tl.usage:

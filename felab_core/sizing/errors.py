@@ -1,0 +1,7 @@
+"""The one exception the sizing package raises, so callers catch one thing and show its message."""
+
+from __future__ import annotations
+
+
+class SizingError(ValueError):
+    """Bad input for a sizing question: the message says what was wrong and what to do instead."""

@@ -1,0 +1,168 @@
+"""KV cache bytes: per token (2 x layers x KV heads x head size x bytes each) and for N tokens.
+
+Cache element types cover what vLLM and llama.cpp offer: f32, f16, bf16, fp8 (one byte) and
+llama.cpp's block-quantised q8_0 and q4_0, whose per-element size includes the block's scale
+(34 bytes per 32 numbers and 18 bytes per 32), so those sizes are fractions of a byte.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from felab_core.sizing.errors import SizingError
+from felab_core.sizing.model_shape import ModelShape
+from felab_core.sizing.units import (
+    binary_size_text,
+    gb_text,
+    mib_text,
+    require_whole,
+    tidy_text,
+    whole_text,
+)
+
+
+@dataclass(frozen=True)
+class KvDtype:
+    """One way of storing cache numbers, with its exact size per number."""
+
+    name: str
+    bytes_per_element: Fraction
+    words: str
+
+
+KV_DTYPES: dict[str, KvDtype] = {
+    "f32": KvDtype("f32", Fraction(4), "32-bit floats, 4 bytes each"),
+    "f16": KvDtype("f16", Fraction(2), "16-bit floats, 2 bytes each"),
+    "bf16": KvDtype("bf16", Fraction(2), "16-bit brain floats, 2 bytes each"),
+    "fp8": KvDtype("fp8", Fraction(1), "8-bit floats, 1 byte each"),
+    "q8_0": KvDtype(
+        "q8_0", Fraction(34, 32), "8-bit blocks of 32 with a 2-byte scale, 34 bytes per 32"
+    ),
+    "q4_0": KvDtype(
+        "q4_0", Fraction(18, 32), "4-bit blocks of 32 with a 2-byte scale, 18 bytes per 32"
+    ),
+}
+
+_ALIASES = {
+    "float32": "f32",
+    "fp32": "f32",
+    "float": "f32",
+    "float16": "f16",
+    "fp16": "f16",
+    "half": "f16",
+    "auto": "f16",
+    "bfloat16": "bf16",
+    "fp8_e4m3": "fp8",
+    "fp8_e5m2": "fp8",
+    "fp8_inc": "fp8",
+    "float8": "fp8",
+}
+
+
+def kv_dtype(name: str) -> KvDtype:
+    """Look up a cache type by any of the names vLLM or llama.cpp use for it."""
+    key = name.strip().lower()
+    key = _ALIASES.get(key, key)
+    found = KV_DTYPES.get(key)
+    if found is None:
+        raise SizingError(
+            f"unknown KV cache type {name!r}: use one of {', '.join(KV_DTYPES)} "
+            "(vLLM's --kv-cache-dtype auto means the model's own 16-bit type, f16 or bf16)"
+        )
+    return found
+
+
+@dataclass(frozen=True)
+class KvPerToken:
+    """Cache bytes one token takes, with the multiplication written out."""
+
+    shape: ModelShape
+    key_dtype: KvDtype
+    value_dtype: KvDtype
+    bytes: Fraction
+
+    @property
+    def formula(self) -> str:
+        """The sum as the course writes it: 2 x 32 x 8 x 128 x 2 = 131,072 bytes."""
+        s = self.shape
+        k, v = self.key_dtype, self.value_dtype
+        if s.latent_cache_dim is not None:
+            return (
+                f"{s.n_layers} layers x {s.latent_cache_dim} numbers x "
+                f"{tidy_text(k.bytes_per_element)} bytes = {tidy_text(self.bytes)} bytes"
+            )
+        if s.kv_heads_by_layer is None and s.head_dim_k == s.head_dim_v and k == v:
+            return (
+                f"2 x {s.n_layers} layers x {s.n_kv_heads} KV heads x {s.head_dim_k} numbers x "
+                f"{tidy_text(k.bytes_per_element)} bytes = {tidy_text(self.bytes)} bytes"
+            )
+        heads = sum(s.kv_heads_by_layer) if s.kv_heads_by_layer else s.n_layers * s.n_kv_heads
+        return (
+            f"{heads} KV heads over all layers x ({s.head_dim_k} key numbers x "
+            f"{tidy_text(k.bytes_per_element)} bytes + {s.head_dim_v} value numbers x "
+            f"{tidy_text(v.bytes_per_element)} bytes) = {tidy_text(self.bytes)} bytes"
+        )
+
+    @property
+    def explanation(self) -> str:
+        dtype = (
+            self.key_dtype.words
+            if self.key_dtype == self.value_dtype
+            else f"keys as {self.key_dtype.words}, values as {self.value_dtype.words}"
+        )
+        text = (
+            f"Each token of conversation leaves notes (keys and values) in every layer. For "
+            f"{self.shape.name}, stored as {dtype}: {self.formula}"
+            + (f" ({binary_size_text(self.bytes)})" if self.bytes >= 1024 else "")
+            + " per token."
+        )
+        for note in self.shape.notes:
+            text += f" Note: {note}."
+        return text
+
+
+def kv_bytes_per_token(
+    shape: ModelShape, dtype: str = "f16", value_dtype: str | None = None
+) -> KvPerToken:
+    """Bytes of KV cache per token; llama.cpp lets keys and values differ (-ctk, -ctv)."""
+    k = kv_dtype(dtype)
+    v = kv_dtype(value_dtype) if value_dtype is not None else k
+    s = shape
+    if s.latent_cache_dim is not None:
+        total = Fraction(s.n_layers * s.latent_cache_dim) * k.bytes_per_element
+    else:
+        heads = sum(s.kv_heads_by_layer) if s.kv_heads_by_layer else s.n_layers * s.n_kv_heads
+        total = heads * (s.head_dim_k * k.bytes_per_element + s.head_dim_v * v.bytes_per_element)
+    return KvPerToken(shape=shape, key_dtype=k, value_dtype=v, bytes=total)
+
+
+@dataclass(frozen=True)
+class KvMemory:
+    """Cache memory for a number of tokens, shown in both unit systems."""
+
+    tokens: int
+    per_token: KvPerToken
+    bytes: Fraction
+
+    @property
+    def explanation(self) -> str:
+        return (
+            f"{whole_text(self.tokens)} tokens x "
+            f"{binary_size_text(self.per_token.bytes)} per token "
+            f"= {mib_text(self.bytes)} ({binary_size_text(self.bytes)}) = {gb_text(self.bytes)} "
+            f"of cache for {self.per_token.shape.name}."
+        )
+
+
+def kv_memory(tokens: int, per_token: KvPerToken) -> KvMemory:
+    """Memory the cache needs for `tokens` tokens (llama.cpp reserves all of -c at startup)."""
+    require_whole("the number of tokens", tokens, "Give the cache length, for example -c 8192.")
+    return KvMemory(tokens=tokens, per_token=per_token, bytes=tokens * per_token.bytes)
+
+
+def tokens_that_fit(memory_bytes: Fraction | int, per_token: KvPerToken) -> int:
+    """Whole tokens a given amount of cache memory holds."""
+    if memory_bytes <= 0:
+        raise SizingError(f"cache memory must be more than zero bytes (got {memory_bytes})")
+    return int(Fraction(memory_bytes) // per_token.bytes)

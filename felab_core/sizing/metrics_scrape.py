@@ -1,0 +1,255 @@
+"""Prometheus `/metrics` from llama.cpp and vLLM: snapshots, and the server's own rates between two.
+
+A client measures what reaches it; the server counts what it did. Taking one snapshot before a
+`felab bench` run and one after, the difference gives the server-side figures (tokens written and
+read, time spent writing, time to first token) to set beside the client's. Parsing uses
+prometheus-client's own text parser; the counters are mapped to one vocabulary for both engines.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from felab_core.sizing.errors import SizingError
+from felab_core.sizing.units import decimal_text, whole_text
+
+LLAMA_CPP = "llama.cpp"
+VLLM = "vllm"
+
+# Sample name -> felab's name. Several vLLM names are the old and new spelling of one counter.
+_LLAMA_NAMES: dict[str, str] = {
+    "llamacpp:prompt_tokens_total": "prompt_tokens",
+    "llamacpp:prompt_seconds_total": "prompt_seconds",
+    "llamacpp:tokens_predicted_total": "generation_tokens",
+    "llamacpp:tokens_predicted_seconds_total": "generation_seconds",
+    "llamacpp:n_decode_total": "decode_calls",
+    "llamacpp:prompt_tokens_cached_total": "prompt_tokens_cached",
+    "llamacpp:requests_processing": "requests_running",
+    "llamacpp:requests_deferred": "requests_waiting",
+    "llamacpp:kv_cache_usage_ratio": "kv_cache_usage",
+    "llamacpp:kv_cache_tokens": "kv_cache_tokens",
+    "llamacpp:n_tokens_max": "tokens_max",
+}
+_VLLM_NAMES: dict[str, str] = {
+    "vllm:prompt_tokens_total": "prompt_tokens",
+    "vllm:generation_tokens_total": "generation_tokens",
+    "vllm:request_success_total": "requests_finished",
+    "vllm:num_requests_running": "requests_running",
+    "vllm:num_requests_waiting": "requests_waiting",
+    "vllm:kv_cache_usage_perc": "kv_cache_usage",
+    "vllm:gpu_cache_usage_perc": "kv_cache_usage",
+    "vllm:prefix_cache_queries_total": "prefix_cache_queries",
+    "vllm:gpu_prefix_cache_queries_total": "prefix_cache_queries",
+    "vllm:prefix_cache_hits_total": "prefix_cache_hits",
+    "vllm:gpu_prefix_cache_hits_total": "prefix_cache_hits",
+    "vllm:time_to_first_token_seconds_sum": "ttft_sum",
+    "vllm:time_to_first_token_seconds_count": "ttft_count",
+    "vllm:inter_token_latency_seconds_sum": "itl_sum",
+    "vllm:inter_token_latency_seconds_count": "itl_count",
+    "vllm:time_per_output_token_seconds_sum": "itl_sum",
+    "vllm:time_per_output_token_seconds_count": "itl_count",
+    "vllm:e2e_request_latency_seconds_sum": "e2e_sum",
+    "vllm:e2e_request_latency_seconds_count": "e2e_count",
+    "vllm:request_decode_time_seconds_sum": "decode_seconds",
+    "vllm:request_prefill_time_seconds_sum": "prefill_seconds",
+}
+# Values that describe "now" rather than count since start: never subtracted.
+_GAUGES = {
+    "requests_running",
+    "requests_waiting",
+    "kv_cache_usage",
+    "kv_cache_tokens",
+    "tokens_max",
+}
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The counters that matter, summed over label sets, at one moment."""
+
+    engine: str
+    taken_at: float
+    values: dict[str, float]
+    info: dict[str, str] = field(default_factory=dict)
+
+    def get(self, name: str) -> float | None:
+        return self.values.get(name)
+
+
+def parse_metrics(text: str, taken_at: float | None = None) -> Snapshot:
+    """Parse Prometheus text from llama-server or vLLM into a snapshot of felab's counters."""
+    try:
+        families = list(text_string_to_metric_families(text))
+    except (ValueError, TypeError) as exc:
+        raise SizingError(
+            f"the /metrics text could not be parsed as Prometheus format: {exc}"
+        ) from None
+    samples = [s for fam in families for s in fam.samples]
+    names = {s.name for s in samples}
+    if any(n.startswith("llamacpp:") for n in names):
+        engine, table = LLAMA_CPP, _LLAMA_NAMES
+    elif any(n.startswith("vllm:") for n in names):
+        engine, table = VLLM, _VLLM_NAMES
+    else:
+        raise SizingError(
+            "no llama.cpp (llamacpp:...) or vLLM (vllm:...) metrics in this text; felab reads "
+            "/metrics from those two servers (llama-server needs --metrics)"
+        )
+    values: dict[str, float] = {}
+    seen_source: dict[str, str] = {}
+    info: dict[str, str] = {}
+    for sample in samples:
+        if sample.name == "vllm:cache_config_info":
+            info = dict(sample.labels)
+            continue
+        ours = table.get(sample.name)
+        if ours is None:
+            continue
+        # When both spellings of one counter appear, keep the first one met.
+        if seen_source.setdefault(ours, sample.name) != sample.name:
+            continue
+        values[ours] = values.get(ours, 0.0) + float(sample.value)
+    return Snapshot(
+        engine=engine,
+        taken_at=time.monotonic() if taken_at is None else taken_at,
+        values=values,
+        info=info,
+    )
+
+
+def scrape(base_url: str, client: httpx.Client | None = None, timeout: float = 5.0) -> Snapshot:
+    """GET {base_url}/metrics and parse it; say plainly when the endpoint is off."""
+    url = base_url.rstrip("/") + "/metrics"
+    own = client is None
+    http = client or httpx.Client(timeout=timeout)
+    try:
+        try:
+            response = http.get(url)
+        except httpx.HTTPError as exc:
+            raise SizingError(f"cannot reach {url} ({type(exc).__name__}: {exc})") from None
+        taken = time.monotonic()
+    finally:
+        if own:
+            http.close()
+    if response.status_code != 200:
+        raise SizingError(
+            f"{url} answered HTTP {response.status_code}: start llama-server with --metrics "
+            "(vLLM serves /metrics by default)"
+        )
+    return parse_metrics(response.text, taken_at=taken)
+
+
+@dataclass(frozen=True)
+class ServerRates:
+    """What the server itself counted between two snapshots."""
+
+    engine: str
+    seconds: float
+    deltas: dict[str, float]
+
+    def delta(self, name: str) -> float | None:
+        return self.deltas.get(name)
+
+    @property
+    def prompt_tokens(self) -> float | None:
+        return self.delta("prompt_tokens")
+
+    @property
+    def generation_tokens(self) -> float | None:
+        return self.delta("generation_tokens")
+
+    @property
+    def generation_tokens_per_second(self) -> float | None:
+        """All streams together over the wall time between snapshots (throughput)."""
+        gen = self.generation_tokens
+        if gen is None or self.seconds <= 0:
+            return None
+        return gen / self.seconds
+
+    @property
+    def stream_tokens_per_second(self) -> float | None:
+        """One stream's writing speed as the server timed it.
+
+        llama.cpp: tokens written ÷ time spent writing them (summed over seats). vLLM: 1 ÷ mean
+        inter-token latency.
+        """
+        if self.engine == LLAMA_CPP:
+            gen, secs = self.delta("generation_tokens"), self.delta("generation_seconds")
+            if gen and secs:
+                return gen / secs
+            return None
+        total, count = self.delta("itl_sum"), self.delta("itl_count")
+        if total and count:
+            return count / total
+        return None
+
+    @property
+    def prompt_tokens_per_second(self) -> float | None:
+        """llama.cpp's prompt reading speed (tokens ÷ time spent reading prompts)."""
+        tokens, secs = self.delta("prompt_tokens"), self.delta("prompt_seconds")
+        if tokens and secs:
+            return tokens / secs
+        return None
+
+    @property
+    def mean_ttft_seconds(self) -> float | None:
+        """vLLM's mean time to first token over the requests finished between snapshots."""
+        total, count = self.delta("ttft_sum"), self.delta("ttft_count")
+        if total is not None and count:
+            return total / count
+        return None
+
+    @property
+    def explanation(self) -> str:
+        parts = [
+            f"Between the two snapshots ({decimal_text(Fraction(self.seconds), 1)} s) "
+            f"the {self.engine} server"
+        ]
+        gen, prompt = self.generation_tokens, self.prompt_tokens
+        counted = []
+        if prompt is not None:
+            counted.append(f"read {whole_text(Fraction(prompt))} prompt tokens")
+        if gen is not None:
+            counted.append(f"wrote {whole_text(Fraction(gen))} tokens")
+        parts.append(" and ".join(counted) if counted else "counted nothing felab reads")
+        text = " ".join(parts) + "."
+        stream = self.stream_tokens_per_second
+        if stream is not None:
+            speed = decimal_text(Fraction(stream), 1)
+            text += f" By its own clock one stream wrote {speed} tokens per second."
+        ttft = self.mean_ttft_seconds
+        if ttft is not None:
+            text += f" Mean time to first token: {decimal_text(Fraction(ttft) * 1000, 0)} ms."
+        tput = self.generation_tokens_per_second
+        if tput is not None:
+            rate = decimal_text(Fraction(tput), 1)
+            text += f" All streams together: {rate} tokens per second of wall time."
+        return text
+
+
+def diff(before: Snapshot, after: Snapshot) -> ServerRates:
+    """Server-side rates between two snapshots of the same server."""
+    if before.engine != after.engine:
+        raise SizingError(
+            f"the two snapshots come from different servers ({before.engine} and {after.engine})"
+        )
+    seconds = after.taken_at - before.taken_at
+    if seconds < 0:
+        raise SizingError("the 'after' snapshot was taken before the 'before' one; swap them")
+    deltas: dict[str, float] = {}
+    for name, value in after.values.items():
+        if name in _GAUGES:
+            continue
+        old = before.values.get(name, 0.0)
+        if value < old:
+            raise SizingError(
+                f"{name} went down between the snapshots ({old:g} to {value:g}): the server "
+                "restarted in between, so the difference means nothing; run the measurement again"
+            )
+        deltas[name] = value - old
+    return ServerRates(engine=after.engine, seconds=seconds, deltas=deltas)

@@ -1,0 +1,768 @@
+"""A model's shape, the few numbers the KV cache and the speed limit depend on.
+
+Read from a Hugging Face `config.json` (plus its safetensors headers when they sit beside it),
+from a GGUF file's metadata and tensor list (with the `gguf` package), or from a small table of
+well-known models. Grouped-query attention, explicit head sizes, per-layer head counts,
+DeepSeek-style latent caches and mixture-of-experts weights are all handled: each changes the
+answer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from felab_core.sizing.errors import SizingError
+from felab_core.sizing.units import both_ways, tidy_text
+
+_EXPERT_SAFETENSORS = re.compile(r"\.experts\.")
+_EXPERT_GGUF = re.compile(r"_exps\.")
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What sizing needs to know about a model, and where each number came from."""
+
+    name: str
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim_k: int
+    head_dim_v: int
+    source: str
+    kv_heads_by_layer: tuple[int, ...] | None = None
+    latent_cache_dim: int | None = None
+    hidden_size: int | None = None
+    context_length: int | None = None
+    n_experts: int | None = None
+    n_experts_used: int | None = None
+    params_total: int | None = None
+    params_active: int | None = None
+    weights_bytes: int | None = None
+    active_weights_bytes: Fraction | None = None
+    weights_dtype: str | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def is_moe(self) -> bool:
+        return bool(self.n_experts and self.n_experts > 1 and self.n_experts_used)
+
+    @property
+    def kv_elements_per_token(self) -> int:
+        """Numbers kept in the KV cache for one token, across all layers (keys and values)."""
+        if self.latent_cache_dim is not None:
+            return self.n_layers * self.latent_cache_dim
+        if self.kv_heads_by_layer is not None:
+            return sum(h * (self.head_dim_k + self.head_dim_v) for h in self.kv_heads_by_layer)
+        return self.n_layers * self.n_kv_heads * (self.head_dim_k + self.head_dim_v)
+
+    @property
+    def query_heads_per_kv_head(self) -> Fraction:
+        """How many query heads share one KV head (1 = no sharing; 4 for Llama 3.1 8B)."""
+        return Fraction(self.n_heads, self.n_kv_heads)
+
+    def describe(self) -> str:
+        """The shape in plain words, with the grouped-query saving spelled out."""
+        parts = [f"{self.name}: {self.n_layers} layers, {self.n_heads} query heads"]
+        if self.latent_cache_dim is not None:
+            parts.append(
+                f"a compressed (latent) KV cache of {self.latent_cache_dim} numbers per layer "
+                "instead of full keys and values"
+            )
+        else:
+            if self.kv_heads_by_layer is not None:
+                low, high = min(self.kv_heads_by_layer), max(self.kv_heads_by_layer)
+                kv = f"{low} to {high} KV heads per layer"
+            else:
+                kv = f"{self.n_kv_heads} KV heads"
+            if self.head_dim_k == self.head_dim_v:
+                parts.append(f"{kv} of {self.head_dim_k} numbers each")
+            else:
+                parts.append(
+                    f"{kv} with keys of {self.head_dim_k} and values of {self.head_dim_v} numbers"
+                )
+            group = self.query_heads_per_kv_head
+            if group > 1:
+                parts.append(
+                    f"grouped-query attention: {tidy_text(group)} query heads share each KV head, "
+                    f"so the cache is {tidy_text(group)} times smaller than without it"
+                )
+        if self.is_moe:
+            parts.append(
+                f"mixture of experts: {self.n_experts_used} of {self.n_experts} experts work on "
+                "each token"
+            )
+        return "; ".join(parts) + "."
+
+    def weights_read_per_token(self) -> Fraction | None:
+        """Bytes of weights one decoding step reads: all, or for MoE only the active share."""
+        if self.active_weights_bytes is not None:
+            return self.active_weights_bytes
+        if self.weights_bytes is not None and not self.is_moe:
+            return Fraction(self.weights_bytes)
+        return None
+
+
+# ---------------------------------------------------------------- Hugging Face config.json
+
+_LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+_HEAD_KEYS = ("num_attention_heads", "n_head", "num_heads", "n_heads")
+_KV_HEAD_KEYS = ("num_key_value_heads", "n_head_kv", "num_kv_heads", "multi_query_group_num")
+_HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model")
+_CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
+_EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+_EXPERT_USED_KEYS = ("num_experts_per_tok", "num_experts_per_token", "moe_top_k")
+
+
+def _first(cfg: Mapping[str, Any], keys: tuple[str, ...]) -> tuple[str, Any] | None:
+    for key in keys:
+        value = cfg.get(key)
+        if value is not None:
+            return key, value
+    return None
+
+
+def _positive_int(value: Any, key: str, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise SizingError(
+            f"{where}: {key} is {value!r}, but it must be a whole number above zero; "
+            "check that the file is the model's own config"
+        )
+    return value
+
+
+def _load_json(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SizingError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SizingError(
+            f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}); "
+            "give the model's config.json as downloaded"
+        ) from None
+    if not isinstance(data, dict):
+        raise SizingError(f"{path} holds a JSON {type(data).__name__}, not a config object")
+    return data
+
+
+def from_hf_config(source: str | Path | Mapping[str, Any], name: str | None = None) -> ModelShape:
+    """Read a model's shape from a Hugging Face config.json (a file, its folder, or a dict).
+
+    When the folder also holds `*.safetensors`, their headers give the exact weight bytes (and, for
+    mixture-of-experts models, the bytes one token actually reads).
+    """
+    folder: Path | None = None
+    if isinstance(source, Mapping):
+        cfg: Mapping[str, Any] = source
+        where = "config"
+    else:
+        path = Path(source)
+        if path.is_dir():
+            folder = path
+            path = path / "config.json"
+        elif path.exists():
+            folder = path.parent
+        if not path.exists():
+            raise SizingError(
+                f"{path} does not exist: give the path of a model's config.json or of the folder "
+                "that holds it"
+            )
+        cfg = _load_json(path)
+        where = str(path)
+
+    top = cfg
+    text_cfg = cfg.get("text_config")
+    if isinstance(text_cfg, Mapping) and _first(cfg, _LAYER_KEYS) is None:
+        cfg = text_cfg  # multimodal models keep the language model's shape one level down
+
+    missing = [
+        label
+        for label, keys in (("num_hidden_layers", _LAYER_KEYS), ("num_attention_heads", _HEAD_KEYS))
+        if _first(cfg, keys) is None
+    ]
+    hidden_hit = _first(cfg, _HIDDEN_KEYS)
+    if cfg.get("head_dim") is None and cfg.get("kv_channels") is None and hidden_hit is None:
+        missing.append("head_dim (or hidden_size)")
+    if missing:
+        raise SizingError(
+            f"{where} lacks {', '.join(missing)}, which the KV cache size depends on; give the "
+            "model's own config.json (not a tokenizer or generation config), or name the model "
+            "with --model"
+        )
+
+    layers_key, layers = _first(cfg, _LAYER_KEYS) or ("", 0)
+    heads_key, heads = _first(cfg, _HEAD_KEYS) or ("", 0)
+    n_layers = _positive_int(layers, layers_key, where)
+    n_heads = _positive_int(heads, heads_key, where)
+    notes: list[str] = []
+
+    kv_hit = _first(cfg, _KV_HEAD_KEYS)
+    if kv_hit is not None:
+        n_kv = _positive_int(kv_hit[1], kv_hit[0], where)
+    elif cfg.get("multi_query") is True:
+        n_kv = 1
+    else:
+        n_kv = n_heads
+        notes.append(
+            "the config names no KV head count, so every query head is taken to keep its own "
+            "keys and values (no grouped-query attention)"
+        )
+    if n_kv > n_heads:
+        raise SizingError(
+            f"{where}: {n_kv} KV heads but only {n_heads} query heads; a model never has more "
+            "KV heads than query heads, so the config is damaged or not a decoder's"
+        )
+
+    hidden = _positive_int(hidden_hit[1], hidden_hit[0], where) if hidden_hit else None
+    if cfg.get("head_dim") is not None:
+        head_dim = _positive_int(cfg["head_dim"], "head_dim", where)
+    elif cfg.get("kv_channels") is not None:
+        head_dim = _positive_int(cfg["kv_channels"], "kv_channels", where)
+    else:
+        assert hidden is not None
+        if hidden % n_heads:
+            raise SizingError(
+                f"{where}: hidden_size {hidden} does not split evenly over {n_heads} heads and "
+                "there is no head_dim; add head_dim from the model card"
+            )
+        head_dim = hidden // n_heads
+
+    latent: int | None = None
+    if cfg.get("kv_lora_rank") is not None:
+        rank = _positive_int(cfg["kv_lora_rank"], "kv_lora_rank", where)
+        rope = cfg.get("qk_rope_head_dim") or 0
+        latent = rank + int(rope)
+        notes.append(
+            "latent attention (MLA): the cache keeps one compressed vector of "
+            f"{rank} + {rope} numbers per layer, as vLLM and llama.cpp store it"
+        )
+
+    ctx_hit = _first(cfg, _CONTEXT_KEYS)
+    experts_hit = _first(cfg, _EXPERT_KEYS)
+    used_hit = _first(cfg, _EXPERT_USED_KEYS)
+    n_experts = int(experts_hit[1]) if experts_hit and isinstance(experts_hit[1], int) else None
+    n_used = int(used_hit[1]) if used_hit and isinstance(used_hit[1], int) else None
+    if cfg.get("sliding_window") or cfg.get("layer_types"):
+        notes.append(
+            "some layers use a sliding window and keep fewer tokens; figures here are the "
+            "full-length upper bound"
+        )
+    dtype = cfg.get("torch_dtype") or cfg.get("dtype") or top.get("torch_dtype")
+    model_name = (
+        name
+        or top.get("_name_or_path")
+        or (folder.name if folder is not None else None)
+        or (top.get("architectures") or ["model"])[0]
+    )
+    shape = ModelShape(
+        name=str(model_name),
+        n_layers=n_layers,
+        n_heads=n_heads,
+        n_kv_heads=n_kv,
+        head_dim_k=head_dim,
+        head_dim_v=head_dim,
+        source=f"config.json ({where})",
+        latent_cache_dim=latent,
+        hidden_size=hidden,
+        context_length=int(ctx_hit[1]) if ctx_hit and isinstance(ctx_hit[1], int) else None,
+        n_experts=n_experts,
+        n_experts_used=n_used,
+        weights_dtype=str(dtype) if dtype else None,
+        notes=tuple(notes),
+    )
+    if folder is not None:
+        shape = _with_safetensors_weights(shape, folder)
+    return shape
+
+
+def _safetensors_tensor_bytes(path: Path) -> dict[str, int]:
+    """Tensor name -> bytes, from a safetensors header alone (8-byte length, then JSON)."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(8)
+            if len(head) < 8:
+                raise SizingError(f"{path} is too short to be a safetensors file")
+            (length,) = struct.unpack("<Q", head)
+            if length > 100 * 1024 * 1024:
+                raise SizingError(
+                    f"{path} has an implausible header ({length} bytes); is it complete?"
+                )
+            header = json.loads(fh.read(length))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise SizingError(f"cannot read the safetensors header of {path}: {exc}") from None
+    sizes: dict[str, int] = {}
+    for tensor, info in header.items():
+        if tensor == "__metadata__" or not isinstance(info, dict):
+            continue
+        start, end = info.get("data_offsets", (0, 0))
+        sizes[tensor] = int(end) - int(start)
+    return sizes
+
+
+def _with_safetensors_weights(shape: ModelShape, folder: Path) -> ModelShape:
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        return shape
+    sizes: dict[str, int] = {}
+    for path in files:
+        sizes.update(_safetensors_tensor_bytes(path))
+    total = sum(sizes.values())
+    expert = sum(b for n, b in sizes.items() if _EXPERT_SAFETENSORS.search(n))
+    active = _active_bytes(total, expert, shape)
+    return replace(shape, weights_bytes=total, active_weights_bytes=active)
+
+
+def _active_bytes(total: int, expert: int, shape: ModelShape) -> Fraction:
+    """Weights one token reads: everything but the experts, plus the used share of the experts."""
+    if shape.is_moe and expert:
+        assert shape.n_experts and shape.n_experts_used
+        return Fraction(total - expert) + Fraction(expert * shape.n_experts_used, shape.n_experts)
+    return Fraction(total)
+
+
+# ---------------------------------------------------------------- GGUF
+
+
+def _gguf_value(reader: Any, key: str) -> Any:
+    fld = reader.fields.get(key)
+    if fld is None:
+        return None
+    value = fld.contents()
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    return value
+
+
+def _per_layer(value: Any) -> tuple[int | None, tuple[int, ...] | None]:
+    """GGUF stores some counts once or once per layer; give (single value, per-layer tuple)."""
+    if isinstance(value, list):
+        ints = tuple(int(v) for v in value)
+        if ints and all(v == ints[0] for v in ints):
+            return ints[0], None
+        return (max(ints) if ints else None), ints
+    if value is None:
+        return None, None
+    return int(value), None
+
+
+def from_gguf(path: str | Path) -> ModelShape:
+    """Read a model's shape and exact weight bytes from a GGUF file's metadata and tensor list."""
+    gguf_path = Path(path)
+    if not gguf_path.is_file():
+        raise SizingError(
+            f"{gguf_path} does not exist or is not a file: give the path of a .gguf model"
+        )
+    try:
+        from gguf import GGUFReader
+
+        reader = GGUFReader(str(gguf_path), "r")
+    except Exception as exc:  # the reader raises many kinds on a damaged file
+        raise SizingError(
+            f"cannot read {gguf_path} as a GGUF model ({type(exc).__name__}: {exc}); check that it "
+            "is a complete .gguf download, not a safetensors file or a partial copy"
+        ) from None
+
+    arch = _gguf_value(reader, "general.architecture")
+    if not isinstance(arch, str) or not arch:
+        raise SizingError(
+            f"{gguf_path} has no general.architecture key, so its shape cannot be read; "
+            "is it a model file (not a LoRA adapter or a vocabulary-only file)?"
+        )
+
+    def key(suffix: str) -> Any:
+        return _gguf_value(reader, f"{arch}.{suffix}")
+
+    layers = key("block_count")
+    heads, heads_by_layer = _per_layer(key("attention.head_count"))
+    kv, kv_by_layer = _per_layer(key("attention.head_count_kv"))
+    hidden = key("embedding_length")
+    missing = [
+        f"{arch}.{s}"
+        for s, v in (("block_count", layers), ("attention.head_count", heads))
+        if v is None
+    ]
+    if missing:
+        raise SizingError(
+            f"{gguf_path} lacks {', '.join(missing)}; the file may be an adapter or written by a "
+            "converter that left the shape out"
+        )
+    n_layers = int(layers)
+    assert heads is not None
+    if heads_by_layer is not None:
+        heads = max(heads_by_layer)
+    if kv is None:
+        kv = heads
+    notes: list[str] = []
+    if kv_by_layer is not None:
+        notes.append("the number of KV heads differs from layer to layer; each layer is counted")
+        if len(kv_by_layer) != n_layers:
+            raise SizingError(
+                f"{gguf_path}: {len(kv_by_layer)} per-layer KV head counts for {n_layers} layers"
+            )
+        if all(v == 0 for v in kv_by_layer):
+            raise SizingError(f"{gguf_path}: every layer has zero KV heads")
+    key_len = key("attention.key_length")
+    value_len = key("attention.value_length")
+    if key_len is None:
+        if hidden is None or int(heads) == 0:
+            raise SizingError(
+                f"{gguf_path} has neither {arch}.attention.key_length nor "
+                f"{arch}.embedding_length, so the head size is unknown"
+            )
+        key_len = int(hidden) // int(heads)
+    if value_len is None:
+        value_len = key_len
+
+    latent = None
+    kv_rank = key("attention.kv_lora_rank")
+    if kv_rank:
+        rope = key("rope.dimension_count") or 0
+        latent = int(kv_rank) + int(rope)
+        notes.append(
+            f"latent attention (MLA): llama.cpp caches {kv_rank} + {rope} numbers per layer"
+        )
+    if key("attention.sliding_window"):
+        notes.append(
+            "some layers use a sliding window and keep fewer tokens; figures here are the "
+            "full-length upper bound"
+        )
+
+    n_experts = key("expert_count")
+    n_used = key("expert_used_count")
+    total = 0
+    expert = 0
+    for tensor in reader.tensors:
+        size = int(tensor.n_bytes)
+        total += size
+        if _EXPERT_GGUF.search(tensor.name + "."):
+            expert += size
+    name = _gguf_value(reader, "general.name") or gguf_path.stem
+    context = key("context_length")
+    file_type = _gguf_value(reader, "general.file_type")
+    shape = ModelShape(
+        name=str(name),
+        n_layers=n_layers,
+        n_heads=int(heads),
+        n_kv_heads=int(kv),
+        head_dim_k=int(key_len),
+        head_dim_v=int(value_len),
+        source=f"GGUF ({gguf_path})",
+        kv_heads_by_layer=kv_by_layer,
+        latent_cache_dim=latent,
+        hidden_size=int(hidden) if hidden is not None else None,
+        context_length=int(context) if context is not None else None,
+        n_experts=int(n_experts) if n_experts else None,
+        n_experts_used=int(n_used) if n_used else None,
+        weights_bytes=total,
+        weights_dtype=_gguf_file_type_name(file_type),
+        notes=tuple(notes),
+    )
+    return replace(shape, active_weights_bytes=_active_bytes(total, expert, shape))
+
+
+def _gguf_file_type_name(file_type: Any) -> str | None:
+    if file_type is None:
+        return None
+    try:
+        from gguf import LlamaFileType
+
+        return str(LlamaFileType(int(file_type)).name).removeprefix("MOSTLY_").lower()
+    except (ValueError, ImportError):
+        return str(file_type)
+
+
+def gguf_file_bytes(path: str | Path) -> int:
+    """The file's size on disk: what the course divides the bandwidth by (4.9 GB)."""
+    try:
+        return Path(path).stat().st_size
+    except OSError as exc:
+        raise SizingError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+# ---------------------------------------------------------------- well-known models
+
+
+@dataclass(frozen=True)
+class KnownModel:
+    """One row of the table: a model's published shape and where it was read."""
+
+    key: str
+    shape: ModelShape
+    aliases: tuple[str, ...] = ()
+
+
+def _known(
+    key: str,
+    name: str,
+    layers: int,
+    heads: int,
+    kv: int,
+    head_dim: int,
+    hidden: int,
+    context: int,
+    params: int,
+    source: str,
+    *,
+    active: int | None = None,
+    experts: int | None = None,
+    used: int | None = None,
+    aliases: tuple[str, ...] = (),
+    notes: tuple[str, ...] = (),
+) -> KnownModel:
+    return KnownModel(
+        key=key,
+        aliases=aliases,
+        shape=ModelShape(
+            name=name,
+            n_layers=layers,
+            n_heads=heads,
+            n_kv_heads=kv,
+            head_dim_k=head_dim,
+            head_dim_v=head_dim,
+            hidden_size=hidden,
+            context_length=context,
+            params_total=params,
+            params_active=active if active is not None else params,
+            n_experts=experts,
+            n_experts_used=used,
+            weights_dtype="bf16",
+            source=f"felab's table of well-known models ({source})",
+            notes=notes,
+        ),
+    )
+
+
+_HF = "the model's config.json on Hugging Face"
+_SWA = ("half of the layers use a sliding window and keep fewer tokens; this is the upper bound",)
+
+KNOWN_MODELS: tuple[KnownModel, ...] = (
+    _known(
+        "llama-3.1-8b",
+        "Llama 3.1 8B",
+        layers=32,
+        heads=32,
+        kv=8,
+        head_dim=128,
+        hidden=4096,
+        context=131072,
+        params=8_030_261_248,
+        source=f"{_HF}, meta-llama/Llama-3.1-8B-Instruct",
+        aliases=("llama3.1:8b", "llama-3.1-8b-instruct", "llama3.1-8b", "llama-3-8b"),
+    ),
+    _known(
+        "llama-3.1-70b",
+        "Llama 3.1 70B",
+        layers=80,
+        heads=64,
+        kv=8,
+        head_dim=128,
+        hidden=8192,
+        context=131072,
+        params=70_553_706_496,
+        source=f"{_HF}, meta-llama/Llama-3.1-70B-Instruct",
+        aliases=("llama3.1:70b", "llama-3.3-70b", "llama3.3:70b", "llama-3.1-70b-instruct"),
+    ),
+    _known(
+        "llama-3.2-1b",
+        "Llama 3.2 1B",
+        layers=16,
+        heads=32,
+        kv=8,
+        head_dim=64,
+        hidden=2048,
+        context=131072,
+        params=1_235_814_400,
+        source=f"{_HF}, meta-llama/Llama-3.2-1B-Instruct",
+        aliases=("llama3.2:1b",),
+    ),
+    _known(
+        "llama-3.2-3b",
+        "Llama 3.2 3B",
+        layers=28,
+        heads=24,
+        kv=8,
+        head_dim=128,
+        hidden=3072,
+        context=131072,
+        params=3_212_749_824,
+        source=f"{_HF}, meta-llama/Llama-3.2-3B-Instruct",
+        aliases=("llama3.2:3b", "llama3.2"),
+    ),
+    _known(
+        "mistral-7b",
+        "Mistral 7B v0.3",
+        layers=32,
+        heads=32,
+        kv=8,
+        head_dim=128,
+        hidden=4096,
+        context=32768,
+        params=7_248_023_552,
+        source=f"{_HF}, mistralai/Mistral-7B-Instruct-v0.3",
+        aliases=("mistral:7b", "mistral"),
+    ),
+    _known(
+        "mixtral-8x7b",
+        "Mixtral 8x7B",
+        layers=32,
+        heads=32,
+        kv=8,
+        head_dim=128,
+        hidden=4096,
+        context=32768,
+        params=46_702_792_704,
+        source=f"{_HF}, mistralai/Mixtral-8x7B-Instruct-v0.1; 12.9B active per the model card",
+        active=12_900_000_000,
+        experts=8,
+        used=2,
+        aliases=("mixtral:8x7b", "mixtral"),
+    ),
+    _known(
+        "qwen2.5-7b",
+        "Qwen2.5 7B",
+        layers=28,
+        heads=28,
+        kv=4,
+        head_dim=128,
+        hidden=3584,
+        context=32768,
+        params=7_615_616_512,
+        source=f"{_HF}, Qwen/Qwen2.5-7B-Instruct",
+        aliases=("qwen2.5:7b",),
+    ),
+    _known(
+        "qwen3-8b",
+        "Qwen3 8B",
+        layers=36,
+        heads=32,
+        kv=8,
+        head_dim=128,
+        hidden=4096,
+        context=40960,
+        params=8_190_735_360,
+        source=f"{_HF}, Qwen/Qwen3-8B",
+        aliases=("qwen3:8b",),
+    ),
+    _known(
+        "qwen3-30b-a3b",
+        "Qwen3 30B-A3B",
+        layers=48,
+        heads=32,
+        kv=4,
+        head_dim=128,
+        hidden=2048,
+        context=40960,
+        params=30_532_122_624,
+        source=f"{_HF}, Qwen/Qwen3-30B-A3B; 3.3B active per the model card",
+        active=3_300_000_000,
+        experts=128,
+        used=8,
+        aliases=("qwen3:30b", "qwen3:30b-a3b"),
+    ),
+    _known(
+        "gemma-2-9b",
+        "Gemma 2 9B",
+        layers=42,
+        heads=16,
+        kv=8,
+        head_dim=256,
+        hidden=3584,
+        context=8192,
+        params=9_241_705_984,
+        source=f"{_HF}, google/gemma-2-9b-it",
+        aliases=("gemma2:9b",),
+        notes=_SWA,
+    ),
+    _known(
+        "gpt-oss-20b",
+        "gpt-oss-20b",
+        layers=24,
+        heads=64,
+        kv=8,
+        head_dim=64,
+        hidden=2880,
+        context=131072,
+        params=20_914_757_184,
+        source=f"{_HF}, openai/gpt-oss-20b; 3.6B active per the model card",
+        active=3_600_000_000,
+        experts=32,
+        used=4,
+        aliases=("gpt-oss:20b",),
+        notes=_SWA,
+    ),
+    _known(
+        "gpt-oss-120b",
+        "gpt-oss-120b",
+        layers=36,
+        heads=64,
+        kv=8,
+        head_dim=64,
+        hidden=2880,
+        context=131072,
+        params=116_829_156_672,
+        source=f"{_HF}, openai/gpt-oss-120b; 5.1B active per the model card",
+        active=5_100_000_000,
+        experts=128,
+        used=4,
+        aliases=("gpt-oss:120b",),
+        notes=_SWA,
+    ),
+)
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[\s_\-./:]+", "", name.lower()).removesuffix("instruct")
+
+
+def known_model(name: str) -> ModelShape:
+    """Look a model up in the table by key, display name or Ollama-style tag."""
+    wanted = _normalise(name)
+    for row in KNOWN_MODELS:
+        names = (row.key, row.shape.name, *row.aliases)
+        if any(_normalise(n) == wanted for n in names):
+            return row.shape
+    choices = ", ".join(row.key for row in KNOWN_MODELS)
+    raise SizingError(
+        f"{name!r} is not in felab's table of well-known models ({choices}); give the model's "
+        "config.json with --config or its GGUF file with --gguf instead"
+    )
+
+
+def resolve_shape(
+    *, config: str | Path | None = None, gguf: str | Path | None = None, model: str | None = None
+) -> ModelShape:
+    """Pick the one model source a command was given, refusing none or several."""
+    given = [x for x in (config, gguf, model) if x is not None]
+    if len(given) != 1:
+        raise SizingError(
+            "name the model exactly one way: --config PATH (Hugging Face config.json), "
+            "--gguf PATH (a GGUF file) or --model NAME (felab's table)"
+        )
+    if config is not None:
+        return from_hf_config(config)
+    if gguf is not None:
+        return from_gguf(gguf)
+    assert model is not None
+    return known_model(model)
+
+
+def weights_summary(shape: ModelShape) -> str:
+    """Plain words for the weights a token reads, when they are known."""
+    read = shape.weights_read_per_token()
+    if read is None:
+        return "weight bytes unknown"
+    if shape.is_moe and shape.weights_bytes is not None:
+        return (
+            f"{both_ways(read)} of the {both_ways(shape.weights_bytes)} of weights are read per "
+            f"token ({shape.n_experts_used} of {shape.n_experts} experts)"
+        )
+    return f"{both_ways(read)} of weights, all read for every token"

@@ -1,0 +1,367 @@
+"""The speed limit: one conversation can never write faster than memory can be read.
+
+To write one token, the machine reads every weight the token uses once (for a mixture-of-experts
+model, only the active experts), plus the KV cache of the conversation so far. So a single
+stream's writing speed is at most bandwidth ÷ bytes read per token. A measured or typed speed is
+shown as a share of that ceiling; a speed above it is physically impossible, and the likely cause
+is named.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+
+from felab_core.sizing.errors import SizingError
+from felab_core.sizing.kv import KvPerToken
+from felab_core.sizing.model_shape import ModelShape
+from felab_core.sizing.units import (
+    GB,
+    about_text,
+    as_fraction,
+    both_ways,
+    decimal_size_text,
+    decimal_text,
+    gb_text,
+    require_positive,
+    tidy_text,
+    whole_text,
+)
+
+
+@dataclass(frozen=True)
+class Chip:
+    """One row of the bandwidth table, with where its number was published."""
+
+    name: str
+    family: str
+    bandwidth_gb_s: Fraction
+    memory: str
+    source: str
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def bytes_per_second(self) -> Fraction:
+        return self.bandwidth_gb_s * GB
+
+
+def _chip(
+    name: str, family: str, gb_s: str, memory: str, source: str, aliases: tuple[str, ...] = ()
+) -> Chip:
+    return Chip(name, family, Fraction(gb_s), memory, source, aliases)
+
+
+_APPLE = "Apple's published tech specs for Macs with this chip (memory bandwidth)"
+_NV = "NVIDIA's product datasheet"
+_NVC = "NVIDIA's GeForce specifications page (memory bandwidth)"
+
+CHIPS: tuple[Chip, ...] = (
+    _chip("M1", "Apple M-series", "68.25", "up to 16 GB", _APPLE),
+    _chip("M1 Pro", "Apple M-series", "200", "up to 32 GB", _APPLE),
+    _chip(
+        "M1 Max",
+        "Apple M-series",
+        "400",
+        "up to 64 GB",
+        f"{_APPLE}; the LPDDR5 arithmetic gives 409.6, a figure also quoted",
+    ),
+    _chip("M1 Ultra", "Apple M-series", "800", "up to 128 GB", _APPLE),
+    _chip("M2", "Apple M-series", "100", "up to 24 GB", _APPLE),
+    _chip("M2 Pro", "Apple M-series", "200", "up to 32 GB", _APPLE),
+    _chip("M2 Max", "Apple M-series", "400", "up to 96 GB", _APPLE),
+    _chip("M2 Ultra", "Apple M-series", "800", "up to 192 GB", _APPLE),
+    _chip("M3", "Apple M-series", "100", "up to 24 GB", _APPLE),
+    _chip("M3 Pro", "Apple M-series", "150", "up to 36 GB", _APPLE),
+    _chip(
+        "M3 Max (14-core CPU)",
+        "Apple M-series",
+        "300",
+        "up to 96 GB",
+        _APPLE,
+        ("M3 Max 30-core GPU",),
+    ),
+    _chip(
+        "M3 Max (16-core CPU)",
+        "Apple M-series",
+        "400",
+        "up to 128 GB",
+        _APPLE,
+        ("M3 Max", "M3 Max 40-core GPU"),
+    ),
+    _chip("M3 Ultra", "Apple M-series", "819", "up to 512 GB", _APPLE),
+    _chip("M4", "Apple M-series", "120", "up to 32 GB", _APPLE),
+    _chip(
+        "M4 Pro", "Apple M-series", "273", "up to 64 GB", f"{_APPLE}; the course's Day 1 sample Mac"
+    ),
+    _chip(
+        "M4 Max (14-core CPU)",
+        "Apple M-series",
+        "410",
+        "up to 36 GB",
+        _APPLE,
+        ("M4 Max 32-core GPU",),
+    ),
+    _chip(
+        "M4 Max (16-core CPU)",
+        "Apple M-series",
+        "546",
+        "up to 128 GB",
+        _APPLE,
+        ("M4 Max", "M4 Max 40-core GPU"),
+    ),
+    _chip("M5", "Apple M-series", "153", "up to 32 GB", _APPLE),
+    _chip(
+        "DGX Spark (GB10)",
+        "NVIDIA DGX Spark",
+        "273",
+        "128 GB LPDDR5x, shared by CPU and GPU",
+        "NVIDIA's DGX Spark specifications",
+        ("DGX Spark", "GB10", "Spark"),
+    ),
+    _chip("V100 SXM2 32GB", "NVIDIA data center", "900", "32 GB HBM2", _NV, ("V100",)),
+    _chip("T4", "NVIDIA data center", "320", "16 GB GDDR6", _NV),
+    _chip("A10", "NVIDIA data center", "600", "24 GB GDDR6", _NV, ("A10G",)),
+    _chip("L4", "NVIDIA data center", "300", "24 GB GDDR6", _NV),
+    _chip("L40S", "NVIDIA data center", "864", "48 GB GDDR6", _NV, ("L40",)),
+    _chip("A100 40GB SXM", "NVIDIA data center", "1555", "40 GB HBM2", _NV, ("A100 40GB",)),
+    _chip("A100 80GB SXM", "NVIDIA data center", "2039", "80 GB HBM2e", _NV, ("A100", "A100 80GB")),
+    _chip("A100 80GB PCIe", "NVIDIA data center", "1935", "80 GB HBM2e", _NV),
+    _chip("H100 SXM", "NVIDIA data center", "3350", "80 GB HBM3", _NV, ("H100",)),
+    _chip("H100 PCIe", "NVIDIA data center", "2000", "80 GB HBM2e", _NV),
+    _chip("H100 NVL", "NVIDIA data center", "3900", "94 GB HBM3", _NV),
+    _chip("H200", "NVIDIA data center", "4800", "141 GB HBM3e", _NV, ("H200 SXM", "H200 NVL")),
+    _chip(
+        "B200",
+        "NVIDIA data center",
+        "8000",
+        "180 GB HBM3e (per GPU, as listed in HGX B200)",
+        _NV,
+        ("HGX B200",),
+    ),
+    _chip("RTX 3090", "NVIDIA consumer", "936", "24 GB GDDR6X", _NVC, ("3090",)),
+    _chip("RTX 3090 Ti", "NVIDIA consumer", "1008", "24 GB GDDR6X", _NVC),
+    _chip("RTX 4070", "NVIDIA consumer", "504", "12 GB GDDR6X", _NVC),
+    _chip("RTX 4080", "NVIDIA consumer", "716.8", "16 GB GDDR6X", _NVC),
+    _chip("RTX 4090", "NVIDIA consumer", "1008", "24 GB GDDR6X", _NVC, ("4090",)),
+    _chip("RTX 5070", "NVIDIA consumer", "672", "12 GB GDDR7", _NVC),
+    _chip("RTX 5070 Ti", "NVIDIA consumer", "896", "16 GB GDDR7", _NVC),
+    _chip("RTX 5080", "NVIDIA consumer", "960", "16 GB GDDR7", _NVC),
+    _chip("RTX 5090", "NVIDIA consumer", "1792", "32 GB GDDR7", _NVC, ("5090",)),
+    _chip("RTX 6000 Ada", "NVIDIA workstation", "960", "48 GB GDDR6", _NV),
+    _chip(
+        "RTX PRO 6000 Blackwell",
+        "NVIDIA workstation",
+        "1792",
+        "96 GB GDDR7",
+        _NV,
+        ("RTX PRO 6000",),
+    ),
+)
+
+
+def _key(name: str) -> str:
+    return re.sub(r"[\s_\-()]+", "", name.lower()).removeprefix("apple").removeprefix("nvidia")
+
+
+def find_chip(name: str) -> Chip:
+    """Look a chip up by name or alias ('M4 Pro', 'h100', 'DGX Spark')."""
+    wanted = _key(name)
+    for chip in CHIPS:
+        if any(_key(n) == wanted for n in (chip.name, *chip.aliases)):
+            return chip
+    raise SizingError(
+        f"{name!r} is not in felab's bandwidth table; run `felab size chips` for the list, or give "
+        "the bandwidth itself with --bandwidth (GB/s from the maker's spec sheet)"
+    )
+
+
+@dataclass(frozen=True)
+class BytesPerToken:
+    """What one decoding step reads: the weights it uses plus the cache so far."""
+
+    weights: Fraction
+    kv_cache: Fraction
+    context_tokens: int
+    weights_note: str
+
+    @property
+    def total(self) -> Fraction:
+        return self.weights + self.kv_cache
+
+
+def bytes_per_token(
+    weights_bytes: int | Fraction,
+    *,
+    kv: KvPerToken | None = None,
+    context_tokens: int = 0,
+    weights_note: str = "",
+) -> BytesPerToken:
+    """Weights read per token plus, at a given context, the KV cache read with them."""
+    require_positive(
+        "the bytes of weights read per token",
+        Fraction(weights_bytes),
+        "Give the model file's size, e.g. --model-bytes 4.9GB.",
+    )
+    if context_tokens < 0:
+        raise SizingError(f"the context length cannot be negative (got {context_tokens})")
+    kv_bytes = kv.bytes * context_tokens if kv is not None and context_tokens else Fraction(0)
+    return BytesPerToken(
+        weights=Fraction(weights_bytes),
+        kv_cache=kv_bytes,
+        context_tokens=context_tokens,
+        weights_note=weights_note,
+    )
+
+
+def weights_for(shape: ModelShape, bits_per_weight: Fraction | None = None) -> tuple[Fraction, str]:
+    """Bytes of weights a token reads, and a plain note on where the number came from."""
+    read = shape.weights_read_per_token()
+    if read is not None:
+        if shape.is_moe:
+            return read, (
+                f"only the active experts are read: {both_ways(read)} of the "
+                f"{both_ways(shape.weights_bytes or 0)} of weights"
+            )
+        return read, f"the weights of {shape.name}, {both_ways(read)}"
+    params = shape.params_active or shape.params_total
+    if params is None or bits_per_weight is None:
+        raise SizingError(
+            f"the weight size of {shape.name} is unknown: give --model-bytes (the file's size), "
+            "--gguf FILE, or --bits-per-weight for a model in the table"
+        )
+    weights = Fraction(params) * bits_per_weight / 8
+    active = " active" if shape.is_moe else ""
+    return weights, (
+        f"{whole_text(params)}{active} parameters x {tidy_text(bits_per_weight)} bits ÷ 8 = "
+        f"{both_ways(weights)}"
+    )
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """The most tokens per second one conversation can see on a machine."""
+
+    bandwidth: Fraction
+    reads: BytesPerToken
+    chip: Chip | None = None
+
+    @property
+    def tokens_per_second(self) -> Fraction:
+        return self.bandwidth / self.reads.total
+
+    @property
+    def explanation(self) -> str:
+        where = f"{self.chip.name}: " if self.chip else ""
+        gbs = self.bandwidth / GB
+        bw = f"{decimal_text(gbs, 0 if gbs.denominator == 1 else 2)} GB/s"
+        reads = self.reads
+        if reads.kv_cache:
+            read_text = (
+                f"({decimal_size_text(reads.weights)} of weights + "
+                f"{decimal_size_text(reads.kv_cache)} of cache for "
+                f"{whole_text(reads.context_tokens)} "
+                f"tokens of context)"
+            )
+        else:
+            read_text = gb_text(
+                reads.weights, 1 if (reads.weights * 10 / GB).denominator == 1 else 2
+            )
+        text = (
+            f"{where}each token means reading every weight it uses once, so writing speed can "
+            "never "
+            f"beat memory speed ÷ bytes read: {bw} ÷ {read_text} = "
+            f"{about_text(self.tokens_per_second)} tokens per second "
+            f"({decimal_text(self.tokens_per_second, 2)})."
+        )
+        if reads.weights_note:
+            text += f" Weights: {reads.weights_note}."
+        return text
+
+
+def ceiling(
+    bandwidth_bytes_per_s: int | Fraction, reads: BytesPerToken, chip: Chip | None = None
+) -> Ceiling:
+    """Single-stream decode ceiling: bandwidth ÷ bytes read per token."""
+    require_positive(
+        "the memory bandwidth",
+        Fraction(bandwidth_bytes_per_s),
+        "Give it in GB/s, e.g. --bandwidth 273, or pick a chip with --chip.",
+    )
+    return Ceiling(bandwidth=Fraction(bandwidth_bytes_per_s), reads=reads, chip=chip)
+
+
+# Measured single-stream runs usually land at 55-85 % of the ceiling (peer benchmark notes).
+TYPICAL_LOW = Fraction(55, 100)
+TYPICAL_HIGH = Fraction(85, 100)
+
+IMPOSSIBLE_CAUSES: tuple[str, ...] = (
+    "prompt tokens were counted as written tokens (reading the prompt is far faster than writing)",
+    "the reply came from a cache (a repeated prompt or a cached response), not from writing",
+    "a different, smaller or more compressed model is loaded than the file you typed",
+    "several conversations' tokens were added together (server throughput, not one stream's speed)",
+    "speculative decoding or multi-token prediction writes several tokens per read of the weights",
+    "the wrong chip or bandwidth was given",
+)
+
+
+@dataclass(frozen=True)
+class SpeedCheck:
+    """A writing speed set against its ceiling, with a plain verdict."""
+
+    measured: Fraction
+    ceiling: Ceiling
+
+    @property
+    def share(self) -> Fraction:
+        """Measured speed as a fraction of the ceiling (0.8 = 80 %)."""
+        return self.measured / self.ceiling.tokens_per_second
+
+    @property
+    def impossible(self) -> bool:
+        return self.share > 1
+
+    @property
+    def verdict(self) -> str:
+        share = self.share
+        if share > 1:
+            return "impossible"
+        if share > TYPICAL_HIGH:
+            return "very close to the limit"
+        if share < TYPICAL_LOW:
+            return "well below the limit"
+        return "typical"
+
+    @property
+    def explanation(self) -> str:
+        pct = decimal_text(self.share * 100, 0)
+        limit = about_text(self.ceiling.tokens_per_second)
+        head = (
+            f"{decimal_text(self.measured, 1)} tokens per second is {pct} % of the "
+            f"{limit} tokens per second this machine can reach."
+        )
+        verdict = self.verdict
+        if verdict == "impossible":
+            causes = "; ".join(IMPOSSIBLE_CAUSES)
+            return (
+                f"{head} That is above the physical limit, so something in the measurement is off. "
+                f"Likely causes: {causes}."
+            )
+        if verdict == "very close to the limit":
+            return (
+                f"{head} Measured runs rarely pass 85 %: check that only written tokens were "
+                "counted and that the model and chip are the ones you typed."
+            )
+        if verdict == "well below the limit":
+            return (
+                f"{head} Runs usually reach 55-85 %: something else is slowing it (other work on "
+                "the machine, part of the model off the GPU, a debug build, or a long context)."
+            )
+        return f"{head} Runs usually land at 55-85 % of the limit, so this is in range."
+
+
+def check_speed(measured_tokens_per_s: int | float | str | Fraction, limit: Ceiling) -> SpeedCheck:
+    """Report a writing speed as a share of the ceiling, flagging one above it as impossible."""
+    measured = as_fraction(measured_tokens_per_s)
+    require_positive("the measured writing speed", measured, "Give tokens per second, e.g. 44.6.")
+    return SpeedCheck(measured=measured, ceiling=limit)

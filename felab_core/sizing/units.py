@@ -1,0 +1,253 @@
+"""Exact numbers and their display: bytes in GB and GiB side by side, rounding only when shown.
+
+The course mixes decimal units (4.29 GB, 273 GB/s) with binary ones (128 KiB, 4,096 MiB), so every
+byte count here can be shown both ways. Arithmetic stays in integers and `Fraction`s; rounding
+happens once, in the text, half away from zero (the way people round on paper, not Python's
+round-half-to-even).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal, localcontext
+from fractions import Fraction
+
+from felab_core.sizing.errors import SizingError
+
+KB = 1000
+MB = 1000**2
+GB = 1000**3
+TB = 1000**4
+KiB = 1024
+MiB = 1024**2
+GiB = 1024**3
+TiB = 1024**4
+
+Number = int | Fraction
+
+_DECIMAL_UNITS: tuple[tuple[str, int], ...] = (("TB", TB), ("GB", GB), ("MB", MB), ("kB", KB))
+_BINARY_UNITS: tuple[tuple[str, int], ...] = (
+    ("TiB", TiB),
+    ("GiB", GiB),
+    ("MiB", MiB),
+    ("KiB", KiB),
+)
+
+# Units accepted when a person types a size; "G" alone is refused because it could mean either.
+_SIZE_UNITS: dict[str, int] = {
+    "b": 1,
+    "byte": 1,
+    "bytes": 1,
+    "kb": KB,
+    "mb": MB,
+    "gb": GB,
+    "tb": TB,
+    "kib": KiB,
+    "mib": MiB,
+    "gib": GiB,
+    "tib": TiB,
+}
+
+_NUMBER_RE = re.compile(r"^\s*([+-]?[\d,_]*\.?\d+(?:[eE][+-]?\d+)?)\s*([A-Za-z]*)\s*(?:/\s*s)?\s*$")
+
+
+def as_fraction(value: int | float | str | Decimal | Fraction) -> Fraction:
+    """Turn a typed number into an exact fraction; floats go through their text, so 4.9 is 49/10."""
+    if isinstance(value, Fraction):
+        return value
+    if isinstance(value, bool):
+        raise SizingError("expected a number, got a yes/no value")
+    if isinstance(value, int):
+        return Fraction(value)
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise SizingError(f"expected a finite number, got {value}")
+        return Fraction(repr(value))
+    if isinstance(value, Decimal):
+        return Fraction(value)
+    text = value.strip().replace(",", "").replace("_", "")
+    try:
+        return Fraction(text)
+    except (ValueError, ZeroDivisionError):
+        raise SizingError(f"expected a number, got {value!r}") from None
+
+
+def require_positive(what: str, value: int | Fraction | float, hint: str = "") -> None:
+    """Refuse zero and negative sizes with a message naming the value and what to give instead."""
+    if value <= 0:
+        shown = value if not isinstance(value, Fraction) else decimal_text(value, 4)
+        extra = f" {hint}" if hint else ""
+        raise SizingError(f"{what} must be more than zero (got {shown}).{extra}")
+
+
+def require_whole(what: str, value: int, hint: str = "") -> int:
+    """Refuse counts that are not whole positive numbers (blocks, layers, tokens)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SizingError(f"{what} must be a whole number (got {value!r}).")
+    require_positive(what, value, hint)
+    return value
+
+
+def round_half_up(value: Fraction, places: int) -> Decimal:
+    """Round an exact fraction to `places` decimals, halves away from zero."""
+    with localcontext() as ctx:
+        ctx.prec = 60
+        quantum = Decimal(1).scaleb(-places)
+        exact = Decimal(value.numerator) / Decimal(value.denominator)
+        return exact.quantize(quantum, rounding=ROUND_HALF_UP)
+
+
+def decimal_text(value: Number, places: int = 2, *, group: bool = True) -> str:
+    """Show a number with a fixed count of decimals and thousands commas: 16.08, 131,744."""
+    rounded = round_half_up(Fraction(value), places)
+    return f"{rounded:,.{places}f}" if group else f"{rounded:.{places}f}"
+
+
+def whole_text(value: Number) -> str:
+    """Show a count with thousands commas, rounding half up if it is not whole: 131,744."""
+    return decimal_text(value, 0)
+
+
+def tidy_text(value: Number, places: int = 2) -> str:
+    """Show a whole number without decimals, anything else to `places` decimals, zeros trimmed."""
+    frac = Fraction(value)
+    if frac.denominator == 1:
+        return f"{frac.numerator:,}"
+    text = decimal_text(frac, places)
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def article(value: Number) -> str:
+    """'a' or 'an' before a number said aloud: an 8,000-token prompt, an 11-token reply, a 2,048."""
+    lead = whole_text(value).split(",")[0]
+    return "an" if lead.startswith("8") or lead in ("11", "18") else "a"
+
+
+def about_text(value: Number) -> str:
+    """Show a rate the way the course does: 'about 56' (whole numbers, rounded half up)."""
+    return f"about {whole_text(value)}"
+
+
+def about_words(tokens: Number) -> int:
+    """A rough word count for a token count: three quarters of it, rounded to a figure people say.
+
+    Under 100 words to the whole word (44.6 tokens/s: about 33 words), under 1,000 to the
+    nearest 50, above that to the nearest 500 (8,192 tokens: about 6,000 words).
+    """
+    words = Fraction(tokens) * 3 / 4
+    step = 1 if words < 100 else 50 if words < 1000 else 500
+    return int(round_half_up(words / step, 0)) * step
+
+
+def in_unit(value: Number, unit: int) -> Fraction:
+    """Exact value of a byte count in a unit (GB, GiB, MiB ...)."""
+    return Fraction(value) / unit
+
+
+def gb_text(value: Number, places: int = 2) -> str:
+    """Bytes in decimal gigabytes: 4,294,967,296 -> '4.29 GB'."""
+    return f"{decimal_text(in_unit(value, GB), places)} GB"
+
+
+def gib_text(value: Number, places: int = 2) -> str:
+    """Bytes in binary gibibytes: 4,294,967,296 -> '4.00 GiB'."""
+    return f"{decimal_text(in_unit(value, GiB), places)} GiB"
+
+
+def mib_text(value: Number, places: int = 2) -> str:
+    """Bytes in mebibytes, without decimals when exact: 4,294,967,296 -> '4,096 MiB'."""
+    return f"{tidy_text(in_unit(value, MiB), places)} MiB"
+
+
+def _trimmed(value: Fraction, places: int = 2) -> str:
+    """Up to `places` decimals without trailing zeros: 4.9, 4.56, 128."""
+    text = decimal_text(value, places)
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def _pick(value: Fraction, units: tuple[tuple[str, int], ...], smallest: str) -> str:
+    for name, size in units:
+        if abs(value) >= size:
+            return f"{_trimmed(value / size)} {name}"
+    return f"{_trimmed(value)} {smallest}"
+
+
+def decimal_size_text(value: Number) -> str:
+    """Bytes in the largest decimal unit keeping the number at 1 or more: '4.29 GB'."""
+    return _pick(Fraction(value), _DECIMAL_UNITS, "bytes")
+
+
+def binary_size_text(value: Number) -> str:
+    """Bytes in the largest binary unit that keeps the number at 1 or more: '128 KiB', '4 GiB'."""
+    return _pick(Fraction(value), _BINARY_UNITS, "bytes")
+
+
+def both_ways(value: Number) -> str:
+    """One byte count in decimal and binary units: '4.29 GB = 4 GiB'; small ones in bytes."""
+    frac = Fraction(value)
+    dec = decimal_size_text(frac)
+    binary = binary_size_text(frac)
+    if abs(frac) < MB:
+        return f"{tidy_text(frac)} bytes ({binary})"
+    return f"{dec} = {binary}"
+
+
+@dataclass(frozen=True)
+class ByteCount:
+    """A byte count that knows how to show itself in both unit systems."""
+
+    value: Fraction
+
+    @property
+    def gb(self) -> Fraction:
+        return in_unit(self.value, GB)
+
+    @property
+    def gib(self) -> Fraction:
+        return in_unit(self.value, GiB)
+
+    @property
+    def mib(self) -> Fraction:
+        return in_unit(self.value, MiB)
+
+    @property
+    def kib(self) -> Fraction:
+        return in_unit(self.value, KiB)
+
+    def __str__(self) -> str:
+        return both_ways(self.value)
+
+
+def parse_bytes(text: str | int | float, default_unit: str = "bytes") -> Fraction:
+    """Read a size a person typed ('4.9 GB', '128 KiB', '4912898304') as exact bytes.
+
+    A bare number is taken in `default_unit`. 'G', 'M' alone are refused: say GB or GiB.
+    """
+    if isinstance(text, (int, float)):
+        number = as_fraction(text)
+        unit = default_unit
+    else:
+        match = _NUMBER_RE.match(text)
+        if not match:
+            raise SizingError(
+                f"could not read {text!r} as a size: write a number and a unit, such as 4.9 GB, "
+                "4.56 GiB or 4912898304"
+            )
+        number = as_fraction(match.group(1))
+        unit = match.group(2) or default_unit
+    factor = _SIZE_UNITS.get(unit.lower())
+    if factor is None:
+        raise SizingError(
+            f"unknown size unit {unit!r} in {text!r}: use bytes, kB, MB, GB, TB (powers of 1000) "
+            "or KiB, MiB, GiB, TiB (powers of 1024)"
+        )
+    return number * factor
+
+
+def parse_bandwidth(text: str | int | float) -> Fraction:
+    """Read a memory bandwidth ('273', '273 GB/s', '3.35 TB/s') as exact bytes per second.
+
+    A bare number means GB/s, the unit every spec sheet uses.
+    """
+    return parse_bytes(text, default_unit="GB")

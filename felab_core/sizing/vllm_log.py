@@ -1,0 +1,398 @@
+"""vLLM's own account of its KV cache: startup log lines, or a live server's /metrics.
+
+The wording has changed across releases; each format below is kept as a real excerpt under
+tests/sizing/fixtures/ with where it came from:
+
+- ``v0-blocks``: V0 engine (0.2 to 0.10): ``# GPU blocks: N, # CPU blocks: M`` (later
+  ``# cuda blocks: ...``), from 0.6 on followed by ``Maximum concurrency for L tokens per
+  request: X.XXx``.
+- ``v1-blocks``: early V1 engine (0.7.1 to 0.7.2): ``# GPU blocks: N`` then the concurrency line.
+- ``v1-tokens``: V1 engine (0.7.3 to about 0.2x): ``GPU KV cache size: T tokens`` then the
+  concurrency line, numbers with thousands commas.
+- ``v1-one-line``: current releases (0.32 here): ``CPU KV cache size: T tokens, Maximum
+  concurrency for L tokens per request: X.XXx``, the device named (GPU, CPU, XPU ...).
+- ``summary``: the course page's own notes ("# GPU blocks 8,234 · block size 16 tokens").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+import httpx
+
+from felab_core.sizing.capacity import Capacity, capacity_from_blocks, capacity_from_tokens
+from felab_core.sizing.errors import SizingError
+from felab_core.sizing.metrics_scrape import VLLM, parse_metrics
+from felab_core.sizing.units import GB, GiB, as_fraction, decimal_text, whole_text
+
+_NUM = r"(\d+(?:,\d{3})*)"
+_TOKENS_RE = re.compile(rf"\b([A-Z]{{2,4}}(?: \+ host)?) KV cache size: {_NUM} tokens")
+_CONC_RE = re.compile(rf"Maximum concurrency for {_NUM} tokens per request: ([\d.]+)x")
+_BLOCKS_RE = re.compile(rf"#\s*([A-Za-z]+) blocks:?\s*{_NUM}(?:,\s*#\s*CPU blocks:?\s*{_NUM})?")
+_BLOCK_SIZE_RES = (
+    re.compile(r"\bblock[_ -]size['\"]?\s*[=:]\s*(\d+)"),
+    re.compile(r"\bblock size\s+(\d+)\s+tokens"),
+)
+_MAXLEN_RES = (
+    re.compile(r"\bmax_seq_len=(\d+)"),
+    re.compile(r"['\"]max_model_len['\"]\s*:\s*(\d+)"),
+    re.compile(r"Using max model len (\d+)"),
+    re.compile(r"--max-model-len[ =](\d+)"),
+)
+_KV_DTYPE_RE = re.compile(r"\bkv_cache_dtype=([\w]+)")
+_MODEL_DTYPE_RE = re.compile(r"\bdtype=torch\.(\w+)")
+_KV_MEMORY_RES = (
+    re.compile(r"Available KV cache memory: ([\d.]+) (GiB|GB)"),
+    re.compile(r"reserved for KV Cache is ([\d.]+) ?(GiB|GB)"),
+)
+_WEIGHTS_RES = (
+    re.compile(r"Loading model weights took ([\d.]+) ?(GiB|GB)"),
+    re.compile(r"Model loading took ([\d.]+) ?(GiB|GB)"),
+    re.compile(r"model weights ([\d.]+) ?(GiB|GB)"),
+)
+_VERSION_RES = (
+    re.compile(r"vLLM API server version ([\w.+-]+)"),
+    re.compile(r"Initializing an? (?:V\d )?LLM engine \(v([\w.+-]+)\)"),
+    re.compile(r"\bversion (\d+\.\d+\.\d+[\w.+-]*)"),
+)
+
+_FORMATS = {
+    "v0-blocks": "vLLM V0 engine (0.2 to 0.10): '# GPU blocks: N, # CPU blocks: M'",
+    "v1-blocks": "early vLLM V1 engine (0.7.1 to 0.7.2): '# GPU blocks: N'",
+    "v1-tokens": "vLLM V1 engine (0.7.3 on): 'GPU KV cache size: T tokens'",
+    "v1-one-line": "current vLLM: 'GPU KV cache size: T tokens, Maximum concurrency ...'",
+    "summary": "a summary in the course's words ('# GPU blocks 8,234', 'block size 16 tokens')",
+    "metrics": "a live vLLM's /metrics (vllm:cache_config_info)",
+}
+
+
+def _int(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def _size(value: str, unit: str) -> Fraction:
+    return as_fraction(value) * (GiB if unit == "GiB" else GB)
+
+
+@dataclass(frozen=True)
+class VllmReading:
+    """The KV-cache facts one vLLM log (or /metrics) gives, each None when it was not there."""
+
+    format: str
+    device: str | None = None
+    gpu_blocks: int | None = None
+    cpu_blocks: int | None = None
+    block_size: int | None = None
+    block_size_from: str | None = None
+    tokens: int | None = None
+    max_len: int | None = None
+    printed_concurrency: Fraction | None = None
+    kv_cache_dtype: str | None = None
+    kv_memory_bytes: Fraction | None = None
+    weights_bytes: Fraction | None = None
+    version: str | None = None
+    occurrences: int = 1
+    source: str = ""
+
+    @property
+    def format_words(self) -> str:
+        return _FORMATS.get(self.format, self.format)
+
+    def capacity(self, *, block_size: int | None = None, max_len: int | None = None) -> Capacity:
+        """Turn the reading into capacity and worst-case concurrency.
+
+        `block_size` and `max_len` fill in what the log did not print (an explicit value wins
+        over an inferred one, never over a printed one).
+        """
+        length = self.max_len or max_len
+        if length is None:
+            raise SizingError(
+                "this log names no max model length (no 'Maximum concurrency for L tokens' line); "
+                "pass --max-len with the --max-model-len the server was started with"
+            )
+        bs = self.block_size
+        if max_len is not None and self.max_len is not None and max_len != self.max_len:
+            length = max_len  # a what-if length asked for explicitly
+        if block_size is not None and self.block_size_from != "log":
+            bs = block_size
+        dtype = _dtype_name(self.kv_cache_dtype)
+        if self.gpu_blocks is not None:
+            if bs is None:
+                raise SizingError(
+                    f"the log gives {whole_text(self.gpu_blocks)} blocks but not their size; pass "
+                    "--block-size (vLLM's default is 16 tokens on NVIDIA GPUs)"
+                )
+            return capacity_from_blocks(self.gpu_blocks, bs, length, dtype)
+        assert self.tokens is not None
+        return capacity_from_tokens(self.tokens, length, bs, dtype)
+
+    def consistency_notes(self) -> tuple[str, ...]:
+        """Where the printed concurrency disagrees with blocks x block size ÷ max length."""
+        if self.printed_concurrency is None or self.max_len is None:
+            return ()
+        tokens = self.tokens
+        if self.gpu_blocks is not None and self.block_size is not None:
+            tokens = self.gpu_blocks * self.block_size
+        if tokens is None:
+            return ()
+        worked = Fraction(tokens, self.max_len)
+        if decimal_text(worked, 2, group=False) == decimal_text(
+            self.printed_concurrency, 2, group=False
+        ):
+            return ()
+        return (
+            f"vLLM printed {decimal_text(self.printed_concurrency, 2)}x but {whole_text(tokens)} ÷ "
+            f"{whole_text(self.max_len)} = {decimal_text(worked, 2)}: for models mixing several "
+            "kinds of layers (sliding window, Mamba, several cache groups) vLLM counts each "
+            "request's blocks per group, so its own figure is the one to trust",
+        )
+
+    @property
+    def explanation(self) -> str:
+        who = f"vLLM {self.version}" if self.version else "vLLM"
+        where = f" ({self.device})" if self.device else ""
+        facts: list[str] = []
+        if self.gpu_blocks is not None:
+            facts.append(f"{whole_text(self.gpu_blocks)} cache blocks")
+        if self.tokens is not None:
+            facts.append(f"a cache of {whole_text(self.tokens)} tokens")
+        if self.block_size is not None:
+            how = {"log": "", "inferred": " (worked out from its concurrency line)"}.get(
+                self.block_size_from or "", ""
+            )
+            facts.append(f"blocks of {self.block_size} tokens{how}")
+        if self.printed_concurrency is not None and self.max_len is not None:
+            facts.append(
+                f"a maximum concurrency of {decimal_text(self.printed_concurrency, 2)}x for "
+                f"{whole_text(self.max_len)} tokens per request"
+            )
+        text = f"{who}{where} logged " + ", ".join(facts) + f" [{self.format_words}]."
+        if self.kv_memory_bytes is not None:
+            text += (
+                f" Memory left for the cache: {decimal_text(self.kv_memory_bytes / GiB, 2)} GiB."
+            )
+        if self.weights_bytes is not None:
+            text += f" Weights took {decimal_text(self.weights_bytes / GB, 2)} GB."
+        if self.occurrences > 1:
+            text += (
+                f" The KV lines appear {self.occurrences} times (several workers or restarts); "
+                "the last ones are used."
+            )
+        return text
+
+
+def _dtype_name(value: str | None) -> str | None:
+    if value is None:
+        return None
+    if value in ("auto", "float16", "bfloat16", "half"):
+        return "f16" if value != "bfloat16" else "bf16"
+    if value.startswith("fp8"):
+        return "fp8"
+    if value in ("float32", "float"):
+        return "f32"
+    return None
+
+
+def _infer_block_size(blocks: int, max_len: int, printed: Fraction) -> int | None:
+    """The one power-of-two block size that reproduces vLLM's printed concurrency, if any."""
+    want = decimal_text(printed, 2, group=False)
+    hits = [
+        bs
+        for bs in (2**k for k in range(0, 11))
+        if decimal_text(Fraction(blocks * bs, max_len), 2, group=False) == want
+    ]
+    return hits[0] if len(hits) == 1 else None
+
+
+def parse_log(text: str, source: str = "log") -> VllmReading:
+    """Read the KV-cache lines of a vLLM startup log (any supported release) into one reading."""
+    tokens_hits: list[tuple[str, int]] = []
+    conc_hits: list[tuple[int, Fraction]] = []
+    block_hits: list[tuple[str, int, int | None, bool]] = []
+    one_line = False
+    block_size: int | None = None
+    max_len_cfg: int | None = None
+    kv_dtype: str | None = None
+    model_dtype: str | None = None
+    kv_memory: Fraction | None = None
+    weights: Fraction | None = None
+    version: str | None = None
+
+    for line in text.splitlines():
+        m_tokens = _TOKENS_RE.search(line)
+        m_conc = _CONC_RE.search(line)
+        if m_tokens:
+            tokens_hits.append((m_tokens.group(1), _int(m_tokens.group(2))))
+            one_line = one_line or bool(m_conc)
+        if m_conc:
+            conc_hits.append((_int(m_conc.group(1)), as_fraction(m_conc.group(2))))
+        m_blocks = _BLOCKS_RE.search(line)
+        if m_blocks and "blocks" in line:
+            colon = ":" in line[m_blocks.start() : m_blocks.end()]
+            cpu = _int(m_blocks.group(3)) if m_blocks.group(3) else None
+            block_hits.append((m_blocks.group(1), _int(m_blocks.group(2)), cpu, colon))
+        for pattern in _BLOCK_SIZE_RES:
+            m = pattern.search(line)
+            if m and int(m.group(1)) > 0:
+                block_size = int(m.group(1))
+        for pattern in _MAXLEN_RES:
+            m = pattern.search(line)
+            if m:
+                max_len_cfg = int(m.group(1))
+        m = _KV_DTYPE_RE.search(line)
+        if m:
+            kv_dtype = m.group(1)
+        m = _MODEL_DTYPE_RE.search(line)
+        if m:
+            model_dtype = m.group(1)
+        for pattern in _KV_MEMORY_RES:
+            m = pattern.search(line)
+            if m:
+                kv_memory = _size(m.group(1), m.group(2))
+        for pattern in _WEIGHTS_RES:
+            m = pattern.search(line)
+            if m:
+                weights = _size(m.group(1), m.group(2))
+                break
+        if version is None:
+            for pattern in _VERSION_RES:
+                m = pattern.search(line)
+                if m:
+                    version = m.group(1)
+                    break
+
+    if not tokens_hits and not block_hits:
+        raise SizingError(
+            f"no KV-cache lines in {source}: felab looks for 'GPU KV cache size: N tokens', "
+            "'# GPU blocks: N' and 'Maximum concurrency for L tokens per request'. Give vLLM's "
+            "startup log from the start until 'Application startup complete' (the lines come "
+            "after the weights load); a log cut short or from another server has none."
+        )
+
+    max_len, printed = conc_hits[-1] if conc_hits else (max_len_cfg, None)
+    device: str | None = None
+    gpu_blocks = cpu_blocks = tokens = None
+    if tokens_hits:
+        device, tokens = tokens_hits[-1]
+        fmt = "v1-one-line" if one_line else "v1-tokens"
+        occurrences = len(tokens_hits)
+    else:
+        dev, gpu_blocks, cpu_blocks, colon = block_hits[-1]
+        device = "GPU" if dev.lower() == "cuda" else dev.upper() if len(dev) <= 4 else dev
+        if not colon:
+            fmt = "summary"
+        elif cpu_blocks is not None:
+            fmt = "v0-blocks"
+        else:
+            fmt = "v1-blocks"
+        occurrences = len(block_hits)
+
+    block_size_from = "log" if block_size is not None else None
+    if block_size is None and gpu_blocks is not None and printed is not None and max_len:
+        block_size = _infer_block_size(gpu_blocks, max_len, printed)
+        block_size_from = "inferred" if block_size is not None else None
+
+    return VllmReading(
+        format=fmt,
+        device=device,
+        gpu_blocks=gpu_blocks,
+        cpu_blocks=cpu_blocks,
+        block_size=block_size,
+        block_size_from=block_size_from,
+        tokens=tokens,
+        max_len=max_len,
+        printed_concurrency=printed,
+        kv_cache_dtype=model_dtype if kv_dtype == "auto" and model_dtype else kv_dtype,
+        kv_memory_bytes=kv_memory,
+        weights_bytes=weights,
+        version=version,
+        occurrences=occurrences,
+        source=source,
+    )
+
+
+def parse_log_file(path: str | Path) -> VllmReading:
+    """Read a saved vLLM log file; refuse a missing or unreadable one plainly."""
+    log = Path(path)
+    try:
+        text = log.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise SizingError(f"cannot read the log {log}: {exc.strerror or exc}") from None
+    return parse_log(text, source=str(log))
+
+
+def reading_from_metrics(
+    metrics_text: str, max_len: int | None = None, source: str = "/metrics"
+) -> VllmReading:
+    """The cache facts in vLLM's `vllm:cache_config_info` labels (blocks, block size, dtype ...)."""
+    snap = parse_metrics(metrics_text)
+    if snap.engine != VLLM:
+        raise SizingError(f"{source} is not vLLM's (it has {snap.engine} metrics)")
+    info = snap.info
+    if not info:
+        raise SizingError(f"{source} has no vllm:cache_config_info; is this vLLM 0.4 or newer?")
+
+    def label_int(name: str) -> int | None:
+        raw = info.get(name)
+        if raw is None or not raw.replace(".", "", 1).isdigit():
+            return None
+        return int(float(raw))
+
+    tokens = label_int("kv_cache_size_tokens")
+    conc_raw = info.get("kv_cache_max_concurrency")
+    printed = as_fraction(conc_raw) if conc_raw and conc_raw not in ("None", "") else None
+    length = max_len
+    if length is None and tokens and printed:
+        length = round(Fraction(tokens) / printed)
+    memory = label_int("kv_cache_memory_bytes")
+    return VllmReading(
+        format="metrics",
+        gpu_blocks=label_int("num_gpu_blocks"),
+        cpu_blocks=label_int("num_cpu_blocks"),
+        block_size=label_int("block_size"),
+        block_size_from="log" if label_int("block_size") else None,
+        tokens=tokens,
+        max_len=length,
+        printed_concurrency=printed,
+        kv_cache_dtype=info.get("cache_dtype"),
+        kv_memory_bytes=Fraction(memory) if memory else None,
+        source=source,
+    )
+
+
+def read_live_vllm(
+    base_url: str, client: httpx.Client | None = None, timeout: float = 5.0
+) -> VllmReading:
+    """Ask a running vLLM: /metrics for the cache, /v1/models for the max model length."""
+    base = base_url.rstrip("/")
+    own = client is None
+    http = client or httpx.Client(timeout=timeout)
+    try:
+        try:
+            metrics = http.get(f"{base}/metrics")
+            models = http.get(f"{base}/v1/models")
+        except httpx.HTTPError as exc:
+            raise SizingError(
+                f"cannot reach {base} ({type(exc).__name__}: {exc}); is vLLM running?"
+            ) from None
+    finally:
+        if own:
+            http.close()
+    if metrics.status_code != 200:
+        raise SizingError(
+            f"{base}/metrics answered HTTP {metrics.status_code}; is this a vLLM server?"
+        )
+    max_len = None
+    if models.status_code == 200:
+        try:
+            data = models.json().get("data") or []
+        except (ValueError, AttributeError):
+            data = []
+        for item in data:
+            if isinstance(item, dict) and isinstance(item.get("max_model_len"), int):
+                max_len = item["max_model_len"]
+                break
+    return reading_from_metrics(metrics.text, max_len=max_len, source=f"{base}/metrics")

@@ -1,0 +1,156 @@
+"""`felab size ...` through typer's CliRunner: tables, explanations, and clear refusals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from felab_core.cli.main import app
+
+FIXTURES = Path(__file__).parent / "fixtures"
+runner = CliRunner()
+WIDE = {"COLUMNS": "220"}
+
+
+def size(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, ["size", *args], env=WIDE)
+    return result.exit_code, result.output
+
+
+def test_size_is_registered_with_its_commands() -> None:
+    code, out = size("--help")
+    assert code == 0
+    for command in ("kv", "capacity", "slots", "limit", "chips"):
+        assert command in out
+
+
+def test_kv_from_the_table() -> None:
+    code, out = size("kv", "--model", "llama-3.1-8b", "--tokens", "32768")
+    assert code == 0, out
+    assert "131,072 (128 KiB)" in out
+    assert "4,096 MiB = 4.29 GB" in out
+    assert "2 x 32 layers x 8 KV heads x 128 numbers x 2 bytes = 131,072 bytes" in out
+
+
+def test_kv_from_a_config_file(tmp_path: Path) -> None:
+    cfg = tmp_path / "config.json"
+    cfg.write_text(
+        json.dumps(
+            {
+                "num_hidden_layers": 80,
+                "num_attention_heads": 64,
+                "num_key_value_heads": 8,
+                "hidden_size": 8192,
+            }
+        )
+    )
+    code, out = size("kv", "--config", str(cfg), "--dtype", "fp8")
+    assert code == 0, out
+    assert "163,840 (160 KiB)" in out
+
+
+def test_capacity_from_flags_shows_the_what_ifs() -> None:
+    code, out = size("capacity", "--blocks", "8234", "--block-size", "16", "--max-len", "8192")
+    assert code == 0, out
+    assert "131,744 ÷ 8,192 = 16.08, so 16 conversations at once" in out
+    assert "263,488 tokens ÷ 4,096 = 64.33, so 64 conversations" in out
+
+
+def test_capacity_from_a_vllm_log() -> None:
+    code, out = size("capacity", "--vllm-log", str(FIXTURES / "vllm_v0_blocks_executor_base.log"))
+    assert code == 0, out
+    assert "14,815 blocks x 16 tokens = 237,040 tokens" in out
+    assert "vLLM V0 engine" in out
+
+
+def test_slots_trap_and_fix() -> None:
+    code, out = size(
+        "slots", "-c", "8192", "--parallel", "4", "--need", "8000", "--model", "llama-3.1-8b"
+    )
+    assert code == 0, out
+    assert "does not fit" in out
+    assert "-c 32768 --parallel 4" in out
+    assert "4,096 MiB = 4.29 GB" in out
+
+
+def test_slots_unified_short_flag() -> None:
+    code, out = size("slots", "-c", "8192", "-np", "4", "-kvu", "--need", "8000")
+    assert code == 0, out
+    assert "fits one at a time" in out
+
+
+def test_limit_with_a_chip_and_a_measured_speed() -> None:
+    code, out = size("limit", "--chip", "M4 Pro", "--model-bytes", "4.9GB", "--measured", "70")
+    assert code == 0, out
+    assert "273 GB/s ÷ 4.9 GB = about 56 tokens per second" in out
+    assert "impossible" in out and "prompt tokens were counted" in out
+
+
+def test_chips_table_with_ceilings() -> None:
+    code, out = size("chips", "--model-bytes", "4.9GB", "--family", "DGX")
+    assert code == 0, out
+    assert "DGX Spark (GB10)" in out and "55.7 tokens/s" in out
+    assert "M4 Pro" not in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("kv",), "name the model exactly one way"),
+        (("kv", "--gguf", "/nonexistent.gguf"), "does not exist"),
+        (("capacity", "--blocks", "0", "--max-len", "8192"), "must be more than zero"),
+        (("capacity", "--blocks", "-5", "--max-len", "8192"), "must be more than zero"),
+        (("capacity", "--blocks", "100"), "give --max-len"),
+        (("capacity", "--vllm-log", str(FIXTURES / "README.md")), "no KV-cache lines"),
+        (("slots",), "give -c"),
+        (("slots", "-c", "0"), "-c 0 tells llama-server"),
+        (("slots", "-c", "8192", "--parallel", "-2"), "must be more than zero"),
+        (("limit", "--chip", "M4", "--bandwidth", "120", "--model-bytes", "1GB"), "one way"),
+        (("limit", "--bandwidth", "0", "--model-bytes", "1GB"), "bandwidth must be more than zero"),
+        (("limit", "--chip", "M4", "--model-bytes", "4.9 G"), "unknown size unit"),
+        (("chips", "--model-bytes", "lots"), "could not read"),
+    ],
+)
+def test_bad_input_gets_one_clear_line(args: tuple[str, ...], message: str) -> None:
+    code, out = size(*args)
+    assert code == 2, out
+    assert "error: " in out and message in out
+    assert "Traceback" not in out
+
+
+def test_url_of_a_server_that_is_not_there() -> None:
+    code, out = size("slots", "--url", "http://127.0.0.1:9")
+    assert code == 2
+    assert "cannot reach" in out
+
+
+def test_url_of_a_server_that_is_not_llama_cpp() -> None:
+    """A real HTTP server that answers like vLLM (no /props) is refused with the reason."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class VllmLike(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b'{"detail":"Not Found"}'
+            self.send_response(404)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), VllmLike)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        code, out = size("slots", "--url", f"http://127.0.0.1:{server.server_address[1]}")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert code == 2
+    assert "does not look like llama-server (GET /props answered HTTP 404)" in out

@@ -1,0 +1,273 @@
+"""Reading a model's shape from config.json, safetensors headers, GGUF files and the known table."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from gguf import GGUFWriter
+from safetensors.numpy import save_file
+
+from felab_core.sizing import SizingError, kv
+from felab_core.sizing.model_shape import (
+    KNOWN_MODELS,
+    from_gguf,
+    from_hf_config,
+    known_model,
+    resolve_shape,
+)
+
+LLAMA_31_8B_CONFIG: dict[str, Any] = {
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 4096,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "max_position_embeddings": 131072,
+    "torch_dtype": "bfloat16",
+    "_name_or_path": "meta-llama/Llama-3.1-8B-Instruct",
+}
+
+
+def write_gguf(
+    path: Path,
+    *,
+    layers: int = 2,
+    heads: int = 4,
+    kv_heads: int | Sequence[int] = 2,
+    hidden: int = 64,
+    experts: int | None = None,
+    used: int | None = None,
+    key_length: int | None = None,
+    arch: str = "llama",
+    tensors: dict[str, Any] | None = None,
+) -> Path:
+    """A small GGUF written with the gguf package's own writer."""
+    w = GGUFWriter(str(path), arch)
+    w.add_name("test-model")
+    w.add_block_count(layers)
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv_heads)  # type: ignore[arg-type]
+    w.add_embedding_length(hidden)
+    w.add_context_length(2048)
+    if key_length is not None:
+        w.add_key_length(key_length)
+        w.add_value_length(key_length)
+    if experts is not None and used is not None:
+        w.add_expert_count(experts)
+        w.add_expert_used_count(used)
+    for name, array in (
+        tensors or {"blk.0.attn_q.weight": np.zeros((hidden, hidden), np.float32)}
+    ).items():
+        w.add_tensor(name, array)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+# ---------------------------------------------------------------- config.json
+
+
+def test_llama_config_gives_128_kib_per_token(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA_31_8B_CONFIG))
+    shape = from_hf_config(tmp_path)
+    assert (shape.n_layers, shape.n_kv_heads, shape.head_dim_k) == (32, 8, 128)
+    assert shape.query_heads_per_kv_head == 4
+    assert kv.kv_bytes_per_token(shape).bytes == 131_072
+    assert shape.name == "meta-llama/Llama-3.1-8B-Instruct"
+    assert "4 query heads share each KV head" in shape.describe()
+
+
+def test_explicit_head_dim_overrides_hidden_over_heads() -> None:
+    cfg = {
+        "num_hidden_layers": 34,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "hidden_size": 2560,
+        "head_dim": 256,
+    }
+    assert from_hf_config(cfg).head_dim_k == 256  # not 2560 / 8 = 320
+
+
+def test_multimodal_config_reads_the_text_model() -> None:
+    cfg = {
+        "architectures": ["Gemma3ForConditionalGeneration"],
+        "text_config": {
+            "num_hidden_layers": 34,
+            "num_attention_heads": 8,
+            "num_key_value_heads": 4,
+            "hidden_size": 2560,
+            "head_dim": 256,
+        },
+    }
+    shape = from_hf_config(cfg)
+    assert shape.n_layers == 34 and shape.n_kv_heads == 4
+
+
+def test_no_kv_head_count_means_no_gqa_and_says_so() -> None:
+    shape = from_hf_config({"n_layer": 12, "n_head": 12, "n_embd": 768})
+    assert shape.n_kv_heads == 12 and shape.head_dim_k == 64
+    assert any("no grouped-query" in n for n in shape.notes)
+
+
+def test_mla_config_uses_the_latent_size() -> None:
+    cfg = {
+        "num_hidden_layers": 61,
+        "num_attention_heads": 128,
+        "num_key_value_heads": 128,
+        "hidden_size": 7168,
+        "kv_lora_rank": 512,
+        "qk_rope_head_dim": 64,
+    }
+    shape = from_hf_config(cfg)
+    assert kv.kv_bytes_per_token(shape, "bf16").bytes == 61 * 576 * 2
+
+
+def test_missing_fields_are_named(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"vocab_size": 32000, "bos_token_id": 1}))
+    with pytest.raises(
+        SizingError, match=r"lacks num_hidden_layers, num_attention_heads, head_dim"
+    ):
+        from_hf_config(path)
+
+
+def test_bad_json_and_wrong_values_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text("{not json")
+    with pytest.raises(SizingError, match="not valid JSON"):
+        from_hf_config(path)
+    with pytest.raises(SizingError, match="num_hidden_layers is 0"):
+        from_hf_config({"num_hidden_layers": 0, "num_attention_heads": 8, "hidden_size": 512})
+    with pytest.raises(SizingError, match="more KV heads than query heads"):
+        from_hf_config(
+            {
+                "num_hidden_layers": 2,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 8,
+                "hidden_size": 512,
+            }
+        )
+    with pytest.raises(SizingError, match="does not exist"):
+        from_hf_config(tmp_path / "nowhere")
+
+
+def test_safetensors_headers_give_weights_and_active_experts(tmp_path: Path) -> None:
+    cfg = {
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "hidden_size": 8,
+        "num_local_experts": 4,
+        "num_experts_per_tok": 1,
+    }
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    save_file(
+        {
+            "model.layers.0.self_attn.q_proj.weight": np.zeros((8, 8), np.float32),  # 256 bytes
+            "model.layers.0.block_sparse_moe.experts.0.w1.weight": np.zeros((4, 8), np.float32),
+            "model.layers.0.block_sparse_moe.experts.1.w1.weight": np.zeros((4, 8), np.float32),
+            "model.layers.0.block_sparse_moe.experts.2.w1.weight": np.zeros((4, 8), np.float32),
+            "model.layers.0.block_sparse_moe.experts.3.w1.weight": np.zeros((4, 8), np.float32),
+        },
+        str(tmp_path / "model.safetensors"),
+    )
+    shape = from_hf_config(tmp_path)
+    assert shape.weights_bytes == 256 + 4 * 128
+    assert shape.active_weights_bytes == 256 + 128  # one of four experts per token
+    assert shape.weights_read_per_token() == 384
+
+
+# ---------------------------------------------------------------- GGUF
+
+
+def test_gguf_shape_and_weight_bytes(tmp_path: Path) -> None:
+    path = write_gguf(tmp_path / "m.gguf")
+    shape = from_gguf(path)
+    assert (shape.n_layers, shape.n_heads, shape.n_kv_heads, shape.head_dim_k) == (2, 4, 2, 16)
+    assert shape.context_length == 2048
+    assert shape.weights_bytes == 64 * 64 * 4
+    assert kv.kv_bytes_per_token(shape, "f16").bytes == 2 * 2 * 2 * 16 * 2
+
+
+def test_gguf_moe_reads_only_the_used_experts(tmp_path: Path) -> None:
+    path = write_gguf(
+        tmp_path / "moe.gguf",
+        experts=8,
+        used=2,
+        tensors={
+            "blk.0.attn_q.weight": np.zeros((64, 64), np.float32),
+            "blk.0.ffn_gate_exps.weight": np.zeros((8, 16, 64), np.float32),
+            "blk.0.ffn_gate_shexp.weight": np.zeros((16, 64), np.float32),
+        },
+    )
+    shape = from_gguf(path)
+    experts = 8 * 16 * 64 * 4
+    other = 64 * 64 * 4 + 16 * 64 * 4  # the shared expert is always read
+    assert shape.is_moe
+    assert shape.weights_bytes == experts + other
+    assert shape.active_weights_bytes == other + Fraction(experts * 2, 8)
+
+
+def test_gguf_key_length_and_per_layer_kv_heads(tmp_path: Path) -> None:
+    path = write_gguf(tmp_path / "k.gguf", layers=3, kv_heads=[2, 0, 2], key_length=32)
+    shape = from_gguf(path)
+    assert shape.head_dim_k == 32
+    assert shape.kv_heads_by_layer == (2, 0, 2)
+    assert kv.kv_bytes_per_token(shape, "f16").bytes == 4 * 64 * 2
+
+
+def test_unreadable_gguf_is_refused(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"this is not a gguf file at all")
+    with pytest.raises(SizingError, match=r"cannot read .* as a GGUF model"):
+        from_gguf(bad)
+    with pytest.raises(SizingError, match="does not exist"):
+        from_gguf(tmp_path / "missing.gguf")
+
+
+def test_gguf_without_shape_keys_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "adapter.gguf"
+    w = GGUFWriter(str(path), "llama")
+    w.add_name("lora")
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    with pytest.raises(SizingError, match=r"lacks llama.block_count, llama.attention.head_count"):
+        from_gguf(path)
+
+
+# ---------------------------------------------------------------- known models
+
+
+@pytest.mark.parametrize(
+    "name", ["Llama 3.1 8B", "llama3.1:8b", "llama-3.1-8b-instruct", "LLAMA_3.1_8B"]
+)
+def test_known_model_aliases(name: str) -> None:
+    assert known_model(name).name == "Llama 3.1 8B"
+
+
+def test_every_known_model_has_a_source_and_sane_shape() -> None:
+    for row in KNOWN_MODELS:
+        s = row.shape
+        assert "config.json" in s.source
+        assert s.n_heads % s.n_kv_heads == 0
+        assert (s.params_active or 0) <= (s.params_total or 0)
+        assert s.is_moe == (s.params_active != s.params_total)
+
+
+def test_unknown_model_and_ambiguous_sources_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(SizingError, match="not in felab's table"):
+        known_model("gpt-7")
+    with pytest.raises(SizingError, match="exactly one way"):
+        resolve_shape()
+    with pytest.raises(SizingError, match="exactly one way"):
+        resolve_shape(model="llama-3.1-8b", gguf=tmp_path / "x.gguf")

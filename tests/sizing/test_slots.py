@@ -1,0 +1,187 @@
+"""The slot trap from flags, and from a (scripted) llama-server's /props and /slots."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from felab_core.sizing import SizingError, slots
+from felab_core.sizing.model_shape import known_model
+
+LLAMA = known_model("llama-3.1-8b")
+
+
+def test_split_cache_shares_out_the_context() -> None:
+    v = slots.check_flags(8192, 4, False, need=8000, shape=LLAMA)
+    assert (v.slots, v.per_slot, v.shared_total, v.unified) == (4, 2048, 8192, False)
+    assert v.fits is False and v.verdict == "does not fit"
+    assert v.fix is not None and v.fix.flags == "-c 32768 --parallel 4"
+    assert "and no -kvu" in v.assumption
+
+
+def test_unified_cache_lets_one_seat_use_all_but_not_every_seat() -> None:
+    v = slots.check_flags(8192, 4, True, need=8000, shape=LLAMA)
+    assert (v.per_slot, v.shared_total) == (8192, 8192)
+    assert v.fits is True and v.all_seats_fit is False
+    assert v.verdict == "fits one at a time, not on every seat at once"
+    assert "4 x 8,000 = 32,000 tokens" in v.explanation
+    assert v.fix is not None and v.fix.flags == "-c 32768 --parallel 4 -kvu"
+
+
+def test_parallel_left_out_assumes_recent_default_and_says_so() -> None:
+    v = slots.check_flags(8192, None, False)
+    assert (v.slots, v.unified, v.per_slot) == (4, True, 8192)
+    assert "--parallel was left out" in v.assumption and "older builds" in v.assumption
+
+
+def test_enough_room_fits_and_offers_no_fix() -> None:
+    v = slots.check_flags(32768, 4, False, need=8000)
+    assert v.per_slot == 8192 and v.fits and v.all_seats_fit
+    assert "The fix" not in v.explanation
+
+
+def test_rounding_to_256_is_modelled_and_explained() -> None:
+    v = slots.check_flags(8000, 3, False)
+    assert (v.shared_total, v.per_slot) == (8448, 2816)
+    assert "multiples of 256" in v.explanation
+
+
+def test_seat_is_capped_at_the_trained_length() -> None:
+    v = slots.check_flags(1_000_000, 1, False, shape=LLAMA)
+    assert v.per_slot == 131_072
+    assert "trained for 131,072 tokens" in v.explanation
+
+
+def test_fix_defaults_to_need_rounded_up() -> None:
+    v = slots.check_flags(8192, 4, False, need=8000)
+    assert v.fix is not None and v.fix.tokens_each == 8192
+
+
+@pytest.mark.parametrize(
+    ("ctx", "parallel", "message"),
+    [
+        (0, 4, "-c 0 tells llama-server"),
+        (-8192, 4, r"-c \(the cache length in tokens\) must be more than zero"),
+        (8192, 0, r"--parallel \(the number of seats\) must be more than zero"),
+        (8192, -1, r"--parallel \(the number of seats\) must be more than zero"),
+    ],
+)
+def test_bad_flags_are_refused(ctx: int, parallel: int, message: str) -> None:
+    with pytest.raises(SizingError, match=message):
+        slots.check_flags(ctx, parallel, False)
+
+
+def test_bad_need_is_refused() -> None:
+    with pytest.raises(SizingError, match="must be more than zero"):
+        slots.check_flags(8192, 4, False, need=0)
+
+
+@given(ctx=st.integers(1, 2**20), parallel=st.integers(1, 64))
+def test_split_seats_never_exceed_the_cache_nor_unified_seats(ctx: int, parallel: int) -> None:
+    split = slots.check_flags(ctx, parallel, False)
+    unified = slots.check_flags(ctx, parallel, True)
+    assert split.per_slot * split.slots == split.shared_total
+    assert split.per_slot % slots.LLAMA_CTX_PAD == 0
+    assert unified.per_slot >= ctx
+    assert split.per_slot <= unified.per_slot
+
+
+# ---------------------------------------------------------------- live, scripted
+
+
+def _llama_like(
+    per_slot: int, n_slots: int, *, slots_on: bool = True, train: int = 4096
+) -> httpx.MockTransport:
+    """Answers shaped like llama-server's /props, /slots and /v1/models (per its source)."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if path == "/props":
+            body: Any = {
+                "default_generation_settings": {"params": {}, "n_ctx": per_slot},
+                "total_slots": n_slots,
+                "model_path": "/models/tiny.gguf",
+                "build_info": "b0000-test",
+            }
+            return httpx.Response(200, json=body)
+        if path == "/slots":
+            if not slots_on:
+                return httpx.Response(
+                    501, json={"error": {"message": "This server does not support slots endpoint."}}
+                )
+            return httpx.Response(
+                200,
+                json=[{"id": i, "n_ctx": per_slot, "is_processing": False} for i in range(n_slots)],
+            )
+        if path == "/v1/models":
+            return httpx.Response(
+                200,
+                json={"data": [{"id": "tiny", "meta": {"n_ctx_train": train, "size": 700_000}}]},
+            )
+        return httpx.Response(404)
+
+    return httpx.MockTransport(handler)
+
+
+def test_live_split_server_is_recognised_from_ctx() -> None:
+    client = httpx.Client(transport=_llama_like(512, 4))
+    v = slots.read_live("http://llama", ctx=2048, need=1000, client=client)
+    assert (v.slots, v.per_slot, v.unified, v.shared_total) == (4, 512, False, 2048)
+    assert v.fits is False
+    assert "/slots says 4 seats of 512 tokens" in v.assumption
+    assert "b0000-test" in v.source
+
+
+def test_live_unified_server_is_recognised_from_ctx() -> None:
+    client = httpx.Client(transport=_llama_like(2048, 4))
+    v = slots.read_live("http://llama", ctx=2048, client=client)
+    assert v.unified is True and v.shared_total == 2048
+
+
+def test_live_without_ctx_says_mode_is_unknown() -> None:
+    client = httpx.Client(transport=_llama_like(512, 4, slots_on=False))
+    v = slots.read_live("http://llama", client=client)
+    assert v.unified is None and v.shared_total is None
+    assert "/props says 4 seats" in v.assumption
+    assert "not whether they share one cache" in v.explanation
+
+
+def test_live_notes_the_training_cap() -> None:
+    client = httpx.Client(transport=_llama_like(4096, 1, train=4096))
+    v = slots.read_live("http://llama", ctx=8192, client=client)
+    assert "trained for 4,096 tokens" in v.explanation
+
+
+def _vllm_like(request: httpx.Request) -> httpx.Response:
+    if request.url.path == "/v1/models":
+        return httpx.Response(200, json={"data": [{"id": "m", "max_model_len": 2048}]})
+    return httpx.Response(404, json={"detail": "Not Found"})
+
+
+def test_a_non_llama_server_is_refused_clearly() -> None:
+    client = httpx.Client(transport=httpx.MockTransport(_vllm_like))
+    with pytest.raises(
+        SizingError, match=r"does not look like llama-server \(GET /props answered HTTP 404\)"
+    ):
+        slots.read_live("http://vllm", client=client)
+
+
+def test_props_without_slot_fields_is_refused() -> None:
+    client = httpx.Client(
+        transport=httpx.MockTransport(lambda r: httpx.Response(200, json={"hello": 1}))
+    )
+    with pytest.raises(SizingError, match="no total_slots"):
+        slots.read_live("http://other", client=client)
+
+
+def test_unreachable_server_is_said_plainly() -> None:
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+
+    client = httpx.Client(transport=httpx.MockTransport(refuse))
+    with pytest.raises(SizingError, match=r"cannot reach .* is llama-server running there"):
+        slots.read_live("http://127.0.0.1:9", client=client)

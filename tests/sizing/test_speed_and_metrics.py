@@ -1,0 +1,172 @@
+"""The speed limit (bandwidth ÷ bytes per token) and server-side rates from /metrics."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from felab_core.sizing import SizingError, kv, metrics_scrape, speed_limit
+from felab_core.sizing.model_shape import known_model
+from felab_core.sizing.units import GB, parse_bytes
+
+FIXTURES = Path(__file__).parent / "fixtures"
+Q4_K_M = 4_912_898_304  # Llama 3.1 8B Q4_K_M, the figure the peer notes cite
+
+
+def _limit(chip: str, weights: int | Fraction = Q4_K_M) -> speed_limit.Ceiling:
+    found = speed_limit.find_chip(chip)
+    return speed_limit.ceiling(found.bytes_per_second, speed_limit.bytes_per_token(weights), found)
+
+
+# ---------------------------------------------------------------- chips and ceilings
+
+
+def test_every_chip_has_a_source_and_a_positive_bandwidth() -> None:
+    families = {c.family for c in speed_limit.CHIPS}
+    assert {
+        "Apple M-series",
+        "NVIDIA data center",
+        "NVIDIA consumer",
+        "NVIDIA DGX Spark",
+    } <= families
+    for chip in speed_limit.CHIPS:
+        assert chip.bandwidth_gb_s > 0 and chip.source
+
+
+@pytest.mark.parametrize(
+    ("chip", "about"),
+    [("M4", 24), ("M4 Max", 111), ("H100", 682), ("DGX Spark", 56), ("RTX 5090", 365)],
+)
+def test_ceilings_match_the_figures_people_cite(chip: str, about: int) -> None:
+    assert round(_limit(chip).tokens_per_second) == about
+
+
+def test_chip_lookup_forgives_spelling_and_refuses_unknowns() -> None:
+    assert speed_limit.find_chip("apple m4 pro").bandwidth_gb_s == 273
+    assert speed_limit.find_chip("h100-sxm").name == "H100 SXM"
+    with pytest.raises(SizingError, match="felab size chips"):
+        speed_limit.find_chip("Z80")
+
+
+def test_context_adds_the_cache_read() -> None:
+    shape = known_model("llama-3.1-8b")
+    per = kv.kv_bytes_per_token(shape)
+    reads = speed_limit.bytes_per_token(Q4_K_M, kv=per, context_tokens=8192)
+    assert reads.kv_cache == 8192 * 131_072
+    limit = speed_limit.ceiling(273 * GB, reads)
+    assert limit.tokens_per_second < _limit("M4 Pro").tokens_per_second
+    assert "of cache for 8,192 tokens of context" in limit.explanation
+
+
+def test_moe_reads_only_active_weights() -> None:
+    shape = known_model("qwen3-30b-a3b")
+    weights, note = speed_limit.weights_for(shape, Fraction(16))
+    assert weights == 3_300_000_000 * 2  # 3.3B active x 2 bytes, not the 30.5B of the file
+    assert "active" in note
+    dense = replace(shape, weights_bytes=1000)
+    assert dense.weights_read_per_token() is None  # an MoE without its expert split is not guessed
+    with pytest.raises(SizingError, match=r"weight size of .* is unknown"):
+        speed_limit.weights_for(dense)
+
+
+@given(bw=st.integers(1, 10_000), weights=st.integers(1, 10**12), extra=st.integers(0, 10**9))
+def test_ceiling_falls_as_bytes_rise(bw: int, weights: int, extra: int) -> None:
+    low = speed_limit.ceiling(bw * GB, speed_limit.bytes_per_token(weights + extra))
+    high = speed_limit.ceiling(bw * GB, speed_limit.bytes_per_token(weights))
+    assert low.tokens_per_second <= high.tokens_per_second
+
+
+def test_speed_verdicts() -> None:
+    limit = _limit("M4 Pro", parse_bytes("4.9 GB"))
+    assert speed_limit.check_speed(44.6, limit).verdict == "typical"
+    assert speed_limit.check_speed("20", limit).verdict == "well below the limit"
+    assert speed_limit.check_speed(52, limit).verdict == "very close to the limit"
+    too_fast = speed_limit.check_speed(70, limit)
+    assert too_fast.impossible and too_fast.verdict == "impossible"
+    for cause in ("prompt tokens were counted", "from a cache", "a different, smaller"):
+        assert cause in too_fast.explanation
+
+
+@pytest.mark.parametrize("bad", [0, -3])
+def test_bad_speed_inputs_are_refused(bad: int) -> None:
+    limit = _limit("M4")
+    with pytest.raises(SizingError, match="measured writing speed must be more than zero"):
+        speed_limit.check_speed(bad, limit)
+    with pytest.raises(SizingError, match="memory bandwidth must be more than zero"):
+        speed_limit.ceiling(bad, speed_limit.bytes_per_token(Q4_K_M))
+    with pytest.raises(SizingError, match="bytes of weights read per token must be more than zero"):
+        speed_limit.bytes_per_token(bad)
+
+
+# ---------------------------------------------------------------- /metrics
+
+
+def _vllm(name: str, at: float) -> metrics_scrape.Snapshot:
+    return metrics_scrape.parse_metrics((FIXTURES / name).read_text(), taken_at=at)
+
+
+def test_vllm_snapshots_and_rates_from_the_real_server() -> None:
+    before = _vllm("vllm_0.32.0_cpu_metrics_before.txt", 0.0)
+    after = _vllm("vllm_0.32.0_cpu_metrics_after.txt", 2.0)
+    assert before.engine == after.engine == "vllm"
+    assert after.info["num_gpu_blocks"] == "16384"
+    rates = metrics_scrape.diff(before, after)
+    assert rates.prompt_tokens == 4 and rates.generation_tokens == 16
+    assert rates.delta("requests_finished") == 1
+    assert rates.mean_ttft_seconds == pytest.approx(0.06528306007385254)
+    assert rates.stream_tokens_per_second == pytest.approx(15 / 0.0668973570000162)
+    assert rates.generation_tokens_per_second == 8
+    assert "wrote 16 tokens" in rates.explanation
+
+
+LLAMA_TEXT = """# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed
+# TYPE llamacpp:prompt_tokens_total counter
+llamacpp:prompt_tokens_total {prompt}
+# HELP llamacpp:prompt_seconds_total Total time spent processing prompts
+# TYPE llamacpp:prompt_seconds_total counter
+llamacpp:prompt_seconds_total {prompt_s}
+# HELP llamacpp:tokens_predicted_total Number of generation tokens processed
+# TYPE llamacpp:tokens_predicted_total counter
+llamacpp:tokens_predicted_total {gen}
+# HELP llamacpp:tokens_predicted_seconds_total Total time spent generating tokens
+# TYPE llamacpp:tokens_predicted_seconds_total counter
+llamacpp:tokens_predicted_seconds_total {gen_s}
+# HELP llamacpp:requests_processing Number of requests processing
+# TYPE llamacpp:requests_processing gauge
+llamacpp:requests_processing 0
+"""
+
+
+def _llama(
+    prompt: int, prompt_s: float, gen: int, gen_s: float, at: float
+) -> metrics_scrape.Snapshot:
+    text = LLAMA_TEXT.format(prompt=prompt, prompt_s=prompt_s, gen=gen, gen_s=gen_s)
+    return metrics_scrape.parse_metrics(text, taken_at=at)
+
+
+def test_llama_cpp_rates() -> None:
+    before = _llama(10, 0.01, 100, 1.0, at=5.0)
+    after = _llama(110, 0.11, 300, 3.0, at=9.0)
+    rates = metrics_scrape.diff(before, after)
+    assert rates.engine == "llama.cpp"
+    assert rates.stream_tokens_per_second == pytest.approx(100.0)
+    assert rates.prompt_tokens_per_second == pytest.approx(1000.0)
+    assert rates.generation_tokens_per_second == pytest.approx(50.0)
+    assert "requests_running" not in rates.deltas
+
+
+def test_restart_between_snapshots_is_refused() -> None:
+    with pytest.raises(SizingError, match="restarted in between"):
+        metrics_scrape.diff(_llama(100, 1, 100, 1, 0), _llama(5, 0.1, 5, 0.1, 1))
+
+
+def test_mixed_or_foreign_metrics_are_refused() -> None:
+    with pytest.raises(SizingError, match="different servers"):
+        metrics_scrape.diff(_llama(1, 1, 1, 1, 0), _vllm("vllm_0.32.0_cpu_metrics_after.txt", 1))
+    with pytest.raises(SizingError, match=r"no llama.cpp .* or vLLM"):
+        metrics_scrape.parse_metrics("# TYPE go_goroutines gauge\ngo_goroutines 12\n")

@@ -1,0 +1,149 @@
+"""vLLM's KV-cache lines, one real excerpt per supported format (see fixtures/README.md)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from fractions import Fraction
+from pathlib import Path
+
+import httpx
+import pytest
+
+from felab_core.sizing import SizingError, capacity, vllm_log
+from felab_core.sizing.units import GiB
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def read(name: str) -> vllm_log.VllmReading:
+    return vllm_log.parse_log_file(FIXTURES / name)
+
+
+def test_current_one_line_format_from_the_cpu_build_here() -> None:
+    r = read("vllm_0.32.0_cpu_startup.log")
+    assert r.format == "v1-one-line"
+    assert (r.device, r.tokens, r.max_len, r.printed_concurrency) == ("CPU", 2_097_152, 2048, 1024)
+    assert r.version == "0.32.0"
+    assert r.kv_cache_dtype == "float32"  # 'auto' resolved to the model's dtype
+    cap = r.capacity()
+    assert (cap.tokens, cap.whole_requests) == (2_097_152, 1024)
+    assert r.consistency_notes() == ()
+
+
+def test_the_fp8_run_matches_the_what_if() -> None:
+    """The same 1 GiB cache in fp8 and at half the length, measured, equals felab's what-if."""
+    f32 = read("vllm_0.32.0_cpu_startup.log").capacity()
+    measured = read("vllm_0.32.0_cpu_fp8_startup.log")
+    assert measured.kv_cache_dtype == "fp8"
+    predicted = capacity.what_if(f32, kv_from="f32", kv_to="fp8", max_len=1024).after
+    assert predicted.tokens == measured.tokens == 8_388_608
+    assert predicted.concurrency == measured.printed_concurrency == 8192
+
+
+def test_v1_tokens_format_with_thousands_commas() -> None:
+    r = read("vllm_v1_tokens_pr13596.log")
+    assert r.format == "v1-tokens"
+    assert (r.tokens, r.max_len, r.printed_concurrency) == (2_042_016, 2048, Fraction("997.08"))
+    assert r.capacity().whole_requests == 997
+
+
+def test_early_v1_blocks_format_infers_the_block_size() -> None:
+    r = read("vllm_v1_blocks_pr12569.log")
+    assert r.format == "v1-blocks"
+    assert (r.gpu_blocks, r.block_size, r.block_size_from) == (1381, 16, "inferred")
+    assert r.weights_bytes is not None
+    cap = r.capacity()
+    assert (cap.tokens, cap.whole_requests) == (22_096, 10)
+    assert "worked out from its concurrency line" in r.explanation
+
+
+def test_v0_blocks_format_with_cpu_swap_blocks() -> None:
+    r = read("vllm_v0_blocks_executor_base.log")
+    assert r.format == "v0-blocks"
+    assert (r.device, r.gpu_blocks, r.cpu_blocks, r.block_size) == ("GPU", 14_815, 1966, 16)
+    assert r.kv_memory_bytes == Fraction("45.21") * GiB
+    cap = r.capacity()
+    assert (cap.tokens, cap.max_len, cap.whole_requests) == (237_040, 512, 462)
+
+
+def test_course_page_summary_reads_like_a_log() -> None:
+    r = read("course_page_whiteboard.txt")
+    assert r.format == "summary"
+    assert (r.gpu_blocks, r.block_size, r.max_len) == (8234, 16, 8192)
+    cap = r.capacity()
+    assert (cap.tokens, cap.whole_requests) == (131_744, 16)
+
+
+def test_a_printed_figure_that_disagrees_is_pointed_out() -> None:
+    text = (
+        "INFO kv_cache_utils.py:1] # GPU blocks: 1000\n"
+        "INFO kv_cache_utils.py:2] Maximum concurrency for 1000 tokens per request: 9.99x\n"
+    )
+    r = vllm_log.parse_log(text)
+    assert r.block_size is None  # no power of two reproduces 9.99
+    r16 = replace(r, block_size=16, block_size_from="given")
+    assert (
+        r16.consistency_notes()
+        and "its own figure is the one to trust" in r16.consistency_notes()[0]
+    )
+
+
+def test_blocks_without_size_or_length_ask_for_them() -> None:
+    r = vllm_log.parse_log("INFO llm_engine.py:196] # GPU blocks: 865, # CPU blocks: 327\n")
+    assert r.format == "v0-blocks"
+    with pytest.raises(SizingError, match="pass --max-len"):
+        r.capacity()
+    with pytest.raises(SizingError, match="pass --block-size"):
+        r.capacity(max_len=2048)
+    assert r.capacity(block_size=16, max_len=2048).tokens == 865 * 16
+
+
+def test_repeated_lines_use_the_last_and_say_so() -> None:
+    text = "\n".join(
+        f"(Worker_TP{i}) INFO x] GPU KV cache size: {n:,} tokens, Maximum concurrency for 4,096 "
+        f"tokens per request: {n / 4096:.2f}x"
+        for i, n in enumerate([100_000, 120_000])
+    )
+    r = vllm_log.parse_log(text)
+    assert r.tokens == 120_000 and r.occurrences == 2
+    assert "appear 2 times" in r.explanation
+
+
+def test_log_with_no_kv_lines_is_refused(tmp_path: Path) -> None:
+    log = tmp_path / "llama.log"
+    log.write_text("main: server is listening on http://127.0.0.1:8080\n")
+    with pytest.raises(SizingError, match=r"no KV-cache lines in .*llama.log"):
+        vllm_log.parse_log_file(log)
+    with pytest.raises(SizingError, match="cannot read the log"):
+        vllm_log.parse_log_file(tmp_path / "missing.log")
+
+
+def test_metrics_cache_config_info() -> None:
+    text = (FIXTURES / "vllm_0.32.0_cpu_metrics_after.txt").read_text()
+    r = vllm_log.reading_from_metrics(text)
+    assert (r.gpu_blocks, r.block_size, r.tokens, r.max_len) == (16_384, 128, 2_097_152, 2048)
+    assert r.kv_memory_bytes == GiB
+    cap = r.capacity()
+    assert (cap.blocks_per_request, cap.whole_requests) == (16, 1024)
+
+
+def test_live_vllm_reads_metrics_and_max_len() -> None:
+    metrics = (FIXTURES / "vllm_0.32.0_cpu_metrics_before.txt").read_text()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/metrics":
+            return httpx.Response(200, text=metrics)
+        if request.url.path == "/v1/models":
+            return httpx.Response(200, json={"data": [{"id": "tiny", "max_model_len": 2048}]})
+        return httpx.Response(404)
+
+    r = vllm_log.read_live_vllm(
+        "http://vllm", client=httpx.Client(transport=httpx.MockTransport(handler))
+    )
+    assert r.format == "metrics" and r.max_len == 2048 and r.capacity().whole_requests == 1024
+
+
+def test_llama_metrics_are_not_vllm() -> None:
+    text = "# TYPE llamacpp:prompt_tokens_total counter\nllamacpp:prompt_tokens_total 5\n"
+    with pytest.raises(SizingError, match="not vLLM's"):
+        vllm_log.reading_from_metrics(text)
