@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from felab_core.engine.apis import ApiAdapter, StreamProtocolError
-from felab_core.engine.netbackend import LeanTransport
+from felab_core.engine.netbackend import RX_STAMP_INFO, LeanTransport
 from felab_core.engine.timeline import Chunk, RequestTimeline
 
 now_ns = time.monotonic_ns
@@ -226,8 +226,13 @@ async def _stream(
             tl.end_ns = now_ns()
             tl.error = server_error_message(resp.status_code, body)
             return
+        net = resp.extensions.get("network_stream")
+        kernel_stamps = net is not None and net.get_extra_info(RX_STAMP_INFO) is not None
         async for piece in resp.aiter_raw():
-            t = now_ns()
+            seen = now_ns()
+            # The kernel's arrival stamp of the read that completed this piece, when there is one.
+            t = net.get_extra_info(RX_STAMP_INFO) if net is not None and kernel_stamps else seen
+            tl.stamp_lag_ns.append(seen - t)
             for frame in decoder.feed(piece):
                 _record(adapter, tl, frame.data, t, adapter.interpret(frame))
                 if tl.error:

@@ -3,16 +3,25 @@
 httpcore's default (anyio) stream pauses and resumes the socket's reader around every read: two
 epoll_ctl calls and an extra event-loop pass per chunk. At 256 streams of 50 chunks/s that was
 the difference between stamping a chunk when it arrived and stamping it milliseconds later.
-This backend reads from asyncio's own buffered stream instead; HTTP parsing, pooling and the
-trace hooks stay httpx's and httpcore's.
+This backend reads the socket itself; HTTP parsing, pooling and the trace hooks stay httpx's
+and httpcore's.
+
+On Linux it also asks the kernel to stamp every received segment (SO_TIMESTAMPNS). A chunk's
+arrival time is then when the kernel got it, not when a busy event loop got round to it: with
+256 streams whose chunks land in the same millisecond, the last one in the burst is otherwise
+stamped as late as the loop is behind. Elsewhere, and over TLS, arrival is stamped on read.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import select
 import socket
 import ssl
+import struct
+import sys
+import time
 from collections.abc import Iterable
 from contextlib import AbstractAsyncContextManager, nullcontext, suppress
 from typing import Any
@@ -21,6 +30,13 @@ import httpcore
 import httpx
 
 READ_LIMIT = 1 << 20
+READ_SIZE = 1 << 16
+RX_STAMP_INFO = "felab_rx_ns"  # get_extra_info key: kernel arrival of the last read, monotonic ns
+
+# Linux: SO_TIMESTAMPNS (35); the control message carries a struct timespec on CLOCK_REALTIME.
+_SO_TIMESTAMPNS = 35
+_TIMESPEC = struct.Struct("@qq")
+_KERNEL_STAMPS = sys.platform.startswith("linux")
 
 
 def _deadline(timeout: float | None) -> AbstractAsyncContextManager[Any]:
@@ -76,12 +92,7 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
     def get_extra_info(self, info: str) -> Any:
         sock: socket.socket | None = self._writer.get_extra_info("socket")
         if info == "is_readable":
-            # An idle keep-alive socket that is readable has been closed by the server.
-            if sock is None:
-                return True
-            poller = select.poll()
-            poller.register(sock.fileno(), select.POLLIN)
-            return bool(poller.poll(0))
+            return _is_readable(sock)
         if info == "socket":
             return sock
         if info == "client_addr":
@@ -93,6 +104,178 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
         return None
 
 
+def _is_readable(sock: socket.socket | None) -> bool:
+    # An idle keep-alive socket that is readable has been closed by the server.
+    if sock is None or sock.fileno() < 0:
+        return True
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLIN)
+    return bool(poller.poll(0))
+
+
+class StampedSocketStream(httpcore.AsyncNetworkStream):
+    """A plain TCP stream that reads ahead as soon as the loop sees data, keeping each read's
+    kernel arrival stamp.
+
+    The socket stays registered with the event loop (no epoll changes per read); each readable
+    callback does one recvmsg and queues (bytes, stamp). `read` hands out one queued piece at a
+    time, so a consumer that falls behind still sees every piece with its own stamp.
+    """
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._fd = sock.fileno()
+        self._loop = asyncio.get_running_loop()
+        self.rx_ns: int | None = None
+        self._pieces: collections.deque[tuple[bytes, int]] = collections.deque()
+        self._queued = 0
+        self._eof = False
+        self._error: OSError | None = None
+        self._waiter: asyncio.Future[None] | None = None
+        self._reading = False
+        self._stamping = False
+        if _KERNEL_STAMPS:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+                self._stamping = True
+            except OSError:
+                self._stamping = False
+        self._resume()
+
+    def _resume(self) -> None:
+        if not self._reading and not self._eof and self._error is None:
+            self._loop.add_reader(self._fd, self._on_readable)
+            self._reading = True
+
+    def _pause(self) -> None:
+        if self._reading:
+            self._loop.remove_reader(self._fd)
+            self._reading = False
+
+    def _on_readable(self) -> None:
+        try:
+            data, stamp = self._recv(READ_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._error = exc
+            self._pause()
+        else:
+            if data:
+                self._pieces.append((data, stamp))
+                self._queued += len(data)
+                if self._queued > READ_LIMIT:
+                    self._pause()  # back-pressure: the consumer is far behind
+            else:
+                self._eof = True
+                self._pause()
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _recv(self, max_bytes: int) -> tuple[bytes, int]:
+        if not self._stamping:
+            data = self._sock.recv(max_bytes)
+            return data, time.monotonic_ns()
+        data, ancillary, _flags, _addr = self._sock.recvmsg(max_bytes, 64)
+        mono = time.monotonic_ns()
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(payload) >= 16:
+                sec, nsec = _TIMESPEC.unpack_from(payload)
+                # Realtime to monotonic with the offset read now; never later than "now".
+                offset = time.time_ns() - time.monotonic_ns()
+                return data, min(mono, sec * 1_000_000_000 + nsec - offset)
+        return data, mono
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        try:
+            async with _deadline(timeout):
+                while not self._pieces:
+                    if self._error is not None:
+                        raise self._error
+                    if self._eof:
+                        return b""
+                    self._waiter = self._loop.create_future()
+                    try:
+                        await self._waiter
+                    finally:
+                        self._waiter = None
+        except TimeoutError:
+            raise httpcore.ReadTimeout(f"no data for {timeout} s") from None
+        except OSError as exc:
+            raise httpcore.ReadError(str(exc)) from exc
+        data, stamp = self._pieces.popleft()
+        if len(data) > max_bytes:
+            self._pieces.appendleft((data[max_bytes:], stamp))
+            data = data[:max_bytes]
+        self._queued -= len(data)
+        self.rx_ns = stamp
+        if not self._reading and self._queued <= READ_LIMIT // 2:
+            self._resume()
+        return data
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        if not buffer:
+            return
+        try:
+            async with _deadline(timeout):
+                await self._loop.sock_sendall(self._sock, buffer)
+        except TimeoutError:
+            raise httpcore.WriteTimeout(f"could not send within {timeout} s") from None
+        except OSError as exc:
+            raise httpcore.WriteError(str(exc)) from exc
+
+    async def aclose(self) -> None:
+        self._pause()
+        self._sock.close()
+
+    async def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        # TLS needs asyncio's transport: hand the socket over and stamp arrivals on read.
+        self._pause()
+        reader, writer = await asyncio.open_connection(sock=self._sock, limit=READ_LIMIT)
+        return await AsyncioStream(reader, writer).start_tls(ssl_context, server_hostname, timeout)
+
+    def get_extra_info(self, info: str) -> Any:
+        if info == RX_STAMP_INFO:
+            return self.rx_ns if self._stamping else None
+        if info == "is_readable":
+            return _is_readable(self._sock)
+        if info == "socket":
+            return self._sock
+        if info == "client_addr":
+            return self._sock.getsockname()
+        if info == "server_addr":
+            return self._sock.getpeername()
+        return None
+
+
+async def _connect_socket(host: str, port: int, local_address: str | None) -> socket.socket:
+    loop = asyncio.get_running_loop()
+    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    last: OSError | None = None
+    for family, kind, proto, _name, address in infos:
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if local_address:
+                sock.bind((local_address, 0))
+            await loop.sock_connect(sock, address)
+            return sock
+        except OSError as exc:
+            sock.close()
+            last = exc
+        except BaseException:
+            sock.close()
+            raise
+    raise last or OSError(f"no address for {host}")
+
+
 class AsyncioBackend(httpcore.AsyncNetworkBackend):
     async def connect_tcp(
         self,
@@ -102,20 +285,16 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore.AsyncNetworkStream:
-        local = (local_address, 0) if local_address else None
         try:
             async with _deadline(timeout):
-                reader, writer = await asyncio.open_connection(
-                    host, port, local_addr=local, limit=READ_LIMIT
-                )
+                sock = await _connect_socket(host, port, local_address)
         except TimeoutError:
             raise httpcore.ConnectTimeout(f"no connection within {timeout} s") from None
         except OSError as exc:
             raise httpcore.ConnectError(str(exc)) from exc
-        sock = writer.get_extra_info("socket")
         for option in socket_options or ():
             sock.setsockopt(*option)
-        return AsyncioStream(reader, writer)
+        return StampedSocketStream(sock)
 
     async def connect_unix_socket(
         self,
