@@ -175,9 +175,8 @@ def main() -> None:
     seconds = 0.5 if args.quick else 2.0
     rows: list[dict[str, Any]] = []
     loops = args.loops.split(",")
-    print(
-        f"client core {cores[0]}, server core {cores[1]}, {platform.processor() or platform.machine()}"
-    )
+    cpu = platform.processor() or platform.machine()
+    print(f"client core {cores[0]}, server core {cores[1]}, {cpu}")
     for loop_name in loops:
         for streams in (1, 64, 256):
             row = measure(loop_name, streams, 20.0, seconds, cores)
@@ -222,9 +221,8 @@ def main() -> None:
         "ingest_ceiling_chunks_per_s": ceiling,
     }
     OUT.write_text(json.dumps(record, indent=1))
-    print(
-        "\n| loop | streams | chunks/s | TTFT err p50 / p99 ms | ITL err p50 / p99 ms | connect p50 ms |"
-    )
+    print("\n| loop | streams | chunks/s | TTFT err p50 / p99 ms | ITL err p50 / p99 ms", end="")
+    print(" | connect p50 ms |")
     print("|---|---:|---:|---:|---:|---:|")
     for r in rows:
         print(
