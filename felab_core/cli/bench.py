@@ -140,6 +140,11 @@ def _print_details(outcomes: list[BenchOutcome]) -> None:
                     f"[yellow]{r.target.name}:[/yellow] request {cold['index']} was a cold start "
                     f"(TTFT {cold['ttft_s'] or 0:.2f} s); reported here, not in the figures"
                 )
+            if run.server_metrics:
+                console.print(
+                    f"{r.target.name} c={run.concurrency}: the server's /metrics: "
+                    f"{run.server_metrics['explanation']}"
+                )
             if s.goodput_rps is not None:
                 console.print(
                     f"{r.target.name} c={run.concurrency}: goodput {s.goodput_rps:.2f} req/s "

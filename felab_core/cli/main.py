@@ -35,6 +35,11 @@ from felab_core.cli import bench as _bench  # noqa: E402
 app.command("bench", help=_bench.bench.__doc__)(_bench.bench)
 app.command("targets")(_bench.targets_cmd)
 app.command("presets")(_bench.presets_cmd)
+from felab_core.cli import lab as _lab  # noqa: E402
+
+app.add_typer(_lab.model_app)
+app.add_typer(_lab.lab_app)
+app.command("serve", context_settings=_lab.SERVE_CONTEXT)(_lab.serve)
 from felab_core.cli.size import size_app  # noqa: E402
 
 app.add_typer(size_app, name="size")

@@ -34,6 +34,8 @@ from felab_core.engine.probe import ServerIdentity, check_identity, identify
 from felab_core.engine.targets import ServerKind, Target, force_length_extra
 from felab_core.engine.timeline import RequestTimeline
 from felab_core.engine.workloads import Workload, arrival_offsets_s
+from felab_core.sizing.errors import SizingError
+from felab_core.sizing.metrics_scrape import Snapshot, diff, scrape
 
 SCHEMA = "felab.bench/1"
 LOOP_PROBE_INTERVAL_S = 0.01
@@ -72,6 +74,7 @@ class RunResult:
     requests: list[RequestMetrics]
     timelines: list[RequestTimeline]
     client: ClientCheck
+    server_metrics: dict[str, Any] | None = None  # the server's /metrics, after minus before
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -79,6 +82,7 @@ class RunResult:
             "rate": self.rate,
             "summary": self.summary.to_json(),
             "client": self.client.to_json(),
+            "server_metrics": self.server_metrics,
             "requests": [m.to_json() for m in self.requests],
         }
 
@@ -404,6 +408,7 @@ async def bench_target(
                 if progress:
                     progress(label, done, total)
 
+            before = await _metrics_snapshot(target, notes) if check_server else None
             with _LoopLagProbe() as probe, _collector_paused():
                 t_start = now_ns()
                 if workload.rate is None:
@@ -411,10 +416,14 @@ async def bench_target(
                 else:
                     timelines = await _open_loop(sender, concurrency, workload, tick)
                 t_end = max((t.end_ns or t_start for t in timelines), default=now_ns())
+        after = await _metrics_snapshot(target, []) if before is not None else None
         metrics = [request_metrics(t, api_is_ollama=is_ollama) for t in timelines]
         summary = summarize(metrics, duration_s=(t_end - t_start) / 1e9, slo=slo)
         check = _client_check(probe, metrics, timelines)
-        runs.append(RunResult(concurrency, workload.rate, summary, metrics, timelines, check))
+        run = RunResult(concurrency, workload.rate, summary, metrics, timelines, check)
+        if before is not None and after is not None:
+            run.server_metrics = _server_rates(before, after)
+        runs.append(run)
     cold_note = _warmup_cold_note(warm, runs)
     if cold_note:
         notes.append(cold_note)
@@ -429,6 +438,36 @@ async def bench_target(
         host=platform.node(),
         notes=notes,
     )
+
+
+async def _metrics_snapshot(target: Target, notes: list[str]) -> Snapshot | None:
+    """The server's own counters, for the engines that publish them (llama.cpp, vLLM)."""
+    if target.kind not in (ServerKind.LLAMACPP, ServerKind.VLLM):
+        return None
+    try:
+        return await asyncio.to_thread(scrape, target.url)
+    except SizingError as exc:
+        note = f"no server-side figures: {exc}"
+        if note not in notes:
+            notes.append(note)
+        return None
+
+
+def _server_rates(before: Snapshot, after: Snapshot) -> dict[str, Any] | None:
+    try:
+        rates = diff(before, after)
+    except SizingError:
+        return None
+    return {
+        "engine": rates.engine,
+        "seconds": rates.seconds,
+        "prompt_tokens": rates.prompt_tokens,
+        "generation_tokens": rates.generation_tokens,
+        "generation_tps": rates.generation_tokens_per_second,
+        "stream_tps": rates.stream_tokens_per_second,
+        "mean_ttft_s": rates.mean_ttft_seconds,
+        "explanation": rates.explanation,
+    }
 
 
 def _warmup_cold_note(warm: list[RequestMetrics], runs: list[RunResult]) -> str | None:
