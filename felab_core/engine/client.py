@@ -254,9 +254,16 @@ async def _stream(
 def _record(adapter: ApiAdapter, tl: RequestTimeline, data: str, t: int, info: Any) -> None:
     if info.error:
         tl.error = f"server error in stream: {info.error}"
-    tl.chunks.append(Chunk(t_ns=t, nbytes=len(data), text=info.text))
+    chunk = Chunk(t_ns=t, nbytes=len(data), text=info.text)
+    tl.chunks.append(chunk)
     if info.usage:
         tl.usage = {**(tl.usage or {}), **info.usage}
+        running = info.usage.get("completion_tokens")
+        if info.text and running is not None and running > tl.usage_tokens_seen:
+            # Usage on every chunk (vLLM's continuous_usage_stats): this chunk's exact count.
+            chunk.tokens = running - tl.usage_tokens_seen
+        if running is not None:
+            tl.usage_tokens_seen = max(tl.usage_tokens_seen, running)
     if info.timings:
         tl.server_timings = {**(tl.server_timings or {}), **info.timings}
     if info.finish_reason:

@@ -31,7 +31,12 @@ from felab_core.engine.metrics import (
     summarize,
 )
 from felab_core.engine.probe import ServerIdentity, check_identity, identify
-from felab_core.engine.targets import ServerKind, Target, force_length_extra
+from felab_core.engine.targets import (
+    ServerKind,
+    Target,
+    force_length_extra,
+    per_chunk_usage_extra,
+)
 from felab_core.engine.timeline import RequestTimeline
 from felab_core.engine.workloads import Workload, arrival_offsets_s
 from felab_core.sizing.errors import SizingError
@@ -243,9 +248,9 @@ def _client_check(
 def generation_request(
     workload: Workload, target: Target, model: str | None, prompt: str
 ) -> GenerationRequest:
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = dict(per_chunk_usage_extra(target))
     if workload.max_tokens is not None:
-        extra = force_length_extra(target.kind)
+        extra.update(force_length_extra(target.kind))
     return GenerationRequest(
         prompt=prompt,
         max_tokens=workload.max_tokens,

@@ -68,6 +68,13 @@ class Target:
         return force_length_extra(self.kind)
 
 
+def per_chunk_usage_extra(target: Target) -> dict[str, object]:
+    """vLLM can put usage on every chunk: then tokens per chunk are known, not estimated."""
+    if target.kind is ServerKind.VLLM and target.api is not Api.OLLAMA:
+        return {"stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+    return {}
+
+
 def force_length_extra(kind: ServerKind) -> dict[str, object]:
     if kind in (ServerKind.VLLM, ServerKind.SGLANG, ServerKind.LLAMACPP):
         return {"ignore_eos": True}

@@ -47,6 +47,7 @@ class RequestTimeline:
     server_timings: dict[str, float] | None = None
     finish_reason: str | None = None
     sse_comments: int = 0
+    usage_tokens_seen: int = 0  # running completion_tokens from per-chunk usage
     # Per read: how long after the kernel got the bytes felab's loop got to them (0 without
     # kernel stamps). The client's own lag, kept out of the arrival times but reported.
     stamp_lag_ns: list[int] = field(default_factory=list)

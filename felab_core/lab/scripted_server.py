@@ -44,6 +44,7 @@ class Script:
     ttft_s: float = 0.02
     itl_s: float = 0.01
     tokens_per_chunk: int = 1
+    first_chunk_tokens: int | None = None  # a first chunk that carries more (or fewer) tokens
     default_max_tokens: int = 16
     role_chunk: bool = True  # OpenAI chat: first chunk is {role: assistant} with no content
     keepalive_comments: int = 0  # SSE ": keepalive" lines before the first token
@@ -249,6 +250,10 @@ class ScriptedServer:
         if not isinstance(total, int) or total <= 0:
             total = self.script.default_max_tokens
         per = max(1, self.script.tokens_per_chunk)
+        first = self.script.first_chunk_tokens
+        if first is not None and total > 0:
+            yield min(first, total)
+            total -= first
         while total > 0:
             yield min(per, total)
             total -= per
@@ -277,7 +282,9 @@ class ScriptedServer:
     ) -> bool:
         s = self.script
         chat = path.endswith("chat/completions")
-        want_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        options = body.get("stream_options") or {}
+        want_usage = bool(options.get("include_usage"))
+        every_chunk = bool(options.get("continuous_usage_stats")) and s.persona == "vllm"
         await self._open_stream(writer, b"text/event-stream")
 
         def event(obj: Any) -> bytes:
@@ -309,9 +316,12 @@ class ScriptedServer:
                 choice["delta"] = {"content": text}
             else:
                 choice["text"] = text
-            writer.write(event({**base, "choices": [choice]}))
-            log.sends_ns.append(stamp)
             produced += n
+            message: dict[str, Any] = {**base, "choices": [choice]}
+            if every_chunk:  # vLLM's continuous_usage_stats: running totals on every chunk
+                message["usage"] = {"prompt_tokens": 7, "completion_tokens": produced}
+            writer.write(event(message))
+            log.sends_ns.append(stamp)
         if not s.finish_on_last_content:
             empty: dict[str, Any] = {"index": 0, "finish_reason": "length"}
             empty["delta" if chat else "text"] = {} if chat else ""

@@ -167,3 +167,22 @@ def test_bad_workloads_are_refused_with_the_flag_to_fix(
 
     with pytest.raises(ValueError, match=message):
         replace(Workload(), **changes).validate()  # type: ignore[arg-type]
+
+
+async def test_per_chunk_usage_makes_the_first_chunk_count_exact() -> None:
+    # A first chunk with 5 tokens, then one per chunk: 20 tokens in 16 chunks, 10 ms apart.
+    script = Script(persona="vllm", ttft_s=0.01, itl_s=0.01, first_chunk_tokens=5)
+    wl = Workload(requests=2, warmup=0, max_tokens=20)
+    async with ScriptedServer(script) as server:
+        vllm = await bench_target(target_for(server, "vllm"), wl)
+        generic = await bench_target(
+            Target("custom", ServerKind.OPENAI, server.base_url, Api.OPENAI_CHAT, "m"), wl
+        )
+    assert server.log[0].body["stream_options"]["continuous_usage_stats"] is True
+    exact = vllm.runs[0].requests[0]
+    assert exact.first_chunk_tokens == 5
+    assert exact.tpot_s == pytest.approx(0.010, rel=0.15)
+    # Without per-chunk usage n1 is estimated (20 / 16 chunks) and TPOT comes out short.
+    estimated = generic.runs[0].requests[0]
+    assert estimated.first_chunk_tokens == pytest.approx(1.25)
+    assert estimated.tpot_s is not None and estimated.tpot_s < 0.0085
