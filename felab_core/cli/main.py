@@ -43,3 +43,6 @@ app.command("serve", context_settings=_lab.SERVE_CONTEXT)(_lab.serve)
 from felab_core.cli.size import size_app  # noqa: E402
 
 app.add_typer(size_app, name="size")
+from felab_core.cli.memo import memo as _memo  # noqa: E402
+
+app.command("memo")(_memo)

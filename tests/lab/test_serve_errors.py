@@ -11,6 +11,7 @@ import socket
 import sys
 import textwrap
 import time
+import weakref
 from pathlib import Path
 
 import pytest
@@ -171,7 +172,11 @@ def test_stop_escalates_to_sigkill(tmp_path: Path, gguf: Path) -> None:
     assert _gone(pid)
 
 
-def test_everything_started_is_stopped_at_exit(tmp_path: Path, gguf: Path) -> None:
+def test_everything_started_is_stopped_at_exit(
+    tmp_path: Path, gguf: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Only this test's server: the session's real servers must outlive this test.
+    monkeypatch.setattr(serve, "_LIVE", weakref.WeakSet())
     server = ServerProcess("llamacpp", gguf, port=free_port(), location=_fake(tmp_path, ANSWERING))
     server.start()
     pid = server.proc.pid
