@@ -76,6 +76,17 @@ def _p50(stats: Stats | None, scale: float = 1.0, digits: int = 1) -> str:
     return "-" if stats is None else _fmt(stats.p50, scale, digits)
 
 
+def short_model(name: str | None) -> str:
+    """A model path as a reader wants it: its file or folder name, not the whole path."""
+    if not name:
+        return "(server default)"
+    if "/" not in name or not name.startswith(("/", "~", ".")):
+        return name  # an id such as llama3.1:8b or org/model
+    parts = [p for p in name.split("/") if p]
+    tail = parts[-2:] if parts[-1] in ("hf", "model", "snapshots") else parts[-1:]
+    return "/".join(tail)
+
+
 def comparison_table(outcomes: list[BenchOutcome]) -> Table:
     """The course's Day 2 table: one row per server and run, writing speed first."""
     table = Table(
@@ -103,7 +114,7 @@ def comparison_table(outcomes: list[BenchOutcome]) -> Table:
             users = str(run.concurrency) if run.rate is None else f"{run.rate:g}/s"
             ok = f"{s.ok}" if not s.failed else f"[red]{s.ok}/{s.ok + s.failed}[/red]"
             table.add_row(
-                f"{t.name}\n[dim]{r.model or '(server default)'}[/dim]",
+                f"{t.name}\n[dim]{short_model(r.model)}[/dim]",
                 users,
                 _p50(s.writing_tps),
                 _p50(s.ttft_s, 1e3),

@@ -46,3 +46,6 @@ app.add_typer(size_app, name="size")
 from felab_core.cli.memo import memo as _memo  # noqa: E402
 
 app.command("memo")(_memo)
+from felab_core.cli.demo import demo as _demo  # noqa: E402
+
+app.command("demo")(_demo)

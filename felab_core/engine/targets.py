@@ -199,7 +199,8 @@ def resolve_target(
             raise TargetError(f"unknown target {name!r}: known targets are {known}")
         base = targets[name]
         if url is not None:
-            base = replace(base, url=normalize_base_url(url))
+            # The default's note is about its default address; a given URL makes it moot.
+            base = replace(base, url=normalize_base_url(url), note=None)
         if api is not None:
             base = replace(base, api=api)
         if kind is not None:
