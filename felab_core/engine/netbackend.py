@@ -21,6 +21,7 @@ import socket
 import ssl
 import struct
 import sys
+import threading
 import time
 from collections.abc import Iterable
 from contextlib import AbstractAsyncContextManager, nullcontext, suppress
@@ -113,26 +114,81 @@ def _is_readable(sock: socket.socket | None) -> bool:
     return bool(poller.poll(0))
 
 
-class StampedSocketStream(httpcore.AsyncNetworkStream):
-    """A plain TCP stream that reads ahead as soon as the loop sees data, keeping each read's
-    kernel arrival stamp.
+class _Receiver:
+    """One thread that reads every stamped socket the moment data arrives.
 
-    The socket stays registered with the event loop (no epoll changes per read); each readable
-    callback does one recvmsg and queues (bytes, stamp). `read` hands out one queued piece at a
-    time, so a consumer that falls behind still sees every piece with its own stamp.
+    Reading in the event loop ties the read to the loop's schedule: when 256 streams end at once
+    and the loop spends 150 ms sending the next 256 requests, a stream's first and second chunks
+    wait in the socket together and one read gets one stamp for both. This thread needs the GIL
+    only for a recvmsg and a queue append, gets it within the interpreter's switch interval
+    (5 ms), and hands each piece over with its own kernel stamp.
+    """
+
+    def __init__(self) -> None:
+        self._poller = select.epoll()
+        self._streams: dict[int, StampedSocketStream] = {}
+        self._lock = threading.Lock()
+        thread = threading.Thread(target=self._run, name="felab-receiver", daemon=True)
+        thread.start()
+
+    def register(self, stream: StampedSocketStream) -> None:
+        with self._lock:
+            self._streams[stream.fd] = stream
+            with suppress(OSError, ValueError):
+                self._poller.register(stream.fd, select.EPOLLIN)
+
+    def unregister(self, fd: int) -> None:
+        with self._lock:
+            self._streams.pop(fd, None)
+            with suppress(OSError, ValueError):
+                self._poller.unregister(fd)
+
+    def _run(self) -> None:
+        while True:
+            for fd, _mask in self._poller.poll(0.5):
+                stream = self._streams.get(fd)
+                if stream is not None:
+                    stream.on_readable()
+
+
+_receiver: _Receiver | None = None
+_receiver_lock = threading.Lock()
+
+
+def _the_receiver() -> _Receiver:
+    global _receiver
+    with _receiver_lock:
+        if _receiver is None:
+            _receiver = _Receiver()
+        return _receiver
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+class StampedSocketStream(httpcore.AsyncNetworkStream):
+    """A plain TCP stream read ahead by the receiver thread, each read with its arrival stamp.
+
+    `read` hands out one received piece at a time, so a consumer that falls behind still sees
+    every piece with its own stamp. Writes go through the event loop as usual.
     """
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
-        self._fd = sock.fileno()
+        self.fd = sock.fileno()
         self._loop = asyncio.get_running_loop()
         self.rx_ns: int | None = None
         self._pieces: collections.deque[tuple[bytes, int]] = collections.deque()
-        self._queued = 0
+        # Written by one thread each, so neither needs a lock: queued = received - consumed.
+        self._received = 0
+        self._consumed = 0
         self._eof = False
         self._error: OSError | None = None
         self._waiter: asyncio.Future[None] | None = None
         self._reading = False
+        self._closed = False
         self._stamping = False
         if _KERNEL_STAMPS:
             try:
@@ -140,19 +196,21 @@ class StampedSocketStream(httpcore.AsyncNetworkStream):
                 self._stamping = True
             except OSError:
                 self._stamping = False
+        self._receiver = _the_receiver()
         self._resume()
 
     def _resume(self) -> None:
-        if not self._reading and not self._eof and self._error is None:
-            self._loop.add_reader(self._fd, self._on_readable)
+        if not self._reading and not self._eof and self._error is None and not self._closed:
             self._reading = True
+            self._receiver.register(self)
 
     def _pause(self) -> None:
         if self._reading:
-            self._loop.remove_reader(self._fd)
             self._reading = False
+            self._receiver.unregister(self.fd)
 
-    def _on_readable(self) -> None:
+    def on_readable(self) -> None:
+        """Runs on the receiver thread."""
         try:
             data, stamp = self._recv(READ_SIZE)
         except (BlockingIOError, InterruptedError):
@@ -163,15 +221,16 @@ class StampedSocketStream(httpcore.AsyncNetworkStream):
         else:
             if data:
                 self._pieces.append((data, stamp))
-                self._queued += len(data)
-                if self._queued > READ_LIMIT:
+                self._received += len(data)
+                if self._received - self._consumed > READ_LIMIT:
                     self._pause()  # back-pressure: the consumer is far behind
             else:
                 self._eof = True
                 self._pause()
         waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        if waiter is not None:
+            with suppress(RuntimeError):  # the loop has closed: nobody is waiting any more
+                self._loop.call_soon_threadsafe(_wake, waiter)
 
     def _recv(self, max_bytes: int) -> tuple[bytes, int]:
         if not self._stamping:
@@ -195,9 +254,12 @@ class StampedSocketStream(httpcore.AsyncNetworkStream):
                         raise self._error
                     if self._eof:
                         return b""
-                    self._waiter = self._loop.create_future()
+                    waiter = self._waiter = self._loop.create_future()
+                    # Data that landed between the check above and now would find no waiter.
+                    if self._pieces or self._eof or self._error is not None:
+                        waiter.set_result(None)
                     try:
-                        await self._waiter
+                        await waiter
                     finally:
                         self._waiter = None
         except TimeoutError:
@@ -208,9 +270,9 @@ class StampedSocketStream(httpcore.AsyncNetworkStream):
         if len(data) > max_bytes:
             self._pieces.appendleft((data[max_bytes:], stamp))
             data = data[:max_bytes]
-        self._queued -= len(data)
+        self._consumed += len(data)
         self.rx_ns = stamp
-        if not self._reading and self._queued <= READ_LIMIT // 2:
+        if not self._reading and self._received - self._consumed <= READ_LIMIT // 2:
             self._resume()
         return data
 
@@ -226,6 +288,7 @@ class StampedSocketStream(httpcore.AsyncNetworkStream):
             raise httpcore.WriteError(str(exc)) from exc
 
     async def aclose(self) -> None:
+        self._closed = True
         self._pause()
         self._sock.close()
 
