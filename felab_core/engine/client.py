@@ -194,7 +194,15 @@ async def stream_request(
         tl.dispatched_ns = now_ns()
     try:
         async with asyncio.timeout(limits.total):
-            await _stream(client, url, adapter, payload, tl, trace)
+            try:
+                await _stream(client, url, adapter, payload, tl, trace)
+            except httpx.RemoteProtocolError:
+                if not _unanswered_on_reused_connection(tl):
+                    raise
+                # The server closed an idle keep-alive connection just as this request went out
+                # on it; it never saw the request. Send it once more, on a fresh connection.
+                tl.reset_for_retry()
+                await _stream(client, url, adapter, payload, tl, trace)
     except BaseException as exc:
         if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
             tl.error = "cancelled: the run was stopped before this request finished"
@@ -206,6 +214,10 @@ async def stream_request(
     if tl.sent_ns is None:
         tl.sent_ns = tl.dispatched_ns
     return tl
+
+
+def _unanswered_on_reused_connection(tl: RequestTimeline) -> bool:
+    return tl.retries == 0 and tl.connect_start_ns is None and tl.status is None
 
 
 async def _stream(

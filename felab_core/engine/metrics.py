@@ -78,6 +78,7 @@ class RequestMetrics:
     server_timings: dict[str, float] | None = None  # as the server sent them
     chunk_times_s: list[float] = field(default_factory=list)
     cold: bool = False
+    retries: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -111,7 +112,7 @@ def server_writing_tps(timings: dict[str, float] | None) -> float | None:
 
 
 def request_metrics(tl: RequestTimeline, *, api_is_ollama: bool = False) -> RequestMetrics:
-    m = RequestMetrics(index=tl.index, ok=tl.ok, error=tl.error)
+    m = RequestMetrics(index=tl.index, ok=tl.ok, error=tl.error, retries=tl.retries)
     content = tl.content_chunks()
     m.counted_chunks = len(content)
     m.e2e_s = _s(tl.sent_ns, tl.end_ns)

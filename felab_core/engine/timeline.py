@@ -52,6 +52,14 @@ class RequestTimeline:
     # kernel stamps). The client's own lag, kept out of the arrival times but reported.
     stamp_lag_ns: list[int] = field(default_factory=list)
     warmup: bool = False
+    retries: int = 0  # resent once because a reused keep-alive connection was already closed
+
+    def reset_for_retry(self) -> None:
+        """Forget the attempt that never reached the server; the retry is timed from scratch."""
+        self.retries += 1
+        self.sent_ns = self.headers_ns = self.end_ns = None
+        self.chunks.clear()
+        self.error = None
 
     @property
     def ok(self) -> bool:
@@ -76,4 +84,5 @@ class RequestTimeline:
             "usage": self.usage,
             "server_timings": self.server_timings,
             "finish_reason": self.finish_reason,
+            "retries": self.retries,
         }

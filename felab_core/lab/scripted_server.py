@@ -54,6 +54,9 @@ class Script:
     persona: str = "none"
     fault: str = "none"
     fault_after: int = 2  # content chunks sent before the fault
+    # Drop any second request on a connection unanswered: the keep-alive race, where a server
+    # closes an idle connection just as the client sends on it.
+    one_request_per_connection: bool = False
     cold_load_s: float = 0.0  # Ollama persona: load_duration reported on the first request
     model: str = "felab-scripted"
     version: str = "0.0-scripted"
@@ -136,6 +139,7 @@ class ScriptedServer:
     # --- HTTP ---
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
+        answered = 0
         try:
             while True:
                 try:
@@ -152,6 +156,9 @@ class ScriptedServer:
                         headers[k.strip().lower()] = v.strip()
                 length = int(headers.get("content-length", "0") or 0)
                 raw = await reader.readexactly(length) if length else b""
+                if answered and self.script.one_request_per_connection:
+                    return  # closes without a response
+                answered += 1
                 keep_going = await self._route(method, path, raw, received, writer)
                 if not keep_going:
                     return

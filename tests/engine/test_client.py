@@ -183,8 +183,7 @@ class _RawBodyServer:
         await reader.readexactly(length)
         writer.write(
             b"HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %d\r\n"
-            b"Connection: close\r\n\r\n" % (self.content_type, len(self.body))
-            + self.body
+            b"Connection: close\r\n\r\n" % (self.content_type, len(self.body)) + self.body
         )
         await writer.drain()
         writer.close()
@@ -214,3 +213,18 @@ def test_any_body_bytes_become_a_timeline_never_an_exception(body: bytes, api: A
     tl = asyncio.run(go())
     assert tl.end_ns is not None and tl.sent_ns is not None
     assert tl.ok == tl.done  # ok only when the stream ended with its final message
+
+
+async def test_a_request_lost_to_the_keepalive_race_is_sent_again_once() -> None:
+    limits = ClientLimits(total=10, stall=2, connect=2)
+    adapter = adapter_for(Api.OPENAI_CHAT)
+    payload = adapter.payload(GenerationRequest("hi", max_tokens=3, model="m"))
+    async with ScriptedServer(Script(one_request_per_connection=True)) as server:
+        url = server.base_url + adapter.path
+        async with make_client(1, limits) as client:
+            first = await stream_request(client, url, adapter, payload, RequestTimeline(0), limits)
+            second = await stream_request(client, url, adapter, payload, RequestTimeline(1), limits)
+    assert first.ok and second.ok, (first.error, second.error)
+    assert (first.retries, second.retries) == (0, 1)
+    assert second.connect_start_ns is not None  # the retry went out on a new connection
+    assert len(server.log) == 2  # the dropped attempt never reached a handler
