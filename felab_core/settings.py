@@ -30,6 +30,36 @@ class Settings(BaseSettings):
         description="Builds and installs kept between runs (llama-server, MLX, vLLM environments).",
     )
     log_level: str = Field(default="WARNING", description="Python log level for felab's own logs.")
+    data_dir: Path = Field(
+        default=Path("data"),
+        description="Where the embedded SQLite database lives when FELAB_DATABASE_URL is not set.",
+    )
+    database_url: str | None = Field(
+        default=None,
+        description=(
+            "SQLAlchemy URL of the database (postgresql+psycopg://... in production); "
+            "unset means SQLite at DATA_DIR/felab.db."
+        ),
+    )
+    content_dir: Path = Field(
+        default=Path("content"), description="The course's content packs (one YAML file per day)."
+    )
+    drill_retention: float = Field(
+        default=0.9,
+        gt=0.5,
+        lt=1.0,
+        description="Share of cards FSRS aims to have remembered when each comes due.",
+    )
+    drill_fuzz: bool = Field(
+        default=True,
+        description="Spread review dates a little so cards learned together return apart.",
+    )
+
+    def resolved_database_url(self) -> str:
+        """The URL to connect to: FELAB_DATABASE_URL, or the embedded SQLite file."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'felab.db').resolve()}"
 
 
 @lru_cache(maxsize=1)

@@ -49,3 +49,10 @@ app.command("memo")(_memo)
 from felab_core.cli.demo import demo as _demo  # noqa: E402
 
 app.command("demo")(_demo)
+from felab_core.cli.content import content_app  # noqa: E402
+from felab_core.cli.db import db_app  # noqa: E402
+from felab_core.cli.drill import drill as _drill  # noqa: E402
+
+app.add_typer(content_app, name="content")
+app.add_typer(db_app, name="db")
+app.command("drill")(_drill)

@@ -1,0 +1,87 @@
+"""`felab db`: bring the database's schema up to date, or say where it stands.
+
+Also the one place the other database-backed commands get their sessions from, so every one of
+them reports an unusable database the same way: one line saying what to run, exit code 2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import typer
+from rich.console import Console
+from sqlalchemy.orm import Session, sessionmaker
+
+from felab_core.db.errors import ServiceError
+from felab_core.db.session import (
+    DatabaseError,
+    current_revision,
+    default_sessions,
+    head_revision,
+    make_engine,
+    upgrade,
+)
+from felab_core.settings import get_settings
+
+EXIT_USAGE = 2
+
+db_app = typer.Typer(
+    name="db",
+    help="The database: schema upgrades (FELAB_DATABASE_URL, else SQLite under FELAB_DATA_DIR).",
+    no_args_is_help=True,
+)
+
+
+def err(text: str) -> None:
+    Console(stderr=True, highlight=False).print(f"error: {text}", markup=False, soft_wrap=True)
+
+
+@contextmanager
+def service_errors() -> Iterator[None]:
+    """Turn a service or database error into one clear line on stderr and exit code 2."""
+    try:
+        yield
+    except (ServiceError, DatabaseError) as exc:
+        err(str(exc))
+        raise typer.Exit(code=EXIT_USAGE) from None
+
+
+def sessions() -> sessionmaker[Session]:
+    """The configured database's sessions, schema checked (SQLite is upgraded on the spot)."""
+    with service_errors():
+        return default_sessions()
+
+
+def _where() -> str:
+    return make_engine().url.render_as_string(hide_password=True)
+
+
+@db_app.command("upgrade")
+def upgrade_cmd() -> None:
+    """Apply every migration the database does not have yet."""
+    with service_errors():
+        engine = make_engine()
+        before = current_revision(engine)
+        upgrade(engine)
+        after = current_revision(engine)
+    say = Console(highlight=False)
+    if before == after:
+        say.print(f"{_where()} is already at the latest schema ({after}).", markup=False)
+    else:
+        say.print(f"{_where()}: {before or 'empty'} -> {after}.", markup=False)
+
+
+@db_app.command("status")
+def status_cmd() -> None:
+    """Which database felab uses, and whether its schema is current."""
+    with service_errors():
+        engine = make_engine()
+        current = current_revision(engine)
+    head = head_revision()
+    state = "current" if current == head else f"behind: run `felab db upgrade` (latest is {head})"
+    Console(highlight=False).print(
+        f"database: {_where()}\nschema: {current or 'empty'} ({state})\n"
+        f"content folder: {get_settings().content_dir}",
+        markup=False,
+    )

@@ -1,0 +1,1 @@
+"""Course content as files: the pack format, the loader that checks it, the day calendar."""

@@ -1,0 +1,276 @@
+"""Reading and checking content files, with errors that name the file, the line and the field.
+
+`check_dir` reads every pack in a folder and reports every problem it finds at once (an author
+fixes them in one pass); nothing here touches the database. `felab_core.content.store` loads
+only a folder that checks clean, so a broken pack never half-loads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from felab_core.content.format import FORMAT, ID_PATTERN, Pack
+
+PACK_SUFFIXES = (".yaml", ".yml")
+
+
+@dataclass(frozen=True)
+class ContentProblem:
+    """One thing wrong in a content file: where, which field, and what was expected."""
+
+    path: Path
+    field: str
+    message: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else str(self.path)
+        return (
+            f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+        )
+
+
+class ContentError(ValueError):
+    """A content folder that does not check clean; `problems` lists every fault found."""
+
+    def __init__(self, problems: list[ContentProblem]) -> None:
+        self.problems = problems
+        head = f"{len(problems)} problem(s) in the content; nothing was loaded:"
+        super().__init__("\n".join([head, *(f"  {p}" for p in problems)]))
+
+
+@dataclass(frozen=True)
+class ParsedPack:
+    path: Path
+    pack: Pack
+    checksum: str
+
+
+@dataclass
+class CheckReport:
+    packs: list[ParsedPack] = field(default_factory=list)
+    problems: list[ContentProblem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+# ----------------------------------------------------------------------------- YAML positions
+
+
+class _Positions:
+    """Line numbers for the fields of a YAML document, found by walking its node tree."""
+
+    def __init__(self, root: yaml.Node | None) -> None:
+        self.root = root
+
+    def line(self, loc: tuple[str | int, ...]) -> int | None:
+        node = self.root
+        if node is None:
+            return None
+        found = node.start_mark.line + 1
+        for part in loc:
+            child: yaml.Node | None = None
+            if isinstance(node, yaml.MappingNode):
+                for key, value in node.value:
+                    if isinstance(key, yaml.ScalarNode) and key.value == part:
+                        child = value
+                        break
+            elif (
+                isinstance(node, yaml.SequenceNode)
+                and isinstance(part, int)
+                and 0 <= part < len(node.value)
+            ):
+                child = node.value[part]
+            if child is None:
+                break
+            node = child
+            found = node.start_mark.line + 1
+        return found
+
+    def duplicate_keys(self) -> list[tuple[str, int]]:
+        """Keys written twice in one mapping: YAML keeps the last silently, felab refuses."""
+        out: list[tuple[str, int]] = []
+        stack = [self.root] if self.root is not None else []
+        while stack:
+            node = stack.pop()
+            if isinstance(node, yaml.MappingNode):
+                seen: set[str] = set()
+                for key, value in node.value:
+                    if isinstance(key, yaml.ScalarNode):
+                        if key.value in seen:
+                            out.append((key.value, key.start_mark.line + 1))
+                        seen.add(key.value)
+                    stack.append(value)
+            elif isinstance(node, yaml.SequenceNode):
+                stack.extend(node.value)
+        return out
+
+
+def field_path(loc: tuple[str | int, ...]) -> str:
+    """('cards', 1, 'engineer', 'answer') -> 'cards[1].engineer.answer'."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else part
+    return out
+
+
+def _expected(err: dict[str, Any]) -> str:
+    """Pydantic's message, reworded where an author needs to know what to write instead."""
+    kind = err["type"]
+    given = err.get("input")
+    shown = repr(given) if not isinstance(given, dict | list) else type(given).__name__
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    loc = err["loc"]
+    if kind == "missing":
+        return "missing: this field is required"
+    if kind == "extra_forbidden":
+        return "unknown field: check the spelling against content/README.md"
+    if kind == "string_pattern_mismatch" and err.get("ctx", {}).get("pattern") == ID_PATTERN:
+        return (
+            f"expected an id of 2-100 lower-case letters, digits, '.', '-' or '_' "
+            f"(such as d02.card.slot-trap), got {shown}"
+        )
+    if kind == "string_too_short":
+        return "expected some text, got an empty value"
+    if kind == "literal_error" and loc and loc[-1] == "format":
+        return f"expected format: {FORMAT} (the first line of every pack), got {shown}"
+    if kind == "literal_error":
+        return f"expected one of {err['ctx']['expected']}, got {shown}"
+    if kind == "too_short":
+        return "expected at least one entry, got none"
+    if kind in ("model_type", "dict_type"):
+        return f"expected a mapping of fields (key: value lines), got {shown}"
+    if kind == "list_type":
+        return f"expected a list (lines starting with '- '), got {shown}"
+    return f"{err['msg']}, got {shown}"
+
+
+def _cross_checks(pack: Pack) -> list[tuple[tuple[str | int, ...], str]]:
+    """Checks across items: ids unique in the file, and `step:` naming a step of this day."""
+    out: list[tuple[tuple[str | int, ...], str]] = []
+    steps = {s.id for s in pack.steps}
+    first: dict[str, str] = {pack.id: "id"}
+    for section, i, item_id, step in pack.all_items():
+        where = f"{section}[{i}]"
+        if item_id in first:
+            out.append(
+                (
+                    (section, i, "id"),
+                    f"{item_id!r} is already the id of {first[item_id]}; every id must be unique",
+                )
+            )
+        else:
+            first[item_id] = where
+        if step is not None and step not in steps:
+            known = ", ".join(sorted(steps)) or "none: add a steps: list"
+            out.append(
+                ((section, i, "step"), f"{step!r} is not a step of this day (steps: {known})")
+            )
+    return out
+
+
+def parse_pack(path: Path) -> tuple[ParsedPack | None, list[ContentProblem]]:
+    """Read and check one file: the pack when it is sound, else every problem found."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        return None, [ContentProblem(path, "", f"cannot read the file: {exc.strerror or exc}")]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, [ContentProblem(path, "", f"not UTF-8 text (byte {exc.start}); save as UTF-8")]
+    try:
+        root = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = getattr(exc, "problem", None) or str(exc)
+        return None, [ContentProblem(path, "", f"not valid YAML: {problem}", line)]
+    pos = _Positions(root)
+    problems = [
+        ContentProblem(path, key, "written twice in the same block; keep one", line)
+        for key, line in pos.duplicate_keys()
+    ]
+    if not isinstance(data, dict):
+        problems.append(
+            ContentProblem(path, "", "expected a mapping of fields starting with `format:`", 1)
+        )
+        return None, problems
+    try:
+        pack = Pack.model_validate(data)
+    except ValidationError as exc:
+        for err in exc.errors():
+            loc = tuple(err["loc"])
+            problems.append(
+                ContentProblem(path, field_path(loc), _expected(dict(err)), pos.line(loc))
+            )
+        return None, problems
+    for loc, message in _cross_checks(pack):
+        problems.append(ContentProblem(path, field_path(loc), message, pos.line(loc)))
+    if problems:
+        return None, problems
+    return ParsedPack(path, pack, hashlib.sha256(raw).hexdigest()), []
+
+
+def pack_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in PACK_SUFFIXES)
+
+
+def check_dir(folder: Path) -> CheckReport:
+    """Check every pack in a folder, and the rules between packs (one pack per day, ids unique)."""
+    report = CheckReport()
+    if not folder.is_dir():
+        report.problems.append(
+            ContentProblem(
+                folder, "", "not a folder: give the folder that holds the day-NN.yaml packs"
+            )
+        )
+        return report
+    files = pack_files(folder)
+    if not files:
+        report.problems.append(
+            ContentProblem(folder, "", "no .yaml packs here; see content/README.md for the format")
+        )
+    for path in files:
+        parsed, problems = parse_pack(path)
+        report.problems.extend(problems)
+        if parsed is not None:
+            report.packs.append(parsed)
+    days: dict[int, ParsedPack] = {}
+    owners: dict[str, Path] = {}
+    for parsed in report.packs:
+        pack = parsed.pack
+        other = days.get(pack.day)
+        if other is not None:
+            report.problems.append(
+                ContentProblem(
+                    parsed.path,
+                    "day",
+                    f"day {pack.day} is also the day of {other.path.name}; one pack per day",
+                )
+            )
+        days.setdefault(pack.day, parsed)
+        for section, i, item_id, _ in [("pack", 0, pack.id, None), *pack.all_items()]:
+            where = "id" if section == "pack" else f"{section}[{i}].id"
+            owner = owners.get(item_id)
+            if owner is not None and owner != parsed.path:
+                report.problems.append(
+                    ContentProblem(
+                        parsed.path, where, f"{item_id!r} is already used in {owner.name}"
+                    )
+                )
+            owners.setdefault(item_id, parsed.path)
+    return report

@@ -1,0 +1,196 @@
+"""Engines, sessions and schema upgrades: one way in for the bot, the workers, the CLI and tests.
+
+The schema is only ever created by Alembic (`upgrade`), never by `create_all`, so a database made
+on a laptop and one made in production have the same history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, inspect
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+from felab_core.settings import get_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+ALEMBIC_DIR = ROOT / "alembic"
+ALEMBIC_INI = ROOT / "alembic.ini"
+
+
+class DatabaseError(RuntimeError):
+    """The database cannot be used as it is; the message says what to run."""
+
+
+def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
+    """Foreign keys on, a busy wait, and transactions SQLAlchemy controls.
+
+    Python's sqlite3 module opens transactions lazily, only before a write, so a SAVEPOINT
+    issued first would become the outer transaction and its RELEASE would commit. Turning the
+    module's own handling off and emitting BEGIN from SQLAlchemy (below) is the fix SQLAlchemy's
+    documentation gives; savepoints then nest as they do on PostgreSQL.
+
+    BEGIN IMMEDIATE takes the write lock up front: two sessions that both read and then write
+    would otherwise deadlock (each holding a read lock the other's write waits on), and SQLite
+    answers that with "database is locked" at once. Taken up front, the second session simply
+    waits its turn (busy_timeout). One writer at a time is what an embedded database is for.
+    """
+    dbapi_conn.isolation_level = None
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA busy_timeout=5000")
+    cur.close()
+
+
+def _sqlite_begin(conn: Any) -> None:
+    conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def make_engine(url: str | None = None, **kwargs: Any) -> Engine:
+    """An engine for `url` (default: the settings'); SQLite gets foreign keys and a busy wait."""
+    url = url or get_settings().resolved_database_url()
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        db = parsed.database
+        if db and db != ":memory:" and not db.startswith("file:"):
+            Path(db).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, **kwargs)
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _sqlite_connect)
+        event.listen(engine, "begin", _sqlite_begin)
+    return engine
+
+
+def session_factory(engine: Engine) -> sessionmaker[Session]:
+    """Sessions that keep loaded objects usable after commit (callers show them afterwards)."""
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+@contextmanager
+def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
+    """One unit of work: commit when the block ends, roll back if it raises."""
+    session = factory()
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()
+
+
+def alembic_config(url: str) -> Any:
+    """The Alembic configuration for the repository's `alembic/` folder, aimed at `url`."""
+    from alembic.config import Config
+
+    if not ALEMBIC_DIR.is_dir():
+        raise DatabaseError(
+            f"the migrations folder {ALEMBIC_DIR} is missing: install felab from a checkout "
+            "(pip install -e .) so `alembic/` sits beside felab_core"
+        )
+    cfg = Config(str(ALEMBIC_INI)) if ALEMBIC_INI.exists() else Config()
+    cfg.set_main_option("script_location", str(ALEMBIC_DIR))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+def _run_alembic(engine: Engine, action: str, revision: str) -> None:
+    """Run an Alembic command on one connection.
+
+    On SQLite, foreign keys are switched off while migrations run: batch mode rebuilds a table
+    by copying it and dropping the original, and with foreign keys on, that drop would cascade
+    to every child row (the migration test catches exactly this). They are checked and switched
+    back on afterwards.
+    """
+    from alembic import command
+
+    cfg = alembic_config(engine.url.render_as_string(hide_password=False))
+    sqlite = engine.dialect.name == "sqlite"
+    with engine.connect() as conn:
+        raw = conn.connection.dbapi_connection
+        if sqlite:
+            # Outside any transaction (the pragma is ignored inside one).
+            assert raw is not None
+            raw.execute("PRAGMA foreign_keys=OFF")
+        cfg.attributes["connection"] = conn
+        getattr(command, action)(cfg, revision)
+        conn.commit()
+        if sqlite:
+            assert raw is not None
+            broken = raw.execute("PRAGMA foreign_key_check").fetchall()
+            raw.execute("PRAGMA foreign_keys=ON")
+            if broken:
+                raise DatabaseError(
+                    f"the migration left rows pointing at missing rows: {broken[:5]}; restore "
+                    "the database from its backup and report this"
+                )
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Run the migrations up to `revision` on the engine's database."""
+    _run_alembic(engine, "upgrade", revision)
+
+
+def downgrade(engine: Engine, revision: str) -> None:
+    """Undo migrations down to `revision` ("base" empties the database)."""
+    _run_alembic(engine, "downgrade", revision)
+
+
+def current_revision(engine: Engine) -> str | None:
+    """The revision the database is at, or None for one Alembic never touched."""
+    from alembic.runtime.migration import MigrationContext
+
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def head_revision() -> str:
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(alembic_config("sqlite://"))
+    head = script.get_current_head()
+    assert head is not None
+    return head
+
+
+def ensure_schema(engine: Engine, *, auto_upgrade: bool | None = None) -> None:
+    """Make sure the schema is at head before use.
+
+    The embedded SQLite database is upgraded on the spot (one machine, nothing to coordinate);
+    a shared database such as PostgreSQL is never migrated behind an operator's back: it raises
+    with the command to run instead.
+    """
+    if auto_upgrade is None:
+        auto_upgrade = engine.dialect.name == "sqlite"
+    current = current_revision(engine)
+    if current == head_revision():
+        return
+    if auto_upgrade:
+        upgrade(engine)
+        return
+    tables = inspect(engine).get_table_names()
+    where = "empty" if not tables else f"at revision {current or 'none'}"
+    raise DatabaseError(
+        f"the database {engine.url.render_as_string(hide_password=True)} is {where}, not at the "
+        f"latest schema ({head_revision()}): run `felab db upgrade` first"
+    )
+
+
+_factories: dict[str, sessionmaker[Session]] = {}
+
+
+def default_sessions(url: str | None = None) -> sessionmaker[Session]:
+    """The process-wide session factory for the configured database, schema checked once."""
+    url = url or get_settings().resolved_database_url()
+    factory = _factories.get(url)
+    if factory is None:
+        engine = make_engine(url)
+        ensure_schema(engine)
+        factory = session_factory(engine)
+        _factories[url] = factory
+    return factory

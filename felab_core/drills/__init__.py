@@ -1,0 +1,1 @@
+"""Spaced-repetition drills (FSRS) and say-it-aloud answers."""

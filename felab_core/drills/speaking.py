@@ -1,0 +1,96 @@
+"""Say it out loud: spoken answers, their self-rating and the ratings peers give them.
+
+Ratings are 1 to 5 (5 = clear, correct and inside the time). Felab keeps how long the answer
+took, not the recording itself: a Discord attachment link may be kept as a reference.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from felab_core.db import models as m
+from felab_core.db.errors import Forbidden, Invalid, NotFound
+from felab_core.db.types import utcnow
+
+MAX_SECONDS = 600
+
+
+def prompt_by_key(session: Session, key: str) -> m.SpeakPrompt:
+    prompt = session.scalar(select(m.SpeakPrompt).where(m.SpeakPrompt.key == key))
+    if prompt is None or prompt.retired:
+        raise NotFound(f"no say-it-aloud prompt {key!r} in the loaded content")
+    return prompt
+
+
+def _rating(value: int, who: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 5:
+        raise Invalid(f"{who} must be a whole number from 1 to 5, got {value!r}")
+    return value
+
+
+def record_spoken_answer(
+    session: Session,
+    member: m.Member,
+    prompt: m.SpeakPrompt | str,
+    *,
+    duration_s: float,
+    self_rating: int,
+    recording_ref: str | None = None,
+    now: datetime | None = None,
+) -> m.SpokenAnswer:
+    """Store one attempt; the answer is over time if it ran past the prompt's seconds."""
+    if isinstance(prompt, str):
+        prompt = prompt_by_key(session, prompt)
+    if not math.isfinite(duration_s) or not 0 < duration_s <= MAX_SECONDS:
+        raise Invalid(
+            f"an answer's length must be between 0 and {MAX_SECONDS} seconds, got {duration_s}"
+        )
+    answer = m.SpokenAnswer(
+        member_id=member.id,
+        prompt_id=prompt.id,
+        duration_s=float(duration_s),
+        self_rating=_rating(self_rating, "a self-rating"),
+        recording_ref=recording_ref,
+        created_at=now or utcnow(),
+    )
+    session.add(answer)
+    session.flush()
+    return answer
+
+
+def rate_spoken_answer(
+    session: Session,
+    rater: m.Member,
+    answer_id: int,
+    rating: int,
+    *,
+    note: str = "",
+    now: datetime | None = None,
+) -> m.PeerRating:
+    """A cohort-mate rates an answer; rating it again replaces their earlier rating."""
+    answer = session.get(m.SpokenAnswer, answer_id)
+    if answer is None:
+        raise NotFound(f"no spoken answer {answer_id}; it may have been deleted")
+    if answer.member_id == rater.id:
+        raise Forbidden("rate your own answer with the self-rating; peers rate it here")
+    author = session.get(m.Member, answer.member_id)
+    if author is None or author.cohort_id != rater.cohort_id:
+        raise Forbidden("only members of the same cohort can rate this answer")
+    value = _rating(rating, "a rating")
+    existing = session.scalar(
+        select(m.PeerRating).where(
+            m.PeerRating.answer_id == answer_id, m.PeerRating.rater_id == rater.id
+        )
+    )
+    if existing is None:
+        existing = m.PeerRating(answer_id=answer_id, rater_id=rater.id, rating=value)
+        session.add(existing)
+    existing.rating = value
+    existing.note = note.strip()[:1000]
+    existing.created_at = now or utcnow()
+    session.flush()
+    return existing

@@ -1,0 +1,461 @@
+"""A member's numbers: writing speeds typed in or measured by felab, checked against physics.
+
+A typed figure is read strictly (a positive, finite number in a unit that means tokens per
+second), stored as "entered", and set beside the speed limit of the member's machine for the
+model file that server runs (felab_core.sizing.speed_limit owns that formula). A figure from a
+felab benchmark job is stored as "measured" with its preset and model, so that only like runs
+are compared. The day's "done when" counts measured figures only.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from fractions import Fraction
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from felab_core.content.calendar import day_for_number
+from felab_core.db import models as m
+from felab_core.db.errors import Invalid, NotFound
+from felab_core.db.types import utcnow
+from felab_core.people.service import bandwidth_bytes_per_s, validate_server
+from felab_core.sizing.errors import SizingError
+from felab_core.sizing.speed_limit import (
+    Ceiling,
+    SpeedCheck,
+    bytes_per_token,
+    ceiling,
+    check_speed,
+    find_chip,
+)
+
+# No single conversation on any machine in the bandwidth table writes anywhere near this fast;
+# a figure above it is a unit mistake (per minute, a throughput total), not a measurement.
+MAX_PLAUSIBLE_TPS = 100_000.0
+
+_TPS_UNITS = {
+    "tokens/s",
+    "token/s",
+    "tok/s",
+    "t/s",
+    "tps",
+    "tokens per second",
+    "tokens/sec",
+    "tok/sec",
+    "tokens a second",
+}
+_MS_PER_TOKEN_UNITS = {"ms/token", "ms/tok", "ms per token"}
+_NUMBER = re.compile(
+    r"^\s*(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)(?![\d,.]|[eE][-+]?\d)\s*(.*?)\s*$"
+)
+
+
+@dataclass(frozen=True)
+class Speed:
+    """A writing speed in tokens per second, and how it was written."""
+
+    tokens_per_s: float
+    note: str = ""
+
+
+def parse_speed(value: str | float | int, unit: str | None = None) -> Speed:
+    """Read a typed writing speed: '44.6', '44.6 tok/s', '22.4 ms/token' (converted).
+
+    Refuses words per second (not the course's measure), unknown units, zero, negatives,
+    infinities and figures no single conversation can reach.
+    """
+    if isinstance(value, bool):
+        raise Invalid("expected a number of tokens per second, got a yes/no value")
+    if isinstance(value, int | float):
+        number = float(value)
+        rest = unit or ""
+        if math.isnan(number) or math.isinf(number):
+            raise Invalid(f"expected a finite number of tokens per second, got {value}")
+        if number <= 0:
+            raise Invalid(f"a writing speed must be more than zero tokens per second, got {value}")
+    else:
+        text = value.strip()
+        if text.startswith("-"):
+            raise Invalid(f"a writing speed must be more than zero tokens per second, got {text!r}")
+        match = _NUMBER.match(text)
+        if not match:
+            raise Invalid(
+                f"could not read {value!r} as a writing speed: write a number of tokens per "
+                "second, such as 44.6"
+            )
+        number = float(match.group(1).replace(",", ""))
+        rest = match.group(2) or unit or ""
+    unit_text = " ".join(rest.lower().split())
+    note = ""
+    if unit_text in ("", *_TPS_UNITS):
+        tps = number
+    elif unit_text in _MS_PER_TOKEN_UNITS:
+        if number <= 0:
+            raise Invalid("time per token must be more than zero milliseconds")
+        tps = 1000.0 / number
+        note = f"{number:g} ms per token = {tps:.1f} tokens per second"
+    elif "word" in unit_text:
+        raise Invalid(
+            "felab records tokens per second, not words: a token is about three quarters of a "
+            "word, so give the tokens/s figure your timing script printed"
+        )
+    else:
+        raise Invalid(
+            f"unknown unit {rest!r}: give tokens per second (tokens/s, tok/s) or "
+            "milliseconds per token (ms/token)"
+        )
+    if tps <= 0:
+        raise Invalid(f"a writing speed must be more than zero tokens per second, got {value}")
+    if tps > MAX_PLAUSIBLE_TPS:
+        raise Invalid(
+            f"{tps:,.0f} tokens per second is beyond any single conversation on any machine; "
+            "check the unit (per second, not per minute) and that it is one person's speed"
+        )
+    return Speed(tps, note)
+
+
+# ----------------------------------------------------------------------------- speed limit
+
+
+@dataclass(frozen=True)
+class LimitComparison:
+    """A speed set against the member's machine, or the reason it cannot be."""
+
+    check: SpeedCheck | None
+    missing: str = ""
+
+    @property
+    def explanation(self) -> str:
+        return self.check.explanation if self.check is not None else self.missing
+
+
+def speed_limit_for(session: Session, member: m.Member, server: str) -> Ceiling | str:
+    """The ceiling for one server on the member's machine, or what is missing to compute it."""
+    server = validate_server(server)
+    bandwidth = bandwidth_bytes_per_s(member)
+    if bandwidth is None:
+        return (
+            "felab does not know your machine yet: set your chip (such as M4 Pro) or its memory "
+            "bandwidth to see the speed limit"
+        )
+    row = session.scalar(
+        select(m.MemberServer).where(
+            m.MemberServer.member_id == member.id, m.MemberServer.server == server
+        )
+    )
+    if row is None or not row.model_bytes:
+        return (
+            f"felab does not know the size of the model file {server} runs: record it (such as "
+            "4.9GB) to see the speed limit"
+        )
+    chip = find_chip(member.chip) if member.chip else None
+    try:
+        reads = bytes_per_token(
+            row.model_bytes, weights_note=f"{row.model}, a {row.model_bytes / 1e9:.1f} GB file"
+        )
+        return ceiling(bandwidth, reads, chip)
+    except SizingError as exc:
+        return str(exc)
+
+
+def compare_with_limit(
+    session: Session, member: m.Member, server: str, tokens_per_s: float
+) -> LimitComparison:
+    limit = speed_limit_for(session, member, server)
+    if isinstance(limit, str):
+        return LimitComparison(None, limit)
+    return LimitComparison(check_speed(Fraction(repr(tokens_per_s)), limit))
+
+
+# ----------------------------------------------------------------------------- recording
+
+
+@dataclass(frozen=True)
+class Recorded:
+    number: m.Number
+    comparison: LimitComparison
+    note: str = ""
+
+
+def record_entered(
+    session: Session,
+    member: m.Member,
+    server: str,
+    value: str | float | int,
+    *,
+    unit: str | None = None,
+    field_key: str | None = None,
+    now: datetime | None = None,
+) -> Recorded:
+    """Store a writing speed the member typed, checked, and compared with the speed limit."""
+    server = validate_server(server)
+    metric = "writing_tps"
+    if field_key is not None:
+        fld = session.scalar(select(m.NumberField).where(m.NumberField.key == field_key))
+        if fld is None:
+            raise NotFound(f"no numbers field {field_key!r} in the loaded content")
+        if fld.server != server:
+            raise Invalid(f"field {field_key!r} asks for {fld.server}, not {server}")
+        metric = fld.metric
+    if metric != "writing_tps":
+        raise Invalid(f"only writing speeds can be typed in so far (field asks for {metric})")
+    speed = parse_speed(value, unit)
+    model = session.scalar(
+        select(m.MemberServer.model).where(
+            m.MemberServer.member_id == member.id, m.MemberServer.server == server
+        )
+    )
+    number = m.Number(
+        member_id=member.id,
+        server=server,
+        metric=metric,
+        value=speed.tokens_per_s,
+        unit="tokens/s",
+        source="entered",
+        model=model,
+        field_key=field_key,
+        recorded_at=now or utcnow(),
+    )
+    session.add(number)
+    session.flush()
+    return Recorded(
+        number, compare_with_limit(session, member, server, speed.tokens_per_s), speed.note
+    )
+
+
+def create_job(
+    session: Session,
+    member: m.Member,
+    server: str,
+    preset: str,
+    *,
+    worker: m.Worker | None = None,
+    now: datetime | None = None,
+) -> m.BenchJob:
+    """A queued benchmark job (the worker fleet sends it and ingests its result)."""
+    job = m.BenchJob(
+        member_id=member.id,
+        worker_id=worker.id if worker is not None else None,
+        server=validate_server(server),
+        preset=preset,
+        status="queued",
+        created_at=now or utcnow(),
+    )
+    session.add(job)
+    session.flush()
+    return job
+
+
+def _float(row: Mapping[str, str], name: str) -> float | None:
+    text = (row.get(name) or "").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise Invalid(f"result column {name} holds {text!r}, not a number") from None
+    return value if math.isfinite(value) else None
+
+
+def record_measured(
+    session: Session, job: m.BenchJob, row: Mapping[str, str], *, now: datetime | None = None
+) -> m.BenchResult:
+    """Store one run of a job (a row with the results CSV's columns) and its measured speed.
+
+    Only a trusted ingest calls this, for a job assigned to the worker that sent the row.
+    """
+    for name in ("server", "model", "preset", "concurrency"):
+        if not (row.get(name) or "").strip():
+            raise Invalid(f"the result row has no {name}; it must carry the CSV's columns")
+    server = validate_server(row["server"])
+    if server != job.server and job.server != "openai":
+        raise Invalid(f"job {job.id} asked for {job.server} but the row measured {server}")
+    try:
+        concurrency = int(row["concurrency"])
+    except ValueError:
+        raise Invalid(f"concurrency {row['concurrency']!r} is not a whole number") from None
+    when = now or utcnow()
+    result = m.BenchResult(
+        job_id=job.id,
+        server=server,
+        model=row["model"].strip(),
+        preset=row["preset"].strip(),
+        concurrency=concurrency,
+        writing_tps_p50=_float(row, "writing_tps_p50"),
+        ttft_p50_s=_float(row, "ttft_p50_s"),
+        row=dict(row),
+        created_at=when,
+    )
+    session.add(result)
+    tps = result.writing_tps_p50
+    if tps is not None and 0 < tps <= MAX_PLAUSIBLE_TPS and concurrency == 1:
+        session.add(
+            m.Number(
+                member_id=job.member_id,
+                server=server,
+                metric="writing_tps",
+                value=tps,
+                unit="tokens/s",
+                source="measured",
+                model=result.model,
+                preset=result.preset,
+                job_id=job.id,
+                recorded_at=when,
+            )
+        )
+    job.status = "ready"
+    job.finished_at = when
+    session.flush()
+    return result
+
+
+# ----------------------------------------------------------------------------- the day's fields
+
+
+@dataclass(frozen=True)
+class FieldView:
+    """A "your numbers" field with the member's latest figure and the course's sample."""
+
+    key: str
+    server: str
+    label: str
+    unit: str
+    help: str | None
+    hint: str | None
+    example: float | None
+    latest: m.Number | None
+
+
+def day_fields(session: Session, member: m.Member, day_number: int) -> list[FieldView]:
+    """The fields a day asks for (from its pack), each with the member's latest figure."""
+    day = day_for_number(session, day_number)
+    if day is None:
+        return []
+    fields = session.scalars(
+        select(m.NumberField)
+        .where(m.NumberField.day_id == day.id, m.NumberField.retired.is_(False))
+        .order_by(m.NumberField.position)
+    ).all()
+    out = []
+    for f in fields:
+        latest = session.scalar(
+            select(m.Number)
+            .where(
+                m.Number.member_id == member.id,
+                m.Number.server == f.server,
+                m.Number.metric == f.metric,
+            )
+            .order_by(m.Number.recorded_at.desc(), m.Number.id.desc())
+            .limit(1)
+        )
+        body = f.body or {}
+        out.append(
+            FieldView(
+                key=f.key,
+                server=f.server,
+                label=f.label,
+                unit=f.unit,
+                help=body.get("help"),
+                hint=body.get("hint"),
+                example=body.get("example"),
+                latest=latest,
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class DoneWhenStatus:
+    """Whether the day's measurement check passes, and what is still missing."""
+
+    done: bool
+    text: str
+    servers: tuple[str, ...]
+    preset: str | None = None
+    model: str | None = None
+    best: dict[str, float] = field(default_factory=dict)
+    missing: tuple[str, ...] = ()
+    entered_only: tuple[str, ...] = ()
+    message: str = ""
+
+
+def done_when(session: Session, member: m.Member, day_number: int) -> DoneWhenStatus:
+    """The day's "done when": each listed server measured by felab, same preset, same model.
+
+    Servers name one model differently (llama3.1:8b, Llama-3.1-8B-Instruct-4bit): runs count as
+    the same model when the member gave those servers' models the same label, or when the names
+    are equal. Typed-in figures never count: they are listed as entered only.
+    """
+    day = day_for_number(session, day_number)
+    spec = (day.done_when or {}) if day is not None else {}
+    servers = tuple(spec.get("measured") or ())
+    text = spec.get("text", "")
+    if not servers:
+        return DoneWhenStatus(True, text, (), message="nothing to measure today")
+    metric = spec.get("metric", "writing_tps")
+    labels = {
+        (s.server, s.model): s.model_label or s.model
+        for s in session.scalars(
+            select(m.MemberServer).where(m.MemberServer.member_id == member.id)
+        )
+    }
+    rows = session.execute(
+        select(
+            m.Number.server, m.Number.preset, m.Number.model, m.Number.value, m.Number.source
+        ).where(
+            m.Number.member_id == member.id,
+            m.Number.metric == metric,
+            m.Number.server.in_(servers),
+        )
+    ).all()
+    groups: dict[tuple[str, str], dict[str, float]] = {}
+    entered: set[str] = set()
+    for server, preset, model, value, source in rows:
+        if source != "measured":
+            entered.add(server)
+            continue
+        key = (preset or "", labels.get((server, model or ""), model or ""))
+        best = groups.setdefault(key, {})
+        best[server] = max(best.get(server, 0.0), value)
+    complete = [(k, v) for k, v in groups.items() if set(v) >= set(servers)]
+    if complete:
+        (preset, label), best = max(complete, key=lambda kv: len(kv[1]))
+        return DoneWhenStatus(
+            True,
+            text,
+            servers,
+            preset,
+            label,
+            best,
+            message="all measured with one preset and model",
+        )
+    (preset_, label_), best_ = max(
+        groups.items(), key=lambda kv: len(kv[1]), default=(("", ""), {})
+    )
+    missing = tuple(s for s in servers if s not in best_)
+    measured_any = {s for v in groups.values() for s in v}
+    entered_only = tuple(s for s in servers if s in entered and s not in measured_any)
+    parts = [f"still to measure with felab: {', '.join(missing)}"]
+    if best_:
+        parts.append(f"(so far {', '.join(sorted(best_))} with preset {preset_}, model {label_})")
+    if entered_only:
+        parts.append(
+            f"typed-in figures for {', '.join(entered_only)} are kept but do not count: run "
+            "`felab bench` on them"
+        )
+    return DoneWhenStatus(
+        False,
+        text,
+        servers,
+        preset_ or None,
+        label_ or None,
+        best_,
+        missing,
+        entered_only,
+        " ".join(parts),
+    )

@@ -1,0 +1,1 @@
+"""Cohorts, members, and what felab holds about each (export and deletion)."""

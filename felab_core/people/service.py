@@ -1,0 +1,329 @@
+"""Cohorts and members: creating a cohort, joining it, roles, clocks and machines.
+
+Every function takes the caller's session and leaves committing to it (the bot, the CLI and the
+workers each wrap a call in `session_scope`).
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from datetime import date, datetime, time
+from fractions import Fraction
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from felab_core.content.calendar import ADVANCE_MODES, local_date, zone
+from felab_core.db import models as m
+from felab_core.db.errors import Forbidden, Invalid, NotFound
+from felab_core.engine.targets import ServerKind
+from felab_core.sizing.errors import SizingError
+from felab_core.sizing.speed_limit import find_chip
+from felab_core.sizing.units import GB, parse_bytes
+
+ROLES = ("student", "instructor")
+JOIN_MODES = ("open", "code", "invite")
+LOCAL_COHORT = "local"
+LOCAL_MEMBER = "local"
+
+
+def create_cohort(
+    session: Session,
+    name: str,
+    *,
+    timezone: str,
+    start_date: date,
+    post_time: time = time(9, 0),
+    guild_id: str | None = None,
+    channel_id: str | None = None,
+    advance: str = "daily",
+    join_mode: str = "open",
+    now: datetime | None = None,
+) -> m.Cohort:
+    """A new cohort; `join_mode` 'code' makes up a join code the instructors hand out."""
+    zone(timezone)
+    if advance not in ADVANCE_MODES:
+        raise Invalid(f"advance must be one of {', '.join(ADVANCE_MODES)}, got {advance!r}")
+    if join_mode not in JOIN_MODES:
+        raise Invalid(f"join mode must be one of {', '.join(JOIN_MODES)}, got {join_mode!r}")
+    if not name.strip():
+        raise Invalid("a cohort needs a name, such as 'Spring 2026'")
+    if guild_id is not None and channel_id is not None:
+        taken = session.scalar(
+            select(m.Cohort).where(m.Cohort.guild_id == guild_id, m.Cohort.channel_id == channel_id)
+        )
+        if taken is not None:
+            raise Invalid(f"this channel already hosts cohort {taken.name!r}; pick another channel")
+    cohort = m.Cohort(
+        name=name.strip(),
+        guild_id=guild_id,
+        channel_id=channel_id,
+        post_time=post_time,
+        timezone=timezone,
+        start_date=start_date,
+        advance=advance,
+        manual_day=1,
+        join_mode=join_mode,
+        join_code=secrets.token_urlsafe(6) if join_mode == "code" else None,
+    )
+    if now is not None:
+        cohort.created_at = now
+    session.add(cohort)
+    session.flush()
+    return cohort
+
+
+def get_cohort(session: Session, cohort_id: int) -> m.Cohort:
+    cohort = session.get(m.Cohort, cohort_id)
+    if cohort is None:
+        raise NotFound(f"no cohort {cohort_id}; list cohorts or create one first")
+    return cohort
+
+
+def cohort_for_channel(session: Session, guild_id: str, channel_id: str) -> m.Cohort:
+    cohort = session.scalar(
+        select(m.Cohort).where(m.Cohort.guild_id == guild_id, m.Cohort.channel_id == channel_id)
+    )
+    if cohort is None:
+        raise NotFound("no cohort runs in this channel; an instructor sets one up first")
+    return cohort
+
+
+def find_member(session: Session, cohort_id: int, discord_id: str) -> m.Member | None:
+    return session.scalar(
+        select(m.Member).where(m.Member.cohort_id == cohort_id, m.Member.discord_id == discord_id)
+    )
+
+
+def get_member(session: Session, member_id: int) -> m.Member:
+    member = session.get(m.Member, member_id)
+    if member is None:
+        raise NotFound(f"no member {member_id}; they may have left and had their data deleted")
+    return member
+
+
+def require_instructor(member: m.Member) -> None:
+    if member.role != "instructor":
+        raise Forbidden("only the cohort's instructors can do this")
+
+
+def _new_member(
+    session: Session,
+    cohort: m.Cohort,
+    discord_id: str,
+    display_name: str,
+    role: str,
+    timezone: str | None,
+    now: datetime | None,
+) -> m.Member:
+    if role not in ROLES:
+        raise Invalid(f"role must be student or instructor, got {role!r}")
+    if not re.fullmatch(r"[0-9A-Za-z_.-]{1,32}", discord_id):
+        raise Invalid(f"{discord_id!r} is not a Discord user id (digits, as Discord shows them)")
+    tz = timezone or cohort.timezone
+    zone(tz)
+    member = m.Member(
+        cohort_id=cohort.id,
+        discord_id=discord_id,
+        display_name=display_name.strip()[:100],
+        role=role,
+        timezone=tz,
+    )
+    if now is not None:
+        member.joined_at = now
+    session.add(member)
+    session.flush()
+    return member
+
+
+def join_cohort(
+    session: Session,
+    cohort: m.Cohort,
+    discord_id: str,
+    *,
+    display_name: str = "",
+    timezone: str | None = None,
+    code: str | None = None,
+    now: datetime | None = None,
+) -> m.Member:
+    """A student joins by the cohort's rule; joining twice returns the existing member."""
+    existing = find_member(session, cohort.id, discord_id)
+    if existing is not None:
+        return existing
+    if cohort.join_mode == "invite":
+        raise Forbidden(f"{cohort.name} is invitation only: ask an instructor to add you")
+    if cohort.join_mode == "code" and (code is None or code.strip() != cohort.join_code):
+        raise Forbidden(f"{cohort.name} needs its join code: ask an instructor for it")
+    return _new_member(session, cohort, discord_id, display_name, "student", timezone, now)
+
+
+def add_member(
+    session: Session,
+    cohort: m.Cohort,
+    discord_id: str,
+    *,
+    role: str = "student",
+    display_name: str = "",
+    timezone: str | None = None,
+    by: m.Member | None = None,
+    now: datetime | None = None,
+) -> m.Member:
+    """An instructor adds someone (any join mode); `by=None` is setup (the first instructor)."""
+    if by is not None:
+        require_instructor(by)
+    existing = find_member(session, cohort.id, discord_id)
+    if existing is not None:
+        if existing.role != role:
+            existing.role = role
+            session.flush()
+        return existing
+    return _new_member(session, cohort, discord_id, display_name, role, timezone, now)
+
+
+def set_role(session: Session, member: m.Member, role: str, *, by: m.Member) -> m.Member:
+    require_instructor(by)
+    if role not in ROLES:
+        raise Invalid(f"role must be student or instructor, got {role!r}")
+    if member.role == "instructor" and role != "instructor":
+        others = session.scalar(
+            select(m.Member.id).where(
+                m.Member.cohort_id == member.cohort_id,
+                m.Member.role == "instructor",
+                m.Member.id != member.id,
+            )
+        )
+        if others is None:
+            raise Invalid("a cohort keeps at least one instructor; add another one first")
+    member.role = role
+    session.flush()
+    return member
+
+
+def instructors(session: Session, cohort_id: int) -> list[m.Member]:
+    return list(
+        session.scalars(
+            select(m.Member).where(m.Member.cohort_id == cohort_id, m.Member.role == "instructor")
+        )
+    )
+
+
+def set_timezone(session: Session, member: m.Member, timezone: str) -> m.Member:
+    """Change a member's clock; days already counted toward a streak keep their dates."""
+    zone(timezone)
+    member.timezone = timezone
+    session.flush()
+    return member
+
+
+def set_hardware(
+    session: Session,
+    member: m.Member,
+    *,
+    chip: str | None = None,
+    bandwidth_gb_s: float | str | None = None,
+) -> m.Member:
+    """Record the member's machine by chip name (from the bandwidth table) or by bandwidth."""
+    if (chip is None) == (bandwidth_gb_s is None):
+        raise Invalid(
+            "give the machine one way: a chip name (such as 'M4 Pro') or a bandwidth in GB/s"
+        )
+    try:
+        if chip is not None:
+            member.chip = find_chip(chip).name
+            member.bandwidth_gb_s = None
+        else:
+            value = Fraction(str(bandwidth_gb_s).strip().removesuffix("GB/s").strip())
+            if value <= 0 or value > 100_000:
+                raise Invalid(f"a memory bandwidth of {bandwidth_gb_s} GB/s is not plausible")
+            member.bandwidth_gb_s = float(value)
+            member.chip = None
+    except SizingError as exc:
+        raise Invalid(str(exc)) from None
+    except (ValueError, ZeroDivisionError):
+        raise Invalid(
+            f"{bandwidth_gb_s!r} is not a bandwidth: give GB/s as a number, such as 273"
+        ) from None
+    session.flush()
+    return member
+
+
+def bandwidth_bytes_per_s(member: m.Member) -> Fraction | None:
+    """The member's memory bandwidth in bytes per second, if their machine is known."""
+    if member.chip:
+        return find_chip(member.chip).bytes_per_second
+    if member.bandwidth_gb_s:
+        return Fraction(str(member.bandwidth_gb_s)) * GB
+    return None
+
+
+def validate_server(server: str) -> str:
+    try:
+        return ServerKind(server.strip().lower()).value
+    except ValueError:
+        names = ", ".join(k.value for k in ServerKind)
+        raise Invalid(f"{server!r} is not a server felab knows: use one of {names}") from None
+
+
+def set_server_model(
+    session: Session,
+    member: m.Member,
+    server: str,
+    model: str,
+    *,
+    model_bytes: int | str | None = None,
+    model_label: str | None = None,
+) -> m.MemberServer:
+    """Record the model file a member's server runs (its size sets the speed limit)."""
+    server = validate_server(server)
+    if not model.strip():
+        raise Invalid("give the model name as the server shows it, such as llama3.1:8b")
+    size: int | None = None
+    if model_bytes is not None:
+        try:
+            size = int(parse_bytes(str(model_bytes)))
+        except SizingError as exc:
+            raise Invalid(str(exc)) from None
+        if size <= 0:
+            raise Invalid("the model file's size must be more than zero, such as 4.9GB")
+    row = session.scalar(
+        select(m.MemberServer).where(
+            m.MemberServer.member_id == member.id, m.MemberServer.server == server
+        )
+    )
+    if row is None:
+        row = m.MemberServer(member_id=member.id, server=server, model=model.strip())
+        session.add(row)
+    row.model = model.strip()
+    row.model_bytes = size
+    row.model_label = model_label.strip() if model_label else None
+    session.flush()
+    return row
+
+
+def set_public_numbers(session: Session, member: m.Member, public: bool) -> m.Member:
+    """Show or hide the member's numbers on public leaderboards (instructors always see them)."""
+    member.public_numbers = public
+    session.flush()
+    return member
+
+
+def ensure_local_member(session: Session, *, timezone: str = "UTC", now: datetime) -> m.Member:
+    """The terminal's own cohort and member, made on first use: `felab drill` without Discord."""
+    cohort = session.scalar(
+        select(m.Cohort).where(m.Cohort.name == LOCAL_COHORT, m.Cohort.guild_id.is_(None))
+    )
+    if cohort is None:
+        cohort = create_cohort(
+            session,
+            LOCAL_COHORT,
+            timezone=timezone,
+            start_date=local_date(now, timezone),
+            advance="manual",
+            join_mode="invite",
+            now=now,
+        )
+    member = find_member(session, cohort.id, LOCAL_MEMBER)
+    if member is None:
+        member = _new_member(session, cohort, LOCAL_MEMBER, "me", "instructor", timezone, now)
+    return member

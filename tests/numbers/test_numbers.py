@@ -1,0 +1,193 @@
+"""Numbers: reading a typed speed, the speed limit per server, measured runs, "done when"."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from sqlalchemy.orm import Session
+
+from felab_core.db import models as m
+from felab_core.db.errors import Invalid, NotFound
+from felab_core.engine.results import CSV_COLUMNS
+from felab_core.numbers.service import (
+    MAX_PLAUSIBLE_TPS,
+    create_job,
+    day_fields,
+    done_when,
+    parse_speed,
+    record_entered,
+    record_measured,
+    speed_limit_for,
+)
+from felab_core.people.service import set_hardware, set_server_model
+from tests.db_support import NOW
+
+# ----------------------------------------------------------------------------- parsing
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("44.6", 44.6),
+        ("44.6 tok/s", 44.6),
+        (" 44.6  tokens per second ", 44.6),
+        ("1,200 tokens/s", 1200.0),
+        ("20 ms/token", 50.0),
+        (".5", 0.5),
+        (44, 44.0),
+    ],
+)
+def test_reads_speeds(text: str | int, want: float) -> None:
+    assert parse_speed(text).tokens_per_s == pytest.approx(want)
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("0", "more than zero"),
+        ("-3", "more than zero"),
+        ("fast", "could not read"),
+        ("44,6", "could not read"),
+        ("33 words/s", "not words"),
+        ("44 furlongs", "unknown unit"),
+        ("1e9", "could not read"),
+        (str(MAX_PLAUSIBLE_TPS * 2), "beyond any single conversation"),
+        (math.inf, "finite"),
+        (math.nan, "finite"),
+        (True, "yes/no"),
+    ],
+)
+def test_refuses_what_is_not_a_speed(text: str | float, match: str) -> None:
+    with pytest.raises(Invalid, match=match):
+        parse_speed(text)
+
+
+@given(st.floats(min_value=0.001, max_value=MAX_PLAUSIBLE_TPS, allow_nan=False))
+def test_every_plausible_positive_number_round_trips(value: float) -> None:
+    assert parse_speed(value).tokens_per_s == value
+    assert parse_speed(f"{value!r} tok/s").tokens_per_s == pytest.approx(value)
+
+
+@given(st.one_of(st.floats(max_value=0), st.floats(min_value=MAX_PLAUSIBLE_TPS * 1.0001)))
+def test_every_non_positive_or_huge_number_is_refused(value: float) -> None:
+    with pytest.raises(Invalid):
+        parse_speed(value)
+
+
+@given(st.text(max_size=20))
+def test_any_text_is_read_or_refused_with_invalid(text: str) -> None:
+    try:
+        speed = parse_speed(text)
+    except Invalid:
+        return
+    assert 0 < speed.tokens_per_s <= MAX_PLAUSIBLE_TPS and math.isfinite(speed.tokens_per_s)
+
+
+# ----------------------------------------------------------------------------- speed limit
+
+
+def test_entered_speed_is_set_against_the_machines_limit(
+    db: Session, student: m.Member, day2: None
+) -> None:
+    out = record_entered(db, student, "ollama", "44.6")
+    assert out.number.source == "entered" and out.comparison.check is None
+    assert "does not know your machine" in out.comparison.explanation
+    set_hardware(db, student, chip="m4 pro")
+    out = record_entered(db, student, "ollama", "44.6")
+    assert "size of the model file ollama runs" in out.comparison.explanation
+    set_server_model(db, student, "ollama", "llama3.1:8b", model_bytes="4.9GB")
+    out = record_entered(db, student, "ollama", "44.6 tok/s", field_key="d02.num.ollama-writing")
+    check = out.comparison.check
+    assert check is not None
+    assert float(check.ceiling.tokens_per_second) == pytest.approx(273 / 4.9)
+    assert check.verdict == "typical" and "80 %" in check.explanation
+    assert out.number.model == "llama3.1:8b" and out.number.field_key == "d02.num.ollama-writing"
+    impossible = record_entered(db, student, "ollama", "70")
+    assert impossible.comparison.check is not None and impossible.comparison.check.impossible
+
+
+def test_limit_uses_each_servers_own_model_file(db: Session, student: m.Member) -> None:
+    set_hardware(db, student, bandwidth_gb_s="273")
+    set_server_model(db, student, "mlx", "Llama-3.1-8B-Instruct-4bit", model_bytes="4.5GB")
+    set_server_model(db, student, "llamacpp", "llama-3.1-8b.Q4_K_M.gguf", model_bytes="4.9GB")
+    mlx, cpp = speed_limit_for(db, student, "mlx"), speed_limit_for(db, student, "llamacpp")
+    assert not isinstance(mlx, str) and not isinstance(cpp, str)
+    assert mlx.tokens_per_second > cpp.tokens_per_second
+
+
+def test_field_must_match_the_server(db: Session, student: m.Member, day2: None) -> None:
+    with pytest.raises(Invalid, match="asks for mlx"):
+        record_entered(db, student, "ollama", "40", field_key="d02.num.mlx-writing")
+    with pytest.raises(NotFound):
+        record_entered(db, student, "ollama", "40", field_key="nope")
+    with pytest.raises(Invalid, match="use one of"):
+        record_entered(db, student, "lmstudio", "40")
+
+
+def test_day_fields_come_from_the_pack_with_hints(
+    db: Session, student: m.Member, day2: None
+) -> None:
+    record_entered(db, student, "mlx", "61.2")
+    fields = day_fields(db, student, 2)
+    assert [f.server for f in fields] == ["ollama", "llamacpp", "mlx"]
+    assert fields[0].example == 44.6 and "44.6" in (fields[0].hint or "")
+    assert fields[2].latest is not None and fields[2].latest.value == pytest.approx(61.2)
+    assert day_fields(db, student, 3) == []
+
+
+# ----------------------------------------------------------------------------- measured, done when
+
+
+def _row(server: str, model: str, preset: str = "day2", tps: str = "41.5") -> dict[str, str]:
+    row = dict.fromkeys(CSV_COLUMNS, "")
+    row.update(server=server, model=model, preset=preset, concurrency="1", writing_tps_p50=tps)
+    return row
+
+
+def _measure(db: Session, member: m.Member, server: str, model: str, preset: str = "day2") -> None:
+    job = create_job(db, member, server, preset, now=NOW)
+    record_measured(db, job, _row(server, model, preset), now=NOW)
+
+
+def test_done_when_needs_three_measured_servers_same_preset_same_model(
+    db: Session, student: m.Member, day2: None
+) -> None:
+    for server in ("ollama", "llamacpp", "mlx"):
+        record_entered(db, student, server, "40")
+    status = done_when(db, student, 2)
+    assert not status.done and set(status.entered_only) == {"ollama", "llamacpp", "mlx"}
+    assert "do not count" in status.message
+
+    _measure(db, student, "ollama", "llama3.1:8b")
+    _measure(db, student, "llamacpp", "llama-3.1-8b-q4.gguf")
+    _measure(db, student, "mlx", "Llama-3.1-8B-4bit", preset="quick")
+    status = done_when(db, student, 2)
+    assert not status.done  # three names, and one preset differs
+
+    label = "llama-3.1-8b-q4"
+    set_server_model(db, student, "ollama", "llama3.1:8b", model_label=label)
+    set_server_model(db, student, "llamacpp", "llama-3.1-8b-q4.gguf", model_label=label)
+    set_server_model(db, student, "mlx", "Llama-3.1-8B-4bit", model_label=label)
+    status = done_when(db, student, 2)
+    assert not status.done and status.missing == ("mlx",)
+    _measure(db, student, "mlx", "Llama-3.1-8B-4bit", preset="day2")
+    status = done_when(db, student, 2)
+    assert status.done and status.preset == "day2" and status.model == label
+    assert set(status.best) == {"ollama", "llamacpp", "mlx"}
+
+
+def test_measured_row_is_checked(db: Session, student: m.Member) -> None:
+    job = create_job(db, student, "mlx", "day2")
+    with pytest.raises(Invalid, match="no model"):
+        record_measured(db, job, _row("mlx", ""))
+    with pytest.raises(Invalid, match="asked for mlx"):
+        record_measured(db, job, _row("ollama", "m"))
+    result = record_measured(db, job, _row("mlx", "m", tps=""))
+    assert result.writing_tps_p50 is None and job.status == "ready"
+
+
+def test_day_without_done_when_is_done(db: Session, student: m.Member) -> None:
+    assert done_when(db, student, 9).done
