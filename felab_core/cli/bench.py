@@ -20,7 +20,7 @@ from rich.table import Table
 from felab_core.engine.apis import Api
 from felab_core.engine.client import ClientLimits
 from felab_core.engine.metrics import SLO, Stats
-from felab_core.engine.results import DEFAULT_CSV, ResultsFileError
+from felab_core.engine.results import ResultsFileError, default_csv
 from felab_core.engine.runner import TargetResult
 from felab_core.engine.service import BenchOutcome, run_bench, run_sync, save_outcomes
 from felab_core.engine.targets import (
@@ -212,7 +212,9 @@ def bench(
     stall_timeout: float = typer.Option(
         60.0, "--stall-timeout", help="Seconds of silence mid-stream before a request fails."
     ),
-    csv_path: Path = typer.Option(DEFAULT_CSV, "--csv", help="Results CSV to append a row to."),
+    csv_path: Path | None = typer.Option(
+        None, "--csv", help="Results CSV to append a row to [default: results/01-latency.csv]."
+    ),
     no_csv: bool = typer.Option(False, "--no-csv", help="Do not write the CSV row."),
     json_path: Path | None = typer.Option(
         None, "--json", help="Write the whole record (schema felab.bench/1) to this file."
@@ -300,7 +302,7 @@ def bench(
     _print_details(outcomes)
     try:
         written = save_outcomes(
-            outcomes, csv_path=None if no_csv else csv_path, json_path=json_path
+            outcomes, csv_path=None if no_csv else (csv_path or default_csv()), json_path=json_path
         )
     except (ResultsFileError, OSError) as exc:
         err_console.print(f"[red]could not save results:[/red] {exc}")

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.text import Text
 
 from felab_core.cli.bench import _print_details, comparison_table
-from felab_core.engine.results import DEFAULT_CSV, ResultsFileError
+from felab_core.engine.results import ResultsFileError, default_csv
 from felab_core.lab.demo import DEMO_ENGINES, run_demo
 
 console = Console()
@@ -22,14 +22,17 @@ def demo(
     engines: str = typer.Option(
         ",".join(DEMO_ENGINES), "--engines", help="Engines to serve and time, in order."
     ),
-    csv_path: Path = typer.Option(DEFAULT_CSV, "--csv", help="Results CSV to append rows to."),
+    csv_path: Path | None = typer.Option(
+        None, "--csv", help="Results CSV to append rows to [default: results/01-latency.csv]."
+    ),
     no_install: bool = typer.Option(
         False, "--no-install", help="Only use engines already installed; skip the others."
     ),
 ) -> None:
-    """Serve felab's tiny model on real llama.cpp and MLX, time each with the same script, and
-    print the Day 2 table.
+    """Day 2 on this machine: one tiny model on real llama.cpp and MLX, timed the same way.
 
+    Serves felab's tiny model on each engine in turn, times it with the same benchmark service
+    as `felab bench`, prints the Day 2 comparison table and appends the rows to the results CSV.
     Installs what is missing first (llama.cpp is built once from PyPI's sources, ~9 minutes on
     2 cores; MLX's CPU wheels take ~30 s), one server at a time, and leaves nothing running.
     A tiny model on a CPU measures the serving path, not a real model on a Mac: the point is
@@ -41,7 +44,7 @@ def demo(
             engines=chosen,
             quick=quick,
             install=not no_install,
-            csv_path=csv_path,
+            csv_path=csv_path or default_csv(),
             log=lambda line: console.print(Text(line, style="dim"), soft_wrap=True),
         )
     except ResultsFileError as exc:

@@ -11,7 +11,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from felab_core.engine.results import DEFAULT_CSV
+from felab_core.engine.results import DEFAULT_CSV, default_csv
 from felab_core.reports.memo import (
     DEFAULT_CONTEXTS,
     MachineSpec,
@@ -50,8 +50,11 @@ def _machines(chips: list[str] | None, bandwidths: list[str] | None) -> tuple[Ma
 
 
 def memo(
-    csv_path: Path = typer.Option(
-        DEFAULT_CSV, "--csv", help="The results CSV `felab bench` wrote (Day 2's timing rows)."
+    csv_path: Path | None = typer.Option(
+        None,
+        "--csv",
+        help="The results CSV `felab bench` wrote (Day 2's timing rows) "
+        "[default: results/01-latency.csv].",
     ),
     out: Path = typer.Option(
         DEFAULT_OUT,
@@ -170,6 +173,7 @@ def memo(
             vllm_log=vllm_log_file,
             hosts=tuple(host or ()),
         )
+        csv_path = csv_path or default_csv()
         rows = load_results(csv_path)
         result = build_memo(rows, inputs, source=str(csv_path))
     except (MemoError, SizingError) as exc:

@@ -16,8 +16,15 @@ from typing import Any
 from felab_core import __version__
 from felab_core.engine.metrics import Stats
 from felab_core.engine.runner import RunResult, TargetResult
+from felab_core.settings import get_settings
 
-DEFAULT_CSV = Path("results") / "01-latency.csv"
+DEFAULT_CSV_NAME = "01-latency.csv"
+DEFAULT_CSV = Path("results") / DEFAULT_CSV_NAME
+
+
+def default_csv() -> Path:
+    """The course's results file, in FELAB_RESULTS_DIR (results/ unless set)."""
+    return get_settings().results_dir / DEFAULT_CSV_NAME
 
 CSV_COLUMNS: tuple[str, ...] = (
     "timestamp",

@@ -121,3 +121,20 @@ def test_targets_and_presets_list(tmp_path: Path) -> None:
     assert "127.0.0.1:8081" in out and "MLX" in out
     out = runner.invoke(app, ["presets"], env={"COLUMNS": "200"}).output
     assert "day2" in out and "sweep" in out
+
+
+def test_results_go_to_felab_results_dir(
+    tmp_path: Path, llama_like: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from felab_core.settings import get_settings
+
+    monkeypatch.setenv("FELAB_RESULTS_DIR", str(tmp_path / "elsewhere"))
+    get_settings.cache_clear()
+    try:
+        result = runner.invoke(
+            app, ["bench", "llamacpp", "--url", llama_like.base_url, "--preset", "quick"]
+        )
+    finally:
+        get_settings.cache_clear()
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "elsewhere" / "01-latency.csv").exists()
