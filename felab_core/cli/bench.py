@@ -21,7 +21,7 @@ from felab_core.engine.apis import Api
 from felab_core.engine.client import ClientLimits
 from felab_core.engine.metrics import SLO, Stats
 from felab_core.engine.results import ResultsFileError, default_csv
-from felab_core.engine.runner import TargetResult
+from felab_core.engine.runner import RunResult, TargetResult
 from felab_core.engine.service import BenchOutcome, run_bench, run_sync, save_outcomes
 from felab_core.engine.targets import (
     ServerKind,
@@ -128,6 +128,18 @@ def comparison_table(outcomes: list[BenchOutcome]) -> Table:
     return table
 
 
+def client_summary(run: RunResult) -> str:
+    """One line of evidence that the client kept up."""
+    c = run.client
+    parts = [f"client check: event-loop lag p99 {_fmt(c.loop_lag_p99_ms, 1.0, 2)} ms"]
+    if c.schedule_lag_p99_ms is not None:
+        parts.append(f"send lateness p99 {_fmt(c.schedule_lag_p99_ms, 1.0, 2)} ms")
+    parts.append(
+        "arrivals stamped by the kernel" if c.kernel_stamps else "arrivals stamped on read"
+    )
+    return ", ".join(parts)
+
+
 def _print_details(outcomes: list[BenchOutcome]) -> None:
     for outcome in outcomes:
         if outcome.error:
@@ -146,6 +158,10 @@ def _print_details(outcomes: list[BenchOutcome]) -> None:
                 err_console.print(f"  first error: {first_error}")
             for w in run.client.warnings:
                 console.print(f"[yellow]{r.target.name}: client check:[/yellow] {w}")
+            if not run.client.warnings:
+                console.print(
+                    f"[dim]{r.target.name} c={run.concurrency}: {client_summary(run)}[/dim]"
+                )
             for cold in s.cold_starts:
                 console.print(
                     f"[yellow]{r.target.name}:[/yellow] request {cold['index']} was a cold start "
