@@ -55,6 +55,54 @@ class Settings(BaseSettings):
         description="Spread review dates a little so cards learned together return apart.",
     )
 
+    # --- the worker fleet (README "Worker fleet") ---
+    broker_url: str | None = Field(
+        default=None,
+        description=(
+            "Celery broker: redis://:PASSWORD@host:6379/0 or rediss://USER:PASSWORD@host:6380/0 "
+            "in production; unset means kombu's SQLAlchemy transport on DATA_DIR/broker.db."
+        ),
+    )
+    broker_prefix: str = Field(
+        default="felab:",
+        description="Prefix of every broker key (one Redis can hold several fleets or test runs).",
+    )
+    broker_ca_file: Path | None = Field(
+        default=None, description="CA certificate that signed the broker's TLS certificate."
+    )
+    worker_key_file: Path | None = Field(
+        default=None,
+        description="A student worker's identity (its Ed25519 key); unset: DATA_DIR/worker.json.",
+    )
+    job_max_concurrency: int = Field(default=64, ge=1, description="Most users one job may run.")
+    job_max_requests: int = Field(default=500, ge=1, description="Most requests one job may send.")
+    job_max_tokens: int = Field(default=4096, ge=1, description="Most output tokens a request.")
+    job_max_per_hour: int = Field(default=10, ge=1, description="Jobs one member may ask an hour.")
+    job_max_attempts: int = Field(
+        default=2, ge=1, description="Times a job is sent before a lost run fails it."
+    )
+    job_queue_expire_s: float = Field(
+        default=900.0, gt=0, description="A job no worker starts within this long expires."
+    )
+    job_resend_after_s: float = Field(
+        default=20.0, gt=0, description="An idle online worker that has not started a job this "
+        "long after it was sent lost the message: it is sent again.",
+    )
+    job_time_limit_s: float = Field(
+        default=1800.0, gt=0, description="Hard limit on one job's run (soft limit 30 s before)."
+    )
+    worker_heartbeat_s: float = Field(default=5.0, gt=0, description="Heartbeat interval.")
+    worker_offline_after_s: float = Field(
+        default=20.0, gt=0, description="A worker silent this long is offline; its running job "
+        "is sent again or failed.",
+    )
+    reconcile_every_s: float = Field(
+        default=5.0, gt=0, description="How often the ingest runs the reconciler."
+    )
+    pair_code_ttl_s: float = Field(
+        default=600.0, gt=0, description="How long a pairing code lives."
+    )
+
     def resolved_database_url(self) -> str:
         """The URL to connect to: FELAB_DATABASE_URL, or the embedded SQLite file."""
         if self.database_url:

@@ -56,3 +56,9 @@ from felab_core.cli.drill import drill as _drill  # noqa: E402
 app.add_typer(content_app, name="content")
 app.add_typer(db_app, name="db")
 app.command("drill")(_drill)
+from felab_core.cli.worker import worker_app  # noqa: E402
+
+app.add_typer(worker_app, name="worker")
+from felab_core.cli.numbers import numbers_app  # noqa: E402
+
+app.add_typer(numbers_app, name="numbers")

@@ -24,6 +24,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -371,7 +372,10 @@ class PeerRating(Base):
 
 
 class Worker(Base):
-    """A student's machine that runs benchmark jobs (the worker-fleet issue extends this)."""
+    """A student's machine that runs benchmark jobs, known by the public half of its key.
+
+    The private half never leaves the machine, so the server stores nothing secret about it.
+    """
 
     __tablename__ = "workers"
 
@@ -382,12 +386,24 @@ class Worker(Base):
     status: Mapped[str] = mapped_column(String(16), default="paired")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     last_seen_at: Mapped[datetime | None] = mapped_column()
+    # The owner's choice: may the cohort's instructors run jobs on this machine?
+    allow_instructors: Mapped[bool] = mapped_column(
+        Boolean, default=False, server_default=false()
+    )
 
     __table_args__ = (UniqueConstraint("member_id", "name"),)
 
 
+JOB_STATUSES = ("queued", "running", "ready", "done", "failed", "cancelled", "expired")
+
+
 class BenchJob(Base):
-    """A benchmark a member asked for; the row, not the broker, is the truth about it."""
+    """A benchmark a member asked for; the row, not the broker, is the truth about it.
+
+    `member_id` is whose machine (and numbers) it is; `requested_by_id` who asked (the owner, or
+    an instructor the owner allowed). `attempt` names the current delivery: a message that
+    carries another attempt is late and is dropped.
+    """
 
     __tablename__ = "bench_jobs"
 
@@ -401,14 +417,62 @@ class BenchJob(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column()
     finished_at: Mapped[datetime | None] = mapped_column()
+    requested_by_id: Mapped[int | None] = mapped_column(
+        ForeignKey("members.id", ondelete="SET NULL")
+    )
+    target: Mapped[str | None] = mapped_column(String(64))
+    params: Mapped[Json] = mapped_column(default=dict, server_default="{}")
+    attempt: Mapped[str | None] = mapped_column(String(32))
+    attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    sent_at: Mapped[datetime | None] = mapped_column()
+    expires_at: Mapped[datetime | None] = mapped_column()
+    progress_done: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    progress_total: Mapped[int | None] = mapped_column(Integer)
+    summary: Mapped[str | None] = mapped_column(Text)
+    record: Mapped[Json | None] = mapped_column()
+    chart_png: Mapped[bytes | None] = mapped_column(LargeBinary)
 
     __table_args__ = (
         CheckConstraint(
-            "status IN ('queued', 'running', 'ready', 'failed', 'expired')", name="status"
+            "status IN ('queued', 'running', 'ready', 'done', 'failed', 'cancelled', 'expired')",
+            name="status",
         ),
         Index("ix_bench_jobs_member", "member_id"),
         Index("ix_bench_jobs_status", "status"),
     )
+
+
+class PairCode(Base):
+    """A one-time code that pairs a machine; only its hash is kept, so a leak of the table
+    pairs nothing."""
+
+    __tablename__ = "pair_codes"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    code_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    member_id: Mapped[int] = mapped_column(ForeignKey("members.id", ondelete="CASCADE"))
+    worker_name: Mapped[str] = mapped_column(String(100))
+    allow_instructors: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column()
+    used_at: Mapped[datetime | None] = mapped_column()
+
+
+class JobOutbox(Base):
+    """A finished job waiting to be posted: the bot claims it, posts, and marks it posted once."""
+
+    __tablename__ = "job_outbox"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int] = mapped_column(
+        ForeignKey("bench_jobs.id", ondelete="CASCADE"), unique=True
+    )
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    claimed_at: Mapped[datetime | None] = mapped_column()
+    posted_at: Mapped[datetime | None] = mapped_column()
+    message_ref: Mapped[str | None] = mapped_column(String(64))
+
+    __table_args__ = (Index("ix_job_outbox_posted", "posted_at"),)
 
 
 class BenchResult(Base):

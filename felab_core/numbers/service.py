@@ -3,23 +3,25 @@
 A typed figure is read strictly (a positive, finite number in a unit that means tokens per
 second), stored as "entered", and set beside the speed limit of the member's machine for the
 model file that server runs (felab_core.sizing.speed_limit owns that formula). A figure from a
-felab benchmark job is stored as "measured" with its preset and model, so that only like runs
-are compared. The day's "done when" counts measured figures only.
+felab benchmark job (sent by a worker, or imported from the results CSV `felab bench` wrote) is
+stored as "measured" with its preset and model, so that only like runs are compared. The day's
+"done when" counts measured figures only.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from fractions import Fraction
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from felab_core.content.calendar import day_for_number
+from felab_core.content.calendar import course_day, day_for_number
 from felab_core.db import models as m
 from felab_core.db.errors import Invalid, NotFound
 from felab_core.db.types import utcnow
@@ -262,38 +264,72 @@ def _float(row: Mapping[str, str], name: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def record_measured(
-    session: Session, job: m.BenchJob, row: Mapping[str, str], *, now: datetime | None = None
-) -> m.BenchResult:
-    """Store one run of a job (a row with the results CSV's columns) and its measured speed.
+@dataclass(frozen=True)
+class ResultRow:
+    """The headline figures of one results-CSV row, checked."""
 
-    Only a trusted ingest calls this, for a job assigned to the worker that sent the row.
-    """
+    server: str
+    model: str
+    preset: str
+    concurrency: int
+    writing_tps_p50: float | None
+    ttft_p50_s: float | None
+
+    @property
+    def gives_writing_speed(self) -> bool:
+        """Whether the row is one person's writing speed (a "measured" number)."""
+        tps = self.writing_tps_p50
+        return tps is not None and 0 < tps <= MAX_PLAUSIBLE_TPS and self.concurrency == 1
+
+
+def check_result_row(row: Mapping[str, str]) -> ResultRow:
+    """Read a row with the results CSV's columns; Invalid says what is wrong with it."""
     for name in ("server", "model", "preset", "concurrency"):
         if not (row.get(name) or "").strip():
             raise Invalid(f"the result row has no {name}; it must carry the CSV's columns")
     server = validate_server(row["server"])
-    if server != job.server and job.server != "openai":
-        raise Invalid(f"job {job.id} asked for {job.server} but the row measured {server}")
     try:
         concurrency = int(row["concurrency"])
     except ValueError:
         raise Invalid(f"concurrency {row['concurrency']!r} is not a whole number") from None
-    when = now or utcnow()
-    result = m.BenchResult(
-        job_id=job.id,
+    return ResultRow(
         server=server,
         model=row["model"].strip(),
         preset=row["preset"].strip(),
         concurrency=concurrency,
         writing_tps_p50=_float(row, "writing_tps_p50"),
         ttft_p50_s=_float(row, "ttft_p50_s"),
+    )
+
+
+def record_measured(
+    session: Session, job: m.BenchJob, row: Mapping[str, str], *, now: datetime | None = None
+) -> m.BenchResult:
+    """Store one run of a job (a row with the results CSV's columns) and its measured speed.
+
+    Only a trusted ingest calls this: the worker fleet, for a job assigned to the worker that
+    sent the row, or `import_results`, for a results file the member's own terminal holds.
+    """
+    checked = check_result_row(row)
+    server = checked.server
+    if server != job.server and job.server != "openai":
+        raise Invalid(f"job {job.id} asked for {job.server} but the row measured {server}")
+    concurrency = checked.concurrency
+    when = now or utcnow()
+    result = m.BenchResult(
+        job_id=job.id,
+        server=server,
+        model=checked.model,
+        preset=checked.preset,
+        concurrency=concurrency,
+        writing_tps_p50=checked.writing_tps_p50,
+        ttft_p50_s=checked.ttft_p50_s,
         row=dict(row),
         created_at=when,
     )
     session.add(result)
     tps = result.writing_tps_p50
-    if tps is not None and 0 < tps <= MAX_PLAUSIBLE_TPS and concurrency == 1:
+    if tps is not None and checked.gives_writing_speed:
         session.add(
             m.Number(
                 member_id=job.member_id,
@@ -443,9 +479,15 @@ def done_when(session: Session, member: m.Member, day_number: int) -> DoneWhenSt
     parts = [f"still to measure with felab: {', '.join(missing)}"]
     if best_:
         parts.append(f"(so far {', '.join(sorted(best_))} with preset {preset_}, model {label_})")
+    elsewhere = [s for s in missing if s in measured_any]
+    if elsewhere:
+        parts.append(
+            f"; {', '.join(elsewhere)} measured with another preset or model name: runs count "
+            "together when they share a preset and each server's model carries the same label"
+        )
     if entered_only:
         parts.append(
-            f"typed-in figures for {', '.join(entered_only)} are kept but do not count: run "
+            f"; typed-in figures for {', '.join(entered_only)} are kept but do not count: run "
             "`felab bench` on them"
         )
     return DoneWhenStatus(
@@ -457,5 +499,305 @@ def done_when(session: Session, member: m.Member, day_number: int) -> DoneWhenSt
         best_,
         missing,
         entered_only,
-        " ".join(parts),
+        " ".join(parts).replace(" ;", ";"),
     )
+
+
+# ----------------------------------------------------------------------------- a day's table
+
+
+def numbers_day(session: Session, member: m.Member, now: datetime) -> int | None:
+    """The day whose numbers to show by default: the latest one up to the member's course day
+    that asks for numbers, else the first that does (a learner still on Day 1 sees Day 2)."""
+    days = session.scalars(
+        select(m.ContentDay.number)
+        .join(m.NumberField, m.NumberField.day_id == m.ContentDay.id)
+        .where(m.ContentDay.retired.is_(False), m.NumberField.retired.is_(False))
+        .distinct()
+        .order_by(m.ContentDay.number)
+    ).all()
+    if not days:
+        return None
+    today = course_day(member.cohort, now)
+    reached = [d for d in days if d <= today]
+    return reached[-1] if reached else days[0]
+
+
+def field_key_for(session: Session, day_number: int, server: str) -> str | None:
+    """The key of the writing-speed field a day asks for on this server, or None."""
+    server = validate_server(server)
+    day = day_for_number(session, day_number)
+    if day is None:
+        return None
+    return session.scalar(
+        select(m.NumberField.key)
+        .where(
+            m.NumberField.day_id == day.id,
+            m.NumberField.server == server,
+            m.NumberField.metric == "writing_tps",
+            m.NumberField.retired.is_(False),
+        )
+        .order_by(m.NumberField.position)
+        .limit(1)
+    )
+
+
+_VERDICT_FLAGS = {
+    "impossible": "above the speed limit",
+    "very close to the limit": "very close to the limit",
+    "well below the limit": "well below the limit",
+}
+
+
+@dataclass(frozen=True)
+class FieldRow:
+    """One field of a day: the latest typed and measured figures, each against the limit."""
+
+    field: FieldView
+    entered: m.Number | None
+    measured: m.Number | None
+    limit: Ceiling | str  # the ceiling, or what felab needs to know to compute it
+    entered_check: SpeedCheck | None
+    measured_check: SpeedCheck | None
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """Short warnings: a figure outside the usual 55-85 % of the limit, or typed in only."""
+        out = []
+        for what, check in (("entered", self.entered_check), ("measured", self.measured_check)):
+            if check is not None and check.verdict in _VERDICT_FLAGS:
+                out.append(f"{what}: {_VERDICT_FLAGS[check.verdict]}")
+        if self.entered is not None and self.measured is None:
+            out.append("typed in only")
+        return tuple(out)
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """The explanations behind the flags (and the limit's missing piece, if any)."""
+        out = []
+        if isinstance(self.limit, str) and (self.entered or self.measured):
+            out.append(self.limit)
+        for what, check in (("Entered", self.entered_check), ("Measured", self.measured_check)):
+            if check is not None and check.verdict in _VERDICT_FLAGS:
+                out.append(f"{what}: {check.explanation}")
+        return tuple(out)
+
+
+@dataclass(frozen=True)
+class DayNumbers:
+    """A day's "your numbers": its fields, side by side, and its "done when"."""
+
+    day: int
+    title: str
+    rows: tuple[FieldRow, ...]
+    done: DoneWhenStatus
+
+
+def _latest(
+    session: Session, member: m.Member, server: str, metric: str, source: str
+) -> m.Number | None:
+    return session.scalar(
+        select(m.Number)
+        .where(
+            m.Number.member_id == member.id,
+            m.Number.server == server,
+            m.Number.metric == metric,
+            m.Number.source == source,
+        )
+        .order_by(m.Number.recorded_at.desc(), m.Number.id.desc())
+        .limit(1)
+    )
+
+
+def day_numbers(session: Session, member: m.Member, day_number: int) -> DayNumbers:
+    """The member's latest typed and measured figure for each field of the day, checked."""
+    day = day_for_number(session, day_number)
+    if day is None:
+        raise NotFound(
+            f"day {day_number} is not in the loaded content: load the course with "
+            "`felab content load content/`"
+        )
+    metrics = dict(
+        session.execute(
+            select(m.NumberField.key, m.NumberField.metric).where(m.NumberField.day_id == day.id)
+        ).all()
+    )
+    rows = []
+    for f in day_fields(session, member, day_number):
+        metric = metrics.get(f.key, "writing_tps")
+        entered = _latest(session, member, f.server, metric, "entered")
+        measured = _latest(session, member, f.server, metric, "measured")
+        limit = speed_limit_for(session, member, f.server)
+        checks = [
+            check_speed(Fraction(repr(n.value)), limit)
+            if n is not None and not isinstance(limit, str)
+            else None
+            for n in (entered, measured)
+        ]
+        rows.append(FieldRow(f, entered, measured, limit, checks[0], checks[1]))
+    return DayNumbers(day_number, day.title, tuple(rows), done_when(session, member, day_number))
+
+
+# ----------------------------------------------------------------------------- importing a CSV
+
+IMPORT_OUTCOMES = ("recorded", "result only", "already imported", "skipped")
+_NEEDED_COLUMNS = ("server", "model", "preset", "concurrency", "writing_tps_p50")
+
+
+@dataclass(frozen=True)
+class ImportedRow:
+    """What became of one CSV row: `outcome` is one of IMPORT_OUTCOMES, `reason` says why."""
+
+    line: int  # the row's line in the file (the header is line 1)
+    server: str
+    model: str
+    preset: str
+    outcome: str
+    reason: str = ""
+    tokens_per_s: float | None = None
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    rows: tuple[ImportedRow, ...]
+
+    def with_outcome(self, outcome: str) -> tuple[ImportedRow, ...]:
+        return tuple(r for r in self.rows if r.outcome == outcome)
+
+    @property
+    def new(self) -> bool:
+        """Whether the import stored anything."""
+        return any(r.outcome in ("recorded", "result only") for r in self.rows)
+
+
+def _fingerprint(row: Mapping[Any, Any]) -> tuple[tuple[str, str], ...]:
+    """A row's identity: its non-empty columns and values (order and blank columns ignored)."""
+    return tuple(
+        sorted(
+            (str(k), str(v).strip())
+            for k, v in row.items()
+            if k is not None and v is not None and str(v).strip()
+        )
+    )
+
+
+def _when(row: Mapping[str, str], default: datetime) -> datetime:
+    """When the row was measured (its ISO timestamp), else `default`."""
+    try:
+        when = datetime.fromisoformat((row.get("timestamp") or "").strip())
+    except ValueError:
+        return default
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def _skip_reason(row: Mapping[str, str]) -> str | None:
+    """Why a row cannot be stored, in a student's words (None: it can)."""
+    if not (row.get("preset") or "").strip():
+        return (
+            "no preset named, and only runs with the same preset compare: time it with "
+            "`felab bench --preset day2`"
+        )
+    if not (row.get("model") or "").strip():
+        return "no model named: the server did not say which model answered"
+    try:
+        check_result_row(row)
+    except Invalid as exc:
+        return str(exc)
+    return None
+
+
+def import_results(
+    session: Session,
+    member: m.Member,
+    rows: Sequence[Mapping[str, str]],
+    *,
+    now: datetime | None = None,
+) -> ImportReport:
+    """Record the rows of a results CSV written by `felab bench` as the member's measured runs.
+
+    Each `felab bench` run on one target (same timestamp, host, target, server and preset)
+    becomes one job, and each row goes through `record_measured`, so a row of one person at a
+    time (concurrency 1) with a writing speed becomes a measured number, and any other row is
+    kept as a result only. A row already stored for this member (by an earlier import or by
+    their worker) is not stored again, so importing a file twice records nothing new.
+    """
+    when_now = now or utcnow()
+    if rows:
+        absent = [c for c in _NEEDED_COLUMNS if c not in rows[0]]
+        if absent:
+            raise Invalid(
+                f"this is not a results file written by `felab bench`: it has no "
+                f"{', '.join(absent)} column(s)"
+            )
+    job_ids = select(m.BenchJob.id).where(m.BenchJob.member_id == member.id)
+    seen = {
+        _fingerprint(stored)
+        for stored in session.scalars(
+            select(m.BenchResult.row).where(m.BenchResult.job_id.in_(job_ids))
+        )
+        if isinstance(stored, dict)
+    }
+    jobs: dict[tuple[str, ...], m.BenchJob] = {}
+    out = []
+    for index, row in enumerate(rows):
+        line = index + 2
+        server = (row.get("server") or "").strip()
+        model = (row.get("model") or "").strip()
+        preset = (row.get("preset") or "").strip()
+        key = _fingerprint(row)
+        if key in seen:
+            out.append(ImportedRow(line, server, model, preset, "already imported"))
+            continue
+        reason = _skip_reason(row)
+        if reason is not None:
+            out.append(ImportedRow(line, server, model, preset, "skipped", reason))
+            continue
+        checked = check_result_row(row)
+        when = _when(row, when_now)
+        group = tuple(
+            (row.get(c) or "").strip() for c in ("timestamp", "host", "target", "server", "preset")
+        )
+        job = jobs.get(group)
+        if job is None:
+            job = create_job(session, member, checked.server, checked.preset, now=when)
+            jobs[group] = job
+        record_measured(session, job, row, now=when)
+        seen.add(key)
+        if checked.gives_writing_speed:
+            out.append(
+                ImportedRow(
+                    line,
+                    checked.server,
+                    checked.model,
+                    checked.preset,
+                    "recorded",
+                    tokens_per_s=checked.writing_tps_p50,
+                )
+            )
+            continue
+        if checked.concurrency < 1:
+            why = (
+                "requests sent at a rate with no cap on how many run at once: a writing speed "
+                "is one person's, timed alone (concurrency 1)"
+            )
+        elif checked.concurrency != 1:
+            why = (
+                f"{checked.concurrency} users at once: a writing speed is one person's, timed "
+                "alone (concurrency 1)"
+            )
+        elif checked.writing_tps_p50 is None:
+            why = "no writing speed in the row (no request wrote tokens)"
+        else:
+            why = f"{checked.writing_tps_p50:,.0f} tokens per second is not one person's speed"
+        out.append(
+            ImportedRow(
+                line,
+                checked.server,
+                checked.model,
+                checked.preset,
+                "result only",
+                why,
+                checked.writing_tps_p50,
+            )
+        )
+    return ImportReport(tuple(out))

@@ -301,6 +301,51 @@ def set_server_model(
     return row
 
 
+def update_server_model(
+    session: Session,
+    member: m.Member,
+    server: str,
+    *,
+    model: str | None = None,
+    model_bytes: int | str | None = None,
+    model_label: str | None = None,
+) -> m.MemberServer:
+    """Change what is given about a server's model file and keep the rest (an empty label
+    clears it). A server felab knows nothing about yet needs its model's name: the one given,
+    else the one its latest measured run reported."""
+    server = validate_server(server)
+    row = session.scalar(
+        select(m.MemberServer).where(
+            m.MemberServer.member_id == member.id, m.MemberServer.server == server
+        )
+    )
+    name = model if model is not None else (row.model if row is not None else None)
+    if name is None:
+        name = session.scalar(
+            select(m.Number.model)
+            .where(
+                m.Number.member_id == member.id,
+                m.Number.server == server,
+                m.Number.source == "measured",
+                m.Number.model.is_not(None),
+            )
+            .order_by(m.Number.recorded_at.desc(), m.Number.id.desc())
+            .limit(1)
+        )
+    if name is None:
+        raise Invalid(
+            f"felab does not know which model {server} runs yet: give its name as the server "
+            "shows it, such as llama3.1:8b"
+        )
+    if model_bytes is None and row is not None:
+        model_bytes = row.model_bytes
+    if model_label is None and row is not None:
+        model_label = row.model_label
+    return set_server_model(
+        session, member, server, name, model_bytes=model_bytes, model_label=model_label
+    )
+
+
 def set_public_numbers(session: Session, member: m.Member, public: bool) -> m.Member:
     """Show or hide the member's numbers on public leaderboards (instructors always see them)."""
     member.public_numbers = public

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from felab_core.db import models as m
@@ -16,13 +18,21 @@ from felab_core.numbers.service import (
     MAX_PLAUSIBLE_TPS,
     create_job,
     day_fields,
+    day_numbers,
     done_when,
+    field_key_for,
+    import_results,
+    numbers_day,
     parse_speed,
     record_entered,
     record_measured,
     speed_limit_for,
 )
-from felab_core.people.service import set_hardware, set_server_model
+from felab_core.people.service import (
+    set_hardware,
+    set_server_model,
+    update_server_model,
+)
 from tests.db_support import NOW
 
 # ----------------------------------------------------------------------------- parsing
@@ -191,3 +201,128 @@ def test_measured_row_is_checked(db: Session, student: m.Member) -> None:
 
 def test_day_without_done_when_is_done(db: Session, student: m.Member) -> None:
     assert done_when(db, student, 9).done
+
+
+def test_done_when_says_when_runs_differ_only_by_model_name(
+    db: Session, student: m.Member, day2: None
+) -> None:
+    _measure(db, student, "ollama", "llama3.1:8b")
+    _measure(db, student, "mlx", "Llama-3.1-8B-4bit")
+    status = done_when(db, student, 2)
+    assert "llamacpp" in status.missing and len(status.missing) == 2  # the largest group wins
+    assert "measured with another preset or model name" in status.message
+    assert "the same label" in status.message
+
+
+# ----------------------------------------------------------------------------- the day's table
+
+
+def test_day_numbers_sets_entered_and_measured_side_by_side(
+    db: Session, student: m.Member, day2: None
+) -> None:
+    set_hardware(db, student, chip="M4 Pro")
+    set_server_model(db, student, "ollama", "llama3.1:8b", model_bytes="4.9GB")
+    record_entered(db, student, "ollama", "44.6", now=NOW)
+    record_entered(db, student, "llamacpp", "70", now=NOW)
+    _measure(db, student, "ollama", "llama3.1:8b")
+    view = day_numbers(db, student, 2)
+    assert view.day == 2 and [r.field.server for r in view.rows] == ["ollama", "llamacpp", "mlx"]
+    ollama, cpp, mlx = view.rows
+    assert ollama.entered is not None and ollama.entered.value == pytest.approx(44.6)
+    assert ollama.measured is not None and ollama.measured.value == pytest.approx(41.5)
+    assert ollama.entered_check is not None and ollama.entered_check.verdict == "typical"
+    assert ollama.measured_check is not None and ollama.flags == ()
+    assert cpp.entered_check is None and isinstance(cpp.limit, str)  # no model file for it
+    assert cpp.flags == ("typed in only",) and "size of the model file" in cpp.notes[0]
+    assert mlx.entered is None and mlx.flags == () and mlx.notes == ()
+    set_server_model(db, student, "llamacpp", "x.gguf", model_bytes="4.9GB")
+    cpp = day_numbers(db, student, 2).rows[1]
+    assert cpp.flags == ("entered: above the speed limit", "typed in only")
+    assert "above the physical limit" in cpp.notes[0]
+    assert not view.done.done and view.done.missing
+    with pytest.raises(NotFound, match="felab content load"):
+        day_numbers(db, student, 9)
+
+
+def test_the_default_day_is_the_latest_reached_that_asks_for_numbers(
+    db: Session, student: m.Member, day2: None
+) -> None:
+    # The cohort started on Monday 2 March: NOW is day 2, the Monday before is not started.
+    assert numbers_day(db, student, NOW) == 2
+    assert numbers_day(db, student, datetime(2026, 2, 20, tzinfo=UTC)) == 2
+    assert numbers_day(db, student, datetime(2026, 3, 20, tzinfo=UTC)) == 2
+    assert field_key_for(db, 2, "MLX") == "d02.num.mlx-writing"
+    assert field_key_for(db, 2, "vllm") is None and field_key_for(db, 9, "mlx") is None
+    with pytest.raises(Invalid, match="use one of"):
+        field_key_for(db, 2, "lmstudio")
+
+
+# ----------------------------------------------------------------------------- importing a CSV
+
+
+def test_import_groups_runs_into_jobs_and_never_stores_a_row_twice(
+    db: Session, student: m.Member
+) -> None:
+    sweep = [
+        {**_row("ollama", "llama3.1:8b"), "timestamp": "2026-03-03T10:00:00+00:00"},
+        {
+            **_row("ollama", "llama3.1:8b", tps="30"),
+            "timestamp": "2026-03-03T10:00:00+00:00",
+            "concurrency": "4",
+        },
+        {**_row("mlx", "m", tps="52"), "timestamp": "2026-03-03T10:10:00"},
+        _row("mlx", "m", preset=""),
+        {**_row("mlx", "m"), "concurrency": "many"},
+        {**_row("mlx", "m"), "concurrency": "0", "rate": "2", "timestamp": "2026-03-03T10:10:00"},
+    ]
+    report = import_results(db, student, sweep, now=NOW)
+    outcomes = [(r.line, r.outcome) for r in report.rows]
+    assert outcomes == [
+        (2, "recorded"),
+        (3, "result only"),
+        (4, "recorded"),
+        (5, "skipped"),
+        (6, "skipped"),
+        (7, "result only"),
+    ]
+    assert "4 users at once" in report.rows[1].reason
+    assert "no preset named" in report.rows[3].reason
+    assert "not a whole number" in report.rows[4].reason
+    assert "no cap on how many run at once" in report.rows[5].reason
+    jobs = db.scalars(select(m.BenchJob).where(m.BenchJob.member_id == student.id)).all()
+    assert sorted(j.server for j in jobs) == ["mlx", "ollama"]  # the sweep is one job
+    assert all(j.status == "ready" and j.worker_id is None for j in jobs)
+    mlx = db.scalar(select(m.Number).where(m.Number.server == "mlx"))
+    assert mlx is not None and mlx.recorded_at.replace(tzinfo=UTC) == datetime(
+        2026, 3, 3, 10, 10, tzinfo=UTC
+    )  # measured when the row says, naive timestamps read as UTC
+
+    again = import_results(db, student, sweep, now=NOW)
+    assert [r.outcome for r in again.rows][:3] == ["already imported"] * 3 and not again.new
+    assert db.scalar(select(func.count(m.BenchResult.id))) == 4
+
+
+def test_import_knows_rows_the_worker_already_sent(db: Session, student: m.Member) -> None:
+    job = create_job(db, student, "ollama", "day2")
+    sent = _row("ollama", "llama3.1:8b")
+    record_measured(db, job, {str(k): str(v) for k, v in sent.items()})
+    report = import_results(db, student, [sent])
+    assert [r.outcome for r in report.rows] == ["already imported"]
+
+
+def test_import_refuses_a_file_without_the_columns(db: Session, student: m.Member) -> None:
+    with pytest.raises(Invalid, match="no server, model, preset, concurrency"):
+        import_results(db, student, [{"name": "ollama", "speed": "44.6"}])
+    assert import_results(db, student, []).rows == ()
+
+
+def test_update_server_model_keeps_what_is_not_given(db: Session, student: m.Member) -> None:
+    with pytest.raises(Invalid, match="which model ollama runs"):
+        update_server_model(db, student, "ollama", model_bytes="4.9GB")
+    _measure(db, student, "ollama", "llama3.1:8b")
+    row = update_server_model(db, student, "ollama", model_bytes="4.9GB")
+    assert (row.model, row.model_bytes, row.model_label) == ("llama3.1:8b", 4_900_000_000, None)
+    row = update_server_model(db, student, "ollama", model_label="l8b")
+    assert (row.model, row.model_bytes, row.model_label) == ("llama3.1:8b", 4_900_000_000, "l8b")
+    row = update_server_model(db, student, "ollama", model="other", model_label="")
+    assert (row.model, row.model_bytes, row.model_label) == ("other", 4_900_000_000, None)

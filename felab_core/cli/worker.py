@@ -1,0 +1,207 @@
+"""`felab worker`: run a student worker or the trusted ingest, pair machines, list them.
+
+`start` and `pair --code` run on the student's machine and never touch the database; `ingest`,
+`pair` (issuing a code) and `list` run on the instructor's side. Celery is imported only inside
+the commands, so the rest of felab starts without it.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from felab_core.cli.db import EXIT_USAGE, err, service_errors, sessions
+from felab_core.db import models as m
+from felab_core.db.errors import Invalid
+from felab_core.db.session import session_scope
+from felab_core.db.types import utcnow
+from felab_core.jobs.keys import Identity, new_private_key, public_key_text, sign
+from felab_core.jobs.messages import INGEST_QUEUE, host_queue
+from felab_core.settings import Settings, get_settings
+
+worker_app = typer.Typer(
+    name="worker",
+    help="The worker fleet: benchmark jobs from chat, run on students' own machines.",
+    no_args_is_help=True,
+)
+console = Console(highlight=False)
+
+
+def key_file(settings: Settings, name: str) -> Path:
+    """Where a machine keeps its identity: FELAB_WORKER_KEY_FILE, else DATA_DIR/worker-NAME.json."""
+    return settings.worker_key_file or settings.data_dir / f"worker-{name}.json"
+
+
+def default_pool() -> str:
+    """solo on macOS (fork is unsafe there with Apple's frameworks loaded), prefork elsewhere
+    (a lost pool child is then noticed and its job handed back)."""
+    return "solo" if sys.platform == "darwin" else "prefork"
+
+
+@worker_app.command("start")
+def start(
+    name: str = typer.Option(..., "--name", help="This machine's worker name, as paired."),
+    pool: str = typer.Option("", help="Celery pool: solo, threads or prefork (default per OS)."),
+    loglevel: str = typer.Option("INFO", help="Celery log level."),
+) -> None:
+    """Run this machine's worker: it takes jobs from its own queue only and times the servers
+    named in its targets file (FELAB_TARGETS_FILE)."""
+    from worker import student
+    from worker.app import app
+
+    settings = get_settings()
+    try:
+        identity = Identity.load(key_file(settings, name))
+    except Invalid as exc:
+        err(str(exc))
+        raise typer.Exit(EXIT_USAGE) from None
+    if identity.name != name:
+        err(f"{key_file(settings, name)} is the identity of {identity.name!r}, not {name!r}")
+        raise typer.Exit(EXIT_USAGE)
+    student.configure(app, identity, settings)
+    app.worker_main(
+        [
+            "worker",
+            "-Q",
+            host_queue(identity.worker_id),
+            "-n",
+            f"{name}-{identity.worker_id}@{socket.gethostname()}",
+            "--pool",
+            pool or default_pool(),
+            "--concurrency",
+            "1",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "--loglevel",
+            loglevel,
+        ]
+    )
+
+
+@worker_app.command("ingest")
+def ingest(
+    loglevel: str = typer.Option("INFO", help="Celery log level."),
+) -> None:
+    """Run the trusted ingest: the one process that writes job progress and results to the
+    database, with the reconciler beating inside it."""
+    from worker.app import app
+
+    settings = get_settings()
+    sessions()  # the schema is checked now, not at the first event
+    schedule = settings.data_dir / "ingest-beat-schedule"
+    schedule.parent.mkdir(parents=True, exist_ok=True)
+    app.worker_main(
+        [
+            "worker",
+            "-Q",
+            INGEST_QUEUE,
+            "-B",
+            "-s",
+            str(schedule),
+            "-n",
+            f"ingest@{socket.gethostname()}",
+            "--pool",
+            "solo",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "--loglevel",
+            loglevel,
+        ]
+    )
+
+
+def _member(discord_id: str | None, cohort_id: int | None) -> m.Member:
+    from felab_core.people.service import ensure_local_member, find_member
+
+    factory = sessions()
+    with service_errors(), session_scope(factory) as session:
+        if discord_id is None:
+            return ensure_local_member(session, now=utcnow())
+        if cohort_id is None:
+            raise Invalid("give --cohort with --member")
+        member = find_member(session, cohort_id, discord_id)
+        if member is None:
+            raise Invalid(f"no member {discord_id} in cohort {cohort_id}")
+        return member
+
+
+@worker_app.command("pair")
+def pair(
+    code: str = typer.Option(None, "--code", help="On the machine: redeem the bot's code."),
+    name: str = typer.Option(None, "--name", help="On the server: the machine's worker name."),
+    allow_instructors: bool = typer.Option(
+        False, "--allow-instructors", help="On the server: instructors may run jobs on it."
+    ),
+    member: str = typer.Option(None, "--member", help="On the server: the member's Discord id."),
+    cohort: int = typer.Option(None, "--cohort", help="On the server: the member's cohort id."),
+    timeout: float = typer.Option(30.0, help="Seconds to wait for the ingest's answer."),
+) -> None:
+    """Pair a machine. On the server (or the bot's /worker pair): issue a one-time code. On the
+    machine: `--code CODE` makes a key pair, sends the public half and keeps the private one."""
+    settings = get_settings()
+    if code is None:
+        if name is None:
+            err("give --name NAME to issue a code, or --code CODE to redeem one on the machine")
+            raise typer.Exit(EXIT_USAGE)
+        from felab_core.jobs.service import issue_pair_code
+
+        who = _member(member, cohort)
+        with service_errors(), session_scope(sessions()) as session:
+            issued = issue_pair_code(
+                session, who, name, allow_instructors=allow_instructors, settings=settings
+            )
+        console.print(issued)
+        return
+    from worker.app import app
+
+    key = new_private_key()
+    request = sign({"code": code.strip(), "public_key": public_key_text(key)}, key)
+    try:
+        reply = app.send_task("felab.pair", args=[request], queue=INGEST_QUEUE).get(timeout=timeout)
+    except Exception as exc:
+        err(f"no answer from the ingest ({type(exc).__name__}: {exc}): check FELAB_BROKER_URL")
+        raise typer.Exit(EXIT_USAGE) from None
+    if "error" in reply:
+        err(str(reply["error"]))
+        raise typer.Exit(EXIT_USAGE)
+    identity = Identity(int(reply["worker_id"]), str(reply["name"]), key)
+    path = key_file(settings, identity.name)
+    identity.save(path)
+    console.print(
+        f"paired as {identity.name} (worker {identity.worker_id}); key kept in {path}. "
+        f"Start it with: felab worker start --name {identity.name}"
+    )
+
+
+@worker_app.command("list")
+def list_cmd(
+    member: str = typer.Option(None, "--member", help="The member's Discord id."),
+    cohort: int = typer.Option(None, "--cohort", help="The member's cohort id."),
+) -> None:
+    """A member's workers, online or not, and when each was last seen."""
+    from felab_core.jobs.service import list_workers
+
+    who = _member(member, cohort)
+    with service_errors(), session_scope(sessions()) as session:
+        views = list_workers(session, who)
+    table = Table("worker", "id", "state", "last seen", "running job", "instructors may use")
+    for v in views:
+        table.add_row(
+            v.worker.name,
+            str(v.worker.id),
+            "online" if v.online else "offline",
+            v.last_seen,
+            str(v.running_job or "-"),
+            "yes" if v.worker.allow_instructors else "no",
+        )
+    if not views:
+        console.print("no workers yet: pair one with `felab worker pair --name NAME`")
+        return
+    console.print(table)

@@ -1,0 +1,73 @@
+"""What travels through the broker: jobs to a worker, signed events back to the ingest.
+
+Both are plain JSON dictionaries (Celery's json serializer), built and read only here, so the
+worker's task bodies stay a decode and a call.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from felab_core.db.errors import Invalid
+
+INGEST_QUEUE = "felab.ingest"
+EVENT_KINDS = ("heartbeat", "started", "progress", "result", "failed", "lost")
+
+
+def host_queue(worker_id: int) -> str:
+    """The one queue a student worker consumes: its own."""
+    return f"felab.host.{worker_id}"
+
+
+@dataclass(frozen=True)
+class JobMessage:
+    """A job as the worker sees it: a target *name* from its own targets file, never a URL."""
+
+    job_id: int
+    attempt: str
+    worker_id: int
+    target: str
+    preset: str
+    params: dict[str, int] = field(default_factory=dict)
+    sent_at: float = 0.0  # wall clock at send, for the enqueue-to-start figure
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> JobMessage:
+        try:
+            return cls(
+                job_id=int(data["job_id"]),
+                attempt=str(data["attempt"]),
+                worker_id=int(data["worker_id"]),
+                target=str(data["target"]),
+                preset=str(data["preset"]),
+                params={str(k): int(v) for k, v in dict(data.get("params") or {}).items()},
+                sent_at=float(data.get("sent_at") or 0.0),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise Invalid(f"not a felab job message ({exc}); it was dropped") from None
+
+
+def event(
+    worker_id: int,
+    kind: str,
+    *,
+    job_id: int | None = None,
+    attempt: str | None = None,
+    body: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """An unsigned event; the worker signs it with its identity before sending."""
+    if kind not in EVENT_KINDS:
+        raise Invalid(f"unknown event kind {kind!r}")
+    return {
+        "worker_id": worker_id,
+        "kind": kind,
+        "job_id": job_id,
+        "attempt": attempt,
+        "at": time.time(),
+        "body": body or {},
+    }

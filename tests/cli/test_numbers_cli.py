@@ -1,0 +1,363 @@
+"""`felab numbers`: the Day 2 wrap-up's "Your numbers" from a terminal, on an embedded SQLite.
+
+The terminal's own learner by default (as `felab drill`), the course's Day 2 pack loaded from
+content/; each test has its own data folder, results folder and database.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import date
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+from typer.testing import CliRunner
+
+from felab_core.cli.main import app
+from felab_core.db import models as m
+from felab_core.db.session import default_sessions, session_scope
+from felab_core.engine.results import CSV_COLUMNS, append_csv
+from felab_core.people.service import add_member, create_cohort
+from felab_core.settings import get_settings
+from tests.db_support import CONTENT
+
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def _own_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.delenv("FELAB_DATABASE_URL", raising=False)
+    monkeypatch.setenv("FELAB_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("FELAB_RESULTS_DIR", str(tmp_path / "results"))
+    monkeypatch.setenv("TZ", "Europe/London")
+    monkeypatch.setenv("COLUMNS", "200")  # one table row a line, so cells read whole
+    get_settings.cache_clear()
+    loaded = runner.invoke(app, ["content", "load", str(CONTENT)])
+    assert loaded.exit_code == 0, loaded.output
+    yield
+    get_settings.cache_clear()
+
+
+def felab(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, ["numbers", *args])
+    return result.exit_code, result.output
+
+
+def numbers(source: str | None = None) -> list[m.Number]:
+    with session_scope(default_sessions()) as s:
+        query = select(m.Number).order_by(m.Number.id)
+        if source is not None:
+            query = query.where(m.Number.source == source)
+        return list(s.scalars(query))
+
+
+def count(model: type[m.Base]) -> int:
+    with session_scope(default_sessions()) as s:
+        return int(s.scalar(select(func.count()).select_from(model)) or 0)
+
+
+def row(server: str, model: str, tps: str = "41.5", **changes: str) -> dict[str, str]:
+    """A results-CSV row as `felab bench` writes it (only the columns the import reads set)."""
+    out = dict.fromkeys(CSV_COLUMNS, "")
+    out.update(
+        timestamp="2026-03-03T10:00:00+00:00",
+        host="my-mac",
+        target=server,
+        server=server,
+        model=model,
+        preset="day2",
+        concurrency="1",
+        writing_tps_p50=tps,
+        felab_version="0.1.0",
+    )
+    out.update(changes)
+    return out
+
+
+# ----------------------------------------------------------------------------- help
+
+
+def test_help_teaches_with_the_courses_figures() -> None:
+    code, out = felab("--help")
+    assert code == 0
+    assert "273 GB/s" in out and "4.9 GB" in out and "about 56" in out and "44.6" in out
+    for cmd in ("machine", "model", "enter", "import", "show", "privacy", "export", "delete"):
+        assert cmd in out
+    code, out = felab("enter", "--help")
+    assert code == 0 and "felab numbers enter ollama 44.6" in out and "done when" in out
+    code, out = felab("machine", "--help")
+    assert code == 0 and "273 ÷ 4.9 = about 56" in out
+
+
+# ----------------------------------------------------------------------------- the flow
+
+
+def test_machine_model_enter_three_then_show() -> None:
+    code, out = felab("machine")
+    assert code == 0 and "does not know your machine" in out
+    code, out = felab("machine", "--chip", "M4 Pro")
+    assert code == 0, out
+    assert "Machine: M4 Pro, 273 GB/s." in out and "Next: the model file" in out
+
+    code, out = felab("model", "ollama", "--bytes", "4.9GB", "--name", "llama3.1:8b")
+    assert code == 0, out
+    assert "ollama runs llama3.1:8b, a 4.9 GB file." in out
+    assert "273 GB/s ÷ 4.9 GB = about 56 tokens per second" in out
+    for server, name in (("llamacpp", "llama-3.1-8b-q4.gguf"), ("mlx", "Llama-3.1-8B-4bit")):
+        code, out = felab("model", server, "--bytes", "4.9GB", "--name", name)
+        assert code == 0, out
+    code, out = felab("machine")
+    assert code == 0 and out.count("about 56 tokens per second") == 3
+
+    code, out = felab("enter", "ollama", "44.6")
+    assert code == 0, out
+    assert "Recorded 44.6 tok/s for Day 2, Ollama: writing speed (typed in)." in out
+    assert "80 % of the about 56 tokens per second" in out and "in range" in out
+    assert "do not count" in out
+    code, out = felab("enter", "llamacpp", "70")  # above 56: kept, flagged, with the causes
+    assert code == 0, out
+    assert "Kept, but flagged: 70.0 tokens per second is 126 %" in out
+    assert "above the physical limit" in out and "prompt tokens were counted" in out
+    code, out = felab("enter", "mlx", "20", "ms/token")  # converted: 1000 ÷ 20 = 50
+    assert code == 0, out
+    assert "20 ms per token = 50.0 tokens per second" in out and "90 %" in out
+
+    entered = numbers("entered")
+    assert [(n.server, n.value, n.field_key) for n in entered] == [
+        ("ollama", 44.6, "d02.num.ollama-writing"),
+        ("llamacpp", 70.0, "d02.num.llamacpp-writing"),
+        ("mlx", 50.0, "d02.num.mlx-writing"),
+    ]
+    assert [n.model for n in entered] == [
+        "llama3.1:8b",
+        "llama-3.1-8b-q4.gguf",
+        "Llama-3.1-8B-4bit",
+    ]
+
+    code, out = felab("show")
+    assert code == 0, out
+    assert "Day 2: your numbers" in out
+    lines = out.splitlines()
+    ollama = next(line for line in lines if "Ollama: writing speed" in line)
+    assert "44.6 tok/s" in ollama and "about 56 tok/s" in ollama and "entered 80 %" in ollama
+    assert "typed in only" in ollama
+    cpp = next(line for line in lines if "llama.cpp: writing speed" in line)
+    assert "entered 126 %" in cpp and "entered: above the speed limit" in cpp
+    mlx = next(line for line in lines if "MLX: writing speed" in line)
+    assert "50.0 tok/s" in mlx and "entered: very close to the limit" in mlx
+    assert "llama.cpp: writing speed: Entered: 70.0 tokens per second is 126 %" in out
+    assert "Done when: One timing script (felab bench) has measured all three servers" in out
+    assert "Not yet: still to measure with felab: ollama, llamacpp, mlx" in out
+    assert "typed-in figures for ollama, llamacpp, mlx are kept but do not count" in out
+
+
+def test_show_before_anything_gives_the_courses_hints() -> None:
+    code, out = felab("show", "--day", "2")
+    assert code == 0, out
+    assert "hint: Day 1's sample Ollama row measured 44.6 tokens per second" in out
+    assert "273 GB/s ÷ 4.9 GB ≈ 56 tokens per second" in out
+    assert "Not yet" in out
+
+
+def test_enter_without_machine_or_model_still_records_and_says_what_is_missing() -> None:
+    code, out = felab("enter", "ollama", "44.6 tok/s")
+    assert code == 0, out
+    assert "does not know your machine yet" in out
+    code, out = felab("machine", "--bandwidth", "273")
+    assert code == 0 and "Machine: given by bandwidth, 273 GB/s." in out
+    code, out = felab("enter", "ollama", "44.6")
+    assert code == 0 and "does not know the size of the model file ollama runs" in out
+    assert len(numbers("entered")) == 2
+
+
+# ----------------------------------------------------------------------------- import
+
+
+def test_import_records_measured_rows_explains_skips_and_is_idempotent(tmp_path: Path) -> None:
+    csv_path = tmp_path / "results" / "01-latency.csv"  # felab bench's default, in the tmp dir
+    append_csv(
+        csv_path,
+        [
+            row("ollama", "llama3.1:8b", "41.5"),
+            row("ollama", "llama3.1:8b", "120.3", concurrency="4"),
+            row("llamacpp", "llama-3.1-8b-q4.gguf", "43.0", timestamp="2026-03-03T10:05:00+00:00"),
+            row("mlx", "Llama-3.1-8B-4bit", "52.1", timestamp="2026-03-03T10:10:00+00:00"),
+            row("mlx", "Llama-3.1-8B-4bit", "", timestamp="2026-03-03T10:12:00+00:00"),
+            row("ollama", "llama3.1:8b", "40.0", preset=""),
+            row("lmstudio", "some-model", "40.0"),
+            row("mlx", "", "50.0"),
+        ],
+    )
+    code, out = felab("import")
+    assert code == 0, out
+    assert "line 2: ollama llama3.1:8b (preset day2): recorded 41.5 tok/s" in out
+    assert "line 3: ollama llama3.1:8b (preset day2): result only: 4 users at once" in out
+    assert "line 4: llamacpp llama-3.1-8b-q4.gguf (preset day2): recorded 43.0 tok/s" in out
+    assert "line 5: mlx Llama-3.1-8B-4bit (preset day2): recorded 52.1 tok/s" in out
+    assert "line 6:" in out and "result only: no writing speed in the row" in out
+    assert "line 7:" in out and "skipped: no preset named" in out and "--preset day2" in out
+    assert "line 8: lmstudio" in out and "'lmstudio' is not a server felab knows" in out
+    assert "line 9:" in out and "skipped: no model named" in out
+    assert "3 recorded, 2 result only, 3 skipped" in out
+    # Three servers measured, but under three model names: not yet, and the service says why.
+    assert "Not yet:" in out and "measured with another preset or model name" in out
+
+    measured = numbers("measured")
+    assert sorted((n.server, n.value, n.preset) for n in measured) == [
+        ("llamacpp", 43.0, "day2"),
+        ("mlx", 52.1, "day2"),
+        ("ollama", 41.5, "day2"),
+    ]
+    assert count(m.BenchResult) == 5 and count(m.BenchJob) == 4  # one job per bench run
+
+    code, out = felab("import", str(csv_path))
+    assert code == 0, out
+    assert "Already imported, not recorded again: 5 row(s) (line 2, 3, 4, 5, 6)." in out
+    assert "Nothing new from" in out and "recorded" not in out.replace("not recorded", "")
+    assert len(numbers("measured")) == 3 and count(m.BenchResult) == 5
+
+    # The same model on three servers: one label each (the name comes from the measured run).
+    for server in ("ollama", "llamacpp", "mlx"):
+        code, out = felab("model", server, "--bytes", "4.9GB", "--label", "llama-3.1-8b-q4")
+        assert code == 0, out
+    assert "mlx runs Llama-3.1-8B-4bit, a 4.9 GB file, labelled llama-3.1-8b-q4." in out
+    felab("machine", "--chip", "M4 Pro")
+    code, out = felab("show")
+    assert code == 0, out
+    ollama = next(line for line in out.splitlines() if "Ollama: writing speed" in line)
+    assert "41.5 tok/s" in ollama and "measured 74 %" in ollama and "typed in only" not in ollama
+    assert "day2 llama3.1:8b" in out
+    assert (
+        "Done: all measured with one preset and model (preset day2, model llama-3.1-8b-q4): "
+        "llamacpp 43.0 tok/s, mlx 52.1 tok/s, ollama 41.5 tok/s." in out
+    )
+
+
+def test_import_appended_rows_adds_only_the_new_ones(tmp_path: Path) -> None:
+    csv_path = tmp_path / "runs.csv"
+    append_csv(csv_path, [row("ollama", "llama3.1:8b", "41.5")])
+    code, out = felab("import", str(csv_path))
+    assert code == 0 and "1 recorded" in out
+    append_csv(csv_path, [row("ollama", "llama3.1:8b", "42.0", timestamp="2026-03-04T09:00:00")])
+    code, out = felab("import", str(csv_path))
+    assert code == 0, out
+    assert "line 3: ollama llama3.1:8b (preset day2): recorded 42.0 tok/s" in out
+    assert "Already imported, not recorded again: 1 row(s) (line 2)." in out
+    assert [n.value for n in numbers("measured")] == [41.5, 42.0]
+
+
+def test_import_refuses_what_is_not_a_results_file(tmp_path: Path) -> None:
+    code, out = felab("import")
+    assert code == 2 and "no results file at" in out and "felab bench" in out
+    other = tmp_path / "other.csv"
+    other.write_text("name,speed\nollama,44.6\n")
+    code, out = felab("import", str(other))
+    assert code == 2 and "not a results file written by `felab bench`" in out
+    assert "server, model, preset, concurrency, writing_tps_p50" in out
+    empty = tmp_path / "empty.csv"
+    append_csv(empty, [])
+    code, out = felab("import", str(empty))
+    assert code == 0 and "has no rows yet" in out
+    assert numbers() == []
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("fast", "could not read 'fast' as a writing speed"),
+        ("-3", "must be more than zero"),
+        ("0", "must be more than zero"),
+        ("1e9", "could not read '1e9'"),
+        ("1000000000", "beyond any single conversation"),
+        ("33 words/s", "not words"),
+    ],
+)
+def test_nonsense_speeds_get_the_services_message_and_exit_2(value: str, message: str) -> None:
+    code, out = felab("enter", "ollama", value)
+    assert code == 2, out
+    assert message in out
+    assert numbers() == []
+
+
+def test_other_bad_input_exits_2_with_a_clear_line() -> None:
+    cases = [
+        (("enter", "lmstudio", "40"), "use one of ollama, llamacpp, mlx"),
+        (("machine", "--chip", "M4 Pro", "--bandwidth", "273"), "give the machine one way"),
+        (("machine", "--chip", "M9 Ultra"), "not in felab's bandwidth table"),
+        (("machine", "--bandwidth", "fast"), "is not a bandwidth"),
+        (("model", "ollama", "--bytes", "4.9GB"), "does not know which model ollama runs"),
+        (("model", "ollama", "--bytes", "lots", "--name", "m"), "lots"),
+        (("show", "--day", "9"), "day 9 is not in the loaded content"),
+        (("enter", "ollama", "40", "--member", "1001"), "--member needs --cohort"),
+        (("show", "--member", "1001", "--cohort", "99"), "no cohort 99"),
+        (("delete",), "run again with --yes"),
+    ]
+    for args, message in cases:
+        code, out = felab(*args)
+        assert code == 2, (args, out)
+        assert message in out, (args, out)
+    assert numbers() == [] and count(m.MemberServer) == 0
+
+
+def test_member_and_cohort_pick_a_discord_member() -> None:
+    with session_scope(default_sessions()) as s:
+        cohort = create_cohort(s, "Spring", timezone="Europe/London", start_date=date(2026, 3, 2))
+        add_member(s, cohort, "1001", display_name="Ada")
+        cohort_id = cohort.id
+    code, out = felab("enter", "mlx", "61.2", "--member", "1001", "--cohort", str(cohort_id))
+    assert code == 0, out
+    code, out = felab("show", "--member", "1001", "--cohort", str(cohort_id))
+    assert code == 0 and "61.2 tok/s" in out
+    code, out = felab("show")  # the terminal's own learner has nothing yet
+    assert code == 0 and "61.2" not in out
+    with session_scope(default_sessions()) as s:
+        owners = s.scalars(select(m.Member.discord_id).join(m.Number)).all()
+    assert owners == ["1001"]
+
+
+# ----------------------------------------------------------------------------- privacy
+
+
+def test_privacy_export_and_delete(tmp_path: Path) -> None:
+    assert felab("machine", "--chip", "M4 Pro")[0] == 0
+    assert felab("model", "ollama", "--bytes", "4.9GB", "--name", "llama3.1:8b")[0] == 0
+    assert felab("enter", "ollama", "44.6")[0] == 0
+    append_csv(tmp_path / "runs.csv", [row("ollama", "llama3.1:8b", "41.5")])
+    assert felab("import", str(tmp_path / "runs.csv"))[0] == 0
+
+    code, out = felab("privacy")
+    assert code == 0 and "Your numbers are public" in out
+    code, out = felab("privacy", "--private")
+    assert code == 0 and "private: kept off public leaderboards" in out
+    with session_scope(default_sessions()) as s:
+        assert s.scalar(select(m.Member.public_numbers)) is False
+
+    target = tmp_path / "me.json"
+    code, out = felab("export", str(target))
+    assert code == 0, out
+    assert "2 numbers" in out and "1 bench jobs" in out
+    data = json.loads(target.read_text())
+    assert data["format"] == "felab.member-export/1"
+    assert data["member"]["chip"] == "M4 Pro" and data["member"]["public_numbers"] is False
+    assert data["servers"][0]["model"] == "llama3.1:8b"
+    assert sorted(n["source"] for n in data["numbers"]) == ["entered", "measured"]
+    assert data["bench_results"][0]["row"]["writing_tps_p50"] == "41.5"
+    code, out = felab("export", str(target))
+    assert code == 2 and "already exists" in out
+    assert felab("export", str(target), "--force")[0] == 0
+    code, out = felab("export", "-")
+    assert code == 0 and json.loads(out)["numbers"]
+
+    code, out = felab("delete")
+    assert code == 2 and "--yes" in out and len(numbers()) == 2
+    code, out = felab("delete", "--yes")
+    assert code == 0, out
+    assert "Deleted everything felab held about me: 2 numbers" in out
+    assert "the member record" in out
+    assert numbers() == [] and count(m.BenchJob) == 0 and count(m.BenchResult) == 0
+    assert count(m.MemberServer) == 0 and count(m.Member) == 0

@@ -1,0 +1,238 @@
+"""The worker fleet end to end: real Redis, real `celery worker` processes (`felab worker`), a
+scripted streaming server, results landing in PostgreSQL through the ingest."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import uuid
+from collections.abc import Iterator
+from datetime import date, time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from felab_core.db import models as m
+from felab_core.db.session import session_scope
+from felab_core.jobs.service import queue_bench_job
+from felab_core.lab.scripted_server import Script, ScriptedServer
+from felab_core.people.service import add_member, create_cohort
+from tests.e2e.fleet import (
+    REDIS_URL,
+    Fleet,
+    drop_prefix,
+    fleet_fixture,
+    new_prefix,
+    redis_or_skip,
+    wait_for,
+)
+from worker.dispatch import Dispatcher
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    redis_or_skip()
+    prefix = new_prefix()
+    env = {"FELAB_BROKER_URL": REDIS_URL, "FELAB_BROKER_PREFIX": prefix}
+    try:
+        yield from fleet_fixture(tmp_path_factory.mktemp("fleet"), env)
+    finally:
+        drop_prefix(REDIS_URL, prefix)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    srv = ScriptedServer(Script(persona="mlx", ttft_s=0.01, itl_s=0.002)).start_in_thread()
+    yield f"http://127.0.0.1:{srv.port}"
+    srv.stop_thread()
+
+
+@pytest.fixture(scope="module")
+def slow_server() -> Iterator[str]:
+    srv = ScriptedServer(
+        Script(persona="mlx", ttft_s=0.05, itl_s=0.1, default_max_tokens=16)
+    ).start_in_thread()
+    yield f"http://127.0.0.1:{srv.port}"
+    srv.stop_thread()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="module")
+def people(fleet: Fleet) -> dict[str, m.Member]:
+    with session_scope(fleet.sessions) as s:
+        cohort = create_cohort(
+            s,
+            "Fleet",
+            timezone="UTC",
+            start_date=date(2026, 3, 2),
+            post_time=time(9, 0),
+            guild_id=f"g{uuid.uuid4().hex[:8]}",
+            channel_id="c",
+        )
+        return {
+            "ada": add_member(s, cohort, "1", display_name="Ada"),
+            "bob": add_member(s, cohort, "2", display_name="Bob"),
+        }
+
+
+@pytest.fixture(scope="module")
+def started(fleet: Fleet) -> Fleet:
+    fleet.start_ingest()
+    return fleet
+
+
+def _queue(fleet: Fleet, member: m.Member, worker_id: int, target: str = "mlx", **params: int):
+    dispatcher = Dispatcher(fleet.settings())
+    with session_scope(fleet.sessions) as s:
+        worker = s.get(m.Worker, worker_id)
+        assert worker is not None
+        q = queue_bench_job(
+            s,
+            s.merge(member),
+            worker,
+            target,
+            "quick",
+            params=params,
+            send=dispatcher.send,
+            settings=fleet.settings(),
+        )
+        return q.job.id, q.notice
+
+
+def _done(fleet: Fleet, job_id: int, statuses: tuple[str, ...] = ("done", "failed", "expired")):
+    job = fleet.job(job_id)
+    return job if job.status in statuses else None
+
+
+def test_job_runs_on_its_own_worker_and_lands_in_postgres(
+    started: Fleet, people: dict[str, m.Member], server: str, tmp_path: Path
+) -> None:
+    fleet = started
+    dead = f"http://127.0.0.1:{free_port()}"
+    env_a = fleet.student_env("ada-mac", {"mlx": server})
+    env_b = fleet.student_env("bob-mac", {"mlx": dead})
+    wa = fleet.pair(people["ada"], "ada-mac", env_a)
+    wb = fleet.pair(people["bob"], "bob-mac", env_b)
+    fleet.start_student("ada-mac", env_a)
+    fleet.start_student("bob-mac", env_b)
+    wait_for(lambda: fleet.job_worker_online(wa) and fleet.job_worker_online(wb), 30, "online")
+
+    job_id, notice = _queue(fleet, people["ada"], wa)
+    assert notice == ""
+    job = wait_for(lambda: _done(fleet, job_id), 30, "the job to finish")
+    assert job.status == "done", job.error
+    assert job.progress_done == job.progress_total == 3
+    assert job.chart_png and job.chart_png.startswith(b"\x89PNG")
+    assert job.record and job.record["target"]["url"] == server
+    with session_scope(fleet.sessions) as s:
+        result = s.scalars(select(m.BenchResult).where(m.BenchResult.job_id == job_id)).one()
+        assert result.server == "mlx" and result.writing_tps_p50
+        number = s.scalars(select(m.Number).where(m.Number.job_id == job_id)).one()
+        assert number.member_id == people["ada"].id and number.source == "measured"
+        assert s.scalars(select(m.JobOutbox).where(m.JobOutbox.job_id == job_id)).one()
+
+    # Bob's machine has nothing listening where its targets file says: the reason says so.
+    job_b, _ = _queue(fleet, people["bob"], wb)
+    job = wait_for(lambda: _done(fleet, job_b), 30, "the refused job to fail")
+    assert job.status == "failed" and "connection refused" in (job.error or "")
+
+
+def _children(pid: int) -> list[int]:
+    text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    return [int(p) for p in text.split()]
+
+
+def _running(fleet: Fleet, job_id: int) -> m.BenchJob | None:
+    job = fleet.job(job_id)
+    return job if job.status == "running" and job.progress_done >= 1 else None
+
+
+def test_killed_pool_child_is_run_again_not_lost(
+    started: Fleet, people: dict[str, m.Member], slow_server: str
+) -> None:
+    fleet = started
+    env = fleet.student_env("ada-child", {"mlx": slow_server})
+    wid = fleet.pair(people["ada"], "ada-child", env)
+    proc = fleet.start_student("ada-child", env)
+    wait_for(lambda: fleet.job_worker_online(wid), 30, "online")
+    job_id, _ = _queue(fleet, people["ada"], wid, max_tokens=8)
+    wait_for(lambda: _running(fleet, job_id), 30, "the job to run")
+    (child,) = _children(proc.popen.pid)
+    os.kill(child, signal.SIGKILL)
+    job = wait_for(lambda: _done(fleet, job_id), 60, "the job to be run again")
+    assert job.status == "done", job.error
+    assert job.attempts == 2  # the redelivery of attempt 1 was reported, not run twice
+
+
+def test_killed_worker_is_noticed_and_its_job_run_after_restart(
+    started: Fleet, people: dict[str, m.Member], slow_server: str
+) -> None:
+    fleet = started
+    env = fleet.student_env("ada-kill", {"mlx": slow_server})
+    wid = fleet.pair(people["ada"], "ada-kill", env)
+    proc = fleet.start_student("ada-kill", env)
+    wait_for(lambda: fleet.job_worker_online(wid), 30, "online")
+    job_id, _ = _queue(fleet, people["ada"], wid, max_tokens=8)
+    wait_for(lambda: _running(fleet, job_id), 30, "the job to run")
+    proc.kill()  # main process and pool child, SIGKILL to the whole group
+    # Offline after 3 s, the reconciler beats every 0.5 s: back to queued with the reason.
+    job = wait_for(
+        lambda: _done(fleet, job_id, ("queued", "failed")), 15, "the lost run to be noticed"
+    )
+    assert job.status == "queued" and "stopped heartbeating" in (job.error or "")
+    fleet.start_student("ada-kill", env)
+    job = wait_for(lambda: _done(fleet, job_id), 60, "the job to run on the restarted worker")
+    assert job.status == "done", job.error
+    assert job.attempts == 2
+
+
+def test_someone_elses_worker_and_forged_results_are_refused(
+    started: Fleet, people: dict[str, m.Member], server: str
+) -> None:
+    from felab_core.db.errors import Forbidden
+    from felab_core.jobs.keys import new_private_key, sign
+    from felab_core.jobs.messages import INGEST_QUEUE, event
+
+    fleet = started
+    env = fleet.student_env("bob-forge", {"mlx": server})
+    wid = fleet.pair(people["bob"], "bob-forge", env)
+    with pytest.raises(Forbidden):
+        _queue(fleet, people["ada"], wid)  # Ada may not use Bob's machine
+    # Bob's job, queued while his worker is offline: it says so at once.
+    job_id, notice = _queue(fleet, people["bob"], wid)
+    assert "offline" in notice
+    # A result for it signed by a key that is not the worker's: refused by the ingest.
+    forged = sign(
+        event(
+            wid,
+            "result",
+            job_id=job_id,
+            attempt=fleet.job(job_id).attempt,
+            body={
+                "rows": [
+                    {
+                        "server": "mlx",
+                        "model": "x",
+                        "preset": "quick",
+                        "concurrency": "1",
+                        "writing_tps_p50": "9999",
+                    }
+                ]
+            },
+        ),
+        new_private_key(),
+    )
+    Dispatcher(fleet.settings()).app.send_task("felab.ingest", args=[forged], queue=INGEST_QUEUE)
+    assert fleet.ingest is not None
+    wait_for(lambda: "signature does not match" in fleet.ingest.text(), 10, "the refusal")  # type: ignore[union-attr]
+    assert fleet.job(job_id).status == "queued"

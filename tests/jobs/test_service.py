@@ -1,0 +1,163 @@
+"""The job service's rules on SQLite and PostgreSQL: pairing, who may queue what, limits,
+signatures, late attempts, the reconciler and the outbox."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy.orm import Session
+
+from felab_core.db import models as m
+from felab_core.db.errors import Forbidden, Invalid
+from felab_core.jobs.keys import Identity, new_private_key
+from felab_core.jobs.messages import event
+from felab_core.jobs.service import (
+    claim_outbox,
+    ingest_event,
+    issue_pair_code,
+    mark_posted,
+    queue_bench_job,
+    reconcile,
+    redeem_pair_code,
+)
+from felab_core.settings import Settings
+from tests.db_support import NOW
+
+S = Settings(job_max_per_hour=3, job_resend_after_s=10, worker_offline_after_s=20)
+
+
+def _paired(db: Session, member: m.Member, name: str = "mac", **kw: object) -> Identity:
+    code = issue_pair_code(db, member, name, now=NOW, **kw)  # type: ignore[arg-type]
+    key = new_private_key()
+    ident = Identity(0, name, key)
+    w = redeem_pair_code(db, code, ident.public_key, now=NOW)
+    return Identity(w.id, name, key)
+
+
+def _worker(db: Session, ident: Identity) -> m.Worker:
+    w = db.get(m.Worker, ident.worker_id)
+    assert w is not None
+    return w
+
+
+def test_a_code_pairs_once_and_expires(db: Session, student: m.Member) -> None:
+    code = issue_pair_code(db, student, "mac", now=NOW)
+    pub = Identity(0, "x", new_private_key()).public_key
+    w = redeem_pair_code(db, code, pub, now=NOW)
+    assert w.public_key == pub and w.member_id == student.id
+    with pytest.raises(Forbidden, match="already used"):
+        redeem_pair_code(db, code, pub, now=NOW)
+    late = issue_pair_code(db, student, "mac2", now=NOW)
+    with pytest.raises(Forbidden, match="expired"):
+        redeem_pair_code(db, late, pub, now=NOW + timedelta(hours=1))
+
+
+def test_queue_refuses_urls_strangers_and_excess(
+    db: Session, student: m.Member, instructor: m.Member, cohort: m.Cohort
+) -> None:
+    from felab_core.people.service import add_member
+
+    w = _worker(db, _paired(db, student))
+    for bad in ("http://169.254.169.254", "127.0.0.1:8080", "../etc"):
+        with pytest.raises(Invalid, match="not a target name"):
+            queue_bench_job(db, student, w, bad, now=NOW, settings=S)
+    other = add_member(db, cohort, "2002")
+    with pytest.raises(Forbidden):
+        queue_bench_job(db, other, w, "mlx", now=NOW, settings=S)
+    with pytest.raises(Forbidden):  # instructors only with the owner's consent
+        queue_bench_job(db, instructor, w, "mlx", now=NOW, settings=S)
+    w.allow_instructors = True
+    q = queue_bench_job(db, instructor, w, "mlx", now=NOW, settings=S)
+    assert q.job.member_id == student.id and q.job.requested_by_id == instructor.id
+    assert "offline" in q.notice
+    for params in ({"concurrency": 65}, {"requests": 501}, {"max_tokens": 4097}, {"rate": 1}):
+        with pytest.raises(Invalid):
+            queue_bench_job(db, student, w, "mlx", params=params, now=NOW, settings=S)
+    queue_bench_job(db, student, w, "mlx", params={"concurrency": 64}, now=NOW, settings=S)
+    queue_bench_job(db, student, w, "mlx", now=NOW, settings=S)
+    queue_bench_job(db, student, w, "mlx", now=NOW, settings=S)
+    with pytest.raises(Forbidden, match="last hour"):
+        queue_bench_job(db, student, w, "mlx", now=NOW, settings=S)
+
+
+def _row(tps: str = "40") -> dict[str, str]:
+    return {
+        "server": "mlx",
+        "model": "tiny",
+        "preset": "quick",
+        "concurrency": "1",
+        "writing_tps_p50": tps,
+    }
+
+
+def test_ingest_checks_signature_worker_and_attempt(
+    db: Session, student: m.Member, cohort: m.Cohort
+) -> None:
+    from felab_core.people.service import add_member
+
+    ident = _paired(db, student)
+    w = _worker(db, ident)
+    bob = _paired(db, add_member(db, cohort, "2003"), "bobmac")
+    job = queue_bench_job(db, student, w, "mlx", "quick", now=NOW, settings=S).job
+    first = job.attempt
+    ev = event(ident.worker_id, "started", job_id=job.id, attempt=first)
+    with pytest.raises(Forbidden, match="signature"):
+        ingest_event(db, Identity(ident.worker_id, "mac", new_private_key()).sign(ev), now=NOW)
+    with pytest.raises(Forbidden, match="another worker"):
+        ingest_event(
+            db,
+            bob.sign(
+                event(
+                    bob.worker_id, "result", job_id=job.id, attempt=first, body={"rows": [_row()]}
+                )
+            ),
+            now=NOW,
+        )
+    assert ingest_event(db, ident.sign(ev), now=NOW).accepted and job.status == "running"
+    # The worker goes silent: the reconciler sends the job again under a new attempt.
+    out = reconcile(db, now=NOW + timedelta(seconds=30), settings=S)
+    assert out.requeued == [job.id] and job.attempt != first and job.status == "queued"
+    late = ident.sign(
+        event(ident.worker_id, "result", job_id=job.id, attempt=first, body={"rows": [_row()]})
+    )
+    assert not ingest_event(db, late, now=NOW).accepted
+    res = ingest_event(
+        db,
+        ident.sign(
+            event(
+                ident.worker_id,
+                "result",
+                job_id=job.id,
+                attempt=job.attempt,
+                body={"rows": [_row()]},
+            )
+        ),
+        now=NOW,
+    )
+    assert res.accepted and job.status == "done"
+    # The outbox hands the finished job out once; a crashed bot's claim comes back later.
+    (item,) = claim_outbox(db, now=NOW)
+    assert item.job_id == job.id and claim_outbox(db, now=NOW) == []
+    assert [i.id for i in claim_outbox(db, now=NOW + timedelta(minutes=5))] == [item.id]
+    mark_posted(db, item.id, message_ref="m1", now=NOW)
+    assert claim_outbox(db, now=NOW + timedelta(hours=1)) == []
+
+
+def test_reconciler_resends_lost_messages_fails_and_expires(db: Session, student: m.Member) -> None:
+    ident = _paired(db, student)
+    w = _worker(db, ident)
+    job = queue_bench_job(db, student, w, "mlx", now=NOW, settings=S).job
+    w.last_seen_at = NOW + timedelta(seconds=15)  # online and idle, job not started
+    out = reconcile(db, now=NOW + timedelta(seconds=16), settings=S)
+    assert [msg.job_id for msg in out.resend] == [job.id] and job.attempts == 2
+    ingest_event(
+        db,
+        ident.sign(event(ident.worker_id, "started", job_id=job.id, attempt=job.attempt)),
+        now=NOW + timedelta(seconds=17),
+    )
+    out = reconcile(db, now=NOW + timedelta(seconds=60), settings=S)
+    assert out.failed == [job.id] and "stopped heartbeating" in (job.error or "")
+    job2 = queue_bench_job(db, student, w, "mlx", now=NOW, settings=S).job
+    reconcile(db, now=NOW + timedelta(seconds=S.job_queue_expire_s + 1), settings=S)
+    assert job2.status == "expired" and "felab worker start --name mac" in (job2.error or "")
