@@ -34,6 +34,7 @@ from felab_core.engine.workloads import PRESETS, Workload
 from felab_core.settings import get_settings
 
 EXIT_OK, EXIT_FAILED_REQUESTS, EXIT_USAGE, EXIT_NOT_TIMED = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130  # as a shell reports Ctrl-C
 
 METRICS_HELP = """\
 [bold]What the numbers mean[/bold] (N = output tokens; every time is on one monotonic clock):
@@ -49,7 +50,8 @@ METRICS_HELP = """\
       scheduled send, so time queued in the client is never hidden.
 [bold]N[/bold]     the server's usage, else Ollama's eval_count, else counted chunks (token_source).
 
-Exit codes: 0 all requests ok, 1 some requests failed, 2 bad usage, 3 a target could not be timed.
+Exit codes: 0 all requests ok, 1 some failed, 2 bad usage, 3 a target could not be timed,
+130 interrupted (Ctrl-C once keeps what finished; twice stops at once).
 """
 
 console = Console()
@@ -325,6 +327,12 @@ def bench(
         raise typer.Exit(EXIT_FAILED_REQUESTS) from None
     for path in written:
         console.print(f"wrote {path}")
+    if any(o.result is not None and o.result.interrupted for o in outcomes):
+        err_console.print(
+            "[yellow]interrupted:[/yellow] the table shows what finished; it is not in the "
+            "results CSV (a short run does not compare with a full one). --json keeps it."
+        )
+        raise typer.Exit(EXIT_INTERRUPTED)
     if any(o.error for o in outcomes):
         raise typer.Exit(EXIT_NOT_TIMED)
     if any(o.failed_requests for o in outcomes):

@@ -103,6 +103,7 @@ class TargetResult:
     started_at: str
     host: str
     notes: list[str] = field(default_factory=list)
+    interrupted: bool = False  # Ctrl-C: the runs hold what finished before it
 
     @property
     def failed(self) -> int:
@@ -144,6 +145,7 @@ class TargetResult:
                 "temperature": w.temperature,
             },
             "notes": self.notes,
+            "interrupted": self.interrupted,
             "warmup": [m.to_json() for m in self.warmup],
             "runs": [r.to_json() for r in self.runs],
         }
@@ -162,6 +164,13 @@ def _collector_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+def _stop_cancelling() -> None:
+    """Take back the cancellation Ctrl-C delivered, so the partial result can be returned."""
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
 
 
 def _stamp(fut: asyncio.Future[int]) -> None:
@@ -279,11 +288,15 @@ class _Sender:
 
 
 async def _closed_loop(
-    sender: _Sender, concurrency: int, workload: Workload, progress: Progress | None
-) -> list[RequestTimeline]:
+    sender: _Sender,
+    concurrency: int,
+    workload: Workload,
+    progress: Progress | None,
+    done: list[RequestTimeline],
+) -> None:
+    """Fill `done` as requests finish, so an interrupted run still has what it measured."""
     total = workload.requests
     deadline = None if workload.duration_s is None else now_ns() + int(workload.duration_s * 1e9)
-    done: list[RequestTimeline] = []
     issued = 0
 
     async def user() -> None:
@@ -298,12 +311,15 @@ async def _closed_loop(
                 progress(len(done), total)
 
     await asyncio.gather(*(user() for _ in range(concurrency)))
-    return sorted(done, key=lambda t: t.index)
 
 
 async def _open_loop(
-    sender: _Sender, cap: int, workload: Workload, progress: Progress | None
-) -> list[RequestTimeline]:
+    sender: _Sender,
+    cap: int,
+    workload: Workload,
+    progress: Progress | None,
+    done: list[RequestTimeline],
+) -> None:
     assert workload.rate is not None
     total = workload.requests
     offsets = arrival_offsets_s(
@@ -314,7 +330,6 @@ async def _open_loop(
         duration_s=workload.duration_s,
     )
     limit = asyncio.Semaphore(cap) if cap > 0 else None
-    done: list[RequestTimeline] = []
 
     async def send(tl: RequestTimeline) -> None:
         tl.dispatched_ns = now_ns()
@@ -337,15 +352,20 @@ async def _open_loop(
 
     t0 = now_ns() + 20_000_000  # a short lead so the first send is on time too
     tasks: list[asyncio.Task[None]] = []
-    for i, offset in enumerate(offsets):
-        scheduled = t0 + int(offset * 1e9)
-        delay = (scheduled - now_ns()) / 1e9
-        if delay > 0:
-            await asyncio.sleep(delay)
-        tl = RequestTimeline(index=i, scheduled_ns=scheduled)
-        tasks.append(asyncio.create_task(one(tl)))
-    await asyncio.gather(*tasks)
-    return sorted(done, key=lambda t: t.index)
+    try:
+        for i, offset in enumerate(offsets):
+            scheduled = t0 + int(offset * 1e9)
+            delay = (scheduled - now_ns()) / 1e9
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tl = RequestTimeline(index=i, scheduled_ns=scheduled)
+            tasks.append(asyncio.create_task(one(tl)))
+        await asyncio.gather(*tasks)
+    finally:
+        # Interrupted: the requests already sent must not outlive the run.
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def resolve_model(target: Target, identity: ServerIdentity | None) -> str | None:
@@ -392,19 +412,26 @@ async def bench_target(
     prompts = workload.prompt_plan().prompts()
 
     warm: list[RequestMetrics] = []
+    interrupted = False
     if workload.warmup:
         async with Lanes(limits) as lanes:
             sender = _Sender(lanes, target, model, workload, limits, prompts)
             client = lanes.acquire()
             for i in range(workload.warmup):
                 tl = RequestTimeline(index=-1 - i, warmup=True)
-                await sender.send(tl, client)
+                try:
+                    await sender.send(tl, client)
+                except asyncio.CancelledError:
+                    _stop_cancelling()
+                    interrupted = True
+                    notes.append("interrupted during warm-up: nothing was measured")
+                    break
                 warm.append(request_metrics(tl, api_is_ollama=is_ollama))
                 if progress:
                     progress("warm-up", i + 1, workload.warmup)
 
     runs: list[RunResult] = []
-    for concurrency in workload.concurrency:
+    for concurrency in () if interrupted else workload.concurrency:
         async with Lanes(limits) as lanes:
             sender = _Sender(lanes, target, model, workload, limits, prompts)
             label = f"rate {workload.rate:g}/s" if workload.rate is not None else f"c={concurrency}"
@@ -414,14 +441,23 @@ async def bench_target(
                     progress(label, done, total)
 
             before = await _metrics_snapshot(target, notes) if check_server else None
+            done: list[RequestTimeline] = []
             with _LoopLagProbe() as probe, _collector_paused():
                 t_start = now_ns()
-                if workload.rate is None:
-                    timelines = await _closed_loop(sender, concurrency, workload, tick)
-                else:
-                    timelines = await _open_loop(sender, concurrency, workload, tick)
+                try:
+                    if workload.rate is None:
+                        await _closed_loop(sender, concurrency, workload, tick, done)
+                    else:
+                        await _open_loop(sender, concurrency, workload, tick, done)
+                except asyncio.CancelledError:
+                    # Ctrl-C: keep what was measured, run nothing more.
+                    _stop_cancelling()
+                    interrupted = True
+                timelines = sorted(done, key=lambda t: t.index)
                 t_end = max((t.end_ns or t_start for t in timelines), default=now_ns())
-        after = await _metrics_snapshot(target, []) if before is not None else None
+        after = (
+            await _metrics_snapshot(target, []) if before is not None and not interrupted else None
+        )
         metrics = [request_metrics(t, api_is_ollama=is_ollama) for t in timelines]
         summary = summarize(metrics, duration_s=(t_end - t_start) / 1e9, slo=slo)
         check = _client_check(probe, metrics, timelines)
@@ -429,10 +465,17 @@ async def bench_target(
         if before is not None and after is not None:
             run.server_metrics = _server_rates(before, after)
         runs.append(run)
+        if interrupted:
+            notes.append(
+                f"interrupted: {len(timelines)} requests finished before Ctrl-C; "
+                "later runs were not started"
+            )
+            break
     cold_note = _warmup_cold_note(warm, runs)
     if cold_note:
         notes.append(cold_note)
     return TargetResult(
+        interrupted=interrupted,
         target=target,
         model=model or (identity.models[0] if identity and identity.models else None),
         identity=identity,

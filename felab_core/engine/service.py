@@ -60,6 +60,8 @@ async def run_bench(
             outcomes.append(BenchOutcome(target, error=str(exc)))
             continue
         outcomes.append(BenchOutcome(target, result))
+        if result.interrupted:
+            break  # Ctrl-C: the remaining targets are not started
     return outcomes
 
 
@@ -69,8 +71,10 @@ def save_outcomes(
     """Append the CSV rows and write the JSON records; return the files written."""
     written: list[Path] = []
     results = [o.result for o in outcomes if o.result is not None]
-    if csv_path is not None and results:
-        rows = [csv_row(r, run) for r in results for run in r.runs]
+    # An interrupted run is short of its preset: it stays out of the course's results file.
+    complete = [r for r in results if not r.interrupted]
+    if csv_path is not None and complete:
+        rows = [csv_row(r, run) for r in complete for run in r.runs]
         append_csv(csv_path, rows)
         written.append(csv_path)
     if json_path is not None and results:

@@ -138,3 +138,51 @@ def test_results_go_to_felab_results_dir(
         get_settings.cache_clear()
     assert result.exit_code == 0, result.output
     assert (tmp_path / "elsewhere" / "01-latency.csv").exists()
+
+
+def test_ctrl_c_keeps_what_finished_and_leaves_the_csv_alone(tmp_path: Path) -> None:
+    """A real `felab bench` process, interrupted the way a terminal does it (SIGINT)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    server = ScriptedServer(Script(persona="llamacpp", itl_s=0.01)).start_in_thread()
+    csv_path, json_path = tmp_path / "r.csv", tmp_path / "r.json"
+    cmd = [
+        sys.executable,
+        "-m",
+        "felab_core",
+        "bench",
+        "llamacpp",
+        "--url",
+        server.base_url,
+        "-n",
+        "200",
+        "--max-tokens",
+        "20",
+        "--warmup",
+        "0",
+        "--csv",
+        str(csv_path),
+        "--json",
+        str(json_path),
+    ]
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 20
+        while len(server.log) < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=20)
+    finally:
+        server.stop_thread()
+    assert proc.returncode == 130, out
+    assert "interrupted" in out
+    assert not csv_path.exists()
+    import json
+
+    record = json.loads(json_path.read_text())
+    assert record["interrupted"] is True
+    finished = record["runs"][0]["summary"]["ok"]
+    assert 3 <= finished < 200
