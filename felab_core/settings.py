@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -101,6 +101,34 @@ class Settings(BaseSettings):
     )
     pair_code_ttl_s: float = Field(
         default=600.0, gt=0, description="How long a pairing code lives."
+    )
+
+    # --- the Discord bot (README "Discord bot") ---
+    discord_token: SecretStr | None = Field(
+        default=None, description="The bot's token from Discord's developer portal."
+    )
+    discord_api_url: str | None = Field(
+        default=None,
+        description=(
+            "Discord's REST API base (default https://discord.com/api/v10); the gateway URL is "
+            "then asked of its /gateway/bot. For tests against a fake Discord only."
+        ),
+    )
+    discord_post_every_s: float = Field(
+        default=30.0, gt=0, description="How often the bot looks for daily posts that are due."
+    )
+
+    # --- worker fleet: time limits (README "Worker fleet") ---
+    job_soft_margin_s: float = Field(
+        default=30.0,
+        ge=0,
+        description="The soft time limit comes this long before the hard one (the job reports "
+        "its own failure); 0: no soft limit, the hard limit ends the job.",
+    )
+
+    # --- the Discord bot: results (README "Discord bot") ---
+    discord_outbox_every_s: float = Field(
+        default=5.0, gt=0, description="How often the bot looks for finished benchmarks to post."
     )
 
     def resolved_database_url(self) -> str:

@@ -40,6 +40,15 @@ def ssl_options(settings: Settings) -> dict[str, Any] | None:
     return opts
 
 
+def soft_time_limit(settings: Settings) -> float | None:
+    """FELAB_JOB_SOFT_MARGIN_S before the hard limit (the job stops itself and says why);
+    None when the margin is 0 or leaves no time: the hard limit alone ends the job."""
+    soft = settings.job_time_limit_s - settings.job_soft_margin_s
+    if settings.job_soft_margin_s <= 0 or soft <= 0:
+        return None
+    return soft
+
+
 def make_app(settings: Settings | None = None) -> Celery:
     s = settings or get_settings()
     url = broker_url(s)
@@ -66,8 +75,10 @@ def make_app(settings: Settings | None = None) -> Celery:
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
-        task_time_limit=int(s.job_time_limit_s),
-        task_soft_time_limit=max(1, int(s.job_time_limit_s) - 30),
+        task_time_limit=s.job_time_limit_s,
+        # No Celery soft limit: it raises from a signal handler, which the job's asyncio loop
+        # swallows. felab stops the run itself at soft_time_limit (worker.student.Runtime).
+        task_soft_time_limit=None,
         broker_transport_options=transport,
         result_backend_transport_options=dict(transport),
         broker_connection_retry_on_startup=True,

@@ -35,6 +35,8 @@ class Claims(Protocol):
 
     def claim(self, job_id: int, attempt: str) -> Claim: ...
 
+    def withdraw(self, job_id: int) -> None: ...
+
 
 class RedisClaims:
     def __init__(self, settings: Settings) -> None:
@@ -52,6 +54,9 @@ class RedisClaims:
 
     def offer(self, job_id: int, attempt: str, ttl_s: int) -> None:
         self._r.set(self._key(job_id), attempt, ex=ttl_s)
+
+    def withdraw(self, job_id: int) -> None:
+        self._r.delete(self._key(job_id))
 
     def claim(self, job_id: int, attempt: str) -> Claim:
         out = self._r.eval(_CLAIM, 1, self._key(job_id), attempt)
@@ -72,6 +77,10 @@ class SqliteClaims:
     def offer(self, job_id: int, attempt: str, ttl_s: int) -> None:
         with self._db() as db:
             db.execute("INSERT OR REPLACE INTO claims VALUES (?, ?)", (job_id, attempt))
+
+    def withdraw(self, job_id: int) -> None:
+        with self._db() as db:
+            db.execute("DELETE FROM claims WHERE job = ?", (job_id,))
 
     def claim(self, job_id: int, attempt: str) -> Claim:
         with self._db() as db:

@@ -35,3 +35,7 @@ class Dispatcher:
             queue=host_queue(msg.worker_id),
             task_id=f"job{msg.job_id}-{msg.attempt}",
         )
+
+    def withdraw(self, job_id: int) -> None:
+        """A cancelled job's message, wherever it is, is dropped when a worker takes it."""
+        self.claims.withdraw(job_id)

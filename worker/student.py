@@ -19,6 +19,7 @@ from felab_core.jobs.keys import Identity
 from felab_core.jobs.messages import INGEST_QUEUE, event
 from felab_core.jobs.service import Limits
 from felab_core.settings import Settings
+from worker.app import soft_time_limit
 from worker.claims import Claims, make_claims
 
 log = logging.getLogger("felab.worker")
@@ -32,6 +33,7 @@ class Runtime:
     limits: Limits
     claims: Claims
     heartbeat_s: float
+    soft_limit_s: float | None = None  # felab's own (in the event loop); Celery's is the hard one
     stop: threading.Event = field(default_factory=threading.Event)
 
     def emit(self, payload: dict[str, Any], connection: Any = None) -> None:
@@ -71,6 +73,7 @@ def configure(app: Celery, identity: Identity, settings: Settings) -> Runtime:
         limits=Limits.from_settings(settings),
         claims=make_claims(settings),
         heartbeat_s=settings.worker_heartbeat_s,
+        soft_limit_s=soft_time_limit(settings),
     )
     return _runtime
 

@@ -16,7 +16,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from celery.exceptions import SoftTimeLimitExceeded
+from celery import Task
+from celery.exceptions import TimeLimitExceeded
 
 from felab_core.db.errors import ServiceError
 from felab_core.jobs.keys import verify
@@ -41,7 +42,40 @@ def keep_awake() -> Iterator[None]:
             proc.terminate()
 
 
-@app.task(name="felab.run_job")  # type: ignore[untyped-decorator]
+def hard_limit_reason(seconds: float) -> str:
+    return (
+        f"the job ran past its hard time limit ({seconds:g} s, FELAB_JOB_TIME_LIMIT_S on the "
+        "worker) and was stopped: ask for fewer requests or tokens"
+    )
+
+
+class RunJobTask(Task):  # type: ignore[misc]
+    """`felab.run_job`, with a hook for the hard time limit.
+
+    At the hard limit Celery kills the pool child running the job and calls `on_failure` in
+    the worker's main process (which holds the same identity): the ingest hears why at once,
+    rather than after the reconciler's limit-plus-a-minute. The message is acknowledged, so the
+    job is not run again.
+    """
+
+    def on_failure(
+        self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any
+    ) -> None:
+        if not isinstance(exc, TimeLimitExceeded) or not args:
+            return
+        try:
+            msg = JobMessage.from_dict(args[0])
+            rt = student.runtime()
+            limit = exc.args[0] if exc.args else rt.app.conf.task_time_limit
+            body = {"reason": hard_limit_reason(float(limit))}
+            rt.emit(
+                event(msg.worker_id, "failed", job_id=msg.job_id, attempt=msg.attempt, body=body)
+            )
+        except Exception:
+            log.exception("could not report the hard time limit of task %s", task_id)
+
+
+@app.task(name="felab.run_job", base=RunJobTask)  # type: ignore[untyped-decorator]
 def run_job(message: dict[str, Any]) -> None:
     rt = student.runtime()
     msg = JobMessage.from_dict(message)
@@ -64,11 +98,14 @@ def run_job(message: dict[str, Any]) -> None:
     report("started", {"delay_s": delay})
     with keep_awake():
         try:
-            execute(msg, targets_file=rt.targets_file, limits=rt.limits, emit=rt.emit)
+            execute(
+                msg,
+                targets_file=rt.targets_file,
+                limits=rt.limits,
+                emit=rt.emit,
+                time_limit_s=rt.soft_limit_s,
+            )
             log.info("job %s reported at %.6f", msg.job_id, time.time())
-        except SoftTimeLimitExceeded:
-            reason = "the job ran past its time limit: ask for fewer requests or tokens"
-            report("failed", {"reason": reason})
         except Exception as exc:
             log.exception("job %s failed", msg.job_id)
             reason = f"the worker hit an error: {type(exc).__name__}: {exc}"

@@ -62,3 +62,6 @@ app.add_typer(worker_app, name="worker")
 from felab_core.cli.numbers import numbers_app  # noqa: E402
 
 app.add_typer(numbers_app, name="numbers")
+from felab_core.cli.bot import bot_app  # noqa: E402
+
+app.add_typer(bot_app, name="bot")

@@ -205,3 +205,89 @@ def list_cmd(
         console.print("no workers yet: pair one with `felab worker pair --name NAME`")
         return
     console.print(table)
+
+
+@worker_app.command("jobs")
+def jobs_cmd(
+    member: str = typer.Option(None, "--member", help="The member's Discord id."),
+    cohort: int = typer.Option(None, "--cohort", help="The member's cohort id."),
+    limit: int = typer.Option(20, min=1, help="How many, newest first."),
+) -> None:
+    """A member's jobs, newest first: status, progress (requests done of total) and the reason
+    a job failed, expired or was cancelled."""
+    from felab_core.jobs.service import list_jobs
+
+    who = _member(member, cohort)
+    with service_errors(), session_scope(sessions()) as session:
+        views = list_jobs(session, who, limit=limit)
+        rows = [
+            (
+                str(v.job.id),
+                v.worker,
+                v.job.target or v.job.server,
+                v.job.preset,
+                v.job.status,
+                v.progress,
+                v.job.error or "",
+            )
+            for v in views
+        ]
+    if not rows:
+        console.print("no jobs yet: ask the bot for /bench, on a paired machine")
+        return
+    table = Table("job", "worker", "target", "preset", "status", "progress", "reason")
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+
+
+@worker_app.command("cancel")
+def cancel_cmd(
+    job_id: int = typer.Argument(..., help="The job's number (`felab worker jobs`)."),
+    member: str = typer.Option(None, "--member", help="The member's Discord id."),
+    cohort: int = typer.Option(None, "--cohort", help="The member's cohort id."),
+) -> None:
+    """Cancel a queued or running job. A queued one is dropped when its worker takes it; a
+    running one finishes on the machine, but what it reports afterwards is ignored."""
+    from felab_core.jobs.service import cancel_job
+
+    who = _member(member, cohort)
+    with service_errors(), session_scope(sessions()) as session:
+        job = cancel_job(session, who, job_id)
+        was_running = job.started_at is not None
+    try:
+        from worker.dispatch import Dispatcher
+
+        Dispatcher(get_settings()).withdraw(job_id)
+    except Exception as exc:  # the broker down: the attempt check still drops its events
+        console.print(f"(the broker did not answer: {type(exc).__name__}; the job is cancelled)")
+    if was_running:
+        console.print(
+            f"job {job_id} cancelled: the run goes on to its end on the machine, and what it "
+            "reports is ignored"
+        )
+    else:
+        console.print(f"job {job_id} cancelled")
+
+
+@worker_app.command("allow-instructors")
+def allow_instructors_cmd(
+    name: str = typer.Argument(..., help="Your machine's worker name."),
+    allow: bool = typer.Option(
+        ..., "--yes/--no", help="Whether your cohort's instructors may run jobs on it."
+    ),
+    member: str = typer.Option(None, "--member", help="The owner's Discord id."),
+    cohort: int = typer.Option(None, "--cohort", help="The owner's cohort id."),
+) -> None:
+    """The owner's consent: may the cohort's instructors run benchmarks on this machine?"""
+    from felab_core.jobs.service import find_worker, set_allow_instructors
+
+    who = _member(member, cohort)
+    with service_errors(), session_scope(sessions()) as session:
+        owner = session.merge(who)
+        worker = find_worker(session, owner, name)
+        set_allow_instructors(session, owner, worker, allow)
+    if allow:
+        console.print(f"instructors may now run jobs on {name}")
+    else:
+        console.print(f"only you may run jobs on {name} now")

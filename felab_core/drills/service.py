@@ -366,3 +366,66 @@ def recompute_stats(session: Session, member: m.Member) -> m.Member:
     member.reviews_total, member.recall_tries, member.recalled = total, tries, recalled
     session.flush()
     return member
+
+
+# ----------------------------------------------------------------------------- chat buttons
+
+
+def day_cards(session: Session, day: m.ContentDay) -> list[m.Card]:
+    """A day's live cards in the pack's order (the daily post shows each one)."""
+    return list(
+        session.scalars(
+            select(m.Card)
+            .where(m.Card.day_id == day.id, m.Card.retired.is_(False))
+            .order_by(m.Card.position)
+        )
+    )
+
+
+def card_by_id(session: Session, card_id: int) -> m.Card:
+    card = session.get(m.Card, card_id)
+    if card is None:
+        raise NotFound(f"no card {card_id}; it may have been removed from the course")
+    return card
+
+
+@dataclass(frozen=True)
+class OnceOutcome:
+    """A rating given from a shared button: `outcome` is None when nothing was recorded because
+    the member already rated the card and it is not due again before `due`."""
+
+    outcome: RateOutcome | None
+    due: datetime
+
+
+def rate_card_once(
+    session: Session,
+    member: m.Member,
+    card: m.Card,
+    grade: Grade | str | int,
+    now: datetime,
+    *,
+    source: str = "discord",
+    scheduler: fsrs.Scheduler | None = None,
+) -> OnceOutcome:
+    """Rate a card from a button that stays on screen (a daily post, a double click).
+
+    A card is rated only when it is new or due: a second press before it comes back records
+    nothing and says when it does. Checked under the member's row lock (rate_card takes the
+    same lock), so two presses racing each other still record one review.
+    """
+    if now.tzinfo is None:
+        raise Invalid("`now` must be an aware datetime (e.g. datetime.now(UTC))")
+    grade = parse_grade(grade)
+    locked = session.get(m.Member, member.id, with_for_update=True, populate_existing=True)
+    if locked is None:
+        raise NotFound(f"no member {member.id}")
+    state = session.scalar(
+        select(m.CardState).where(
+            m.CardState.member_id == locked.id, m.CardState.card_id == card.id
+        )
+    )
+    if state is not None and state.due > now:
+        return OnceOutcome(None, state.due)
+    outcome = rate_card(session, locked, card, grade, now, source=source, scheduler=scheduler)
+    return OnceOutcome(outcome, outcome.due)

@@ -94,3 +94,35 @@ def rate_spoken_answer(
     existing.created_at = now or utcnow()
     session.flush()
     return existing
+
+
+def prompt_of_the_day(session: Session, member: m.Member, now: datetime) -> m.SpeakPrompt | None:
+    """The say-it-aloud prompt for the member now (`/speak`): from the latest course day up to
+    the cohort's day that has prompts (the first day that has any, before the course reaches
+    it), the first prompt the member has not answered yet, else that day's first prompt."""
+    from felab_core.content.calendar import course_day
+
+    days = session.scalars(
+        select(m.ContentDay.number)
+        .join(m.SpeakPrompt, m.SpeakPrompt.day_id == m.ContentDay.id)
+        .where(m.ContentDay.retired.is_(False), m.SpeakPrompt.retired.is_(False))
+        .distinct()
+        .order_by(m.ContentDay.number)
+    ).all()
+    if not days:
+        return None
+    today = course_day(member.cohort, now)
+    reached = [d for d in days if d <= today]
+    number = reached[-1] if reached else days[0]
+    prompts = session.scalars(
+        select(m.SpeakPrompt)
+        .join(m.ContentDay, m.SpeakPrompt.day_id == m.ContentDay.id)
+        .where(m.ContentDay.number == number, m.SpeakPrompt.retired.is_(False))
+        .order_by(m.SpeakPrompt.position, m.SpeakPrompt.id)
+    ).all()
+    answered = set(
+        session.scalars(
+            select(m.SpokenAnswer.prompt_id).where(m.SpokenAnswer.member_id == member.id)
+        )
+    )
+    return next((p for p in prompts if p.id not in answered), prompts[0] if prompts else None)

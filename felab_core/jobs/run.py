@@ -7,14 +7,15 @@ message read off the broker is not trusted to have come through the server.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from felab_core.db.errors import ServiceError
 from felab_core.engine.results import csv_row
@@ -24,6 +25,7 @@ from felab_core.engine.targets import Target, TargetError, load_targets
 from felab_core.jobs.messages import JobMessage, event
 from felab_core.jobs.service import Limits, job_workload
 
+T = TypeVar("T")
 Emit = Callable[[dict[str, Any]], None]  # sends an unsigned event (the caller signs it)
 
 
@@ -86,6 +88,38 @@ def find_target(name: str, targets_file: Path | None) -> Target:
     return targets[name]
 
 
+def time_limit_reason(seconds: float) -> str:
+    return (
+        f"the job ran past its time limit ({seconds:g} s) and was stopped: ask for fewer "
+        "requests or tokens"
+    )
+
+
+class _OutOfTime(Exception):
+    pass
+
+
+async def _within(coro: Coroutine[Any, Any, T], seconds: float | None) -> T:
+    """`coro`, cancelled after `seconds`; _OutOfTime then (not a TimeoutError from inside).
+
+    The engine treats a cancel as Ctrl-C: it stops sending and returns what it measured, so the
+    deadline is checked after a normal return too.
+    """
+    if seconds is None:
+        return await coro
+    deadline = asyncio.timeout(seconds)
+    try:
+        async with deadline:
+            result = await coro
+    except TimeoutError:
+        if deadline.expired():
+            raise _OutOfTime() from None
+        raise
+    if deadline.expired():
+        raise _OutOfTime()
+    return result
+
+
 def execute(
     msg: JobMessage,
     *,
@@ -93,8 +127,14 @@ def execute(
     limits: Limits,
     emit: Emit,
     progress_every_s: float = 0.5,
+    time_limit_s: float | None = None,
 ) -> None:
-    """Run the job and report: progress while it runs, then a result or a failure reason."""
+    """Run the job and report: progress while it runs, then a result or a failure reason.
+
+    `time_limit_s` (the worker's soft limit) stops the measurement from inside the event loop
+    and reports why; the pool's hard limit is the backstop for a run stuck outside it. (Celery's
+    own soft limit raises from a signal handler, which an asyncio loop swallows.)
+    """
 
     def fail(reason: str) -> None:
         emit(
@@ -135,7 +175,12 @@ def execute(
                 )
             )
 
-    outcomes = run_sync(run_bench([target], workload, progress=tick))
+    try:
+        outcomes = run_sync(_within(run_bench([target], workload, progress=tick), time_limit_s))
+    except _OutOfTime:
+        assert time_limit_s is not None
+        fail(time_limit_reason(time_limit_s))
+        return
     outcome = outcomes[0]
     if outcome.error is not None or outcome.result is None:
         fail(outcome.error or "the target could not be timed")

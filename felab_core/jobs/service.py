@@ -382,7 +382,13 @@ def queue_bench_job(
 def cancel_job(
     session: Session, member: m.Member, job_id: int, *, now: datetime | None = None
 ) -> m.BenchJob:
-    """Cancel a queued or running job; a worker's later events for it are dropped."""
+    """Cancel a queued or running job.
+
+    A running job is not stopped on the machine (nothing reaches into a student's worker): the
+    run goes on to its end and its later events (progress, result, failure) are dropped, so
+    nothing is recorded or posted for it. A queued job's message is dropped by the worker when
+    the caller also withdraws its attempt (worker.dispatch.Dispatcher.withdraw).
+    """
     job = get_job(session, job_id)
     if job.requested_by_id != member.id and job.member_id != member.id:
         raise Forbidden("only who asked for the job, or the machine's owner, can cancel it")
@@ -390,6 +396,30 @@ def cancel_job(
         raise Invalid(f"job {job.id} is already {job.status}")
     _finish(session, job, "cancelled", now or utcnow(), error="cancelled on request")
     return job
+
+
+@dataclass(frozen=True)
+class JobView:
+    job: m.BenchJob
+    worker: str  # the machine's name, "-" for a terminal `felab bench` run
+    progress: str  # "2/3", or "-" before the first report
+
+
+def list_jobs(session: Session, member: m.Member, *, limit: int = 20) -> list[JobView]:
+    """A member's jobs, newest first: those on their machines and those they asked for."""
+    rows = session.execute(
+        select(m.BenchJob, m.Worker.name)
+        .outerjoin(m.Worker, m.BenchJob.worker_id == m.Worker.id)
+        .where((m.BenchJob.member_id == member.id) | (m.BenchJob.requested_by_id == member.id))
+        .order_by(m.BenchJob.id.desc())
+        .limit(limit)
+    ).all()
+    out = []
+    for job, worker in rows:
+        total = job.progress_total
+        progress = f"{job.progress_done}/{total}" if total else "-"
+        out.append(JobView(job, worker or "-", progress))
+    return out
 
 
 def get_job(session: Session, job_id: int) -> m.BenchJob:
@@ -523,7 +553,14 @@ def _lost(session: Session, job: m.BenchJob, now: datetime, s: Settings, why: st
         message = _new_attempt(job, now)
         session.flush()
         return Ingested(True, job=job, resend=[message])
-    _finish(session, job, "failed", now, error=f"{why}; tried {job.attempts} times")
+    tries = "once" if job.attempts == 1 else f"{job.attempts} times"
+    _finish(
+        session,
+        job,
+        "failed",
+        now,
+        error=f"{why}; it was tried {tries} (FELAB_JOB_MAX_ATTEMPTS), so it was given up",
+    )
     return Ingested(True, job=job)
 
 

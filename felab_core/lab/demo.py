@@ -44,7 +44,10 @@ def run_demo(
     install: bool = True,
     csv_path: Path | None = None,
     log: Log = print,
+    with_llamacpp: Callable[[str], None] | None = None,
 ) -> DemoResult:
+    """Serve and time each engine in turn; `with_llamacpp(base_url)` runs while llama.cpp is
+    still up, after it was timed (the demo's worker-fleet half measures it again)."""
     result = DemoResult()
     model = cached_tiny_model("tiny")
     log(f"model: felab's tiny Llama ({model.spec.n_params:,} parameters) at {model.hf_dir.parent}")
@@ -69,6 +72,8 @@ def run_demo(
                     DEFAULT_TARGETS[engine], url=server.base_url, model=name, note=None
                 )
                 outcomes = run_sync(run_bench([target], workload))
+                if engine == "llamacpp" and with_llamacpp is not None:
+                    with_llamacpp(server.base_url)
         except ServeError as exc:
             result.skipped[engine] = f"did not start: {exc}"
             continue

@@ -4,17 +4,20 @@ The course promises "nothing leaves this browser"; felab keeps that spirit: a me
 their numbers off public leaderboards (`set_public_numbers`), take a copy of every row about
 them, and have it all deleted. Deletion removes the member row and their card states, reviews,
 spoken answers (and the ratings others gave them), the ratings they gave others, numbers,
-workers, jobs and results, each by an explicit delete (the foreign keys also cascade, but the
-explicit deletes make the outcome the same whatever the database enforces). Cohort-level rows
-(daily posts) hold nothing personal and stay.
+pairing codes, workers, and jobs with their results and outbox rows, each by an explicit delete
+(the foreign keys also cascade, but the explicit deletes make the outcome the same whatever the
+database enforces). Jobs they asked for on someone else's machine stay that owner's, with who
+asked cleared. Cohort-level rows (daily posts) hold nothing personal and stay. A job's PNG chart
+is exported as {"base64": ...}.
 """
 
 from __future__ import annotations
 
+import base64
 from datetime import date, datetime, time
 from typing import Any
 
-from sqlalchemy import delete, inspect, select
+from sqlalchemy import delete, inspect, select, update
 from sqlalchemy.orm import Session
 
 from felab_core.db import models as m
@@ -27,6 +30,8 @@ EXPORT_FORMAT = "felab.member-export/1"
 def _plain(value: Any) -> Any:
     if isinstance(value, datetime | date | time):
         return value.isoformat()
+    if isinstance(value, bytes):  # a job's PNG chart: JSON has no bytes
+        return {"base64": base64.b64encode(value).decode("ascii")}
     return value
 
 
@@ -57,6 +62,20 @@ def export_member(session: Session, member_id: int) -> dict[str, Any]:
         _row(r)
         for r in session.scalars(select(m.BenchResult).where(m.BenchResult.job_id.in_(job_ids)))
     ]
+    outbox = [
+        _row(r)
+        for r in session.scalars(
+            select(m.JobOutbox).where(m.JobOutbox.job_id.in_(job_ids)).order_by(m.JobOutbox.id)
+        )
+    ]
+    requested = [
+        j for j in rows(m.BenchJob, m.BenchJob.requested_by_id) if j["member_id"] != member_id
+    ]
+    # A pairing code is kept only as a hash; the hash is a credential's shadow, not about them.
+    codes = [
+        {k: v for k, v in r.items() if k != "code_hash"}
+        for r in rows(m.PairCode, m.PairCode.member_id)
+    ]
     card_keys = dict(session.execute(select(m.Card.id, m.Card.key)).all())
     states = rows(m.CardState, m.CardState.member_id)
     reviews = rows(m.Review, m.Review.member_id)
@@ -76,6 +95,9 @@ def export_member(session: Session, member_id: int) -> dict[str, Any]:
         "workers": rows(m.Worker, m.Worker.member_id),
         "bench_jobs": jobs,
         "bench_results": results,
+        "job_outbox": outbox,
+        "bench_jobs_requested": requested,
+        "pair_codes": codes,
     }
 
 
@@ -112,8 +134,16 @@ def delete_member(
         ("card_states", delete(m.CardState).where(m.CardState.member_id == member_id)),
         ("numbers", delete(m.Number).where(m.Number.member_id == member_id)),
         ("bench_results", delete(m.BenchResult).where(m.BenchResult.job_id.in_(job_ids))),
+        ("job_outbox", delete(m.JobOutbox).where(m.JobOutbox.job_id.in_(job_ids))),
+        (
+            "bench_jobs_requested",
+            update(m.BenchJob)
+            .where(m.BenchJob.requested_by_id == member_id, m.BenchJob.member_id != member_id)
+            .values(requested_by_id=None),
+        ),
         ("bench_jobs", delete(m.BenchJob).where(m.BenchJob.member_id == member_id)),
         ("workers", delete(m.Worker).where(m.Worker.member_id == member_id)),
+        ("pair_codes", delete(m.PairCode).where(m.PairCode.member_id == member_id)),
         ("member_servers", delete(m.MemberServer).where(m.MemberServer.member_id == member_id)),
     ]
     for name, stmt in steps:

@@ -172,7 +172,8 @@ def member_progress(session: Session, member: m.Member, now: datetime) -> Member
         peer_rating_mean=float(peer_mean) if peer_mean is not None else None,
         numbers_entered=sum(1 for r in rows if r[1] == "entered"),
         numbers_measured=sum(1 for r in rows if r[1] == "measured"),
-        benchmarks_run=int(jobs.get("ready", 0)),
+        # "ready": a results file imported from the terminal; "done": a job a worker ran.
+        benchmarks_run=int(jobs.get("ready", 0) + jobs.get("done", 0)),
         benchmarks_failed=int(jobs.get("failed", 0) + jobs.get("expired", 0)),
         servers=[per_server[k] for k in sorted(per_server)],
     )
@@ -250,7 +251,7 @@ def cohort_progress(session: Session, cohort_id: int, now: datetime) -> list[Pro
     jobs = dict(
         session.execute(
             select(m.BenchJob.member_id, func.count(m.BenchJob.id))
-            .where(m.BenchJob.member_id.in_(in_cohort), m.BenchJob.status == "ready")
+            .where(m.BenchJob.member_id.in_(in_cohort), m.BenchJob.status.in_(("ready", "done")))
             .group_by(m.BenchJob.member_id)
         ).all()
     )

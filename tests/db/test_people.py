@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from datetime import UTC, date, datetime, timedelta, timezone
 
@@ -109,6 +110,32 @@ def _fill(db: Session, student: m.Member, other: m.Member) -> None:
         },
     )
     set_server_model(db, student, "mlx", "m", model_bytes="4.5GB")
+    _fill_fleet(db, student, other)
+
+
+def _fill_fleet(db: Session, student: m.Member, other: m.Member) -> None:
+    """A paired machine with a finished job (chart and outbox row), an unused pairing code,
+    and a job `other` (an instructor the student allowed) asked for on the student's machine."""
+    from felab_core.jobs.keys import new_private_key, public_key_text, sign
+    from felab_core.jobs.messages import event
+    from felab_core.jobs.service import (
+        ingest_event,
+        issue_pair_code,
+        queue_bench_job,
+        redeem_pair_code,
+    )
+
+    key = new_private_key()
+    worker = redeem_pair_code(db, issue_pair_code(db, student, "mac"), public_key_text(key))
+    issue_pair_code(db, student, "spare")
+    job = queue_bench_job(db, student, worker, "mlx", "quick").job
+    row = {"server": "mlx", "model": "m", "preset": "quick", "concurrency": "1"}
+    png = base64.b64encode(b"\x89PNG fake chart").decode()
+    body = {"rows": [row | {"writing_tps_p50": "50"}], "summary": "ok", "png": png}
+    ev = event(worker.id, "result", job_id=job.id, attempt=job.attempt, body=body)
+    assert ingest_event(db, sign(ev, key)).accepted
+    worker.allow_instructors = True
+    queue_bench_job(db, other, worker, "mlx", "quick")
 
 
 def test_export_holds_everything_about_the_member(
@@ -125,8 +152,29 @@ def test_export_holds_everything_about_the_member(
     assert "rater_id" not in data["ratings_received"][0]  # who rated stays theirs
     assert data["ratings_given"][0]["rating"] == 3
     assert {n["source"] for n in data["numbers"]} == {"entered", "measured"}
-    assert len(data["bench_jobs"]) == 1 and len(data["bench_results"]) == 1
+    assert len(data["bench_jobs"]) == 3 and len(data["bench_results"]) == 2
     assert data["servers"][0]["model"] == "m"
+    ran = next(j for j in data["bench_jobs"] if j["status"] == "done")
+    assert base64.b64decode(ran["chart_png"]["base64"]) == b"\x89PNG fake chart"
+    assert [o["job_id"] for o in data["job_outbox"]] == [ran["id"]]
+    assert [w["name"] for w in data["workers"]] == ["mac"]
+    assert sorted(c["worker_name"] for c in data["pair_codes"]) == ["mac", "spare"]
+    assert all("code_hash" not in c for c in data["pair_codes"])
+    assert data["bench_jobs_requested"] == []
+
+
+def test_export_and_delete_of_who_asked_for_a_job_on_another_machine(
+    db: Session, cohort: m.Cohort, student: m.Member, instructor: m.Member, day2: None
+) -> None:
+    _fill(db, student, instructor)
+    data = export_member(db, instructor.id)
+    json.dumps(data)
+    (asked,) = data["bench_jobs_requested"]
+    assert asked["member_id"] == student.id and data["bench_jobs"] == []
+    counts = delete_member(db, instructor.id, confirm=instructor.discord_id)
+    assert counts["bench_jobs_requested"] == 1 and counts["bench_jobs"] == 0
+    job = db.get(m.BenchJob, asked["id"])
+    assert job is not None and job.requested_by_id is None  # still the student's job
 
 
 def test_delete_removes_everything_and_nothing_else(
@@ -140,7 +188,8 @@ def test_delete_removes_everything_and_nothing_else(
         delete_member(db, student.id, by=other, confirm="1001")
     sid = student.id
     counts = delete_member(db, sid, by=instructor, confirm="1001")
-    assert counts["reviews"] == 1 and counts["peer_ratings"] == 1 and counts["bench_jobs"] == 1
+    assert counts["reviews"] == 1 and counts["peer_ratings"] == 1 and counts["bench_jobs"] == 3
+    assert counts["workers"] == 1 and counts["pair_codes"] == 2 and counts["job_outbox"] == 1
 
     def left(model: type, column: object) -> int:
         return db.scalar(select(func.count()).select_from(model).where(column == sid)) or 0
@@ -154,9 +203,12 @@ def test_delete_removes_everything_and_nothing_else(
         (m.Number, m.Number.member_id),
         (m.BenchJob, m.BenchJob.member_id),
         (m.MemberServer, m.MemberServer.member_id),
+        (m.Worker, m.Worker.member_id),
+        (m.PairCode, m.PairCode.member_id),
     ]:
         assert left(model, col) == 0, model
     # The instructor's own answer survives; only the rating the deleted member gave it went.
     assert db.scalar(select(func.count(m.SpokenAnswer.id))) == 1
     assert db.scalar(select(func.count(m.PeerRating.id))) == 0
     assert db.scalar(select(func.count(m.BenchResult.id))) == 0
+    assert db.scalar(select(func.count(m.JobOutbox.id))) == 0

@@ -37,3 +37,17 @@ def test_checks(db: Session, cohort: m.Cohort, student: m.Member, day2: None) ->
     stranger = add_member(db, elsewhere, "5005")
     with pytest.raises(Forbidden, match="same cohort"):
         rate_spoken_answer(db, stranger, answer.id, 4)
+
+
+def test_prompt_of_the_day(db: Session, cohort: m.Cohort, student: m.Member, day2: None) -> None:
+    from datetime import timedelta
+
+    from felab_core.drills.speaking import prompt_of_the_day
+
+    prompt = prompt_of_the_day(db, student, NOW)
+    assert prompt is not None and prompt.key == PROMPT
+    before = prompt_of_the_day(db, student, NOW - timedelta(days=30))  # Day 2's before day 2
+    assert before is not None and before.key == PROMPT
+    record_spoken_answer(db, student, PROMPT, duration_s=10, self_rating=3)
+    again = prompt_of_the_day(db, student, NOW)  # the only prompt, answered: offered again
+    assert again is not None and again.key == PROMPT

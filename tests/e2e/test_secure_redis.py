@@ -23,6 +23,17 @@ from worker.dispatch import Dispatcher
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 PASSWORD = "s3cret-" + uuid.uuid4().hex[:8]
+# What felab's processes need, and no more (README "Worker fleet" prints the same rule): its
+# own key prefix and pub/sub channels (FELAB_BROKER_PREFIX, default `felab:`), kombu's queue
+# commands, Celery's result backend (pairing answers), the attempt claims (a Lua script).
+FELAB_ACL = (
+    "resetkeys ~felab:* resetchannels &felab:* -@all "
+    "+ping +hello +select "
+    "+lpush +brpop +rpop +llen +exists +pexpire +sadd +smembers +srem +del "
+    "+get +mget +set +setex +expire +hset +hget +hdel +zadd +zrem +zrange "
+    "+multi +exec +discard +watch +unwatch +eval +evalsha +script|load "
+    "+publish +subscribe +unsubscribe"
+)
 
 
 class SecureRedis:
@@ -61,7 +72,8 @@ class SecureRedis:
             f"port 0\ntls-port {self.port}\nbind 127.0.0.1\ntls-cert-file {self.cert}\n"
             f"tls-key-file {key}\ntls-ca-cert-file {self.cert}\ntls-auth-clients no\n"
             f'save ""\nappendonly no\ndir {tmp}\n'
-            f"user default off\nuser felab on >{PASSWORD} ~* &* +@all\n"
+            f"user default off\nuser felab on >{PASSWORD} {FELAB_ACL}\n"
+            f"user admin on >{PASSWORD}-admin ~* &* +@all\n"
         )
         self.proc = None
         self.start()
@@ -76,6 +88,19 @@ class SecureRedis:
         return redis.Redis.from_url(
             url or self.url, ssl_ca_certs=str(self.cert), ssl_cert_reqs="required"
         )
+
+    def admin(self):  # type: ignore[no-untyped-def]
+        """The test's own view (ACL LOG, every key); felab's processes never use it."""
+        port = self.port
+        return self.client(f"rediss://admin:{PASSWORD}-admin@127.0.0.1:{port}/0")
+
+    def denied(self) -> list[str]:
+        """What the `felab` user was refused since the server started (ACL LOG)."""
+        return [
+            f"{e.get('reason')}: {e.get('object')}"
+            for e in self.admin().acl_log()
+            if e.get("username") == "felab"
+        ]
 
     def start(self) -> None:
         self.proc = spawn(["redis-server", str(self.conf)], {}, self.tmp / "redis.log")
@@ -105,13 +130,28 @@ def fleet(secure: SecureRedis, tmp_path_factory: pytest.TempPathFactory) -> Iter
     yield from fleet_fixture(tmp_path_factory.mktemp("fleet"), env)
 
 
-def test_the_acl_user_is_needed(secure: SecureRedis) -> None:
+def test_the_acl_user_is_needed_and_kept_to_felabs_keys(secure: SecureRedis) -> None:
     import redis
 
     with pytest.raises(redis.exceptions.AuthenticationError):
         secure.client(f"rediss://127.0.0.1:{secure.port}/0").set("x", "1")
     with pytest.raises(redis.exceptions.ConnectionError):  # plain text is not spoken at all
         redis.Redis(port=secure.port, socket_timeout=2).ping()
+    felab = secure.client()
+    felab.set("felab:probe", "1")
+    felab.delete("felab:probe")
+    for refused in (
+        lambda: felab.set("another-app:x", "1"),  # keys outside the prefix
+        lambda: felab.get("another-app:x"),
+        lambda: felab.keys("*"),
+        lambda: felab.flushall(),
+        lambda: felab.config_get("*"),
+        lambda: felab.publish("another-app:ch", "x"),
+    ):
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            refused()
+    assert len(secure.denied()) >= 5  # the ACL LOG the next test reads sees these
+    secure.admin().acl_log_reset()
 
 
 def test_jobs_survive_a_broker_restart_over_tls(fleet: Fleet, secure: SecureRedis) -> None:
@@ -147,10 +187,13 @@ def test_jobs_survive_a_broker_restart_over_tls(fleet: Fleet, secure: SecureRedi
                     settings=fleet.settings(),
                 )
                 ids.append(q.job.id)
-        assert secure.client().llen(f"{fleet.settings().broker_prefix}felab.host.{wid}") == 2
+        prefix = fleet.settings().broker_prefix
+        assert secure.client().llen(f"{prefix}felab.host.{wid}") == 2
         secure.stop()  # keeps nothing on disk: both messages and their attempts are gone
         secure.start()
-        assert secure.client().dbsize() == 0
+        # (the ingest may already have reconnected and bound its own queue again)
+        assert secure.admin().llen(f"{prefix}felab.host.{wid}") == 0
+        assert not list(secure.admin().scan_iter(f"{prefix}attempt:*"))
         fleet.start_student("tls-mac", env)
         for job_id in ids:
             job = wait_for(
@@ -162,5 +205,8 @@ def test_jobs_survive_a_broker_restart_over_tls(fleet: Fleet, secure: SecureRedi
             )
             assert job.status == "done", job.error
             assert job.attempts >= 2  # sent again after the restart
+        # Pairing, queueing, claims, heartbeats, results: nothing felab did was refused.
+        assert secure.denied() == []
+        assert all(k.startswith(prefix.encode()) for k in secure.admin().scan_iter("*"))
     finally:
         srv.stop_thread()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import time as _time
 import uuid
 from collections.abc import Iterator
 from datetime import date, time
@@ -236,3 +237,82 @@ def test_someone_elses_worker_and_forged_results_are_refused(
     assert fleet.ingest is not None
     wait_for(lambda: "signature does not match" in fleet.ingest.text(), 10, "the refusal")  # type: ignore[union-attr]
     assert fleet.job(job_id).status == "queued"
+
+
+def _kill_child(proc_pid: int) -> None:
+    (child,) = _children(proc_pid)
+    os.kill(child, signal.SIGKILL)
+
+
+def _running_attempt(fleet: Fleet, job_id: int, attempts: int) -> m.BenchJob | None:
+    job = _running(fleet, job_id)
+    return job if job is not None and job.attempts == attempts else None
+
+
+def test_kill_9_with_attempts_used_up_fails_the_job_with_the_reason(
+    started: Fleet, people: dict[str, m.Member], slow_server: str
+) -> None:
+    """FELAB_JOB_MAX_ATTEMPTS=2: the second lost run fails the job, with why, in bounded time."""
+    fleet = started
+    env = fleet.student_env("ada-doomed", {"mlx": slow_server})
+    wid = fleet.pair(people["ada"], "ada-doomed", env)
+    proc = fleet.start_student("ada-doomed", env)
+    wait_for(lambda: fleet.job_worker_online(wid), 30, "online")
+
+    # The pool child killed twice: the worker reports each lost run; the second one fails it.
+    job_id, _ = _queue(fleet, people["ada"], wid, max_tokens=16)
+    wait_for(lambda: _running_attempt(fleet, job_id, 1), 30, "attempt 1 to run")
+    _kill_child(proc.popen.pid)
+    wait_for(lambda: _running_attempt(fleet, job_id, 2), 30, "attempt 2 to run")
+    _kill_child(proc.popen.pid)
+    job = wait_for(lambda: _done(fleet, job_id), 15, "the job to fail")
+    assert job.status == "failed" and job.attempts == 2
+    assert job.error is not None
+    assert "worker process running the job died" in job.error
+    assert "tried 2 times" in job.error and "given up" in job.error
+
+    # The whole worker killed (-9, main process and child) on the last attempt: offline after
+    # 3 s, the reconciler beats every 0.5 s, so the job fails within seconds, not never.
+    job_id, _ = _queue(fleet, people["ada"], wid, max_tokens=16)
+    wait_for(lambda: _running_attempt(fleet, job_id, 1), 30, "attempt 1 to run")
+    _kill_child(proc.popen.pid)
+    wait_for(lambda: _running_attempt(fleet, job_id, 2), 30, "attempt 2 to run")
+    proc.kill()
+    t0 = _time.monotonic()
+    job = wait_for(lambda: _done(fleet, job_id), 15, "the job to fail")
+    took = _time.monotonic() - t0
+    assert job.status == "failed" and job.attempts == 2
+    assert job.error is not None
+    assert "ada-doomed stopped heartbeating while running it" in job.error
+    assert "given up" in job.error
+    assert took < 3 + 5  # FELAB_WORKER_OFFLINE_AFTER_S plus a few reconciler beats
+
+
+def test_hard_and_soft_time_limits_fail_the_job_with_the_reason(
+    started: Fleet, people: dict[str, m.Member], slow_server: str
+) -> None:
+    """Small limits via settings: the hard limit (no soft margin) kills the run and the worker's
+    main process reports it; the soft limit lets the job report it itself. Neither runs again."""
+    fleet = started
+    hard_env = fleet.student_env("ada-hard", {"mlx": slow_server})
+    hard_env |= {"FELAB_JOB_TIME_LIMIT_S": "2", "FELAB_JOB_SOFT_MARGIN_S": "0"}
+    soft_env = fleet.student_env("ada-soft", {"mlx": slow_server})
+    soft_env |= {"FELAB_JOB_TIME_LIMIT_S": "4", "FELAB_JOB_SOFT_MARGIN_S": "2.5"}
+    hard = fleet.pair(people["ada"], "ada-hard", hard_env)
+    soft = fleet.pair(people["ada"], "ada-soft", soft_env)
+    fleet.start_student("ada-hard", hard_env)
+    fleet.start_student("ada-soft", soft_env)
+    wait_for(lambda: fleet.job_worker_online(hard) and fleet.job_worker_online(soft), 30, "online")
+    # 3 requests of 32 tokens at 10 tokens/s: ~10 s, far past either limit.
+    hard_job, _ = _queue(fleet, people["ada"], hard, max_tokens=32)
+    soft_job, _ = _queue(fleet, people["ada"], soft, max_tokens=32)
+    t0 = _time.monotonic()
+    job = wait_for(lambda: _done(fleet, hard_job), 15, "the hard limit to end the job")
+    assert _time.monotonic() - t0 < 8
+    assert job.status == "failed" and job.attempts == 1
+    assert "hard time limit (2 s" in (job.error or "")
+    job = wait_for(lambda: _done(fleet, soft_job), 15, "the soft limit to end the job")
+    assert job.status == "failed" and job.attempts == 1
+    assert "ran past its time limit (1.5 s)" in (job.error or "")
+    _time.sleep(1.5)  # a redelivery would show up as a second attempt or a changed status
+    assert fleet.job(hard_job).status == "failed" and fleet.job(hard_job).attempts == 1

@@ -161,3 +161,37 @@ def test_reconciler_resends_lost_messages_fails_and_expires(db: Session, student
     job2 = queue_bench_job(db, student, w, "mlx", now=NOW, settings=S).job
     reconcile(db, now=NOW + timedelta(seconds=S.job_queue_expire_s + 1), settings=S)
     assert job2.status == "expired" and "felab worker start --name mac" in (job2.error or "")
+
+
+def test_list_jobs_and_cancel(
+    db: Session, student: m.Member, instructor: m.Member, cohort: m.Cohort
+) -> None:
+    from felab_core.jobs.service import cancel_job, list_jobs
+    from felab_core.people.service import add_member
+
+    ident = _paired(db, student)
+    w = _worker(db, ident)
+    w.allow_instructors = True
+    mine = queue_bench_job(db, student, w, "mlx", now=NOW, settings=S).job
+    asked = queue_bench_job(db, instructor, w, "mlx", now=NOW, settings=S).job
+    ev = event(
+        w.id, "progress", job_id=asked.id, attempt=asked.attempt, body={"done": 2, "total": 6}
+    )
+    ingest_event(db, ident.sign(ev), now=NOW, settings=S)
+    views = list_jobs(db, student)
+    assert [(v.job.id, v.worker, v.progress) for v in views] == [
+        (asked.id, "mac", "2/6"),
+        (mine.id, "mac", "-"),
+    ]
+    assert [v.job.id for v in list_jobs(db, instructor)] == [asked.id]
+    with pytest.raises(Forbidden):
+        cancel_job(db, add_member(db, cohort, "2003"), mine.id, now=NOW)
+    attempt = asked.attempt
+    assert cancel_job(db, instructor, asked.id, now=NOW).status == "cancelled"
+    late = event(w.id, "failed", job_id=asked.id, attempt=attempt, body={"reason": "x"})
+    got = ingest_event(db, ident.sign(late), now=NOW, settings=S)
+    assert (
+        not got.accepted and asked.status == "cancelled" and asked.error == "cancelled on request"
+    )
+    with pytest.raises(Invalid, match="already cancelled"):
+        cancel_job(db, student, asked.id, now=NOW)

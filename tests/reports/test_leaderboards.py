@@ -148,3 +148,38 @@ def test_cohort_progress_table_and_csv(
     parsed = list(csv.DictReader(io.StringIO(text)))
     assert parsed[0]["name"] == "Ada" and parsed[0]["retention"] == "0.7500"
     assert set(parsed[0]) >= {"day_reached", "due_today", "overdue", "benchmarks_run"}
+
+
+def test_a_job_a_worker_ran_counts_as_a_benchmark_run(
+    db: Session, cohort: m.Cohort, members: list[m.Member]
+) -> None:
+    """Imported results end `ready`, fleet jobs `done`: both are benchmarks run."""
+    from felab_core.jobs.keys import new_private_key, public_key_text, sign
+    from felab_core.jobs.messages import event
+    from felab_core.jobs.service import (
+        ingest_event,
+        issue_pair_code,
+        queue_bench_job,
+        redeem_pair_code,
+    )
+
+    ada = members[0]
+    _measure(db, ada, "ollama", 43.9, "day2", "llama3.1:8b")  # imported: ready
+    key = new_private_key()
+    worker = redeem_pair_code(db, issue_pair_code(db, ada, "mac"), public_key_text(key))
+    job = queue_bench_job(db, ada, worker, "mlx", "quick").job
+    row = {"server": "mlx", "model": "m", "preset": "quick", "concurrency": "1"}
+    body = {"rows": [row | {"writing_tps_p50": "50"}], "summary": "ok"}
+    got = ingest_event(
+        db, sign(event(worker.id, "result", job_id=job.id, attempt=job.attempt, body=body), key)
+    )
+    assert got.accepted and job.status == "done"
+    failed = queue_bench_job(db, ada, worker, "mlx", "quick").job
+    ingest_event(
+        db,
+        sign(event(worker.id, "failed", job_id=failed.id, attempt=failed.attempt), key),
+    )
+    p = member_progress(db, ada, NOW)
+    assert (p.benchmarks_run, p.benchmarks_failed) == (2, 1)
+    by_name = {r.name: r for r in cohort_progress(db, cohort.id, NOW)}
+    assert by_name["Ada"].benchmarks_run == 2

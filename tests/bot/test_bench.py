@@ -1,0 +1,247 @@
+"""`/bench`, `/worker` and the outbox: queued through the jobs service on the member's own
+worker, clear refusals, and each finished job posted once (privately for a private member)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import discord
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from bot import bench
+from bot.cogs import bench as cog_module
+from bot.cogs.bench import BenchCog
+from bot.numbers import Who
+from felab_core.db import models as m
+from felab_core.db.errors import Forbidden, Invalid, NotFound
+from felab_core.numbers.service import record_measured
+from felab_core.people.service import find_member, set_public_numbers
+from tests.bot.support import CHANNEL, USER, FakeBot, Place, chat_cohort, who_in
+from tests.db_support import NOW
+
+KEY = "MCowBQYDK2VwAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE="
+
+
+@pytest.fixture
+def cohort(db: Session, day2: None) -> m.Cohort:
+    return chat_cohort(db)
+
+
+def _member(db: Session, cohort: m.Cohort, who: Who) -> m.Member:
+    bench.workers(db, who, NOW)  # joins the cohort on first use
+    member = find_member(db, cohort.id, str(who.user_id))
+    assert member is not None
+    return member
+
+
+def _worker(db: Session, member: m.Member, name: str = "studio", seen: bool = True) -> m.Worker:
+    w = m.Worker(
+        member_id=member.id,
+        name=name,
+        public_key=KEY,
+        status="paired",
+        created_at=NOW,
+        last_seen_at=NOW if seen else None,
+    )
+    db.add(w)
+    db.flush()
+    return w
+
+
+def _queue(db: Session, who: Who, targets: str = "mlx", **kw: Any) -> tuple[str, list[Any]]:
+    sent: list[Any] = []
+    args: dict[str, Any] = {"worker": None, "preset": "day2", "params": {}, "send": sent.append}
+    args.update(kw)
+    text = bench.bench(db, who, targets, now=NOW, **args)
+    return text, sent
+
+
+def test_no_worker_gets_a_clear_answer(db: Session, cohort: m.Cohort) -> None:
+    text, _ = _queue(db, who_in(cohort))
+    assert "no paired worker" in text and "/worker pair" in text
+    assert db.scalars(select(m.BenchJob)).all() == []
+    assert "no paired worker" in bench.workers(db, who_in(cohort), NOW)
+
+
+def test_one_job_per_target_on_the_own_worker(db: Session, cohort: m.Cohort) -> None:
+    who = who_in(cohort)
+    _worker(db, _member(db, cohort, who))
+    text, _ = _queue(db, who, "mlx, llamacpp mlx", params={"requests": 3})
+    jobs = db.scalars(select(m.BenchJob).order_by(m.BenchJob.id)).all()
+    assert [(j.target, j.status, j.params) for j in jobs] == [
+        ("mlx", "queued", {"requests": 3}),
+        ("llamacpp", "queued", {"requests": 3}),
+    ]
+    assert f"Job {jobs[0].id}: mlx on studio" in text
+
+
+def test_several_workers_need_a_choice_and_autocomplete_lists_them(
+    db: Session, cohort: m.Cohort
+) -> None:
+    who = who_in(cohort)
+    member = _member(db, cohort, who)
+    _worker(db, member, "studio")
+    _worker(db, member, "air", seen=False)
+    text, _ = _queue(db, who)
+    assert "several workers (air, studio)" in text
+    assert bench.worker_names(db, who, "st", NOW) == ["studio"]
+    assert bench.worker_names(db, who, "", NOW) == ["air", "studio"]
+    text, _ = _queue(db, who, worker="air")
+    assert "offline" in text and "queued" in text
+    with pytest.raises(NotFound, match="no worker named 'mac'"):
+        _queue(db, who, worker="mac")
+
+
+def test_someone_elses_worker_and_a_url_are_refused(db: Session, cohort: m.Cohort) -> None:
+    owner = who_in(cohort, user=USER + 1, name="Bea")
+    _worker(db, _member(db, cohort, owner), "beas-mac")
+    who = who_in(cohort)
+    _member(db, cohort, who)
+    with pytest.raises(NotFound):
+        _queue(db, who, worker="beas-mac")
+    _worker(db, find_member(db, cohort.id, str(USER)) or pytest.fail(), "studio")
+    with pytest.raises(Invalid, match="not a target name"):
+        _queue(db, who, "http://10.0.0.1:8080")
+
+
+def test_pair_status_cancel(db: Session, cohort: m.Cohort) -> None:
+    who = who_in(cohort)
+    code_text = bench.pair(db, who, "studio", False, NOW)
+    assert "felab worker pair" in code_text and db.scalars(select(m.PairCode)).one()
+    with pytest.raises(Invalid):
+        bench.pair(db, who, "bad name!", False, NOW)
+    _worker(db, _member(db, cohort, who))
+    _queue(db, who)
+    job = db.scalars(select(m.BenchJob)).one()
+    assert f"{job.id}" in bench.status(db, who, NOW) and "queued" in bench.status(db, who, NOW)
+    done = bench.cancel(db, who, job.id, NOW)
+    assert done.text == f"Job {job.id} cancelled." and job.status == "cancelled"
+    with pytest.raises(Invalid, match="already cancelled"):
+        bench.cancel(db, who, job.id, NOW)
+    stranger = who_in(cohort, user=USER + 5)
+    bench.workers(db, stranger, NOW)
+    _queue(db, who)
+    job2 = db.scalars(select(m.BenchJob).order_by(m.BenchJob.id.desc())).first()
+    assert job2 is not None and job2.status == "queued"
+    with pytest.raises(Forbidden):
+        bench.cancel(db, stranger, job2.id, NOW)
+
+
+ROW = {
+    "server": "mlx",
+    "model": "llama-3.1-8b-4bit",
+    "preset": "day2",
+    "concurrency": "1",
+    "ok": "3",
+    "failed": "0",
+    "writing_tps_p50": "41.2",
+    "ttft_p50_s": "0.31",
+}
+
+
+def _finish(db: Session, job: m.BenchJob, png: bytes | None = b"\x89PNG fake") -> None:
+    """What the ingest does with a result (the jobs service's part, done by hand here)."""
+    record_measured(db, job, ROW, now=NOW)
+    job.status = "done"
+    job.chart_png = png
+    db.add(m.JobOutbox(job_id=job.id, created_at=NOW))
+    db.flush()
+
+
+async def test_the_outbox_posts_each_result_once(
+    db: Session, cohort: m.Cohort, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cog_module, "now", lambda: NOW)
+    monkeypatch.setattr(cog_module.discord.abc, "Messageable", Place)
+    who = who_in(cohort)
+    _worker(db, _member(db, cohort, who))
+    _queue(db, who)
+    job = db.scalars(select(m.BenchJob)).one()
+    _finish(db, job)
+    fake = FakeBot(db)
+    channel = Place()
+    fake.places[CHANNEL] = channel
+    cog = BenchCog(fake)  # type: ignore[arg-type]
+    assert await cog.post_results() == 1
+    [(text, files)] = channel.sent
+    assert f"<@{USER}>" in text and "mlx c1" in text and "41.2" in text and "0.31s" in text
+    assert all(len(line) <= 40 for line in text.split("```")[1].splitlines())  # a phone's width
+    assert [f.filename for f in files] == [f"felab-job{job.id}.png", f"felab-job{job.id}.csv"]
+    assert isinstance(files[0], discord.File)
+    assert await cog.post_results() == 0  # posted: never twice
+    assert db.scalars(select(m.JobOutbox)).one().posted_at is not None
+
+
+async def test_a_private_member_gets_the_result_alone(
+    db: Session, cohort: m.Cohort, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cog_module, "now", lambda: NOW)
+    who = who_in(cohort)
+    member = _member(db, cohort, who)
+    set_public_numbers(db, member, False)
+    _worker(db, member)
+    _queue(db, who)
+    _finish(db, db.scalars(select(m.BenchJob)).one(), png=None)
+    fake = FakeBot(db)
+    channel, dm = Place(), Place()
+    fake.places.update({CHANNEL: channel, USER: dm})
+    assert await BenchCog(fake).post_results() == 1  # type: ignore[arg-type]
+    assert channel.sent == [] and len(dm.sent) == 1
+    job_id = db.scalars(select(m.BenchJob)).one().id
+    assert [f.filename for f in dm.sent[0][1]] == [f"felab-job{job_id}.csv"]
+
+
+async def test_a_failed_post_is_tried_again_after_the_lease(
+    db: Session, cohort: m.Cohort, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    who = who_in(cohort)
+    _worker(db, _member(db, cohort, who))
+    _queue(db, who)
+    job = db.scalars(select(m.BenchJob)).one()
+    job.status, job.error = "failed", "mlx is not in the worker's targets file (has: ollama)"
+    db.add(m.JobOutbox(job_id=job.id, created_at=NOW))
+    db.flush()
+    fake = FakeBot(db)  # no channel known and fetch fails
+    cog = BenchCog(fake)  # type: ignore[arg-type]
+
+    async def fetch_channel(_id: int) -> Any:
+        raise discord.HTTPException(type("R", (), {"status": 403, "reason": "x"})(), "no")
+
+    fake.fetch_channel = fetch_channel  # type: ignore[attr-defined]
+    monkeypatch.setattr(cog_module, "now", lambda: NOW)
+    assert await cog.post_results() == 0
+    channel = Place()
+    fake.places[CHANNEL] = channel
+    monkeypatch.setattr(cog_module.discord.abc, "Messageable", Place)
+    assert await cog.post_results() == 0  # still claimed
+    monkeypatch.setattr(cog_module, "now", lambda: NOW + timedelta(minutes=2))
+    assert await cog.post_results() == 1
+    assert "failed: mlx is not in the worker's targets file" in channel.sent[0][0]
+
+
+class _Closed(Place):
+    async def send(self, text: str, files: Any = None, **kw: Any) -> Any:
+        response = type("R", (), {"status": 403, "reason": "Forbidden"})()
+        raise discord.Forbidden(
+            response, {"message": "Cannot send messages to this user", "code": 50007}
+        )
+
+
+async def test_a_member_who_refuses_direct_messages_is_not_retried_forever(
+    db: Session, cohort: m.Cohort, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cog_module, "now", lambda: NOW)
+    who = who_in(cohort)
+    member = _member(db, cohort, who)
+    set_public_numbers(db, member, False)
+    _worker(db, member)
+    _queue(db, who)
+    _finish(db, db.scalars(select(m.BenchJob)).one())
+    fake = FakeBot(db)
+    fake.places[USER] = _Closed()
+    assert await BenchCog(fake).post_results() == 0  # type: ignore[arg-type]
+    row = db.scalars(select(m.JobOutbox)).one()
+    assert row.posted_at is not None and row.message_ref == "dm-refused"

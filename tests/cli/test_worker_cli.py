@@ -1,0 +1,167 @@
+"""`felab worker jobs | cancel | allow-instructors`: thin commands over felab_core.jobs, on an
+embedded SQLite (and the embedded broker's claims file), as the instructor's side runs them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import date, time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from typer.testing import CliRunner
+
+from felab_core.cli.main import app
+from felab_core.db import models as m
+from felab_core.db.session import default_sessions, session_scope
+from felab_core.jobs.keys import new_private_key, public_key_text, sign
+from felab_core.jobs.messages import event
+from felab_core.jobs.service import (
+    ingest_event,
+    issue_pair_code,
+    queue_bench_job,
+    redeem_pair_code,
+)
+from felab_core.people.service import add_member, create_cohort
+from felab_core.settings import get_settings
+
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def _own_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for var in ("FELAB_DATABASE_URL", "FELAB_BROKER_URL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("FELAB_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("COLUMNS", "250")
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()
+
+
+def felab(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, ["worker", *args])
+    return result.exit_code, result.output
+
+
+def _signed(
+    key: Ed25519PrivateKey,
+    worker_id: int,
+    kind: str,
+    job: m.BenchJob,
+    body: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    return sign(event(worker_id, kind, job_id=job.id, attempt=job.attempt, body=body), key)
+
+
+@dataclass
+class Fleet:
+    cohort: int
+    worker: int
+    key: Ed25519PrivateKey
+    queued: int
+    running: int
+    failed: int
+
+    def who(self, discord_id: str = "100") -> list[str]:
+        return ["--member", discord_id, "--cohort", str(self.cohort)]
+
+    def job(self, job_id: int) -> m.BenchJob:
+        with session_scope(default_sessions()) as s:
+            job = s.get(m.BenchJob, job_id)
+            assert job is not None
+            return job
+
+
+@pytest.fixture
+def fleet() -> Fleet:
+    """Cohort C: Ada (student, owns ada-mac) and Ines (instructor); three jobs on ada-mac."""
+    with session_scope(default_sessions()) as s:
+        cohort = create_cohort(
+            s, "C", timezone="UTC", start_date=date(2026, 3, 2), post_time=time(9), guild_id="g"
+        )
+        ada = add_member(s, cohort, "100", display_name="Ada")
+        add_member(s, cohort, "200", role="instructor", display_name="Ines")
+        key = new_private_key()
+        worker = redeem_pair_code(s, issue_pair_code(s, ada, "ada-mac"), public_key_text(key))
+        queued = queue_bench_job(s, ada, worker, "mlx", "quick").job
+        running = queue_bench_job(s, ada, worker, "mlx", "quick").job
+        ingest_event(s, _signed(key, worker.id, "started", running))
+        ingest_event(s, _signed(key, worker.id, "progress", running, {"done": 1, "total": 3}))
+        failed = queue_bench_job(s, ada, worker, "llamacpp", "quick").job
+        reason = "connection refused: nothing listens at 127.0.0.1:8081"
+        ingest_event(s, _signed(key, worker.id, "failed", failed, {"reason": reason}))
+        return Fleet(cohort.id, worker.id, key, queued.id, running.id, failed.id)
+
+
+def test_jobs_lists_status_progress_and_reason(fleet: Fleet) -> None:
+    code, out = felab("jobs", *fleet.who())
+    assert code == 0, out
+    lines = {int(line.split()[1]): line for line in out.splitlines() if "ada-mac" in line}
+    assert set(lines) == {fleet.queued, fleet.running, fleet.failed}
+    assert "queued" in lines[fleet.queued]
+    assert "running" in lines[fleet.running] and "1/3" in lines[fleet.running]
+    assert "failed" in lines[fleet.failed]
+    assert "connection refused: nothing listens at 127.0.0.1:8081" in lines[fleet.failed]
+    code, out = felab("jobs", *fleet.who("200"))  # Ines asked for none of them
+    assert code == 0 and "no jobs yet" in out
+
+
+def test_cancel_queued_and_running_jobs(fleet: Fleet, tmp_path: Path) -> None:
+    from worker.claims import SqliteClaims
+
+    claims = SqliteClaims(get_settings())
+    claims.offer(fleet.queued, fleet.job(fleet.queued).attempt or "", 60)
+    queued_attempt = fleet.job(fleet.queued).attempt or ""
+    code, out = felab("cancel", str(fleet.queued), *fleet.who())
+    assert code == 0, out
+    assert f"job {fleet.queued} cancelled" in out
+    assert fleet.job(fleet.queued).status == "cancelled"
+    assert claims.claim(fleet.queued, queued_attempt) == "stale"  # the worker drops it
+
+    running = fleet.job(fleet.running)
+    code, out = felab("cancel", str(fleet.running), *fleet.who())
+    assert code == 0, out
+    assert "what it reports is ignored" in out
+    # The run's later result is dropped: nothing is recorded for a cancelled job.
+    with session_scope(default_sessions()) as s:
+        late = ingest_event(
+            s,
+            _signed(fleet.key, fleet.worker, "result", running, {"rows": [{"server": "mlx"}]}),
+        )
+        assert not late.accepted and "already cancelled" in late.reason
+        assert s.query(m.Number).count() == 0
+    assert fleet.job(fleet.running).status == "cancelled"
+
+    code, out = felab("cancel", str(fleet.failed), *fleet.who())
+    assert code == 2 and "already failed" in out
+    code, out = felab("cancel", str(fleet.failed + 1000), *fleet.who())
+    assert code == 2 and "no job" in out
+
+
+def test_cancel_by_someone_else_is_refused(fleet: Fleet) -> None:
+    code, out = felab("cancel", str(fleet.queued), *fleet.who("200"))
+    assert code == 2 and "only who asked for the job" in out
+    assert fleet.job(fleet.queued).status == "queued"
+
+
+def test_allow_instructors_is_the_owners_choice(fleet: Fleet) -> None:
+    def allowed() -> bool:
+        with session_scope(default_sessions()) as s:
+            w = s.get(m.Worker, fleet.worker)
+            assert w is not None
+            return w.allow_instructors
+
+    assert not allowed()
+    code, out = felab("allow-instructors", "ada-mac", "--yes", *fleet.who())
+    assert code == 0 and "instructors may now run jobs on ada-mac" in out
+    assert allowed()
+    code, out = felab("allow-instructors", "ada-mac", "--yes", *fleet.who("200"))
+    assert code == 2 and "only the machine's owner" in out
+    code, out = felab("allow-instructors", "ada-mac", "--no", *fleet.who())
+    assert code == 0 and "only you may run jobs on ada-mac" in out
+    assert not allowed()
+    code, out = felab("allow-instructors", "nope", "--no", *fleet.who())
+    assert code == 2 and "no worker named 'nope'" in out

@@ -1,0 +1,122 @@
+"""The whole loop with real processes and no servers to run: the bot against the fake Discord,
+`felab worker ingest` and `felab worker start` on the embedded broker (SQLite), a scripted MLX.
+
+/worker pair gives the code the Mac redeems; /bench run queues on it; the worker measures; the
+ingest records the result and fills the outbox; the bot posts it once, with chart and CSV. A
+target the Mac's targets file lacks fails on the Mac and the post says so.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from felab_core.db import models as m
+from felab_core.db.session import session_scope
+from felab_core.lab.scripted_server import Script, ScriptedServer
+from tests.e2e.fleet import FAST, spawn
+from tests.e2e.test_bot_commands import attachments, followed_up, opt, reply, sub
+from tests.e2e.test_bot_process import (  # noqa: F401 (the `world` fixture)
+    ADA,
+    FELAB,
+    ROOT,
+    BotWorld,
+    world,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
+
+def test_bench_from_chat_to_a_posted_result(world: BotWorld, tmp_path: Path) -> None:  # noqa: F811
+    fake = world.fake
+    srv = ScriptedServer(Script(persona="mlx")).start_in_thread()
+    procs = []
+    try:
+        shared = {**world.env(), **FAST, "FELAB_DISCORD_OUTBOX_EVERY_S": "0.3"}
+        world.env = lambda: shared  # type: ignore[method-assign]
+        mac = tmp_path / "mac"
+        mac.mkdir()
+        (mac / "targets.toml").write_text(
+            f'[targets.mlx]\nurl = "http://127.0.0.1:{srv.port}"\nmodel = "tiny"\n'
+        )
+        # The Mac shares only the broker (the embedded one is a file in FELAB_DATA_DIR).
+        student = {
+            **{k: v for k, v in shared.items() if k != "FELAB_DATABASE_URL"},
+            "FELAB_TARGETS_FILE": str(mac / "targets.toml"),
+        }
+        out = subprocess.run(
+            [FELAB, "bot", "sync", "--guild", fake.guild_id],
+            env=shared,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+        )
+        assert out.returncode == 0, out.stderr
+        procs.append(spawn([FELAB, "worker", "ingest"], shared, tmp_path / "ingest.log"))
+        world.start_bot()
+        world.wait(fake.connected, 20, "the bot to log in")
+
+        text = reply(world, fake.slash("worker", ADA, options=sub("pair", opt("name", "studio"))))
+        code = re.search(r"--code ([0-9A-F-]{20})", text["content"])
+        assert code is not None, text["content"]
+        paired = subprocess.run(
+            [FELAB, "worker", "pair", "--code", code.group(1), "--timeout", "30"],
+            env=student,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+        )
+        assert paired.returncode == 0, paired.stderr + paired.stdout
+        procs.append(
+            spawn(
+                [FELAB, "worker", "start", "--name", "studio", "--pool", "solo"],
+                student,
+                tmp_path / "worker.log",
+            )
+        )
+
+        def online() -> bool:
+            text = reply(world, fake.slash("worker", ADA, options=sub("list")))["content"]
+            return "**studio**: online" in text
+
+        world.wait(online, 30, "the worker online in /worker list")
+
+        queued = followed_up(
+            world,
+            fake.slash(
+                "bench",
+                ADA,
+                options=sub("run", opt("targets", "mlx mlx2"), opt("preset", "quick")),
+            ),
+        )["content"]
+        ids = [int(i) for i in re.findall(r"Job (\d+):", queued)]
+        assert len(ids) == 2, queued
+
+        def posted(job_id: int) -> list[dict[str, object]]:
+            return [p for p in world.channel() if f"Job {job_id} " in str(p["content"])]
+
+        [good] = world.wait(lambda: posted(ids[0]), 90, "the mlx result in the channel")
+        assert "is done" in str(good["content"]) and "mlx c1" in str(good["content"])
+        files = attachments(world, good)
+        assert files[f"felab-job{ids[0]}.png"].startswith(b"\x89PNG")
+        assert b"writing_tps_p50" in files[f"felab-job{ids[0]}.csv"]
+        [bad] = world.wait(lambda: posted(ids[1]), 90, "the mlx2 failure in the channel")
+        assert "failed" in str(bad["content"]) and "no target 'mlx2'" in str(bad["content"])
+        with session_scope(world.sessions) as s:
+            rows = s.scalars(select(m.JobOutbox).order_by(m.JobOutbox.job_id)).all()
+            assert [r.posted_at is not None for r in rows] == [True, True]
+        assert len(posted(ids[0])) == len(posted(ids[1])) == 1
+    finally:
+        for p in procs:
+            p.kill()
+        srv.stop_thread()
+        for name in ("ingest.log", "worker.log"):
+            log = tmp_path / name
+            if log.exists():
+                print(f"--- {name} ---\n{log.read_text(errors='replace')[-3000:]}")

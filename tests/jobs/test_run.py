@@ -1,0 +1,69 @@
+"""The worker's side of a job, without Celery: felab's own soft time limit stops the run inside
+its event loop and says why (Celery's soft limit cannot: its signal is swallowed there)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from felab_core.jobs.messages import JobMessage
+from felab_core.jobs.run import execute
+from felab_core.jobs.service import Limits
+from felab_core.lab.scripted_server import Script, ScriptedServer
+from felab_core.settings import Settings
+from worker.app import soft_time_limit
+
+LIMITS = Limits(concurrency=4, requests=10, max_tokens=64, per_hour=10)
+
+
+@pytest.fixture
+def targets(tmp_path: Path) -> Iterator[Path]:
+    srv = ScriptedServer(Script(persona="mlx", ttft_s=0.01, itl_s=0.05)).start_in_thread()
+    tf = tmp_path / "targets.toml"
+    tf.write_text(f'[targets.mlx]\nurl = "http://127.0.0.1:{srv.port}"\nmodel = "tiny"\n')
+    yield tf
+    srv.stop_thread()
+
+
+def _msg(**params: int) -> JobMessage:
+    return JobMessage(
+        job_id=1, attempt="a1", worker_id=7, target="mlx", preset="quick", params=params
+    )
+
+
+def test_a_run_past_the_soft_limit_is_stopped_and_says_why(targets: Path) -> None:
+    events: list[dict[str, Any]] = []
+    t0 = time.monotonic()
+    # 3 requests of 32 tokens at 20 tokens/s: ~5 s; the limit stops it at 0.5 s.
+    execute(
+        _msg(max_tokens=32),
+        targets_file=targets,
+        limits=LIMITS,
+        emit=events.append,
+        time_limit_s=0.5,
+    )
+    assert time.monotonic() - t0 < 3
+    last = events[-1]
+    assert last["kind"] == "failed" and last["attempt"] == "a1"
+    assert last["body"]["reason"] == (
+        "the job ran past its time limit (0.5 s) and was stopped: ask for fewer requests or tokens"
+    )
+
+
+def test_a_run_within_the_limit_reports_its_result(targets: Path) -> None:
+    events: list[dict[str, Any]] = []
+    execute(
+        _msg(max_tokens=2), targets_file=targets, limits=LIMITS, emit=events.append, time_limit_s=30
+    )
+    assert events[-1]["kind"] == "result" and events[-1]["body"]["rows"]
+
+
+def test_the_soft_limit_comes_the_margin_before_the_hard_one() -> None:
+    assert soft_time_limit(Settings(job_time_limit_s=1800)) == 1770
+    assert soft_time_limit(Settings(job_time_limit_s=4, job_soft_margin_s=2.5)) == 1.5
+    assert soft_time_limit(Settings(job_time_limit_s=2, job_soft_margin_s=0)) is None
+    assert soft_time_limit(Settings(job_time_limit_s=20, job_soft_margin_s=30)) is None
