@@ -1,7 +1,9 @@
 """The bot process: settings, database, cogs; command sync only when asked (`felab bot sync`).
 
-Intents: guilds only. The bot works through slash commands and buttons, so it needs neither the
-privileged message-content intent nor the members intent.
+Intents: guilds and guild messages (not privileged: the bot sees that a voice message was posted,
+and answers it). Only with FELAB_DISCORD_MESSAGE_CONTENT does it ask for the privileged
+message-content intent, which Discord needs before it shows a bot a voice message's recording;
+never the members intent.
 """
 
 from __future__ import annotations
@@ -60,6 +62,8 @@ class FelabBot(commands.Bot):
     ) -> None:
         intents = discord.Intents.none()
         intents.guilds = True
+        intents.guild_messages = True
+        intents.message_content = settings.discord_message_content
         super().__init__(command_prefix=commands.when_mentioned, intents=intents, help_command=None)
         self.settings = settings
         self.sessions = sessions
@@ -135,6 +139,12 @@ def run(settings: Settings) -> None:
         bot.run(token, log_level=logging.INFO, root_logger=True)
     except discord.LoginFailure:
         raise BotConfigError(_REFUSED) from None
+    except discord.PrivilegedIntentsRequired:
+        raise BotConfigError(
+            "Discord refused the message-content intent: turn on Message Content Intent in the "
+            "developer portal (your application > Bot > Privileged Gateway Intents), or set "
+            "FELAB_DISCORD_MESSAGE_CONTENT=false (voice messages then point to /speak answer)"
+        ) from None
 
 
 async def sync(settings: Settings, guild_id: int | None) -> list[str]:

@@ -20,10 +20,11 @@ from sqlalchemy.orm import Session
 from bot.drills import fit, member_for
 from bot.numbers import Who
 from felab_core.db import models as m
-from felab_core.db.errors import Invalid
+from felab_core.db.errors import Invalid, NotFound
 from felab_core.jobs.service import (
     Send,
     cancel_job,
+    check_target,
     claim_outbox,
     find_worker,
     issue_pair_code,
@@ -31,6 +32,7 @@ from felab_core.jobs.service import (
     list_workers,
     mark_posted,
     queue_bench_job,
+    worker_targets,
 )
 
 PARAMS = ("concurrency", "requests", "max_tokens")
@@ -54,6 +56,41 @@ def worker_names(session: Session, who: Who, current: str, now: datetime) -> lis
     names = [v.worker.name for v in list_workers(session, member, now=now)]
     low = current.lower()
     return [n for n in names if n.lower().startswith(low)][:25]
+
+
+def _chosen(session: Session, member: m.Member, worker: str | None, now: datetime) -> m.Worker:
+    """The named machine, or the member's only one; NotFound/Invalid otherwise."""
+    if worker:
+        return find_worker(session, member, worker)
+    mine = list_workers(session, member, now=now)
+    if len(mine) != 1:
+        raise Invalid("pick a worker first")
+    return mine[0].worker
+
+
+def target_names(
+    session: Session, who: Who, worker: str | None, current: str, now: datetime
+) -> list[str]:
+    """Autocomplete for `targets`: the chosen worker's reported target names, completing the
+    last word typed (the words before it kept, so several targets can be picked one by one)."""
+    member = _member(session, who, now)
+    try:
+        chosen = _chosen(session, member, worker, now)
+    except (Invalid, NotFound):
+        return []
+    known = worker_targets(chosen) or {}
+    words = [w for w in _SPLIT.split(current) if w]
+    if current and not current[-1].isspace() and current[-1] != "," and words:
+        last = words.pop()
+    else:
+        last = ""
+    head = " ".join(words)
+    out = []
+    for name in known:
+        if name in words or not name.lower().startswith(last.lower()):
+            continue
+        out.append(f"{head} {name}" if head else name)
+    return [o for o in out if len(o) <= 100][:25]
 
 
 def bench(
@@ -84,6 +121,8 @@ def bench(
         chosen = mine[0].worker
     else:
         chosen = find_worker(session, member, worker)
+    for target in dict.fromkeys(names):  # all refused at once, before any is queued
+        check_target(chosen, target, member)
     lines = []
     notices = set()
     for target in dict.fromkeys(names):
@@ -94,10 +133,7 @@ def bench(
         if queued.notice:
             notices.add(queued.notice)
     lines.extend(sorted(notices))
-    lines.append(
-        "The result is posted here when it is ready; `/bench status` shows progress. A target "
-        "missing from your Mac's targets file fails there, and the post says so."
-    )
+    lines.append("The result is posted here when it is ready; `/bench status` shows progress.")
     return fit("\n".join(lines))
 
 
@@ -154,7 +190,13 @@ def workers(session: Session, who: Who, now: datetime) -> str:
     for v in views:
         state = "online" if v.online else "offline"
         job = f", running job {v.running_job}" if v.running_job else ""
-        lines.append(f"**{v.worker.name}**: {state}, last seen {v.last_seen}{job}")
+        known = worker_targets(v.worker)
+        has = (
+            "targets not reported yet"
+            if known is None
+            else "targets: " + (", ".join(known) or "none")
+        )
+        lines.append(f"**{v.worker.name}**: {state}, last seen {v.last_seen}{job}; {has}")
     return fit("\n".join(lines))
 
 

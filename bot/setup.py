@@ -111,3 +111,18 @@ def join(session: Session, who: Who, code: str | None, now: datetime) -> str:
         session, cohort, str(who.user_id), display_name=who.display_name, code=code, now=now
     )
     return f"You are in **{cohort.name}** ({member.role}). `/drill` shows your cards."
+
+
+def weekly(session: Session, who: Who, on: bool) -> str:
+    """An instructor turns this channel's weekly summary post on or off."""
+    from felab_core.reports.weekly import set_weekly_summary
+
+    cohort = set_weekly_summary(
+        session, str(who.guild_id or ""), str(who.channel_id or ""), str(who.user_id), on
+    )
+    if on:
+        return (
+            f"{cohort.name} gets a summary of its week here each Monday at "
+            f"{cohort.post_time.strftime('%H:%M')} ({cohort.timezone})."
+        )
+    return f"{cohort.name} gets no weekly summary."

@@ -72,7 +72,7 @@ class Settings(BaseSettings):
     )
     worker_key_file: Path | None = Field(
         default=None,
-        description="A student worker's identity (its Ed25519 key); unset: DATA_DIR/worker.json.",
+        description="A worker's identity (its Ed25519 key); unset: DATA_DIR/worker-NAME.json.",
     )
     job_max_concurrency: int = Field(default=64, ge=1, description="Most users one job may run.")
     job_max_requests: int = Field(default=500, ge=1, description="Most requests one job may send.")
@@ -129,6 +129,13 @@ class Settings(BaseSettings):
     # --- the Discord bot: results (README "Discord bot") ---
     discord_outbox_every_s: float = Field(
         default=5.0, gt=0, description="How often the bot looks for finished benchmarks to post."
+    )
+
+    # --- the Discord bot: voice messages (README "Discord bot") ---
+    discord_message_content: bool = Field(
+        default=False,
+        description="Ask Discord for the privileged message-content intent, so the bot reads "
+        "voice messages as spoken answers; turn it on in the developer portal first.",
     )
 
     def resolved_database_url(self) -> str:

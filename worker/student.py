@@ -17,6 +17,7 @@ from celery.signals import worker_ready, worker_shutdown
 
 from felab_core.jobs.keys import Identity
 from felab_core.jobs.messages import INGEST_QUEUE, event
+from felab_core.jobs.run import target_names
 from felab_core.jobs.service import Limits
 from felab_core.settings import Settings
 from worker.app import soft_time_limit
@@ -35,6 +36,7 @@ class Runtime:
     heartbeat_s: float
     soft_limit_s: float | None = None  # felab's own (in the event loop); Celery's is the hard one
     stop: threading.Event = field(default_factory=threading.Event)
+    _unreadable_said: bool = False
 
     def emit(self, payload: dict[str, Any], connection: Any = None) -> None:
         """Sign an event with this worker's key and send it to the ingest."""
@@ -45,6 +47,18 @@ class Runtime:
             connection=connection,
         )
 
+    def heartbeat(self) -> dict[str, Any]:
+        """A heartbeat with the names and kinds in the targets file, read again each beat so an
+        edit shows without a restart (never the URLs: they stay on this machine)."""
+        names = target_names(self.targets_file)
+        if names is None and not self._unreadable_said:  # said once, not every beat
+            log.warning(
+                "targets file %s cannot be read: its targets are not reported", self.targets_file
+            )
+        self._unreadable_said = names is None
+        body = {} if names is None else {"targets": names}
+        return event(self.identity.worker_id, "heartbeat", body=body)
+
     def heartbeat_loop(self) -> None:
         """Beat on a connection of its own, so a long job never silences it."""
         conn = None
@@ -52,7 +66,7 @@ class Runtime:
             try:
                 if conn is None:
                     conn = self.app.connection_for_write()
-                self.emit(event(self.identity.worker_id, "heartbeat"), connection=conn)
+                self.emit(self.heartbeat(), connection=conn)
             except Exception as exc:  # the broker restarting: try again next beat
                 log.warning("heartbeat not sent (%s); retrying", exc)
                 if conn is not None:

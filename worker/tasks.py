@@ -167,7 +167,12 @@ def pair(payload: dict[str, Any]) -> dict[str, Any]:
     try:
         verify(payload, str(payload.get("public_key")))
         with session_scope(_ingest_sessions()) as session:
-            worker = redeem_pair_code(session, str(payload["code"]), str(payload["public_key"]))
+            worker = redeem_pair_code(
+                session,
+                str(payload["code"]),
+                str(payload["public_key"]),
+                targets=payload.get("targets"),
+            )
             return {"worker_id": worker.id, "name": worker.name}
     except (ServiceError, KeyError) as exc:
         return {"error": str(exc)}

@@ -91,6 +91,23 @@ class BenchCog(commands.Cog, name="Bench"):
             return []
         return [app_commands.Choice(name=n, value=n) for n in names]
 
+    @run.autocomplete("targets")
+    async def _targets(
+        self, interaction: discord.Interaction[Any], current: str
+    ) -> list[app_commands.Choice[str]]:
+        chosen = getattr(interaction.namespace, "worker", None)
+        try:
+            names = await self.bot.db(
+                bench.target_names,
+                who(interaction),
+                str(chosen) if chosen else None,
+                current,
+                now(),
+            )
+        except ServiceError:
+            return []
+        return [app_commands.Choice(name=n, value=n) for n in names]
+
     @bench_group.command(name="status", description="Your latest benchmark jobs")
     async def status(self, interaction: discord.Interaction[Any]) -> None:
         async def work() -> Out:

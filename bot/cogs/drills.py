@@ -19,6 +19,7 @@ from discord import app_commands
 from discord.ext import commands, tasks
 
 from bot import drills
+from bot.cogs.common import done_in_time, in_flight
 from felab_core.db.errors import ServiceError
 
 if TYPE_CHECKING:
@@ -96,23 +97,22 @@ async def _or_error(work: Awaitable[Reply]) -> Reply:
 
 
 async def answer(interaction: discord.Interaction[Any], work: Awaitable[Reply]) -> None:
-    """Answer ephemerally; when the work is not done within ANSWER_WITHIN_S, acknowledge first
-    ("thinking") and send the answer as a followup: Discord drops a first response after 3 s."""
-    task = asyncio.ensure_future(_or_error(work))
-    done, _ = await asyncio.wait({task}, timeout=ANSWER_WITHIN_S)
-    if task not in done:
-        await interaction.response.defer(ephemeral=True, thinking=True)
+    """Answer ephemerally; when the work is not done within ANSWER_WITHIN_S of the event (less in
+    a burst: bot.cogs.common.wait_for_work_s), acknowledge first ("thinking") and send the answer
+    as a followup: Discord drops a first response after 3 s."""
+    async with in_flight():
+        task = asyncio.ensure_future(_or_error(work))
+        deferred = not await done_in_time(interaction, task, ANSWER_WITHIN_S)
+        if deferred:
+            await interaction.response.defer(ephemeral=True, thinking=True)
         text, view = await task
-        if view is None:
-            await interaction.followup.send(drills.fit(text), ephemeral=True)
-        else:
-            await interaction.followup.send(drills.fit(text), view=view, ephemeral=True)
-        return
-    text, view = task.result()
-    if view is None:
-        await interaction.response.send_message(drills.fit(text), ephemeral=True)
+    kw: dict[str, Any] = {"ephemeral": True}
+    if view is not None:
+        kw["view"] = view
+    if deferred:
+        await interaction.followup.send(drills.fit(text), **kw)
     else:
-        await interaction.response.send_message(drills.fit(text), view=view, ephemeral=True)
+        await interaction.response.send_message(drills.fit(text), **kw)
 
 
 def card_view(card_id: int) -> discord.ui.View:
@@ -140,6 +140,7 @@ class DrillsCog(commands.Cog, name="Drills"):
     async def post_loop(self) -> None:
         try:
             await self.post_due()
+            await self.post_weekly()
         except Exception:
             log.exception("the daily post failed; trying again at the next look")
 
@@ -154,6 +155,24 @@ class DrillsCog(commands.Cog, name="Drills"):
         if not isinstance(channel, discord.abc.Messageable):
             raise TypeError(f"channel {channel_id} cannot hold messages")
         return channel
+
+    async def post_weekly(self) -> int:
+        """Post every claimed weekly summary (felab_core.reports.weekly); once per cohort and
+        week, a failed send gives the claim back for the next look."""
+        from felab_core.reports.weekly import claim_weekly_posts
+
+        made = 0
+        for post in await self.bot.db(claim_weekly_posts, _now()):
+            try:
+                channel = await self._channel(post.channel_id)
+                message = await channel.send(post.text)
+            except discord.HTTPException:
+                log.exception("could not post the weekly summary to %s", post.channel_id)
+                await self.bot.db(drills.release, post.post_id)
+                continue
+            await self.bot.db(drills.posted, post.post_id, message.id, _now())
+            made += 1
+        return made
 
     async def post_due(self) -> int:
         """Post every claimed daily post (the first look after a start catches up)."""

@@ -95,6 +95,14 @@ class SetupCog(commands.Cog, name="Setup"):
 
         await respond(interaction, work())
 
+    @group.command(name="weekly", description="Instructors: a summary of the week each Monday")
+    @app_commands.describe(on="True: post the summary here each Monday; False: stop")
+    async def weekly(self, interaction: discord.Interaction[Any], on: bool) -> None:
+        async def work() -> Out:
+            return Out(await self.bot.db(setup.weekly, who(interaction), on))
+
+        await respond(interaction, work())
+
     @app_commands.command(name="join", description="Join this channel's cohort")
     @app_commands.describe(code="The join code your instructor gave you, if it needs one")
     async def join(self, interaction: discord.Interaction[Any], code: str | None = None) -> None:

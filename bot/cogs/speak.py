@@ -1,9 +1,10 @@
-"""`/speak prompt`, `/speak answer` and the rating buttons under an answer: glue over
-bot/speak.py. The buttons are DynamicItems (the answer id in the custom id), alive across
-restarts."""
+"""`/speak prompt`, `/speak answer`, voice messages in a cohort's channel and the rating buttons
+under an answer: glue over bot/speak.py. The buttons are DynamicItems (the answer id in the
+custom id), alive across restarts."""
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import TYPE_CHECKING, Any, cast
 
@@ -13,9 +14,13 @@ from discord.ext import commands
 
 from bot import speak
 from bot.cogs.common import Out, now, respond, who
+from bot.numbers import Who
+from felab_core.db.errors import ServiceError
 
 if TYPE_CHECKING:
     from bot.app import FelabBot
+
+log = logging.getLogger(__name__)
 
 
 class RateButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=speak.CUSTOM_ID):
@@ -67,7 +72,8 @@ class SpeakCog(commands.Cog, name="Speak"):
     @group.command(name="prompt", description="Your say-it-aloud question and its time")
     async def prompt(self, interaction: discord.Interaction[Any]) -> None:
         async def work() -> Out:
-            return Out(await self.bot.db(speak.prompt_text, who(interaction), now()))
+            voice = self.bot.settings.discord_message_content
+            return Out(await self.bot.db(speak.prompt_text, who(interaction), now(), voice))
 
         await respond(interaction, work())
 
@@ -97,3 +103,31 @@ class SpeakCog(commands.Cog, name="Speak"):
             await interaction.followup.send(
                 posted[0].public, view=rating_view(posted[0].answer_id), ephemeral=False
             )
+
+    @commands.Cog.listener()
+    async def on_message(self, message: discord.Message) -> None:
+        """A voice message in a cohort's channel is a spoken answer (Discord sends its attachment
+        only to a bot with the message-content intent)."""
+        if message.author.bot or message.guild is None:
+            return
+        if not message.flags.value & speak.IS_VOICE_MESSAGE:
+            return
+        audio = next((a for a in message.attachments if a.duration is not None), None)
+        link = message.attachments[0].url if message.attachments else None
+        seconds = float(audio.duration) if audio is not None and audio.duration else None
+        author = message.author
+        speaker = Who(message.guild.id, message.channel.id, author.id, author.display_name)
+        try:
+            reply = await self.bot.db(speak.voice_answer, speaker, seconds, link, now())
+        except ServiceError as exc:
+            reply = speak.VoiceReply(str(exc), None)
+        if reply is None:
+            return
+        view = rating_view(reply.answer_id) if reply.answer_id is not None else None
+        kw: dict[str, Any] = {"mention_author": False}
+        if view is not None:
+            kw["view"] = view
+        try:
+            await message.reply(reply.text, **kw)
+        except discord.HTTPException:  # no Send Messages here, say: the answer stays recorded
+            log.exception("could not reply to voice message %s", message.id)

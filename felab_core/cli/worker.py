@@ -159,10 +159,15 @@ def pair(
             )
         console.print(issued)
         return
+    from felab_core.jobs.run import target_names
     from worker.app import app
 
     key = new_private_key()
-    request = sign({"code": code.strip(), "public_key": public_key_text(key)}, key)
+    names = target_names(settings.targets_file)  # names and kinds only: URLs stay here
+    request_body: dict[str, object] = {"code": code.strip(), "public_key": public_key_text(key)}
+    if names is not None:
+        request_body["targets"] = names
+    request = sign(request_body, key)
     try:
         reply = app.send_task("felab.pair", args=[request], queue=INGEST_QUEUE).get(timeout=timeout)
     except Exception as exc:
@@ -185,14 +190,18 @@ def list_cmd(
     member: str = typer.Option(None, "--member", help="The member's Discord id."),
     cohort: int = typer.Option(None, "--cohort", help="The member's cohort id."),
 ) -> None:
-    """A member's workers, online or not, and when each was last seen."""
-    from felab_core.jobs.service import list_workers
+    """A member's workers, online or not, when each was last seen, and the target names its
+    targets file holds (as the machine last reported them)."""
+    from felab_core.jobs.service import list_workers, worker_targets
 
     who = _member(member, cohort)
     with service_errors(), session_scope(sessions()) as session:
         views = list_workers(session, who)
-    table = Table("worker", "id", "state", "last seen", "running job", "instructors may use")
+    table = Table(
+        "worker", "id", "state", "last seen", "running job", "instructors may use", "targets"
+    )
     for v in views:
+        known = worker_targets(v.worker)
         table.add_row(
             v.worker.name,
             str(v.worker.id),
@@ -200,6 +209,7 @@ def list_cmd(
             v.last_seen,
             str(v.running_job or "-"),
             "yes" if v.worker.allow_instructors else "no",
+            "not reported yet" if known is None else ", ".join(known) or "none",
         )
     if not views:
         console.print("no workers yet: pair one with `felab worker pair --name NAME`")

@@ -82,6 +82,8 @@ class Cohort(Base):
     join_mode: Mapped[str] = mapped_column(String(16))
     join_code: Mapped[str | None] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # a summary of the week in the channel each Monday (README "Discord bot")
+    weekly_summary: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
     members: Mapped[list[Member]] = relationship(
         back_populates="cohort", cascade="all, delete-orphan", passive_deletes=True
@@ -333,7 +335,7 @@ class SpokenAnswer(Base):
     member_id: Mapped[int] = mapped_column(ForeignKey("members.id", ondelete="CASCADE"))
     prompt_id: Mapped[int] = mapped_column(ForeignKey("speak_prompts.id", ondelete="CASCADE"))
     duration_s: Mapped[float] = mapped_column(Float)
-    self_rating: Mapped[int] = mapped_column(Integer)
+    self_rating: Mapped[int | None] = mapped_column(Integer)  # None: a voice answer not rated yet
     recording_ref: Mapped[str | None] = mapped_column(String(500))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
@@ -387,9 +389,10 @@ class Worker(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     last_seen_at: Mapped[datetime | None] = mapped_column()
     # The owner's choice: may the cohort's instructors run jobs on this machine?
-    allow_instructors: Mapped[bool] = mapped_column(
-        Boolean, default=False, server_default=false()
-    )
+    allow_instructors: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # What the machine reported of its targets file (name -> kind, never a URL) when it paired
+    # and with every heartbeat; None until it reports (then any target name is accepted).
+    targets: Mapped[Json | None] = mapped_column()
 
     __table_args__ = (UniqueConstraint("member_id", "name"),)
 

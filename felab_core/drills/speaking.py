@@ -1,7 +1,9 @@
 """Say it out loud: spoken answers, their self-rating and the ratings peers give them.
 
 Ratings are 1 to 5 (5 = clear, correct and inside the time). Felab keeps how long the answer
-took, not the recording itself: a Discord attachment link may be kept as a reference.
+took, not the recording itself: a Discord attachment link may be kept as a reference. An answer
+given as a voice message has no self-rating at first (`self_rating=None`): the speaker gives it
+later with `set_self_rating`, once.
 """
 
 from __future__ import annotations
@@ -38,11 +40,12 @@ def record_spoken_answer(
     prompt: m.SpeakPrompt | str,
     *,
     duration_s: float,
-    self_rating: int,
+    self_rating: int | None,
     recording_ref: str | None = None,
     now: datetime | None = None,
 ) -> m.SpokenAnswer:
-    """Store one attempt; the answer is over time if it ran past the prompt's seconds."""
+    """Store one attempt; the answer is over time if it ran past the prompt's seconds.
+    `self_rating` None: the speaker rates it later (`set_self_rating`)."""
     if isinstance(prompt, str):
         prompt = prompt_by_key(session, prompt)
     if not math.isfinite(duration_s) or not 0 < duration_s <= MAX_SECONDS:
@@ -53,11 +56,27 @@ def record_spoken_answer(
         member_id=member.id,
         prompt_id=prompt.id,
         duration_s=float(duration_s),
-        self_rating=_rating(self_rating, "a self-rating"),
+        self_rating=None if self_rating is None else _rating(self_rating, "a self-rating"),
         recording_ref=recording_ref,
         created_at=now or utcnow(),
     )
     session.add(answer)
+    session.flush()
+    return answer
+
+
+def set_self_rating(
+    session: Session, member: m.Member, answer_id: int, rating: int
+) -> m.SpokenAnswer:
+    """The speaker rates their own answer that has no self-rating yet (a voice answer); once."""
+    answer = session.get(m.SpokenAnswer, answer_id)
+    if answer is None:
+        raise NotFound(f"no spoken answer {answer_id}; it may have been deleted")
+    if answer.member_id != member.id:
+        raise Forbidden("only the speaker gives an answer its self-rating")
+    if answer.self_rating is not None:
+        raise Invalid(f"you rated this answer {answer.self_rating}/5 already")
+    answer.self_rating = _rating(rating, "a self-rating")
     session.flush()
     return answer
 

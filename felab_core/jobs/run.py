@@ -88,6 +88,17 @@ def find_target(name: str, targets_file: Path | None) -> Target:
     return targets[name]
 
 
+def target_names(targets_file: Path | None) -> dict[str, str] | None:
+    """What a worker reports of its targets file: {name: kind}, never a URL (URLs stay on the
+    machine). None when the file cannot be read: nothing is reported then, and a job's own run
+    says what is wrong with the file."""
+    try:
+        targets = load_targets(targets_file)
+    except TargetError:
+        return None
+    return {name: t.kind.value for name, t in sorted(targets.items())}
+
+
 def time_limit_reason(seconds: float) -> str:
     return (
         f"the job ran past its time limit ({seconds:g} s) and was stopped: ask for fewer "

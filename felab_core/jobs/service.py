@@ -98,12 +98,17 @@ def issue_pair_code(
 
 
 def redeem_pair_code(
-    session: Session, code: str, public_key: str, *, now: datetime | None = None
+    session: Session,
+    code: str,
+    public_key: str,
+    *,
+    targets: Any = None,
+    now: datetime | None = None,
 ) -> m.Worker:
     """Turn a code into a worker that holds `public_key`; a code works once, before it expires.
 
     Pairing a name again (a reinstalled Mac) replaces that worker's key: the old one stops being
-    accepted at once.
+    accepted at once. `targets` is what the machine reported of its targets file (name -> kind).
     """
     now = now or utcnow()
     public_key = load_public_key(public_key)
@@ -126,8 +131,52 @@ def redeem_pair_code(
     worker.public_key = public_key
     worker.status = "paired"
     worker.allow_instructors = row.allow_instructors
+    reported = clean_targets(targets)
+    if reported is not None:
+        worker.targets = reported
     session.flush()
     return worker
+
+
+MAX_TARGETS = 64
+_KINDS = frozenset(k.value for k in ServerKind)
+
+
+def clean_targets(raw: Any) -> dict[str, str] | None:
+    """A worker's reported targets as {name: kind}, or None when it reported none.
+
+    Only names and kinds are kept (a worker never sends URLs, and anything else in the report
+    is dropped): a name that could not name a target or an unknown kind is left out.
+    """
+    if not isinstance(raw, dict):
+        return None
+    out: dict[str, str] = {}
+    for name, kind in raw.items():
+        if len(out) >= MAX_TARGETS:
+            break
+        if isinstance(name, str) and _NAME.match(name) and str(kind) in _KINDS:
+            out[name] = str(kind)
+    return dict(sorted(out.items()))
+
+
+def worker_targets(worker: m.Worker) -> dict[str, str] | None:
+    """The targets `worker` last reported ({name: kind}); None when it never reported any."""
+    return clean_targets(worker.targets)
+
+
+def check_target(worker: m.Worker, target: str, member: m.Member | None = None) -> None:
+    """Refuse a target the worker does not report having; a worker that never reported its
+    targets (an older felab) is given any name, and its own run says whether it has it."""
+    known = worker_targets(worker)
+    if known is None or target in known:
+        return
+    whose = "your machine" if member is not None and member.id == worker.member_id else "machine"
+    has = ", ".join(known) if known else "none"
+    raise Invalid(
+        f"{whose} {worker.name} has no target {target}; it has: {has}. Add [targets.{target}] "
+        "with its url to the targets file on that machine (FELAB_TARGETS_FILE): the worker "
+        "reports it at its next heartbeat"
+    )
 
 
 def set_allow_instructors(
@@ -336,6 +385,7 @@ def queue_bench_job(
         )
     if not worker.public_key or worker.status != "paired":
         raise Invalid(f"worker {worker.name!r} is not paired: pair it with `felab worker pair`")
+    check_target(worker, target, member)
     params = dict(params or {})
     job_workload(preset, params, Limits.from_settings(s))
     hour_ago = now - timedelta(hours=1)
@@ -479,6 +529,10 @@ def ingest_event(
     verify(payload, worker.public_key)
     worker.last_seen_at = now
     if kind == "heartbeat":
+        body = payload.get("body")
+        reported = clean_targets(body.get("targets")) if isinstance(body, dict) else None
+        if reported is not None and reported != worker.targets:
+            worker.targets = reported
         session.flush()
         return Ingested(True)
     job_id = payload.get("job_id")

@@ -245,3 +245,75 @@ async def test_a_member_who_refuses_direct_messages_is_not_retried_forever(
     assert await BenchCog(fake).post_results() == 0  # type: ignore[arg-type]
     row = db.scalars(select(m.JobOutbox)).one()
     assert row.posted_at is not None and row.message_ref == "dm-refused"
+
+
+class _Interaction:
+    """What the cog reads of an interaction: who, where, the options typed so far, replies."""
+
+    def __init__(self, cohort: m.Cohort, worker: str | None = None) -> None:
+        self.guild_id = int(cohort.guild_id or 0)
+        self.channel_id = int(cohort.channel_id or 0)
+        self.user = type("U", (), {"id": USER, "display_name": "Ada"})()
+        self.namespace = type("NS", (), {"worker": worker})()
+        self.replies: list[tuple[str, dict[str, Any]]] = []
+        outer = self
+
+        class _Response:
+            async def send_message(self, text: str, **kw: Any) -> None:
+                outer.replies.append((text, kw))
+
+            async def defer(self, **kw: Any) -> None:
+                outer.replies.append(("(thinking)", kw))
+
+        class _Followup:
+            async def send(self, text: str, **kw: Any) -> None:
+                outer.replies.append((text, kw))
+
+        self.response = _Response()
+        self.followup = _Followup()
+
+
+async def test_a_target_the_machine_lacks_is_refused_at_once_with_what_it_has(
+    db: Session, cohort: m.Cohort, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cog_module, "now", lambda: NOW)
+    who = who_in(cohort)
+    member = _member(db, cohort, who)
+    studio = _worker(db, member, "studio")
+    studio.targets = {"mlx": "mlx", "llamacpp": "llamacpp", "gpu": "vllm"}
+    air = _worker(db, member, "air")
+    air.targets = {"ollama": "ollama"}
+    db.flush()
+    fake = FakeBot(db)
+    cog = BenchCog(fake)  # type: ignore[arg-type]
+
+    inter = _Interaction(cohort, worker="studio")
+    await BenchCog.run.callback(cog, inter, targets="mlx mlx2", worker="studio")  # type: ignore[arg-type]
+    text, kw = inter.replies[-1]
+    assert text.startswith("your machine studio has no target mlx2; it has: gpu, llamacpp, mlx")
+    assert kw.get("ephemeral") is True
+    assert db.scalars(select(m.BenchJob)).all() == []  # nothing half-queued
+
+    inter = _Interaction(cohort, worker="studio")
+    await BenchCog.run.callback(cog, inter, targets="mlx gpu", worker="studio")  # type: ignore[arg-type]
+    assert "mlx on studio" in inter.replies[-1][0] and "gpu on studio" in inter.replies[-1][0]
+    jobs = db.scalars(select(m.BenchJob).order_by(m.BenchJob.id)).all()
+    assert [j.target for j in jobs] == ["mlx", "gpu"]
+
+    # Autocomplete offers the chosen machine's targets, completing the last word typed.
+    async def names(current: str, worker: str | None) -> list[str]:
+        choices = await cog._targets(_Interaction(cohort, worker), current)  # type: ignore[arg-type]
+        return [c.value for c in choices]
+
+    assert await names("", "studio") == ["gpu", "llamacpp", "mlx"]
+    assert await names("m", "studio") == ["mlx"]
+    assert await names("mlx ", "studio") == ["mlx gpu", "mlx llamacpp"]
+    assert await names("mlx l", "studio") == ["mlx llamacpp"]
+    assert await names("", "air") == ["ollama"]
+    assert await names("", None) == []  # two machines and none chosen: nothing to guess
+    assert await names("", "nope") == []
+
+    listed = bench.workers(db, who, NOW)
+    assert "**studio**: online" in listed and "targets: gpu, llamacpp, mlx" in listed
+    air.targets = None
+    assert "targets not reported yet" in bench.workers(db, who, NOW)

@@ -4,6 +4,8 @@ attachments, and a service refusal shown to the member only."""
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import discord
@@ -70,3 +72,18 @@ async def test_a_refusal_is_the_answer() -> None:
     assert it.calls == [
         ("send_message", "only the cohort's instructors can do this", {"ephemeral": True})
     ]
+
+
+async def test_a_burst_is_acknowledged_sooner(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Counted from the event: an idle bot waits up to ANSWER_WITHIN_S for the work, a busy one
+    (more than BUSY_AFTER interactions in flight) only BUSY_ANSWER_WITHIN_S."""
+    fresh = SimpleNamespace(created_at=common.now() - timedelta(seconds=0.1))
+    assert 1.85 < common.wait_for_work_s(fresh, 2.0) <= 1.9  # type: ignore[arg-type]
+    stale = SimpleNamespace(created_at=common.now() - timedelta(seconds=5))
+    assert common.wait_for_work_s(stale, 2.0) == 0  # type: ignore[arg-type]
+    monkeypatch.setattr(common, "_in_flight", common.BUSY_AFTER + 1)
+    assert 0.15 < common.wait_for_work_s(fresh, 2.0) <= 0.2  # type: ignore[arg-type]
+    monkeypatch.setattr(common, "_in_flight", 0)
+    it = _Interaction()
+    await respond(it, _out(Out("quick")))  # type: ignore[arg-type]
+    assert common._in_flight == 0 and it.calls[0][0] == "send_message"

@@ -185,3 +185,65 @@ def test_files_and_direct_messages(fake: FakeDiscord, api: httpx.Client) -> None
     assert fake.dm_messages(ADA.id)[0]["content"] == "your result"
     assert fake.channel_messages(fake.channel_ids[0]) == []
     assert api.get(f"/users/{ADA.id}").json()["id"] == ADA.id
+
+
+def _gateway_events(fake: FakeDiscord, intents: int, act: Any) -> tuple[list[Any], int | None]:
+    """Identify with `intents`, run `act()`, then read what the gateway sent (or its close)."""
+    got: list[Any] = []
+    closed: int | None = None
+
+    async def run() -> None:
+        nonlocal closed
+        async with (
+            aiohttp.ClientSession() as session,
+            session.ws_connect(fake.gateway_url) as ws,
+        ):
+            assert (await ws.receive_json())["op"] == 10
+            await ws.send_json({"op": 2, "d": {"token": fake.token, "intents": intents}})
+            first = await ws.receive()
+            if first.type != aiohttp.WSMsgType.TEXT:
+                closed = ws.close_code
+                return
+            await ws.receive_json()  # GUILD_CREATE
+            await asyncio.get_running_loop().run_in_executor(None, act)
+            try:
+                while True:
+                    got.append(await ws.receive_json(timeout=0.3))
+            except TimeoutError:
+                pass
+
+    asyncio.run(run())
+    return got, closed
+
+
+def test_member_messages_follow_the_intents(fake: FakeDiscord) -> None:
+    guilds, messages, content = 1, 1 << 9, 1 << 15
+    fake.portal_message_content = True
+    sent: list[dict[str, Any]] = []
+    got, _ = _gateway_events(
+        fake, guilds | messages | content, lambda: sent.append(fake.voice_message(ADA, 12.5))
+    )
+    [event] = [e for e in got if e.get("t") == "MESSAGE_CREATE"]
+    voice = event["d"]
+    assert voice["flags"] == 1 << 13 and voice["author"]["id"] == ADA.id
+    [audio] = voice["attachments"]
+    assert (audio["duration_secs"], audio["content_type"]) == (12.5, "audio/ogg")
+
+    # Without the message-content intent: flags stay, the attachment is blanked (as Discord).
+    got, _ = _gateway_events(
+        fake, guilds | messages, lambda: sent.append(fake.member_message(ADA, "hello", flags=0))
+    )
+    [event] = [e for e in got if e.get("t") == "MESSAGE_CREATE"]
+    assert event["d"]["content"] == "" and event["d"]["attachments"] == []
+    got, _ = _gateway_events(fake, guilds | messages, lambda: fake.voice_message(ADA, 3))
+    [event] = [e for e in got if e.get("t") == "MESSAGE_CREATE"]
+    assert event["d"]["flags"] == 1 << 13 and event["d"]["attachments"] == []
+    assert fake.messages[event["d"]["id"]]["attachments"]  # the member's message kept it
+    # Without guild messages: no event at all.
+    got, _ = _gateway_events(fake, guilds, lambda: fake.voice_message(ADA, 3))
+    assert not [e for e in got if e.get("t") == "MESSAGE_CREATE"]
+
+    # Asking for message content while the portal's toggle is off: closed with 4014.
+    fake.portal_message_content = False
+    _, closed = _gateway_events(fake, guilds | messages | content, lambda: None)
+    assert closed == 4014

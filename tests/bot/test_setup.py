@@ -77,3 +77,15 @@ def test_join_codes_and_members(db: Session, guild: int) -> None:
     assert added == f"<@{BEA}> is an instructor of Spring."
     with pytest.raises(NotFound, match="no cohort runs in this channel"):
         setup.join(db, Who(guild, CHANNEL + 1, ADA, "Ada"), code, NOW)
+
+
+def test_weekly_summary_on_and_off_by_instructors(db: Session, guild: int) -> None:
+    _setup(db, guild)
+    on = setup.weekly(db, _who(guild, PROF), True)
+    assert on == "Spring gets a summary of its week here each Monday at 09:00 (Europe/London)."
+    cohort = db.scalars(select(m.Cohort).where(m.Cohort.guild_id == str(guild))).one()
+    assert cohort.weekly_summary
+    with pytest.raises(Forbidden, match="instructors"):
+        setup.weekly(db, _who(guild, ADA), False)
+    assert setup.weekly(db, _who(guild, PROF), False) == "Spring gets no weekly summary."
+    assert not cohort.weekly_summary

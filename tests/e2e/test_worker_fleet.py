@@ -316,3 +316,60 @@ def test_hard_and_soft_time_limits_fail_the_job_with_the_reason(
     assert "ran past its time limit (1.5 s)" in (job.error or "")
     _time.sleep(1.5)  # a redelivery would show up as a second attempt or a changed status
     assert fleet.job(hard_job).status == "failed" and fleet.job(hard_job).attempts == 1
+
+
+def _targets_of(fleet: Fleet, worker_id: int) -> dict[str, str] | None:
+    with session_scope(fleet.sessions) as s:
+        w = s.get(m.Worker, worker_id)
+        assert w is not None
+        return w.targets
+
+
+def test_a_worker_reports_its_targets_and_a_missing_one_is_refused_at_queue_time(
+    started: Fleet, people: dict[str, m.Member], server: str
+) -> None:
+    import subprocess
+
+    from felab_core.db.errors import Invalid
+    from tests.e2e.fleet import FELAB, ROOT
+
+    fleet = started
+    env = fleet.student_env("ada-targets", {"mlx": server})
+    tf = Path(env["FELAB_TARGETS_FILE"])
+    secret = "http://10.9.8.7:8000"
+    tf.write_text(tf.read_text() + f'[targets.gpu]\nkind = "vllm"\nurl = "{secret}"\n')
+    wid = fleet.pair(people["ada"], "ada-targets", env)
+    reported = _targets_of(fleet, wid)  # sent with the pairing request
+    assert reported is not None and reported["gpu"] == "vllm" and reported["mlx"] == "mlx"
+    # The file is edited, then the worker starts: its heartbeats carry the new list.
+    tf.write_text(tf.read_text() + '[targets.box]\nkind = "openai"\nurl = "http://10.9.8.6:1"\n')
+    fleet.start_student("ada-targets", env)
+    wait_for(lambda: "box" in (_targets_of(fleet, wid) or {}), 30, "the heartbeat's targets")
+    stored = _targets_of(fleet, wid)
+    assert stored is not None and stored["box"] == "openai"
+    assert "10.9.8" not in repr(stored)  # names and kinds only: URLs stay on the machine
+
+    with session_scope(fleet.sessions) as s:
+        before = s.scalars(select(m.BenchJob).where(m.BenchJob.worker_id == wid)).all()
+    with pytest.raises(Invalid) as refused:
+        _queue(fleet, people["ada"], wid, "box2")
+    assert "your machine ada-targets has no target box2; it has: box, gpu" in str(refused.value)
+    with session_scope(fleet.sessions) as s:
+        after = s.scalars(select(m.BenchJob).where(m.BenchJob.worker_id == wid)).all()
+    assert len(after) == len(before)  # refused before any row or message
+
+    job_id, _ = _queue(fleet, people["ada"], wid, "mlx")
+    job = wait_for(lambda: _done(fleet, job_id), 30, "the mlx job to finish")
+    assert job.status == "done", job.error
+
+    out = subprocess.run(
+        [FELAB, "worker", "list", "--member", "1", "--cohort", str(people["ada"].cohort_id)],
+        env={**fleet.ingest_env(), "COLUMNS": "250"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr
+    line = next(x for x in out.stdout.splitlines() if "ada-targets" in x)
+    assert "box, gpu" in line and "10.9.8" not in out.stdout

@@ -20,6 +20,13 @@ What it enforces, as Discord does (with Discord's error shapes):
 - direct messages: POST /users/@me/channels opens a DM channel the bot can post to
   (`dm_messages(user_id)`), GET /users/{id} gives a user.
 
+Messages from members (`voice_message`, `member_message`) reach the bot as MESSAGE_CREATE only
+when it asked for the guild-messages intent (1 << 9), and, as Discord does, with content,
+attachments, embeds and components blanked unless it asked for the privileged message-content
+intent (1 << 15); flags stay. A bot asking for message content while the developer portal's
+toggle is off (`portal_message_content = False`, the default) is closed with 4014
+"Disallowed intent(s)".
+
 Gateway: HELLO, IDENTIFY (token checked: close 4004) -> READY then GUILD_CREATE with one guild
 and its text channels, heartbeat ACK, RESUME -> RESUMED, and op 7 RECONNECT on request
 (`ask_reconnect`). Tests inject INTERACTION_CREATE events
@@ -44,6 +51,9 @@ from aiohttp import WSMsgType, web
 
 DISCORD_EPOCH_MS = 1420070400000
 EPHEMERAL = 64
+IS_VOICE_MESSAGE = 1 << 13
+GUILD_MESSAGES = 1 << 9
+MESSAGE_CONTENT = 1 << 15
 ALL_PERMISSIONS = str((1 << 50) - 1)
 BODY = web.RequestKey("body", object)
 
@@ -295,6 +305,7 @@ class FakeDiscord:
         self.identifies: list[dict[str, Any]] = []
         self.resumes: list[dict[str, Any]] = []
         self.heartbeats = 0
+        self.portal_message_content = False  # the developer portal's privileged-intent toggle
         self.rate_limits: list[RateLimit] = []
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -467,6 +478,65 @@ class FakeDiscord:
 
         asyncio.run_coroutine_threadsafe(send(), self._loop).result(5)
 
+    def intents(self) -> int:
+        """The intents the connected bot asked for in its last IDENTIFY."""
+        return int(self.identifies[-1].get("intents") or 0) if self.identifies else 0
+
+    def member_message(
+        self,
+        user: User,
+        content: str = "",
+        *,
+        attachments: list[dict[str, Any]] | None = None,
+        flags: int = 0,
+        channel_id: str | None = None,
+    ) -> dict[str, Any]:
+        """A member posts in a channel: stored whole, sent to the bot as MESSAGE_CREATE as
+        Discord would (nothing without the guild-messages intent; content and attachments
+        blanked without the message-content intent)."""
+        cid = channel_id or self.channel_ids[0]
+        msg = self._message_payload(cid, {"content": content, "flags": flags}, author=user)
+        msg["attachments"] = attachments or []
+        with self._lock:
+            self.messages[msg["id"]] = msg
+        intents = self.intents()
+        if intents & GUILD_MESSAGES:
+            event = {**json.loads(json.dumps(msg)), "member": self._member_payload(user)}
+            del event["member"]["user"]
+            if not intents & MESSAGE_CONTENT:
+                event.update(content="", attachments=[], embeds=[], components=[])
+            self._dispatch_threadsafe("MESSAGE_CREATE", event)
+        return msg
+
+    def voice_message(
+        self, user: User, seconds: float, *, channel_id: str | None = None
+    ) -> dict[str, Any]:
+        """A Discord voice message: flag IS_VOICE_MESSAGE, one audio/ogg attachment with
+        `duration_secs` and a waveform, no content."""
+        audio = {
+            "id": self.snowflake(),
+            "filename": "voice-message.ogg",
+            "size": 12345,
+            "url": "https://cdn.invalid/attachments/voice-message.ogg",
+            "proxy_url": "https://media.invalid/attachments/voice-message.ogg",
+            "content_type": "audio/ogg",
+            "duration_secs": seconds,
+            "waveform": "AAAAAAAAAAAA",
+            "flags": 0,
+        }
+        return self.member_message(
+            user, attachments=[audio], flags=IS_VOICE_MESSAGE, channel_id=channel_id
+        )
+
+    def replies_to(self, message_id: str) -> list[dict[str, Any]]:
+        """The bot's messages that reply to one message."""
+        with self._lock:
+            return [
+                m
+                for m in self.messages.values()
+                if str((m.get("message_reference") or {}).get("message_id")) == message_id
+            ]
+
     def click(self, message_id: str, custom_id: str, user: User) -> Interaction:
         """A button press on a stored message, sent to the bot as INTERACTION_CREATE."""
         with self._lock:
@@ -480,6 +550,32 @@ class FakeDiscord:
             raise AssertionError(f"message {message_id} has no button {custom_id!r}")
         data = {"custom_id": custom_id, "component_type": 2}
         return self._interact(3, data, user, message["channel_id"], message=message)
+
+    def click_burst(self, clicks: list[tuple[str, str, User]]) -> list[Interaction]:
+        """Many button presses at once (message id, custom id, user each): every interaction is
+        made first, then all events go out back to back in one go, as a busy channel does."""
+        made = []
+        for message_id, custom_id, user in clicks:
+            with self._lock:
+                message = json.loads(json.dumps(self.messages[message_id]))
+            data = {"custom_id": custom_id, "component_type": 2}
+            made.append(
+                self._interact(3, data, user, message["channel_id"], message=message, send=False)
+            )
+        assert self._loop is not None
+
+        async def send_all() -> None:
+            live = [ws for ws in self._sockets if not ws.closed]
+            if not live:
+                raise AssertionError("no bot is connected to the fake gateway")
+            for it in made:
+                it.created = time.monotonic()  # the moment its event leaves
+                self._seq += 1
+                frame = {"op": 0, "t": "INTERACTION_CREATE", "s": self._seq, "d": it.payload}
+                await live[-1].send_str(json.dumps(frame))
+
+        asyncio.run_coroutine_threadsafe(send_all(), self._loop).result(30)
+        return made
 
     def slash(
         self,
@@ -521,6 +617,7 @@ class FakeDiscord:
         channel_id: str,
         *,
         message: dict[str, Any] | None = None,
+        send: bool = True,
     ) -> Interaction:
         iid = self.snowflake()
         token = "aW50ZXJhY3Rpb24" + secrets.token_urlsafe(24)
@@ -548,7 +645,8 @@ class FakeDiscord:
         it = Interaction(iid, token, time.monotonic(), payload)
         with self._lock:
             self.interactions[iid] = it
-        self._dispatch_threadsafe("INTERACTION_CREATE", payload)
+        if send:
+            self._dispatch_threadsafe("INTERACTION_CREATE", payload)
         return it
 
     def _dispatch_threadsafe(self, event: str, data: dict[str, Any]) -> None:
@@ -651,6 +749,20 @@ class FakeDiscord:
         }
 
     def _message_payload(
+        self, channel_id: str, body: dict[str, Any], *, author: User | None = None
+    ) -> dict[str, Any]:
+        msg = self._plain_message(channel_id, body, author=author)
+        ref = body.get("message_reference")
+        if ref:  # as Discord fills it in; absent when the message replies to nothing
+            msg["message_reference"] = {
+                "type": 0,
+                "channel_id": channel_id,
+                "guild_id": self.guild_id,
+                **{k: v for k, v in ref.items() if v is not None},
+            }
+        return msg
+
+    def _plain_message(
         self, channel_id: str, body: dict[str, Any], *, author: User | None = None
     ) -> dict[str, Any]:
         return {
@@ -1028,6 +1140,11 @@ class FakeDiscord:
             elif op == 2:
                 if frame["d"].get("token") != self.token:
                     await ws.close(code=4004, message=b"Authentication failed.")
+                    break
+                if int(frame["d"].get("intents") or 0) & MESSAGE_CONTENT and not (
+                    self.portal_message_content
+                ):
+                    await ws.close(code=4014, message=b"Disallowed intent(s).")
                     break
                 self.identifies.append(frame["d"])
                 self._seq += 1

@@ -67,3 +67,19 @@ def test_the_soft_limit_comes_the_margin_before_the_hard_one() -> None:
     assert soft_time_limit(Settings(job_time_limit_s=4, job_soft_margin_s=2.5)) == 1.5
     assert soft_time_limit(Settings(job_time_limit_s=2, job_soft_margin_s=0)) is None
     assert soft_time_limit(Settings(job_time_limit_s=20, job_soft_margin_s=30)) is None
+
+
+def test_a_worker_reports_target_names_and_kinds_never_urls(tmp_path: Path) -> None:
+    from felab_core.jobs.run import target_names
+
+    tf = tmp_path / "targets.toml"
+    tf.write_text(
+        '[targets.gpu]\nkind = "vllm"\nurl = "http://10.1.2.3:8000"\n'
+        '[targets.mlx]\nurl = "http://127.0.0.1:9999"\n'
+    )
+    names = target_names(tf)
+    assert names is not None and names["gpu"] == "vllm" and names["mlx"] == "mlx"
+    assert "10.1.2.3" not in repr(names) and "9999" not in repr(names)
+    assert set(target_names(None) or {}) == {"ollama", "llamacpp", "mlx", "vllm", "sglang"}
+    tf.write_text("[targets.gpu\n")
+    assert target_names(tf) is None  # unreadable: nothing reported, the last list is kept

@@ -195,3 +195,49 @@ def test_list_jobs_and_cancel(
     )
     with pytest.raises(Invalid, match="already cancelled"):
         cancel_job(db, student, asked.id, now=NOW)
+
+
+def test_workers_report_their_targets_and_a_missing_one_is_refused_at_queue_time(
+    db: Session, student: m.Member, instructor: m.Member
+) -> None:
+    from felab_core.jobs.service import worker_targets
+
+    # Pairing with a report: names and kinds only; anything else in it is dropped.
+    code = issue_pair_code(db, student, "mac", now=NOW)
+    key = new_private_key()
+    reported = {"mlx": "mlx", "gpu": "vllm", "bad name!": "mlx", "odd": "nginx", "x": 3}
+    w = redeem_pair_code(db, code, Identity(0, "mac", key).public_key, targets=reported, now=NOW)
+    ident = Identity(w.id, "mac", key)
+    assert worker_targets(w) == {"gpu": "vllm", "mlx": "mlx"}
+    q = queue_bench_job(db, student, w, "gpu", now=NOW, settings=S)
+    assert q.job.target == "gpu" and q.job.server == "openai"
+    with pytest.raises(Invalid) as refused:
+        queue_bench_job(db, student, w, "llamacpp", now=NOW, settings=S)
+    assert "your machine mac has no target llamacpp; it has: gpu, mlx" in str(refused.value)
+    w.allow_instructors = True
+    with pytest.raises(Invalid, match=r"^machine mac has no target sglang"):
+        queue_bench_job(db, instructor, w, "sglang", now=NOW, settings=S)
+    # A signed heartbeat replaces the list (the file was edited); a forged one changes nothing.
+    beat = event(ident.worker_id, "heartbeat", body={"targets": {"llamacpp": "llamacpp"}})
+    forged = Identity(w.id, "mac", new_private_key()).sign(beat)
+    with pytest.raises(Forbidden, match="signature"):
+        ingest_event(db, forged, now=NOW)
+    assert worker_targets(w) == {"gpu": "vllm", "mlx": "mlx"}
+    assert ingest_event(db, ident.sign(beat), now=NOW).accepted
+    db.expire_all()
+    w = _worker(db, ident)
+    assert w.targets == {"llamacpp": "llamacpp"} and w.last_seen_at is not None
+    queue_bench_job(db, student, w, "llamacpp", now=NOW, settings=S)
+    with pytest.raises(Invalid, match="it has: llamacpp"):
+        queue_bench_job(db, student, w, "gpu", now=NOW, settings=S)
+    # A heartbeat without a report (the file unreadable) keeps the last list.
+    assert ingest_event(db, ident.sign(event(ident.worker_id, "heartbeat")), now=NOW).accepted
+    assert worker_targets(w) == {"llamacpp": "llamacpp"}
+
+
+def test_a_worker_that_never_reported_takes_any_target_name(db: Session, student: m.Member) -> None:
+    from felab_core.jobs.service import worker_targets
+
+    w = _worker(db, _paired(db, student))
+    assert worker_targets(w) is None
+    assert queue_bench_job(db, student, w, "anything", now=NOW, settings=S).job.target == "anything"
