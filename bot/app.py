@@ -18,7 +18,7 @@ from discord.ext import commands
 from sqlalchemy.orm import Session, sessionmaker
 
 from bot.cogs.bench import BenchCog
-from bot.cogs.drills import CardButton, DrillsCog
+from bot.cogs.drills import BoardButton, CardButton, DrillsCog, PromptButton
 from bot.cogs.numbers import NumbersCog
 from bot.cogs.people import PeopleCog
 from bot.cogs.setup import SetupCog
@@ -72,7 +72,7 @@ class FelabBot(commands.Bot):
 
     async def setup_hook(self) -> None:
         await use_gateway_of(self)
-        self.add_dynamic_items(CardButton, RateButton)
+        self.add_dynamic_items(CardButton, PromptButton, BoardButton, RateButton)
         await self.add_cog(DrillsCog(self))
         await self.add_cog(NumbersCog(self))
         await self.add_cog(BenchCog(self))

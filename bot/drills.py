@@ -8,29 +8,37 @@ claimed once; drills: which cards, FSRS rating, one rating per press).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlalchemy.orm import Session
 
 from felab_core.content.calendar import claim_daily_post, cohorts_due_for_post, today_plan
 from felab_core.content.calendar import mark_posted as mark_post_sent
-from felab_core.content.view import card_view
+from felab_core.content.view import card_view, whiteboard_view
 from felab_core.db import models as m
 from felab_core.drills.service import (
     Grade,
     card_by_id,
     cards_due,
     day_cards,
+    day_whiteboards,
     end_of_local_day,
     rate_card_once,
+    whiteboard_by_id,
 )
+from felab_core.drills.speaking import day_prompts, prompt_by_id, said_it
 from felab_core.people.service import cohort_for_channel, join_cohort
 
 LIMIT = 2000  # characters in one Discord message
 ACTIONS = ("reveal", "again", "hard", "good", "easy")
 CUSTOM_ID = r"felab:card:(?P<card_id>[0-9]{1,18}):(?P<action>reveal|again|hard|good|easy)"
 _CUSTOM_ID = re.compile(CUSTOM_ID)
+# The say-it-aloud prompt's "Said it" and a whiteboard's reveal, on the daily post (persistent).
+PROMPT_ID = r"felab:prompt:(?P<prompt_id>[0-9]{1,18}):said"
+BOARD_ID = r"felab:board:(?P<board_id>[0-9]{1,18}):reveal"
+SAID_LABEL = "Said it"
+BOARD_LABEL = "Reveal the answer"
 
 # (action, label, style): "Hard" is a pass: the member got it, with effort.
 BUTTONS: tuple[tuple[str, str, str], ...] = (
@@ -53,6 +61,14 @@ def custom_id(card_id: int, action: str) -> str:
 def parse_custom_id(value: str) -> tuple[int, str] | None:
     match = _CUSTOM_ID.fullmatch(value)
     return (int(match["card_id"]), match["action"]) if match else None
+
+
+def prompt_custom_id(prompt_id: int) -> str:
+    return f"felab:prompt:{prompt_id}:said"
+
+
+def board_custom_id(board_id: int) -> str:
+    return f"felab:board:{board_id}:reveal"
 
 
 def fit(text: str, limit: int = LIMIT) -> str:
@@ -91,6 +107,14 @@ class CardPost:
 
 
 @dataclass(frozen=True)
+class ExtraPost:
+    """A say-it-aloud prompt or a whiteboard on the daily post: its database id and text."""
+
+    item_id: int
+    text: str
+
+
+@dataclass(frozen=True)
 class DailyPost:
     """A claimed daily post: the header and one message per card, for one channel."""
 
@@ -99,6 +123,8 @@ class DailyPost:
     channel_id: int
     header: str
     cards: list[CardPost]
+    prompts: list[ExtraPost] = field(default_factory=list)  # "Said it" under each
+    boards: list[ExtraPost] = field(default_factory=list)  # "Reveal the answer" under each
 
 
 def card_text(card: m.Card, day_number: int, index: int, total: int) -> str:
@@ -106,6 +132,26 @@ def card_text(card: m.Card, day_number: int, index: int, total: int) -> str:
         f"**Day {day_number} · card {index} of {total}**\n{card.question}\n\n"
         "*Answer out loud first, then reveal and rate yourself. Hard still means you got it.*"
     )
+
+
+def prompt_post_text(prompt: m.SpeakPrompt, day_number: int) -> str:
+    return fit(
+        f"**Day {day_number} · say it out loud** ({prompt.seconds} s)\n{prompt.question}\n\n"
+        f"*Answer aloud in under {prompt.seconds} seconds, then press {SAID_LABEL} and rate "
+        "yourself.*"
+    )
+
+
+def board_post_text(board: m.Whiteboard, day_number: int, index: int, total: int) -> str:
+    view = whiteboard_view(board)
+    source = f" ({view.source})" if view.source else ""
+    head = f"**Day {day_number} · whiteboard {index} of {total}**{source}"
+    tail = f"*Work it on paper, then press {BOARD_LABEL}.*"
+    body = fit_parts(
+        [view.question, f"**Given**\n{view.given}"],
+        limit=LIMIT - len(head) - len(tail) - 4,
+    )
+    return f"{head}\n{body}\n\n{tail}"
 
 
 def claim_due_posts(session: Session, now: datetime) -> list[DailyPost]:
@@ -122,6 +168,8 @@ def claim_due_posts(session: Session, now: datetime) -> list[DailyPost]:
             continue
         plan = today_plan(session, cohort, now)
         cards = day_cards(session, plan.day) if plan.day is not None else []
+        prompts = day_prompts(session, plan.day) if plan.day is not None else []
+        boards = day_whiteboards(session, plan.day) if plan.day is not None else []
         lines = [f"**{plan.message}**"]
         if plan.day is not None and plan.day.summary:
             lines.append(plan.day.summary)
@@ -139,6 +187,11 @@ def claim_due_posts(session: Session, now: datetime) -> list[DailyPost]:
                 cards=[
                     CardPost(c.id, card_text(c, plan.day_number, i, len(cards)))
                     for i, c in enumerate(cards, 1)
+                ],
+                prompts=[ExtraPost(p.id, prompt_post_text(p, plan.day_number)) for p in prompts],
+                boards=[
+                    ExtraPost(b.id, board_post_text(b, plan.day_number, i, len(boards)))
+                    for i, b in enumerate(boards, 1)
                 ],
             )
         )
@@ -242,3 +295,52 @@ def drill_reply(
         "*Answer out loud first, then reveal and rate yourself.*"
     )
     return DrillReply(fit(text), first.card.id)
+
+
+# ----------------------------------------------------------------------------- prompt, whiteboard
+
+
+@dataclass(frozen=True)
+class SaidReply:
+    text: str
+    answer_id: int | None  # an answer still without a self-rating: the reply asks for one
+
+
+def said_text(
+    session: Session,
+    *,
+    guild_id: int | None,
+    channel_id: int | None,
+    user_id: int,
+    display_name: str,
+    prompt_id: int,
+    now: datetime,
+) -> SaidReply:
+    """The "Said it" button: record the clicker's spoken answer (once per day) and ask for a
+    self-rating; the rating buttons are bot/speak.py's, so the course's answer follows it."""
+    member = member_for(session, guild_id, channel_id, user_id, display_name, now)
+    prompt = prompt_by_id(session, prompt_id)
+    answer, new = said_it(session, member, prompt, now)
+    ask = "How did it go? Rate yourself 1 (lost) to 5 (clear, correct and inside the time)."
+    if new:
+        return SaidReply(f"Recorded: you said it out loud. {ask}", answer.id)
+    if answer.self_rating is None:
+        return SaidReply(f"Already recorded today: nothing was recorded twice. {ask}", answer.id)
+    return SaidReply(
+        f"Already recorded today, rated {answer.self_rating}/5: nothing was recorded twice."
+        f"\n\n**The course's answer**\n{prompt.answer}",
+        None,
+    )
+
+
+def board_reveal_text(session: Session, board_id: int) -> str:
+    """A whiteboard's back: the answer, the working step by step and the careful note, within
+    one message (long sections cut to equal shares, the note always kept)."""
+    view = whiteboard_view(whiteboard_by_id(session, board_id))
+    working = "\n".join(f"{i}. {step}" for i, step in enumerate(view.working, 1))
+    parts = [f"**The answer**\n{view.answer}"]
+    if working:
+        parts.append(f"**Working, step by step**\n{working}")
+    if view.careful:
+        parts.append(f"**Careful**\n{view.careful}")
+    return fit_parts(parts)

@@ -20,6 +20,7 @@ from discord.ext import commands, tasks
 
 from bot import drills
 from bot.cogs.common import done_in_time, in_flight
+from bot.cogs.speak import rating_view
 from felab_core.db.errors import ServiceError
 
 if TYPE_CHECKING:
@@ -85,6 +86,78 @@ class CardButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=drills
 Reply = tuple[str, discord.ui.View | None]
 
 
+class PromptButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=drills.PROMPT_ID):
+    """The "Said it" button under the day's say-it-aloud prompt: records the clicker's answer
+    and asks for their self-rating (bot/cogs/speak.py's rating buttons), alive across restarts."""
+
+    def __init__(self, prompt_id: int) -> None:
+        super().__init__(
+            discord.ui.Button(
+                label=drills.SAID_LABEL,
+                style=discord.ButtonStyle.primary,
+                custom_id=drills.prompt_custom_id(prompt_id),
+            )
+        )
+        self.prompt_id = prompt_id
+
+    @classmethod
+    async def from_custom_id(
+        cls,
+        interaction: discord.Interaction[Any],
+        item: discord.ui.Item[Any],
+        match: re.Match[str],
+        /,
+    ) -> PromptButton:
+        return cls(int(match["prompt_id"]))
+
+    async def callback(self, interaction: discord.Interaction[Any]) -> None:
+        bot = cast("FelabBot", interaction.client)
+
+        async def work() -> Reply:
+            reply = await bot.db(
+                drills.said_text,
+                guild_id=interaction.guild_id,
+                channel_id=interaction.channel_id,
+                user_id=interaction.user.id,
+                display_name=interaction.user.display_name,
+                prompt_id=self.prompt_id,
+                now=_now(),
+            )
+            view = rating_view(reply.answer_id) if reply.answer_id is not None else None
+            return reply.text, view
+
+        await answer(interaction, work())
+
+
+class BoardButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=drills.BOARD_ID):
+    """The "Reveal the answer" button under a whiteboard: the worked answer, ephemerally,
+    alive across restarts."""
+
+    def __init__(self, board_id: int) -> None:
+        super().__init__(
+            discord.ui.Button(
+                label=drills.BOARD_LABEL,
+                style=discord.ButtonStyle.secondary,
+                custom_id=drills.board_custom_id(board_id),
+            )
+        )
+        self.board_id = board_id
+
+    @classmethod
+    async def from_custom_id(
+        cls,
+        interaction: discord.Interaction[Any],
+        item: discord.ui.Item[Any],
+        match: re.Match[str],
+        /,
+    ) -> BoardButton:
+        return cls(int(match["board_id"]))
+
+    async def callback(self, interaction: discord.Interaction[Any]) -> None:
+        bot = cast("FelabBot", interaction.client)
+        await answer(interaction, _text_only(bot.db(drills.board_reveal_text, self.board_id)))
+
+
 async def _text_only(work: Awaitable[str]) -> Reply:
     return await work, None
 
@@ -113,6 +186,18 @@ async def answer(interaction: discord.Interaction[Any], work: Awaitable[Reply]) 
         await interaction.followup.send(drills.fit(text), **kw)
     else:
         await interaction.response.send_message(drills.fit(text), **kw)
+
+
+def prompt_view(prompt_id: int) -> discord.ui.View:
+    view = discord.ui.View(timeout=None)
+    view.add_item(PromptButton(prompt_id))
+    return view
+
+
+def board_view(board_id: int) -> discord.ui.View:
+    view = discord.ui.View(timeout=None)
+    view.add_item(BoardButton(board_id))
+    return view
 
 
 def card_view(card_id: int) -> discord.ui.View:
@@ -190,10 +275,16 @@ class DrillsCog(commands.Cog, name="Drills"):
             await self.bot.db(drills.posted, post.post_id, header.id, _now())
             for card in post.cards:
                 await channel.send(card.text, view=card_view(card.card_id))
+            for prompt in post.prompts:
+                await channel.send(prompt.text, view=prompt_view(prompt.item_id))
+            for board in post.boards:
+                await channel.send(board.text, view=board_view(board.item_id))
             log.info(
-                "daily post %s: %d cards in channel %s",
+                "daily post %s: %d cards, %d prompts, %d whiteboards in channel %s",
                 post.post_id,
                 len(post.cards),
+                len(post.prompts),
+                len(post.boards),
                 post.channel_id,
             )
             count += 1

@@ -429,3 +429,21 @@ def rate_card_once(
         return OnceOutcome(None, state.due)
     outcome = rate_card(session, locked, card, grade, now, source=source, scheduler=scheduler)
     return OnceOutcome(outcome, outcome.due)
+
+
+def day_whiteboards(session: Session, day: m.ContentDay) -> list[m.Whiteboard]:
+    """A day's live whiteboards in the pack's order (the daily post shows each one)."""
+    return list(
+        session.scalars(
+            select(m.Whiteboard)
+            .where(m.Whiteboard.day_id == day.id, m.Whiteboard.retired.is_(False))
+            .order_by(m.Whiteboard.position, m.Whiteboard.id)
+        )
+    )
+
+
+def whiteboard_by_id(session: Session, board_id: int) -> m.Whiteboard:
+    board = session.get(m.Whiteboard, board_id)
+    if board is None or board.retired:
+        raise NotFound(f"no whiteboard {board_id}; it may have been removed from the course")
+    return board

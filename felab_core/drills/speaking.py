@@ -9,7 +9,7 @@ later with `set_self_rating`, once.
 from __future__ import annotations
 
 import math
-from datetime import datetime
+from datetime import UTC, datetime
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -145,3 +145,53 @@ def prompt_of_the_day(session: Session, member: m.Member, now: datetime) -> m.Sp
         )
     )
     return next((p for p in prompts if p.id not in answered), prompts[0] if prompts else None)
+
+
+def day_prompts(session: Session, day: m.ContentDay) -> list[m.SpeakPrompt]:
+    """A day's live say-it-aloud prompts in the pack's order (the daily post shows each one)."""
+    return list(
+        session.scalars(
+            select(m.SpeakPrompt)
+            .where(m.SpeakPrompt.day_id == day.id, m.SpeakPrompt.retired.is_(False))
+            .order_by(m.SpeakPrompt.position, m.SpeakPrompt.id)
+        )
+    )
+
+
+def prompt_by_id(session: Session, prompt_id: int) -> m.SpeakPrompt:
+    prompt = session.get(m.SpeakPrompt, prompt_id)
+    if prompt is None or prompt.retired:
+        raise NotFound(f"no say-it-aloud prompt {prompt_id}; it may have been removed")
+    return prompt
+
+
+def said_it(
+    session: Session, member: m.Member, prompt: m.SpeakPrompt, now: datetime
+) -> tuple[m.SpokenAnswer, bool]:
+    """The daily post's "Said it": one answer per member, prompt and local day (the member's
+    timezone), checked under the member's row lock. A button does not time the answer, so it
+    is recorded at the prompt's seconds, unrated (the speaker rates it with `set_self_rating`).
+    Returns (answer, recorded now): a second press the same day returns the first answer and
+    records nothing."""
+    from felab_core.content.calendar import zone
+
+    # Under the member's row lock (as rate_card_once), so two presses racing record one answer.
+    locked = session.get(m.Member, member.id, with_for_update=True, populate_existing=True)
+    member = locked if locked is not None else member
+    tz = zone(member.timezone)
+    today = now.astimezone(tz).date()
+    start = datetime(today.year, today.month, today.day, tzinfo=tz)
+    earlier = session.scalars(
+        select(m.SpokenAnswer)
+        .where(m.SpokenAnswer.member_id == member.id, m.SpokenAnswer.prompt_id == prompt.id)
+        .order_by(m.SpokenAnswer.created_at.desc(), m.SpokenAnswer.id.desc())
+    ).first()
+    if earlier is not None:
+        at = earlier.created_at
+        at = at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+        if at >= start:
+            return earlier, False
+    answer = record_spoken_answer(
+        session, member, prompt, duration_s=float(prompt.seconds), self_rating=None, now=now
+    )
+    return answer, True

@@ -88,8 +88,32 @@ class BotWorld:
     def channel(self) -> list[dict[str, Any]]:
         return self.fake.channel_messages(self.fake.channel_ids[0])
 
+    def messages_with(self, prefix: str) -> list[dict[str, Any]]:
+        """The channel's messages whose first button's custom id starts with `prefix`."""
+        return [
+            msg
+            for msg in self.channel()
+            if msg["components"]
+            and msg["components"][0]["components"][0]["custom_id"].startswith(prefix)
+        ]
+
     def card_messages(self) -> list[dict[str, Any]]:
-        return [msg for msg in self.channel() if msg["components"]]
+        return self.messages_with("felab:card:")
+
+    def day_extras(self) -> int:
+        """Day 2's say-it-aloud prompts and whiteboards: one message each after the cards."""
+        with session_scope(self.sessions) as s:
+            prompts = s.scalar(
+                select(func.count(m.SpeakPrompt.id))
+                .join(m.ContentDay)
+                .where(m.ContentDay.number == 2, m.SpeakPrompt.retired.is_(False))
+            )
+            boards = s.scalar(
+                select(func.count(m.Whiteboard.id))
+                .join(m.ContentDay)
+                .where(m.ContentDay.number == 2, m.Whiteboard.retired.is_(False))
+            )
+        return (prompts or 0) + (boards or 0)
 
     def day_cards(self) -> int:
         with session_scope(self.sessions) as s:
@@ -103,10 +127,12 @@ class BotWorld:
             )
 
     def post_done(self) -> bool:
-        """The day's post is recorded as sent and every card message is in the channel."""
+        """The day's post is recorded as sent and every card, prompt and whiteboard message is
+        in the channel."""
         with session_scope(self.sessions) as s:
             sent = s.scalar(select(func.count(m.Post.id)).where(m.Post.posted_at.is_not(None)))
-        return sent == 1 and len(self.card_messages()) == self.day_cards()
+        with_buttons = [msg for msg in self.channel() if msg["components"]]
+        return sent == 1 and len(with_buttons) == self.day_cards() + self.day_extras()
 
     def reviews(self, user: User) -> list[m.Review]:
         with session_scope(self.sessions) as s:
@@ -186,7 +212,8 @@ def test_bot_end_to_end(world: BotWorld) -> None:
     world.wait(fake.connected, 20, "the bot to log in and identify")
     assert fake.recorded("GET", r"/users/@me$") and fake.recorded("GET", r"/gateway/bot$")
     world.wait(world.post_done, 20, "the daily post and its card messages")
-    header, *cards = world.channel()
+    header = world.channel()[0]
+    cards = world.card_messages()
     assert header["content"].startswith("**Day 2: Wrap-up and drill**")
     posts = fake.recorded("POST", r"/channels/\d+/messages$")
     assert [r.status for r in posts[:2]] == [429, 200]

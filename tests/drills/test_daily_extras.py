@@ -1,0 +1,54 @@
+"""The daily post's extras in the service: a day's prompts and whiteboards, "Said it" once a day."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from felab_core.content.view import whiteboard_view
+from felab_core.db import models as m
+from felab_core.db.errors import NotFound
+from felab_core.drills.service import day_whiteboards, whiteboard_by_id
+from felab_core.drills.speaking import day_prompts, prompt_by_id, said_it, set_self_rating
+from tests.db_support import NOW
+
+
+def _day2(db: Session) -> m.ContentDay:
+    return db.scalars(select(m.ContentDay).where(m.ContentDay.number == 2)).one()
+
+
+def test_day_prompts_and_whiteboards_in_pack_order(db: Session, day2: None) -> None:
+    day = _day2(db)
+    assert [p.key for p in day_prompts(db, day)] == ["d02.prompt.is-ollama-enough"]
+    boards = day_whiteboards(db, day)
+    assert [b.key for b in boards] == ["d02.board.vllm-blocks", "d02.board.three-flags"]
+    view = whiteboard_view(whiteboard_by_id(db, boards[0].id))
+    assert view.given.startswith("A block is") and len(view.working) == 6
+    assert view.careful and view.source == "Serving With vLLM, 2:56"
+    boards[1].retired = True
+    db.flush()
+    assert len(day_whiteboards(db, day)) == 1
+    with pytest.raises(NotFound):
+        whiteboard_by_id(db, boards[1].id)
+    with pytest.raises(NotFound):
+        prompt_by_id(db, 10**9)
+
+
+def test_said_it_records_one_answer_per_local_day(
+    db: Session, student: m.Member, day2: None
+) -> None:
+    prompt = day_prompts(db, _day2(db))[0]
+    first, new = said_it(db, student, prompt, NOW)
+    assert new and first.self_rating is None and first.duration_s == prompt.seconds
+    again, new_again = said_it(db, student, prompt, NOW + timedelta(hours=2))
+    assert again.id == first.id and not new_again
+    set_self_rating(db, student, first.id, 4)
+    tomorrow, new_tomorrow = said_it(db, student, prompt, NOW + timedelta(days=1))
+    assert new_tomorrow and tomorrow.id != first.id
+    count = db.scalar(
+        select(func.count(m.SpokenAnswer.id)).where(m.SpokenAnswer.member_id == student.id)
+    )
+    assert count == 2
