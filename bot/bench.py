@@ -21,6 +21,7 @@ from bot.drills import fit, member_for
 from bot.numbers import Who
 from felab_core.db import models as m
 from felab_core.db.errors import Invalid, NotFound
+from felab_core.engine.results import short_model
 from felab_core.jobs.service import (
     Send,
     cancel_job,
@@ -295,7 +296,7 @@ def claim_results(session: Session, now: datetime) -> list[ResultPost]:
                 .order_by(m.BenchResult.concurrency, m.BenchResult.id)
             )
         )
-        model = results[0].model if results else ""
+        model = short_model(results[0].model) if results and results[0].model else ""
         text = f"{mention} {what} is done" + (f", model {model}" if model else "") + ":\n"
         text += result_table(results)
         if job.summary:

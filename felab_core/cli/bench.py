@@ -20,7 +20,7 @@ from rich.table import Table
 from felab_core.engine.apis import Api
 from felab_core.engine.client import ClientLimits
 from felab_core.engine.metrics import SLO, Stats
-from felab_core.engine.results import ResultsFileError, default_csv
+from felab_core.engine.results import ResultsFileError, default_csv, short_model
 from felab_core.engine.runner import RunResult, TargetResult
 from felab_core.engine.service import BenchOutcome, run_bench, run_sync, save_outcomes
 from felab_core.engine.targets import (
@@ -76,17 +76,6 @@ def _fmt(value: float | None, scale: float = 1.0, digits: int = 1) -> str:
 
 def _p50(stats: Stats | None, scale: float = 1.0, digits: int = 1) -> str:
     return "-" if stats is None else _fmt(stats.p50, scale, digits)
-
-
-def short_model(name: str | None) -> str:
-    """A model path as a reader wants it: its file or folder name, not the whole path."""
-    if not name:
-        return "(server default)"
-    if "/" not in name or not name.startswith(("/", "~", ".")):
-        return name  # an id such as llama3.1:8b or org/model
-    parts = [p for p in name.split("/") if p]
-    tail = parts[-2:] if parts[-1] in ("hf", "model", "snapshots") else parts[-1:]
-    return "/".join(tail)
 
 
 def comparison_table(outcomes: list[BenchOutcome]) -> Table:

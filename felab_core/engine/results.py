@@ -80,6 +80,17 @@ def _p(stats: Stats | None, which: str) -> str:
     return "" if stats is None else _num(getattr(stats, which))
 
 
+def short_model(name: str | None) -> str:
+    """A model path as a reader wants it: its file or folder name, not the whole path."""
+    if not name:
+        return "(server default)"
+    if "/" not in name or not name.startswith(("/", "~", ".")):
+        return name  # an id such as llama3.1:8b or org/model
+    parts = [p for p in name.split("/") if p]
+    tail = parts[-2:] if parts[-1] in ("hf", "model", "snapshots") else parts[-1:]
+    return "/".join(tail)
+
+
 def csv_row(result: TargetResult, run: RunResult) -> dict[str, str]:
     s = run.summary
     w = result.workload

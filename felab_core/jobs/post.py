@@ -13,6 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from felab_core.db import models as m
+from felab_core.engine.results import short_model
 
 #: Discord refuses a message longer than this.
 MAX_MESSAGE = 2000
@@ -74,7 +75,7 @@ def result_post(session: Session, job: m.BenchJob) -> ResultPost:
         first = rows[0]
         server = first.get("server") or what
         version = first.get("server_version") or ""
-        model = first.get("model") or "model unknown"
+        model = short_model(first.get("model")) if first.get("model") else "model unknown"
         host = first.get("host") or "?"
         lines = [
             f"{head}: done",
