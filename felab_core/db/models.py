@@ -201,10 +201,11 @@ class ContentStep(Base):
     retired: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
-class Card(Base):
-    """A drill card. `body` holds everything shown after the question (see content/README.md)."""
+class _AskedItem:
+    """Columns every question-and-answer item of a pack has: cards, prompts, whiteboards.
 
-    __tablename__ = "cards"
+    `key` is the stable id written in the content file, so an edit keeps its history.
+    """
 
     id: Mapped[int] = mapped_column(primary_key=True)
     key: Mapped[str] = mapped_column(String(100), unique=True)
@@ -213,6 +214,13 @@ class Card(Base):
     position: Mapped[int] = mapped_column(Integer)
     question: Mapped[str] = mapped_column(Text)
     answer: Mapped[str] = mapped_column(Text)
+
+
+class Card(_AskedItem, Base):
+    """A drill card. `body` holds everything shown after the question (see content/README.md)."""
+
+    __tablename__ = "cards"
+
     body: Mapped[Json] = mapped_column(default=dict)
     retired: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
@@ -221,35 +229,21 @@ class Card(Base):
     __table_args__ = (Index("ix_cards_day_position", "day_id", "position"),)
 
 
-class SpeakPrompt(Base):
+class SpeakPrompt(_AskedItem, Base):
     """A say-it-aloud prompt: a question a customer might ask, and one clear answer."""
 
     __tablename__ = "speak_prompts"
 
-    id: Mapped[int] = mapped_column(primary_key=True)
-    key: Mapped[str] = mapped_column(String(100), unique=True)
-    day_id: Mapped[int] = mapped_column(ForeignKey("content_days.id", ondelete="CASCADE"))
-    step_id: Mapped[int | None] = mapped_column(ForeignKey("content_steps.id", ondelete="SET NULL"))
-    position: Mapped[int] = mapped_column(Integer)
-    question: Mapped[str] = mapped_column(Text)
-    answer: Mapped[str] = mapped_column(Text)
     seconds: Mapped[int] = mapped_column(Integer, default=20)
     body: Mapped[Json] = mapped_column(default=dict)
     retired: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
-class Whiteboard(Base):
+class Whiteboard(_AskedItem, Base):
     """A worked example: given, answer, step-by-step working and a careful note."""
 
     __tablename__ = "whiteboards"
 
-    id: Mapped[int] = mapped_column(primary_key=True)
-    key: Mapped[str] = mapped_column(String(100), unique=True)
-    day_id: Mapped[int] = mapped_column(ForeignKey("content_days.id", ondelete="CASCADE"))
-    step_id: Mapped[int | None] = mapped_column(ForeignKey("content_steps.id", ondelete="SET NULL"))
-    position: Mapped[int] = mapped_column(Integer)
-    question: Mapped[str] = mapped_column(Text)
-    answer: Mapped[str] = mapped_column(Text)
     body: Mapped[Json] = mapped_column(default=dict)
     retired: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
