@@ -1,6 +1,6 @@
 """What `/bench` and `/worker` say, the service calls behind them, and the outbox's posts.
 
-No Discord import here. Jobs are queued only through felab_core.jobs.service.queue_bench_job
+No Discord import here. Jobs are queued only through felab_core.jobs.queueing.queue_bench_job
 (which checks the target name, ownership, limits and the hourly quota); the message goes to the
 worker when the session commits (`send`). The outbox gives each finished job once: the post is a
 narrow table (server, writing speed, TTFT p50, ok) with the chart PNG and the rows as CSV.
@@ -20,21 +20,13 @@ from sqlalchemy.orm import Session
 from bot.drills import fit, member_for
 from bot.numbers import Who
 from felab_core.db import models as m
-from felab_core.db.errors import Invalid, NotFound
 from felab_core.engine.results import short_model
-from felab_core.jobs.service import (
-    Send,
-    cancel_job,
-    check_target,
-    claim_outbox,
-    find_worker,
-    issue_pair_code,
-    list_jobs,
-    list_workers,
-    mark_posted,
-    queue_bench_job,
-    worker_targets,
-)
+from felab_core.errors import Invalid, NotFound
+from felab_core.jobs.fleet import check_target, find_worker, list_workers, worker_targets
+from felab_core.jobs.lifecycle import Send
+from felab_core.jobs.outbox import claim_outbox, mark_posted
+from felab_core.jobs.pairing import issue_pair_code
+from felab_core.jobs.queueing import cancel_job, list_jobs, queue_bench_job
 
 PARAMS = ("concurrency", "requests", "max_tokens")
 _SPLIT = re.compile(r"[\s,]+")

@@ -15,7 +15,7 @@ from fractions import Fraction
 from sqlalchemy.orm import Session
 
 from bot.drills import fit, member_for
-from felab_core.db.errors import ServiceError
+from felab_core.errors import ServiceError
 from felab_core.numbers.service import (
     DayNumbers,
     day_fields,

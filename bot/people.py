@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from bot.drills import fit, member_for
 from bot.numbers import Who
 from felab_core.db import models as m
-from felab_core.db.errors import Invalid, NotFound
+from felab_core.errors import Invalid, NotFound
 from felab_core.people.privacy import delete_member, export_member
 from felab_core.people.service import (
     find_member,

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from bot.drills import fit
 from bot.numbers import Who
-from felab_core.db.errors import Forbidden, Invalid
+from felab_core.errors import Forbidden, Invalid
 from felab_core.people.service import (
     add_member,
     cohort_for_channel,

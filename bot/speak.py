@@ -23,13 +23,13 @@ from sqlalchemy.orm import Session
 from bot.drills import fit, member_for
 from bot.numbers import Who
 from felab_core.db import models as m
-from felab_core.db.errors import NotFound
 from felab_core.drills.speaking import (
     prompt_of_the_day,
     rate_spoken_answer,
     record_spoken_answer,
     set_self_rating,
 )
+from felab_core.errors import NotFound
 from felab_core.people.service import cohort_for_channel
 
 IS_VOICE_MESSAGE = 1 << 13  # Discord's message flag

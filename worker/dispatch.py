@@ -1,6 +1,6 @@
 """Sending jobs to workers: the attempt is written for claiming, then the message is published.
 
-Used by the bot (through felab_core.jobs.service.queue_bench_job's `send`), the ingest's
+Used by the bot (through felab_core.jobs.queueing.queue_bench_job's `send`), the ingest's
 reconciler and the tests.
 """
 

@@ -18,7 +18,7 @@ from celery.signals import worker_ready, worker_shutdown
 from felab_core.jobs.keys import Identity
 from felab_core.jobs.messages import INGEST_QUEUE, event
 from felab_core.jobs.run import target_names
-from felab_core.jobs.service import Limits
+from felab_core.jobs.workload import Limits
 from felab_core.settings import Settings
 from worker.app import soft_time_limit
 from worker.claims import Claims, make_claims

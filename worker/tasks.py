@@ -19,7 +19,7 @@ from typing import Any
 from celery import Task
 from celery.exceptions import TimeLimitExceeded
 
-from felab_core.db.errors import ServiceError
+from felab_core.errors import ServiceError
 from felab_core.jobs.keys import verify
 from felab_core.jobs.messages import JobMessage, event
 from felab_core.jobs.run import execute
@@ -133,7 +133,8 @@ _dispatcher: Any = None
 @app.task(name="felab.ingest")  # type: ignore[untyped-decorator]
 def ingest(payload: dict[str, Any]) -> None:
     from felab_core.db.session import session_scope
-    from felab_core.jobs.service import ingest_event, send_after_commit
+    from felab_core.jobs.ingest import ingest_event
+    from felab_core.jobs.lifecycle import send_after_commit
 
     try:
         with session_scope(_ingest_sessions()) as session:
@@ -149,8 +150,8 @@ def ingest(payload: dict[str, Any]) -> None:
 @app.task(name="felab.reconcile")  # type: ignore[untyped-decorator]
 def reconcile() -> dict[str, list[int]]:
     from felab_core.db.session import session_scope
-    from felab_core.jobs.service import reconcile as do_reconcile
-    from felab_core.jobs.service import send_after_commit
+    from felab_core.jobs.lifecycle import send_after_commit
+    from felab_core.jobs.reconciler import reconcile as do_reconcile
 
     with session_scope(_ingest_sessions()) as session:
         out = do_reconcile(session)
@@ -162,7 +163,7 @@ def reconcile() -> dict[str, list[int]]:
 def pair(payload: dict[str, Any]) -> dict[str, Any]:
     """Redeem a pairing code for a key whose owner proved they hold its private half."""
     from felab_core.db.session import session_scope
-    from felab_core.jobs.service import redeem_pair_code
+    from felab_core.jobs.pairing import redeem_pair_code
 
     try:
         verify(payload, str(payload.get("public_key")))

@@ -19,7 +19,7 @@ from discord.ext import commands, tasks
 
 from bot import bench
 from bot.cogs.common import Out, now, respond, who
-from felab_core.db.errors import ServiceError
+from felab_core.errors import ServiceError
 
 if TYPE_CHECKING:
     from bot.app import FelabBot

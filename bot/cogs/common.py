@@ -2,7 +2,7 @@
 
 `respond` answers ephemerally at once when the work is quick, else acknowledges first
 ("thinking") and follows up, as the drills cog's `answer` does, but can carry attachments.
-A service refusal (felab_core.db.errors.ServiceError) is the answer, shown to the member only.
+A service refusal (felab_core.errors.ServiceError) is the answer, shown to the member only.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import discord
 
 from bot.drills import fit
 from bot.numbers import Who
-from felab_core.db.errors import ServiceError
+from felab_core.errors import ServiceError
 
 ANSWER_WITHIN_S = 2.0  # an idle bot answers directly when the work is done this soon
 BUSY_AFTER = 8  # more interactions in flight than this at once: a burst

@@ -21,7 +21,7 @@ from discord.ext import commands, tasks
 from bot import drills
 from bot.cogs.common import done_in_time, in_flight
 from bot.cogs.speak import rating_view
-from felab_core.db.errors import ServiceError
+from felab_core.errors import ServiceError
 
 if TYPE_CHECKING:
     from bot.app import FelabBot

@@ -15,7 +15,7 @@ from discord.ext import commands
 from bot import speak
 from bot.cogs.common import Out, now, respond, who
 from bot.numbers import Who
-from felab_core.db.errors import ServiceError
+from felab_core.errors import ServiceError
 
 if TYPE_CHECKING:
     from bot.app import FelabBot

@@ -13,7 +13,6 @@ import typer
 from rich.console import Console
 from sqlalchemy.orm import Session, sessionmaker
 
-from felab_core.db.errors import ServiceError
 from felab_core.db.session import (
     DatabaseError,
     current_revision,
@@ -22,6 +21,7 @@ from felab_core.db.session import (
     make_engine,
     upgrade,
 )
+from felab_core.errors import ServiceError
 from felab_core.settings import get_settings
 
 EXIT_USAGE = 2

@@ -13,8 +13,8 @@ from rich.panel import Panel
 from rich.text import Text
 
 from felab_core.cli.bench import _print_details, comparison_table
-from felab_core.db.errors import ServiceError
 from felab_core.engine.results import ResultsFileError, default_csv
+from felab_core.errors import ServiceError
 from felab_core.lab.demo import DEMO_ENGINES, run_demo
 from felab_core.lab.fleet_demo import FleetDemoError, FleetDemoResult, run_fleet_demo
 from felab_core.settings import get_settings

@@ -17,9 +17,9 @@ from rich.table import Table
 
 from felab_core.cli.db import EXIT_USAGE, err, service_errors, sessions
 from felab_core.db import models as m
-from felab_core.db.errors import Invalid
 from felab_core.db.session import session_scope
 from felab_core.db.types import utcnow
+from felab_core.errors import Invalid
 from felab_core.jobs.keys import Identity, new_private_key, public_key_text, sign
 from felab_core.jobs.messages import INGEST_QUEUE, host_queue
 from felab_core.settings import Settings, get_settings
@@ -150,7 +150,7 @@ def pair(
         if name is None:
             err("give --name NAME to issue a code, or --code CODE to redeem one on the machine")
             raise typer.Exit(EXIT_USAGE)
-        from felab_core.jobs.service import issue_pair_code
+        from felab_core.jobs.pairing import issue_pair_code
 
         who = _member(member, cohort)
         with service_errors(), session_scope(sessions()) as session:
@@ -192,7 +192,7 @@ def list_cmd(
 ) -> None:
     """A member's workers, online or not, when each was last seen, and the target names its
     targets file holds (as the machine last reported them)."""
-    from felab_core.jobs.service import list_workers, worker_targets
+    from felab_core.jobs.fleet import list_workers, worker_targets
 
     who = _member(member, cohort)
     with service_errors(), session_scope(sessions()) as session:
@@ -225,7 +225,7 @@ def jobs_cmd(
 ) -> None:
     """A member's jobs, newest first: status, progress (requests done of total) and the reason
     a job failed, expired or was cancelled."""
-    from felab_core.jobs.service import list_jobs
+    from felab_core.jobs.queueing import list_jobs
 
     who = _member(member, cohort)
     with service_errors(), session_scope(sessions()) as session:
@@ -259,7 +259,7 @@ def cancel_cmd(
 ) -> None:
     """Cancel a queued or running job. A queued one is dropped when its worker takes it; a
     running one finishes on the machine, but what it reports afterwards is ignored."""
-    from felab_core.jobs.service import cancel_job
+    from felab_core.jobs.queueing import cancel_job
 
     who = _member(member, cohort)
     with service_errors(), session_scope(sessions()) as session:
@@ -290,7 +290,7 @@ def allow_instructors_cmd(
     cohort: int = typer.Option(None, "--cohort", help="The owner's cohort id."),
 ) -> None:
     """The owner's consent: may the cohort's instructors run benchmarks on this machine?"""
-    from felab_core.jobs.service import find_worker, set_allow_instructors
+    from felab_core.jobs.fleet import find_worker, set_allow_instructors
 
     who = _member(member, cohort)
     with service_errors(), session_scope(sessions()) as session:

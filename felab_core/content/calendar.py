@@ -19,7 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from felab_core.db import models as m
-from felab_core.db.errors import Invalid, NotFound
+from felab_core.errors import Invalid, NotFound
 
 ADVANCE_MODES = ("daily", "weekdays", "manual")
 

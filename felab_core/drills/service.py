@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from felab_core.content.calendar import course_day, local_date, zone
 from felab_core.db import models as m
-from felab_core.db.errors import Invalid, NotFound
+from felab_core.errors import Invalid, NotFound
 from felab_core.settings import get_settings
 
 

@@ -15,8 +15,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from felab_core.db import models as m
-from felab_core.db.errors import Forbidden, Invalid, NotFound
 from felab_core.db.types import utcnow
+from felab_core.errors import Forbidden, Invalid, NotFound
 
 MAX_SECONDS = 600
 

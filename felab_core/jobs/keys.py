@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 )
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from felab_core.db.errors import Forbidden, Invalid
+from felab_core.errors import Forbidden, Invalid
 
 
 def _b64(data: bytes) -> str:

@@ -10,7 +10,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from felab_core.db.errors import Invalid
+from felab_core.errors import Invalid
 
 INGEST_QUEUE = "felab.ingest"
 EVENT_KINDS = ("heartbeat", "started", "progress", "result", "failed", "lost")

@@ -17,13 +17,13 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from felab_core.db.errors import ServiceError
 from felab_core.engine.results import csv_row
 from felab_core.engine.runner import TargetResult
 from felab_core.engine.service import run_bench, run_sync
 from felab_core.engine.targets import Target, TargetError, load_targets
+from felab_core.errors import ServiceError
 from felab_core.jobs.messages import JobMessage, event
-from felab_core.jobs.service import Limits, job_workload
+from felab_core.jobs.workload import Limits, job_workload
 
 T = TypeVar("T")
 Emit = Callable[[dict[str, Any]], None]  # sends an unsigned event (the caller signs it)

@@ -23,8 +23,8 @@ from sqlalchemy.orm import Session
 
 from felab_core.content.calendar import course_day, day_for_number
 from felab_core.db import models as m
-from felab_core.db.errors import Invalid, NotFound
 from felab_core.db.types import utcnow
+from felab_core.errors import Invalid, NotFound
 from felab_core.people.service import bandwidth_bytes_per_s, validate_server
 from felab_core.sizing.errors import SizingError
 from felab_core.sizing.speed_limit import (

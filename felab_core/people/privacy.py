@@ -21,7 +21,7 @@ from sqlalchemy import delete, inspect, select, update
 from sqlalchemy.orm import Session
 
 from felab_core.db import models as m
-from felab_core.db.errors import Forbidden, Invalid
+from felab_core.errors import Forbidden, Invalid
 from felab_core.people.service import get_member
 
 EXPORT_FORMAT = "felab.member-export/1"

@@ -19,8 +19,8 @@ from sqlalchemy.orm import Session
 
 from felab_core.content.calendar import local_date
 from felab_core.db import models as m
-from felab_core.db.errors import Invalid
 from felab_core.drills.service import live_streak
+from felab_core.errors import Invalid
 from felab_core.people.service import validate_server
 
 BOARDS = ("streak", "reviews", "retention")

@@ -16,7 +16,7 @@ from bot.cogs import bench as cog_module
 from bot.cogs.bench import BenchCog
 from bot.numbers import Who
 from felab_core.db import models as m
-from felab_core.db.errors import Forbidden, Invalid, NotFound
+from felab_core.errors import Forbidden, Invalid, NotFound
 from felab_core.numbers.service import record_measured
 from felab_core.people.service import find_member, set_public_numbers
 from tests.bot.support import CHANNEL, USER, FakeBot, Place, chat_cohort, who_in

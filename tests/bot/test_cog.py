@@ -21,7 +21,7 @@ from bot.cogs import drills as cog_module
 from bot.cogs.drills import CardButton, DrillsCog, card_view
 from bot.endpoints import DISCORD_API, use_api
 from felab_core.db import models as m
-from felab_core.db.errors import Forbidden
+from felab_core.errors import Forbidden
 from felab_core.people.service import create_cohort
 from tests.db_support import NOW
 

@@ -13,7 +13,7 @@ import pytest
 
 from bot.cogs import common
 from bot.cogs.common import Attachment, Out, respond
-from felab_core.db.errors import Forbidden
+from felab_core.errors import Forbidden
 
 
 class _Interaction:

@@ -19,7 +19,7 @@ from bot.cogs import drills as cog_module
 from bot.cogs.drills import BoardButton, DrillsCog, PromptButton, board_view, prompt_view
 from bot.cogs.speak import RateButton
 from felab_core.db import models as m
-from felab_core.db.errors import NotFound
+from felab_core.errors import NotFound
 from felab_core.people.service import create_cohort
 from tests.db_support import NOW
 

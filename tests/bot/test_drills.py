@@ -12,8 +12,8 @@ from sqlalchemy.orm import Session
 
 from bot import drills
 from felab_core.db import models as m
-from felab_core.db.errors import Forbidden, NotFound
 from felab_core.drills.service import card_by_key
+from felab_core.errors import Forbidden, NotFound
 from felab_core.people.service import create_cohort, ensure_local_member
 from tests.db_support import NOW
 

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from bot import numbers, people
 from bot.cogs.people import ConfirmDelete
 from felab_core.db import models as m
-from felab_core.db.errors import Forbidden, Invalid, NotFound
+from felab_core.errors import Forbidden, Invalid, NotFound
 from felab_core.people.service import find_member
 from tests.bot.support import USER, FakeBot, chat_cohort, who_in
 from tests.db_support import NOW

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from bot import setup
 from bot.numbers import Who
 from felab_core.db import models as m
-from felab_core.db.errors import Forbidden, Invalid, NotFound
+from felab_core.errors import Forbidden, Invalid, NotFound
 from tests.db_support import NOW
 
 CHANNEL = 700000000000000077

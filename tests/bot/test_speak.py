@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from bot import speak
 from bot.cogs.speak import RateButton, SpeakCog, rating_view
 from felab_core.db import models as m
-from felab_core.db.errors import Forbidden, Invalid
+from felab_core.errors import Forbidden, Invalid
 from tests.bot.support import USER, FakeBot, chat_cohort, who_in
 from tests.db_support import NOW
 

@@ -16,14 +16,11 @@ from typer.testing import CliRunner
 from felab_core.cli.main import app
 from felab_core.db import models as m
 from felab_core.db.session import default_sessions, session_scope
+from felab_core.jobs.ingest import ingest_event
 from felab_core.jobs.keys import new_private_key, public_key_text, sign
 from felab_core.jobs.messages import event
-from felab_core.jobs.service import (
-    ingest_event,
-    issue_pair_code,
-    queue_bench_job,
-    redeem_pair_code,
-)
+from felab_core.jobs.pairing import issue_pair_code, redeem_pair_code
+from felab_core.jobs.queueing import queue_bench_job
 from felab_core.people.service import add_member, create_cohort
 from felab_core.settings import get_settings
 

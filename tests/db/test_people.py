@@ -12,9 +12,9 @@ from sqlalchemy.exc import StatementError
 from sqlalchemy.orm import Session
 
 from felab_core.db import models as m
-from felab_core.db.errors import Forbidden, Invalid
 from felab_core.drills.service import make_scheduler, rate_card
 from felab_core.drills.speaking import rate_spoken_answer, record_spoken_answer
+from felab_core.errors import Forbidden, Invalid
 from felab_core.numbers.service import create_job, record_entered, record_measured
 from felab_core.people.privacy import delete_member, export_member
 from felab_core.people.service import (
@@ -116,14 +116,11 @@ def _fill(db: Session, student: m.Member, other: m.Member) -> None:
 def _fill_fleet(db: Session, student: m.Member, other: m.Member) -> None:
     """A paired machine with a finished job (chart and outbox row), an unused pairing code,
     and a job `other` (an instructor the student allowed) asked for on the student's machine."""
+    from felab_core.jobs.ingest import ingest_event
     from felab_core.jobs.keys import new_private_key, public_key_text, sign
     from felab_core.jobs.messages import event
-    from felab_core.jobs.service import (
-        ingest_event,
-        issue_pair_code,
-        queue_bench_job,
-        redeem_pair_code,
-    )
+    from felab_core.jobs.pairing import issue_pair_code, redeem_pair_code
+    from felab_core.jobs.queueing import queue_bench_job
 
     key = new_private_key()
     worker = redeem_pair_code(db, issue_pair_code(db, student, "mac"), public_key_text(key))

@@ -14,7 +14,6 @@ from sqlalchemy.orm import Session
 from felab_core.content.loader import parse_pack
 from felab_core.content.store import LoadReport, load_packs
 from felab_core.db import models as m
-from felab_core.db.errors import Invalid
 from felab_core.drills.service import (
     Grade,
     _streak_step,
@@ -28,6 +27,7 @@ from felab_core.drills.service import (
     recompute_stats,
     streak,
 )
+from felab_core.errors import Invalid
 from felab_core.people.service import add_member, set_timezone
 from tests.db_support import NOW
 

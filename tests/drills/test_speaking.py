@@ -6,8 +6,8 @@ import pytest
 from sqlalchemy.orm import Session
 
 from felab_core.db import models as m
-from felab_core.db.errors import Forbidden, Invalid, NotFound
 from felab_core.drills.speaking import rate_spoken_answer, record_spoken_answer
+from felab_core.errors import Forbidden, Invalid, NotFound
 from felab_core.people.service import add_member, create_cohort
 from tests.db_support import NOW
 

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from felab_core.db import models as m
 from felab_core.db.session import make_engine, session_factory, session_scope, upgrade
-from felab_core.jobs.service import issue_pair_code
+from felab_core.jobs.pairing import issue_pair_code
 from felab_core.settings import Settings
 from tests.db_support import new_pg_schema_url
 

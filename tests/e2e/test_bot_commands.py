@@ -14,8 +14,9 @@ from sqlalchemy import func, select
 
 from felab_core.db import models as m
 from felab_core.db.session import session_scope
+from felab_core.jobs.ingest import ingest_event
 from felab_core.jobs.keys import new_private_key, public_key_text, sign
-from felab_core.jobs.service import ingest_event, redeem_pair_code
+from felab_core.jobs.pairing import redeem_pair_code
 from tests.e2e.test_bot_process import (  # noqa: F401 (the `world` fixture)
     ADA,
     BOB,

@@ -11,7 +11,8 @@ import pytest
 from felab_core.db import models as m
 from felab_core.db.session import default_sessions, session_scope
 from felab_core.db.types import utcnow
-from felab_core.jobs.service import issue_pair_code, queue_bench_job
+from felab_core.jobs.pairing import issue_pair_code
+from felab_core.jobs.queueing import queue_bench_job
 from felab_core.lab.scripted_server import Script, ScriptedServer
 from felab_core.people.service import ensure_local_member
 from felab_core.settings import Settings

@@ -17,7 +17,7 @@ from sqlalchemy import select
 
 from felab_core.db import models as m
 from felab_core.db.session import session_scope
-from felab_core.jobs.service import queue_bench_job
+from felab_core.jobs.queueing import queue_bench_job
 from felab_core.lab.scripted_server import Script, ScriptedServer
 from felab_core.people.service import add_member, create_cohort
 from tests.e2e.fleet import (
@@ -200,7 +200,7 @@ def test_killed_worker_is_noticed_and_its_job_run_after_restart(
 def test_someone_elses_worker_and_forged_results_are_refused(
     started: Fleet, people: dict[str, m.Member], server: str
 ) -> None:
-    from felab_core.db.errors import Forbidden
+    from felab_core.errors import Forbidden
     from felab_core.jobs.keys import new_private_key, sign
     from felab_core.jobs.messages import INGEST_QUEUE, event
 
@@ -330,7 +330,7 @@ def test_a_worker_reports_its_targets_and_a_missing_one_is_refused_at_queue_time
 ) -> None:
     import subprocess
 
-    from felab_core.db.errors import Invalid
+    from felab_core.errors import Invalid
     from tests.e2e.fleet import FELAB, ROOT
 
     fleet = started

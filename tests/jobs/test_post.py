@@ -7,16 +7,12 @@ import base64
 from sqlalchemy.orm import Session
 
 from felab_core.db import models as m
+from felab_core.jobs.ingest import ingest_event
 from felab_core.jobs.keys import Identity, new_private_key
 from felab_core.jobs.messages import event
+from felab_core.jobs.pairing import issue_pair_code, redeem_pair_code
 from felab_core.jobs.post import MAX_MESSAGE, result_post
-from felab_core.jobs.service import (
-    cancel_job,
-    ingest_event,
-    issue_pair_code,
-    queue_bench_job,
-    redeem_pair_code,
-)
+from felab_core.jobs.queueing import cancel_job, queue_bench_job
 from tests.db_support import NOW
 
 PNG = b"\x89PNG\r\n\x1a\nfake"

@@ -12,7 +12,7 @@ import pytest
 
 from felab_core.jobs.messages import JobMessage
 from felab_core.jobs.run import execute
-from felab_core.jobs.service import Limits
+from felab_core.jobs.workload import Limits
 from felab_core.lab.scripted_server import Script, ScriptedServer
 from felab_core.settings import Settings
 from worker.app import soft_time_limit

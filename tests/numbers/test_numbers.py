@@ -12,8 +12,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from felab_core.db import models as m
-from felab_core.db.errors import Invalid, NotFound
 from felab_core.engine.results import CSV_COLUMNS
+from felab_core.errors import Invalid, NotFound
 from felab_core.numbers.service import (
     MAX_PLAUSIBLE_TPS,
     create_job,

@@ -10,9 +10,9 @@ import pytest
 from sqlalchemy.orm import Session
 
 from felab_core.db import models as m
-from felab_core.db.errors import Invalid
 from felab_core.drills.service import make_scheduler, rate_card
 from felab_core.drills.speaking import rate_spoken_answer, record_spoken_answer
+from felab_core.errors import Invalid
 from felab_core.numbers.service import create_job, record_entered, record_measured
 from felab_core.people.service import add_member, set_public_numbers
 from felab_core.reports.leaderboard import boards_csv, leaderboard, speed_boards
@@ -154,14 +154,11 @@ def test_a_job_a_worker_ran_counts_as_a_benchmark_run(
     db: Session, cohort: m.Cohort, members: list[m.Member]
 ) -> None:
     """Imported results end `ready`, fleet jobs `done`: both are benchmarks run."""
+    from felab_core.jobs.ingest import ingest_event
     from felab_core.jobs.keys import new_private_key, public_key_text, sign
     from felab_core.jobs.messages import event
-    from felab_core.jobs.service import (
-        ingest_event,
-        issue_pair_code,
-        queue_bench_job,
-        redeem_pair_code,
-    )
+    from felab_core.jobs.pairing import issue_pair_code, redeem_pair_code
+    from felab_core.jobs.queueing import queue_bench_job
 
     ada = members[0]
     _measure(db, ada, "ollama", 43.9, "day2", "llama3.1:8b")  # imported: ready

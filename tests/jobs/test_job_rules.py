@@ -9,18 +9,14 @@ import pytest
 from sqlalchemy.orm import Session
 
 from felab_core.db import models as m
-from felab_core.db.errors import Forbidden, Invalid
+from felab_core.errors import Forbidden, Invalid
+from felab_core.jobs.ingest import ingest_event
 from felab_core.jobs.keys import Identity, new_private_key
 from felab_core.jobs.messages import event
-from felab_core.jobs.service import (
-    claim_outbox,
-    ingest_event,
-    issue_pair_code,
-    mark_posted,
-    queue_bench_job,
-    reconcile,
-    redeem_pair_code,
-)
+from felab_core.jobs.outbox import claim_outbox, mark_posted
+from felab_core.jobs.pairing import issue_pair_code, redeem_pair_code
+from felab_core.jobs.queueing import queue_bench_job
+from felab_core.jobs.reconciler import reconcile
 from felab_core.settings import Settings
 from tests.db_support import NOW
 
@@ -166,7 +162,7 @@ def test_reconciler_resends_lost_messages_fails_and_expires(db: Session, student
 def test_list_jobs_and_cancel(
     db: Session, student: m.Member, instructor: m.Member, cohort: m.Cohort
 ) -> None:
-    from felab_core.jobs.service import cancel_job, list_jobs
+    from felab_core.jobs.queueing import cancel_job, list_jobs
     from felab_core.people.service import add_member
 
     ident = _paired(db, student)
@@ -200,7 +196,7 @@ def test_list_jobs_and_cancel(
 def test_workers_report_their_targets_and_a_missing_one_is_refused_at_queue_time(
     db: Session, student: m.Member, instructor: m.Member
 ) -> None:
-    from felab_core.jobs.service import worker_targets
+    from felab_core.jobs.fleet import worker_targets
 
     # Pairing with a report: names and kinds only; anything else in it is dropped.
     code = issue_pair_code(db, student, "mac", now=NOW)
@@ -236,7 +232,7 @@ def test_workers_report_their_targets_and_a_missing_one_is_refused_at_queue_time
 
 
 def test_a_worker_that_never_reported_takes_any_target_name(db: Session, student: m.Member) -> None:
-    from felab_core.jobs.service import worker_targets
+    from felab_core.jobs.fleet import worker_targets
 
     w = _worker(db, _paired(db, student))
     assert worker_targets(w) is None

@@ -1,0 +1,124 @@
+"""Repairing what the broker lost, run every few seconds by the ingest.
+
+The database row is the truth: a message Redis dropped (it keeps nothing on disk) is sent
+again, a job nobody started expires, and a run whose machine went silent is sent again or
+failed with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from felab_core.db import models as m
+from felab_core.db.types import utcnow
+from felab_core.jobs.fleet import is_online
+from felab_core.jobs.lifecycle import finish, lose, new_attempt
+from felab_core.jobs.messages import JobMessage
+from felab_core.settings import Settings, get_settings
+
+
+@dataclass
+class Reconciled:
+    resend: list[JobMessage] = field(default_factory=list)
+    expired: list[int] = field(default_factory=list)
+    failed: list[int] = field(default_factory=list)
+    requeued: list[int] = field(default_factory=list)
+
+
+def reconcile(
+    session: Session, *, now: datetime | None = None, settings: Settings | None = None
+) -> Reconciled:
+    """Repair what the broker lost.
+
+    - a queued job past its expiry: expired, with what to do;
+    - a queued job its idle, online worker has not started long after it was sent: the
+      message is gone (Redis keeps nothing on disk): sent again with a new attempt;
+    - a running job whose worker stopped heartbeating: sent again while attempts remain,
+      otherwise failed with that reason;
+    - a running job past the hard time limit (plus a minute): failed.
+
+    Only fleet jobs (those with a target) are touched: a terminal `felab bench` job has no
+    worker and nothing to reconcile.
+    """
+    s = settings or get_settings()
+    now = now or utcnow()
+    out = Reconciled()
+    workers = {w.id: w for w in session.scalars(select(m.Worker))}
+    busy = set(
+        session.scalars(select(m.BenchJob.worker_id).where(m.BenchJob.status == "running")).all()
+    )
+    queued = session.scalars(
+        select(m.BenchJob)
+        .where(m.BenchJob.status == "queued", m.BenchJob.target.is_not(None))
+        .order_by(m.BenchJob.id)
+    ).all()
+    # A worker that just finished a job is about to take the next one from its queue: the
+    # messages behind a long job are waiting, not lost.
+    last_done = dict(
+        session.execute(
+            select(m.BenchJob.worker_id, func.max(m.BenchJob.finished_at))
+            .where(m.BenchJob.worker_id.is_not(None))
+            .group_by(m.BenchJob.worker_id)
+        ).all()
+    )
+    resent_to: set[int] = set()
+    for job in queued:
+        worker = workers.get(job.worker_id) if job.worker_id is not None else None
+        if (job.expires_at is not None and job.expires_at <= now) or worker is None:
+            name = worker.name if worker else "its worker"
+            finish(
+                session,
+                job,
+                "expired",
+                now,
+                error=(
+                    f"no worker started it within {int(s.job_queue_expire_s // 60)} min: is "
+                    f"`felab worker start --name {name}` running on that machine?"
+                ),
+            )
+            out.expired.append(job.id)
+            continue
+        quiet_since = max(d for d in (job.sent_at, last_done.get(worker.id)) if d is not None)
+        stale = now - quiet_since >= timedelta(seconds=s.job_resend_after_s)
+        if (
+            stale
+            and is_online(worker, now, s)
+            and worker.id not in busy
+            and worker.id not in resent_to
+        ):
+            out.resend.append(new_attempt(job, now))
+            resent_to.add(worker.id)  # one at a time: the worker runs them in order anyway
+    running = session.scalars(
+        select(m.BenchJob).where(m.BenchJob.status == "running", m.BenchJob.target.is_not(None))
+    ).all()
+    for job in running:
+        worker = workers.get(job.worker_id) if job.worker_id is not None else None
+        if worker is None or not is_online(worker, now, s):
+            name = worker.name if worker else "the worker"
+            why = (
+                f"{name} stopped heartbeating while running it (machine asleep, the worker "
+                "killed, or the network down)"
+            )
+            message = lose(session, job, now, s, why)
+            if message is not None:
+                out.resend.append(message)
+                out.requeued.append(job.id)
+            else:
+                out.failed.append(job.id)
+        elif job.started_at is not None and now - job.started_at > timedelta(
+            seconds=s.job_time_limit_s + 60
+        ):
+            finish(
+                session,
+                job,
+                "failed",
+                now,
+                error=f"ran past the {int(s.job_time_limit_s)} s limit: ask for fewer requests",
+            )
+            out.failed.append(job.id)
+    session.flush()
+    return out

@@ -1,0 +1,66 @@
+"""What a job may ask for: a named preset, a few overrides, within the fleet's limits.
+
+No database here: the server checks a job before queueing it, and the student's worker checks
+the message again before running it (a message read off the broker is not trusted to have come
+through the server).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from felab_core.engine.workloads import PRESETS, Workload
+from felab_core.errors import Invalid
+from felab_core.settings import Settings, get_settings
+
+PARAM_NAMES = ("concurrency", "requests", "max_tokens")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a job may ask for (FELAB_JOB_MAX_*): a shared Mac is not a load generator."""
+
+    concurrency: int
+    requests: int
+    max_tokens: int
+    per_hour: int
+
+    @classmethod
+    def from_settings(cls, settings: Settings | None = None) -> Limits:
+        s = settings or get_settings()
+        return cls(s.job_max_concurrency, s.job_max_requests, s.job_max_tokens, s.job_max_per_hour)
+
+
+def job_workload(preset: str, params: dict[str, int], limits: Limits) -> Workload:
+    """The workload a job runs: a named preset with validated overrides, within the limits."""
+    if preset not in PRESETS:
+        raise Invalid(f"unknown preset {preset!r}: use one of {', '.join(PRESETS)}")
+    unknown = set(params) - set(PARAM_NAMES)
+    if unknown:
+        raise Invalid(
+            f"a job cannot set {', '.join(sorted(unknown))}: only {', '.join(PARAM_NAMES)}"
+        )
+    base = PRESETS[preset].workload
+    overrides: dict[str, Any] = {}
+    if "concurrency" in params:
+        overrides["concurrency"] = (params["concurrency"],)
+    if "requests" in params:
+        overrides["requests"] = params["requests"]
+    if "max_tokens" in params:
+        overrides["max_tokens"] = params["max_tokens"]
+    w = base.with_overrides(**overrides)
+    problems = []
+    if any(c < 1 or c > limits.concurrency for c in w.concurrency):
+        problems.append(f"concurrency must be 1 to {limits.concurrency}")
+    if w.requests is None or not 1 <= w.requests <= limits.requests:
+        problems.append(f"requests must be 1 to {limits.requests}")
+    if w.max_tokens is None or not 1 <= w.max_tokens <= limits.max_tokens:
+        problems.append(f"max tokens must be 1 to {limits.max_tokens}")
+    if problems:
+        raise Invalid("this job asks too much: " + "; ".join(problems))
+    try:
+        w.validate()
+    except ValueError as exc:
+        raise Invalid(str(exc)) from None
+    return w
