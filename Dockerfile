@@ -10,9 +10,10 @@ ENV PYTHONUNBUFFERED=1 \
 
 WORKDIR /app
 COPY pyproject.toml README.md alembic.ini ./
+COPY felab ./felab
 COPY felab_core ./felab_core
-COPY worker ./worker
-COPY bot ./bot
+COPY felab_worker ./felab_worker
+COPY felab_bot ./felab_bot
 COPY alembic ./alembic
 COPY content ./content
 RUN pip install . \

@@ -40,6 +40,7 @@ from felab_core.db.session import session_scope  # noqa: E402
 from felab_core.jobs.queueing import queue_bench_job  # noqa: E402
 from felab_core.lab.scripted_server import Script, ScriptedServer  # noqa: E402
 from felab_core.people.service import add_member, create_cohort  # noqa: E402
+from felab_worker.dispatch import Dispatcher  # noqa: E402
 from tests.e2e.fleet import (  # noqa: E402
     REDIS_URL,
     drop_prefix,
@@ -47,7 +48,6 @@ from tests.e2e.fleet import (  # noqa: E402
     new_prefix,
     wait_for,
 )
-from worker.dispatch import Dispatcher  # noqa: E402
 
 START = re.compile(r"job (\d+) started ([\d.]+) ms after it was sent")
 REPORTED = re.compile(r"job (\d+) reported at ([\d.]+)")

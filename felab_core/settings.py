@@ -85,7 +85,9 @@ class Settings(BaseSettings):
         default=900.0, gt=0, description="A job no worker starts within this long expires."
     )
     job_resend_after_s: float = Field(
-        default=20.0, gt=0, description="An idle online worker that has not started a job this "
+        default=20.0,
+        gt=0,
+        description="An idle online worker that has not started a job this "
         "long after it was sent lost the message: it is sent again.",
     )
     job_time_limit_s: float = Field(
@@ -93,7 +95,9 @@ class Settings(BaseSettings):
     )
     worker_heartbeat_s: float = Field(default=5.0, gt=0, description="Heartbeat interval.")
     worker_offline_after_s: float = Field(
-        default=20.0, gt=0, description="A worker silent this long is offline; its running job "
+        default=20.0,
+        gt=0,
+        description="A worker silent this long is offline; its running job "
         "is sent again or failed.",
     )
     reconcile_every_s: float = Field(

@@ -59,8 +59,12 @@ def _progress(engine: str) -> Callable[[str], None]:
 
 
 #: Which engine each server fixture needs.
-FIXTURE_ENGINES = {"llama_server": "llamacpp", "slow_llama_server": "llamacpp",
-                   "mlx_server": "mlx", "vllm_server": "vllm"}
+FIXTURE_ENGINES = {
+    "llama_server": "llamacpp",
+    "slow_llama_server": "llamacpp",
+    "mlx_server": "mlx",
+    "vllm_server": "vllm",
+}
 _install_errors: dict[str, str] = {}
 
 
@@ -73,15 +77,23 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """
     if not real_servers_enabled():
         return
-    wanted = {FIXTURE_ENGINES[name] for item in session.items
-              for name in getattr(item, "fixturenames", ()) if name in FIXTURE_ENGINES}
+    wanted = {
+        FIXTURE_ENGINES[name]
+        for item in session.items
+        for name in getattr(item, "fixturenames", ())
+        if name in FIXTURE_ENGINES
+    }
     if not vllm_enabled():
         wanted.discard("vllm")
     for engine in sorted(wanted):
         if find_engine(engine) is not None:
             continue
-        print(f"\n[felab] installing {engine} for the real-server tests "
-              f"(once; cached under {get_settings().cache_dir})", file=sys.__stderr__, flush=True)
+        print(
+            f"\n[felab] installing {engine} for the real-server tests "
+            f"(once; cached under {get_settings().cache_dir})",
+            file=sys.__stderr__,
+            flush=True,
+        )
         try:
             install_engine(engine, log=_progress(engine))
         except EngineError as exc:
@@ -92,22 +104,26 @@ def _engine(engine: str) -> None:
     if not real_servers_enabled():
         pytest.skip("real servers disabled (FELAB_TEST_REAL_SERVERS=0)")
     if engine in _install_errors:
-        pytest.fail(f"{engine} could not be installed:\n{_install_errors[engine]}",
-                    pytrace=False)
+        pytest.fail(f"{engine} could not be installed:\n{_install_errors[engine]}", pytrace=False)
     if find_engine(engine) is None:
         ensure_engine(engine, log=_progress(engine))
 
 
-def _start(engine: str, model: TinyModel, flags: Sequence[str], log_dir: Path,
-           size: str = "tiny") -> Iterator[RunningServer]:
+def _start(
+    engine: str, model: TinyModel, flags: Sequence[str], log_dir: Path, size: str = "tiny"
+) -> Iterator[RunningServer]:
     path = model.gguf_path if engine == "llamacpp" else model.hf_dir
     port = free_port()
-    server = ServerProcess(engine, path, port=port, extra_args=list(flags),
-                           log_path=log_dir / f"{engine}-{size}-{port}.log")
+    server = ServerProcess(
+        engine,
+        path,
+        port=port,
+        extra_args=list(flags),
+        log_path=log_dir / f"{engine}-{size}-{port}.log",
+    )
     with server:
         assert server.info is not None
-        yield RunningServer(engine, server.base_url, server.model_name, server.info, server,
-                            model)
+        yield RunningServer(engine, server.base_url, server.model_name, server.info, server, model)
 
 
 @pytest.fixture(scope="session")
@@ -123,33 +139,38 @@ def slow_model() -> TinyModel:
 
 
 @pytest.fixture(scope="session")
-def llama_server(tiny_model: TinyModel, tmp_path_factory: pytest.TempPathFactory
-                 ) -> Iterator[RunningServer]:
+def llama_server(
+    tiny_model: TinyModel, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningServer]:
     """llama-server on the tiny model, with `LLAMA_FLAGS` (metrics on, 2 slots, 1 thread)."""
     _engine("llamacpp")
     yield from _start("llamacpp", tiny_model, LLAMA_FLAGS, tmp_path_factory.mktemp("logs"))
 
 
 @pytest.fixture(scope="session")
-def slow_llama_server(slow_model: TinyModel, tmp_path_factory: pytest.TempPathFactory
-                      ) -> Iterator[RunningServer]:
+def slow_llama_server(
+    slow_model: TinyModel, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningServer]:
     """llama-server on the slow model with `-t 1 --parallel 1`: decode time you can see."""
     _engine("llamacpp")
-    yield from _start("llamacpp", slow_model, SLOW_LLAMA_FLAGS,
-                      tmp_path_factory.mktemp("logs"), size="slow")
+    yield from _start(
+        "llamacpp", slow_model, SLOW_LLAMA_FLAGS, tmp_path_factory.mktemp("logs"), size="slow"
+    )
 
 
 @pytest.fixture(scope="session")
-def mlx_server(tiny_model: TinyModel, tmp_path_factory: pytest.TempPathFactory
-               ) -> Iterator[RunningServer]:
+def mlx_server(
+    tiny_model: TinyModel, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningServer]:
     """mlx_lm.server on the tiny model's Hugging Face folder (CPU wheels on Linux)."""
     _engine("mlx")
     yield from _start("mlx", tiny_model, (), tmp_path_factory.mktemp("logs"))
 
 
 @pytest.fixture(scope="session")
-def vllm_server(tiny_model: TinyModel, tmp_path_factory: pytest.TempPathFactory
-                ) -> Iterator[RunningServer]:
+def vllm_server(
+    tiny_model: TinyModel, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningServer]:
     """vLLM's CPU build on the tiny model: opt-in with FELAB_TEST_VLLM=1."""
     if not vllm_enabled():
         pytest.skip("vLLM tests are opt-in: set FELAB_TEST_VLLM=1 (3.5 GB install, ~1 min start)")
@@ -163,7 +184,10 @@ def vllm_server(tiny_model: TinyModel, tmp_path_factory: pytest.TempPathFactory
             error = str(exc)
     if error is not None:
         tail = " | ".join(error.splitlines()[-3:])
-        pytest.skip("vLLM CPU could not be installed (it needs torch==2.13.0 CPU, e.g. from "
-                    f"a local wheel): {tail}")
-    yield from _start("vllm", tiny_model, ("--max-model-len", "2048"),
-                      tmp_path_factory.mktemp("logs"))
+        pytest.skip(
+            "vLLM CPU could not be installed (it needs torch==2.13.0 CPU, e.g. from "
+            f"a local wheel): {tail}"
+        )
+    yield from _start(
+        "vllm", tiny_model, ("--max-model-len", "2048"), tmp_path_factory.mktemp("logs")
+    )

@@ -223,7 +223,11 @@ class Procs:
     def start(self, args: list[str], env: dict[str, str], name: str) -> subprocess.Popen[bytes]:
         with (self.tmp / f"{name}.log").open("ab") as fh:
             p = subprocess.Popen(
-                args, env=env, stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT,
+                args,
+                env=env,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                cwd=ROOT,
                 start_new_session=True,
             )
         self.all.append(p)
@@ -264,8 +268,19 @@ def native(tmp_path: Path) -> Iterator[tuple[dict[str, str], Procs]]:
     port = _free_port()
     procs = Procs(tmp_path)
     redis_proc = procs.start(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no", "--requirepass", values["REDIS_PASSWORD"]],
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--requirepass",
+            values["REDIS_PASSWORD"],
+        ],
         dict(os.environ),
         "redis",
     )
@@ -337,9 +352,9 @@ def test_services_run_natively_with_the_compose_environment(
     sessions = session_factory(engine)
     with session_scope(sessions) as s:
         code = issue_pair_code(s, ensure_local_member(s, now=utcnow()), "gpu-box")
-    student = {
-        k: v for k, v in env.items() if k not in ("FELAB_DATABASE_URL",)
-    } | {"FELAB_DATA_DIR": str(tmp_path / "student")}
+    student = {k: v for k, v in env.items() if k not in ("FELAB_DATABASE_URL",)} | {
+        "FELAB_DATA_DIR": str(tmp_path / "student")
+    }
     pair = _run(["felab", "worker", "pair", "--code", code, "--timeout", "60"], student, 90)
     assert pair.returncode == 0, pair.stderr + pair.stdout + (tmp_path / "ingest.log").read_text()
     with session_scope(sessions) as s:
@@ -355,12 +370,23 @@ def test_services_run_natively_with_the_compose_environment(
             **env,
             **service_env("bot", {**env_example()[0], "FELAB_DISCORD_TOKEN": fake.token}),
         }
-        bot_env |= {k: env[k] for k in ("FELAB_DATABASE_URL", "FELAB_BROKER_URL",
-                                        "FELAB_DATA_DIR", "FELAB_CONTENT_DIR")}
+        bot_env |= {
+            k: env[k]
+            for k in (
+                "FELAB_DATABASE_URL",
+                "FELAB_BROKER_URL",
+                "FELAB_DATA_DIR",
+                "FELAB_CONTENT_DIR",
+            )
+        }
         bot_env["FELAB_DISCORD_API_URL"] = fake.api_url  # tests only: the fake, not Discord
         bot = procs.start([str(BIN / "felab"), *services["bot"]["command"][1:]], bot_env, "bot")
-        _wait(lambda: bool(fake.identifies) or bot.poll() is not None, 60,
-              "the bot to identify", tmp_path / "bot.log")
+        _wait(
+            lambda: bool(fake.identifies) or bot.poll() is not None,
+            60,
+            "the bot to identify",
+            tmp_path / "bot.log",
+        )
         assert bot.poll() is None, (tmp_path / "bot.log").read_text()
         procs.stop(bot)
         assert bot.poll() is not None

@@ -26,6 +26,7 @@ def default_csv() -> Path:
     """The course's results file, in FELAB_RESULTS_DIR (results/ unless set)."""
     return get_settings().results_dir / DEFAULT_CSV_NAME
 
+
 CSV_COLUMNS: tuple[str, ...] = (
     "timestamp",
     "host",

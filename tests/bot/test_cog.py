@@ -16,10 +16,10 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from bot import drills
-from bot.cogs import drills as cog_module
-from bot.cogs.drills import CardButton, DrillsCog, card_view
-from bot.endpoints import DISCORD_API, use_api
+from felab_bot import drills
+from felab_bot.cogs import drills as cog_module
+from felab_bot.cogs.drills import CardButton, DrillsCog, card_view
+from felab_bot.endpoints import DISCORD_API, use_api
 from felab_core.db import models as m
 from felab_core.errors import Forbidden
 from felab_core.people.service import create_cohort

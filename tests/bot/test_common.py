@@ -11,8 +11,8 @@ from typing import Any
 import discord
 import pytest
 
-from bot.cogs import common
-from bot.cogs.common import Attachment, Out, respond
+from felab_bot.cogs import common
+from felab_bot.cogs.common import Attachment, Out, respond
 from felab_core.errors import Forbidden
 
 

@@ -1,5 +1,5 @@
 """The daily post's say-it-aloud prompt ("Said it", then a self-rating) and its whiteboards
-("Reveal the answer"): bot/drills.py's service calls and the cog's persistent buttons."""
+("Reveal the answer"): felab_bot/drills.py's service calls and the cog's persistent buttons."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from bot import drills, speak
-from bot.cogs import drills as cog_module
-from bot.cogs.drills import BoardButton, DrillsCog, PromptButton, board_view, prompt_view
-from bot.cogs.speak import RateButton
+from felab_bot import drills, speak
+from felab_bot.cogs import drills as cog_module
+from felab_bot.cogs.drills import BoardButton, DrillsCog, PromptButton, board_view, prompt_view
+from felab_bot.cogs.speak import RateButton
 from felab_core.db import models as m
 from felab_core.errors import NotFound
 from felab_core.people.service import create_cohort

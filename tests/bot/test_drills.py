@@ -1,5 +1,5 @@
-"""The drills cog's logic (bot/drills.py) on SQLite and PostgreSQL: the daily post claimed once,
-what a reveal shows, one rating per press, who may press, and `/drill`."""
+"""The drills cog's logic (felab_bot/drills.py) on SQLite and PostgreSQL: the daily post claimed
+once, what a reveal shows, one rating per press, who may press, and `/drill`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from bot import drills
+from felab_bot import drills
 from felab_core.db import models as m
 from felab_core.drills.service import card_by_key
 from felab_core.errors import Forbidden, NotFound

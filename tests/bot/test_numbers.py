@@ -9,8 +9,8 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from bot import numbers
-from bot.cogs.numbers import NumbersModal
+from felab_bot import numbers
+from felab_bot.cogs.numbers import NumbersModal
 from felab_core.db import models as m
 from felab_core.people.service import find_member, set_hardware, set_server_model
 from tests.bot.support import FakeBot, chat_cohort, who_in

@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from bot import numbers, people
-from bot.cogs.people import ConfirmDelete
+from felab_bot import numbers, people
+from felab_bot.cogs.people import ConfirmDelete
 from felab_core.db import models as m
 from felab_core.errors import Forbidden, Invalid, NotFound
 from felab_core.people.service import find_member

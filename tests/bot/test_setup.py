@@ -9,8 +9,8 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from bot import setup
-from bot.numbers import Who
+from felab_bot import setup
+from felab_bot.numbers import Who
 from felab_core.db import models as m
 from felab_core.errors import Forbidden, Invalid, NotFound
 from tests.db_support import NOW

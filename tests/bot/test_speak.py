@@ -13,8 +13,8 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from bot import speak
-from bot.cogs.speak import RateButton, SpeakCog, rating_view
+from felab_bot import speak
+from felab_bot.cogs.speak import RateButton, SpeakCog, rating_view
 from felab_core.db import models as m
 from felab_core.errors import Forbidden, Invalid
 from tests.bot.support import USER, FakeBot, chat_cohort, who_in

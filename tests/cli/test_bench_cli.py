@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from felab_core.cli.main import app
+from felab.cli.main import app
 from felab_core.lab.scripted_server import Script, ScriptedServer
 
 runner = CliRunner()
@@ -152,7 +152,7 @@ def test_ctrl_c_keeps_what_finished_and_leaves_the_csv_alone(tmp_path: Path) -> 
     cmd = [
         sys.executable,
         "-m",
-        "felab_core",
+        "felab",
         "bench",
         "llamacpp",
         "--url",

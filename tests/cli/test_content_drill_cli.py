@@ -10,7 +10,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from felab_core.cli.main import app
+from felab.cli.main import app
 from felab_core.settings import get_settings
 from tests.db_support import CONTENT
 

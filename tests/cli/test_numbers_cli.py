@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import func, select
 from typer.testing import CliRunner
 
-from felab_core.cli.main import app
+from felab.cli.main import app
 from felab_core.db import models as m
 from felab_core.db.session import default_sessions, session_scope
 from felab_core.engine.results import CSV_COLUMNS, append_csv

@@ -13,7 +13,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from typer.testing import CliRunner
 
-from felab_core.cli.main import app
+from felab.cli.main import app
 from felab_core.db import models as m
 from felab_core.db.session import default_sessions, session_scope
 from felab_core.jobs.ingest import ingest_event
@@ -107,7 +107,7 @@ def test_jobs_lists_status_progress_and_reason(fleet: Fleet) -> None:
 
 
 def test_cancel_queued_and_running_jobs(fleet: Fleet, tmp_path: Path) -> None:
-    from worker.claims import SqliteClaims
+    from felab_worker.claims import SqliteClaims
 
     claims = SqliteClaims(get_settings())
     claims.offer(fleet.queued, fleet.job(fleet.queued).attempt or "", 60)

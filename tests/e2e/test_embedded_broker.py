@@ -16,8 +16,8 @@ from felab_core.jobs.queueing import queue_bench_job
 from felab_core.lab.scripted_server import Script, ScriptedServer
 from felab_core.people.service import ensure_local_member
 from felab_core.settings import Settings
+from felab_worker.dispatch import Dispatcher
 from tests.e2e.fleet import FELAB, ROOT, base_env, spawn, wait_for
-from worker.dispatch import Dispatcher
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 

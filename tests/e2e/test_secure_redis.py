@@ -17,9 +17,9 @@ from felab_core.db.session import session_scope
 from felab_core.jobs.queueing import queue_bench_job
 from felab_core.lab.scripted_server import Script, ScriptedServer
 from felab_core.people.service import add_member, create_cohort
+from felab_worker.dispatch import Dispatcher
 from tests.e2e.fleet import Fleet, fleet_fixture, spawn, wait_for
 from tests.e2e.test_worker_fleet import free_port
-from worker.dispatch import Dispatcher
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 PASSWORD = "s3cret-" + uuid.uuid4().hex[:8]

@@ -20,6 +20,7 @@ from felab_core.db.session import session_scope
 from felab_core.jobs.queueing import queue_bench_job
 from felab_core.lab.scripted_server import Script, ScriptedServer
 from felab_core.people.service import add_member, create_cohort
+from felab_worker.dispatch import Dispatcher
 from tests.e2e.fleet import (
     REDIS_URL,
     Fleet,
@@ -29,7 +30,6 @@ from tests.e2e.fleet import (
     redis_or_skip,
     wait_for,
 )
-from worker.dispatch import Dispatcher
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

@@ -29,9 +29,17 @@ def _job(db: Session, member: m.Member) -> tuple[Identity, m.BenchJob]:
 def test_a_done_job_posts_its_table_and_chart(db: Session, student: m.Member) -> None:
     ident, job = _job(db, student)
     row = {
-        "server": "mlx", "server_version": "0.26", "model": "tiny", "host": "studio.local",
-        "preset": "quick", "concurrency": "1", "ok": "3", "failed": "0",
-        "writing_tps_p50": "44.61", "ttft_p50_s": "0.2104", "ttft_p95_s": "0.26",
+        "server": "mlx",
+        "server_version": "0.26",
+        "model": "tiny",
+        "host": "studio.local",
+        "preset": "quick",
+        "concurrency": "1",
+        "ok": "3",
+        "failed": "0",
+        "writing_tps_p50": "44.61",
+        "ttft_p50_s": "0.2104",
+        "ttft_p95_s": "0.26",
         "e2e_p50_s": "1.234",
     }
     body = {"rows": [row], "summary": "s", "png": base64.b64encode(PNG).decode()}
@@ -46,8 +54,20 @@ def test_a_done_job_posts_its_table_and_chart(db: Session, student: m.Member) ->
     assert lines[1] == "mlx 0.26 serving `tiny` on studio.local"
     table = post.text.split("```")[1].strip().splitlines()
     assert table[0].split() == [
-        "users", "ok", "failed", "writing", "tok/s", "TTFT", "p50", "ms", "TTFT", "p95", "ms",
-        "E2E", "p50", "s",
+        "users",
+        "ok",
+        "failed",
+        "writing",
+        "tok/s",
+        "TTFT",
+        "p50",
+        "ms",
+        "TTFT",
+        "p95",
+        "ms",
+        "E2E",
+        "p50",
+        "s",
     ]
     assert table[1].split() == ["1", "3", "0", "44.6", "210.4", "260.0", "1.23"]
     assert len(post.text) <= MAX_MESSAGE

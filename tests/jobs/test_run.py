@@ -15,7 +15,7 @@ from felab_core.jobs.run import execute
 from felab_core.jobs.workload import Limits
 from felab_core.lab.scripted_server import Script, ScriptedServer
 from felab_core.settings import Settings
-from worker.app import soft_time_limit
+from felab_worker.app import soft_time_limit
 
 LIMITS = Limits(concurrency=4, requests=10, max_tokens=64, per_hour=10)
 

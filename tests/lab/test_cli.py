@@ -6,7 +6,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from felab_core.cli.main import app
+from felab.cli.main import app
 
 runner = CliRunner()
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from felab_core.cli.main import app
+from felab.cli.main import app
 from felab_core.engine.results import read_csv
 from tests.lab_fixtures import real_servers_enabled
 
@@ -48,8 +48,11 @@ def test_quick_demo_times_both_engines_and_leaves_nothing_running(tmp_path: Path
     result = CliRunner().invoke(
         app,
         ["demo", "--quick", "--no-install", "--csv", str(csv_path), "--data-dir", str(data_dir)],
-        env={"COLUMNS": "160", "FELAB_BROKER_URL": "redis://nowhere:1/0",
-             "DEMO_TEST_MARK": mark.split("=", 1)[1]},
+        env={
+            "COLUMNS": "160",
+            "FELAB_BROKER_URL": "redis://nowhere:1/0",
+            "DEMO_TEST_MARK": mark.split("=", 1)[1],
+        },
     )
     assert result.exit_code == 0, result.output
     assert processes_with(mark.encode()) == set(), "a server or worker was left running"
@@ -94,8 +97,15 @@ def test_ctrl_c_mid_fleet_stops_every_process(tmp_path: Path, sig: signal.Signal
     demo = subprocess.Popen(
         [
             str(Path(sys.executable).with_name("felab")),
-            "demo", "--quick", "--no-install", "--engines", "llamacpp",
-            "--csv", str(tmp_path / "r" / "01-latency.csv"), "--data-dir", str(data_dir),
+            "demo",
+            "--quick",
+            "--no-install",
+            "--engines",
+            "llamacpp",
+            "--csv",
+            str(tmp_path / "r" / "01-latency.csv"),
+            "--data-dir",
+            str(data_dir),
         ],
         env=env,
         stdout=subprocess.PIPE,

@@ -63,8 +63,9 @@ def test_not_installed_says_how_to_install(isolated_cache: Path) -> None:
             require_engine(engine)
 
 
-def test_engine_on_path_comes_first(isolated_cache: Path, tmp_path: Path,
-                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_engine_on_path_comes_first(
+    isolated_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "llama-server"
@@ -102,8 +103,9 @@ def _fake_build(fail: bool) -> Callable[..., None]:
     return run
 
 
-def test_interrupted_build_is_never_reused(isolated_cache: Path, tmp_path: Path,
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_interrupted_build_is_never_reused(
+    isolated_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     sdist = _fake_sdist(tmp_path, "9.9.9")
     monkeypatch.setattr(engines, "_llamacpp_sdist", lambda version, log: sdist)
     monkeypatch.setattr(engines, "_require_tools", lambda *a, **k: None)

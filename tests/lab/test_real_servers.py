@@ -45,15 +45,14 @@ def stream_chat(server: RunningServer, content: str, max_tokens: int) -> Streame
         "stream_options": {"include_usage": True},
     }
     out = Streamed()
-    with httpx.stream("POST", f"{server.base_url}/v1/chat/completions", json=body,
-                      timeout=60) as r:
+    with httpx.stream("POST", f"{server.base_url}/v1/chat/completions", json=body, timeout=60) as r:
         r.raise_for_status()
         for line in r.iter_lines():
             if line.startswith(":"):
                 out.comments += 1
             if not line.startswith("data: ") or line == "data: [DONE]":
                 continue
-            chunk = json.loads(line[len("data: "):])
+            chunk = json.loads(line[len("data: ") :])
             out.chunks.append(chunk)
             if chunk.get("usage"):
                 out.usage = chunk["usage"]
@@ -100,8 +99,9 @@ def test_mlx_server_counts_every_token(mlx_server: RunningServer) -> None:
     _check_counts(mlx_server)
 
 
-def test_same_greedy_text_on_every_engine(llama_server: RunningServer,
-                                          mlx_server: RunningServer) -> None:
+def test_same_greedy_text_on_every_engine(
+    llama_server: RunningServer, mlx_server: RunningServer
+) -> None:
     for prompt in PROMPTS:
         a, b = chat(llama_server, prompt, 24), chat(mlx_server, prompt, 24)
         text_a = a["choices"][0]["message"]["content"]
@@ -111,8 +111,9 @@ def test_same_greedy_text_on_every_engine(llama_server: RunningServer,
         assert a["usage"]["prompt_tokens"] == b["usage"]["prompt_tokens"]
 
 
-def test_llama_tokenizer_matches_the_hf_tokenizer(llama_server: RunningServer,
-                                                  tiny_model: TinyModel) -> None:
+def test_llama_tokenizer_matches_the_hf_tokenizer(
+    llama_server: RunningServer, tiny_model: TinyModel
+) -> None:
     tok = Tokenizer.from_file(str(tiny_model.hf_dir / "tokenizer.json"))
     texts = [
         f"{IM_START}user\nHello there, count to ten{IM_END}\n{IM_START}assistant\n",
@@ -120,9 +121,11 @@ def test_llama_tokenizer_matches_the_hf_tokenizer(llama_server: RunningServer,
         " leading space and trailing ",
     ]
     for text in texts:
-        r = httpx.post(f"{llama_server.base_url}/tokenize",
-                       json={"content": text, "add_special": False, "parse_special": True},
-                       timeout=10)
+        r = httpx.post(
+            f"{llama_server.base_url}/tokenize",
+            json={"content": text, "add_special": False, "parse_special": True},
+            timeout=10,
+        )
         r.raise_for_status()
         assert r.json()["tokens"] == tok.encode(text, add_special_tokens=False).ids, text
 
@@ -133,8 +136,12 @@ def test_llama_metrics_parse(llama_server: RunningServer) -> None:
     r.raise_for_status()
     families = {f.name: f for f in text_string_to_metric_families(r.text)}
     assert any(name.startswith("llamacpp:") for name in families)
-    tokens = [s.value for f in families.values() for s in f.samples
-              if s.name.startswith("llamacpp:tokens_predicted_total")]
+    tokens = [
+        s.value
+        for f in families.values()
+        for s in f.samples
+        if s.name.startswith("llamacpp:tokens_predicted_total")
+    ]
     assert tokens and tokens[0] >= 4
 
 
@@ -147,18 +154,25 @@ def test_llama_reports_its_slots(llama_server: RunningServer) -> None:
     assert info.version
 
 
-def test_slot_trap_on_a_real_server(tiny_model: TinyModel, llama_server: RunningServer,
-                                    tmp_path: Any) -> None:
+def test_slot_trap_on_a_real_server(
+    tiny_model: TinyModel, llama_server: RunningServer, tmp_path: Any
+) -> None:
     """-c 2048 --parallel 4 gives each slot 512 tokens, and a longer reply is cut there."""
     flags = ["-c", "2048", "--parallel", "4", "-t", "1"]
     predicted = slot_check(flags)
     assert predicted is not None and predicted.per_slot == 512
-    server = ServerProcess("llamacpp", tiny_model.gguf_path, port=free_port(), extra_args=flags,
-                           log_path=tmp_path / "trap.log")
+    server = ServerProcess(
+        "llamacpp",
+        tiny_model.gguf_path,
+        port=free_port(),
+        extra_args=flags,
+        log_path=tmp_path / "trap.log",
+    )
     with server:
         assert server.info is not None and server.info.slot_n_ctx == (512,) * 4
-        running = RunningServer("llamacpp", server.base_url, server.model_name, server.info,
-                                server, tiny_model)
+        running = RunningServer(
+            "llamacpp", server.base_url, server.model_name, server.info, server, tiny_model
+        )
         got = chat(running, PROMPTS[0], 1000)
         usage = got["usage"]
         assert usage["prompt_tokens"] + usage["completion_tokens"] <= 512
@@ -166,8 +180,9 @@ def test_slot_trap_on_a_real_server(tiny_model: TinyModel, llama_server: Running
     assert not server.is_running()
 
 
-def test_slow_model_makes_decode_time_visible(slow_llama_server: RunningServer,
-                                              llama_server: RunningServer) -> None:
+def test_slow_model_makes_decode_time_visible(
+    slow_llama_server: RunningServer, llama_server: RunningServer
+) -> None:
     slow = chat(slow_llama_server, PROMPTS[0], 32)
     fast = chat(llama_server, PROMPTS[0], 32)
     assert slow["choices"][0]["message"]["content"] == slow_llama_server.tiny.expected_text(32)
@@ -183,8 +198,7 @@ def test_vllm_counts_every_token(vllm_server: RunningServer) -> None:
     _check_counts(vllm_server)
 
 
-def test_vllm_same_text_as_llama(vllm_server: RunningServer,
-                                 llama_server: RunningServer) -> None:
+def test_vllm_same_text_as_llama(vllm_server: RunningServer, llama_server: RunningServer) -> None:
     for prompt in PROMPTS:
         a, b = chat(llama_server, prompt, 24), chat(vllm_server, prompt, 24)
         assert a["choices"][0]["message"]["content"] == b["choices"][0]["message"]["content"]

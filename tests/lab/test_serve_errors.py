@@ -91,8 +91,9 @@ def gguf(tmp_path: Path) -> Path:
 
 
 def test_missing_model_file(tmp_path: Path) -> None:
-    server = ServerProcess("llamacpp", tmp_path / "nope.gguf", port=free_port(),
-                           location=_fake(tmp_path, "pass"))
+    server = ServerProcess(
+        "llamacpp", tmp_path / "nope.gguf", port=free_port(), location=_fake(tmp_path, "pass")
+    )
     with pytest.raises(ModelNotFound, match=r"nope\.gguf does not exist"):
         server.start()
     assert server.proc is None
@@ -125,13 +126,17 @@ def test_port_already_in_use(tmp_path: Path, gguf: Path) -> None:
 
 
 def test_server_that_dies_at_start(tmp_path: Path, gguf: Path) -> None:
-    loc = _fake(tmp_path, """
+    loc = _fake(
+        tmp_path,
+        """
         import sys
         print("error: failed to load model 'model.gguf'", flush=True)
         sys.exit(3)
-    """)
-    server = ServerProcess("llamacpp", gguf, port=free_port(), location=loc,
-                           log_path=tmp_path / "server.log")
+    """,
+    )
+    server = ServerProcess(
+        "llamacpp", gguf, port=free_port(), location=loc, log_path=tmp_path / "server.log"
+    )
     with pytest.raises(ServerStartError) as err:
         server.start()
     text = str(err.value)
@@ -141,16 +146,18 @@ def test_server_that_dies_at_start(tmp_path: Path, gguf: Path) -> None:
     assert server.proc.poll() == 3
 
 
-def test_server_that_never_answers_is_killed_with_its_children(tmp_path: Path,
-                                                               gguf: Path) -> None:
+def test_server_that_never_answers_is_killed_with_its_children(tmp_path: Path, gguf: Path) -> None:
     pidfile = tmp_path / "child.pid"
-    loc = _fake(tmp_path, f"""
+    loc = _fake(
+        tmp_path,
+        f"""
         import subprocess, time
         child = subprocess.Popen(["sleep", "300"])
         open({str(pidfile)!r}, "w").write(str(child.pid))
         print("loading forever", flush=True)
         time.sleep(300)
-    """)
+    """,
+    )
     server = ServerProcess("llamacpp", gguf, port=free_port(), location=loc, startup_timeout=1.5)
     with pytest.raises(ServerStartError, match="did not answer a completion within 2 s"):
         server.start()
@@ -160,8 +167,9 @@ def test_server_that_never_answers_is_killed_with_its_children(tmp_path: Path,
 
 def test_stop_escalates_to_sigkill(tmp_path: Path, gguf: Path) -> None:
     loc = _fake(tmp_path, ANSWERING)
-    server = ServerProcess("llamacpp", gguf, port=free_port(), location=loc,
-                           extra_args=["--ignore-term"])
+    server = ServerProcess(
+        "llamacpp", gguf, port=free_port(), location=loc, extra_args=["--ignore-term"]
+    )
     with server:
         assert server.info is not None and server.info.startup_s is not None
         pid = server.proc.pid
@@ -189,13 +197,25 @@ def test_command_lines_show_every_flag(tmp_path: Path) -> None:
     hf = tmp_path / "hf"
     hf.mkdir()
     (hf / "config.json").write_text("{}")
-    py = EngineLocation("vllm", ("python", "-m", "vllm.entrypoints.openai.api_server"), "test",
-                        Path("python"))
+    py = EngineLocation(
+        "vllm", ("python", "-m", "vllm.entrypoints.openai.api_server"), "test", Path("python")
+    )
     vllm = ServerProcess("vllm", tmp_path, location=py)  # a felab model folder: picks hf/
     assert vllm.command() == [
-        "python", "-m", "vllm.entrypoints.openai.api_server", "--model", str(hf),
-        "--host", "127.0.0.1", "--port", "8000", "--dtype", "float32", "--enforce-eager",
-        "--gpu-memory-utilization", "0.2",
+        "python",
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(hf),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "8000",
+        "--dtype",
+        "float32",
+        "--enforce-eager",
+        "--gpu-memory-utilization",
+        "0.2",
     ]
     assert vllm.environment()["VLLM_HOST_IP"] == "127.0.0.1"
     mine = ServerProcess("vllm", hf, location=py, extra_args=["--dtype", "bfloat16"])

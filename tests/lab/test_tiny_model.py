@@ -39,8 +39,12 @@ def test_same_bytes_on_every_run(tmp_path: Path) -> None:
     ha, hb = _hashes(tmp_path / "a"), _hashes(tmp_path / "b")
     assert ha == hb
     assert set(ha) == {
-        "hf/config.json", "hf/generation_config.json", "hf/model.safetensors",
-        "hf/special_tokens_map.json", "hf/tokenizer.json", "hf/tokenizer_config.json",
+        "hf/config.json",
+        "hf/generation_config.json",
+        "hf/model.safetensors",
+        "hf/special_tokens_map.json",
+        "hf/tokenizer.json",
+        "hf/tokenizer_config.json",
         "tiny.gguf",
     }
     assert a.gguf_path.name == b.gguf_path.name == "tiny.gguf"
@@ -76,8 +80,10 @@ def test_gguf_is_readable_and_holds_the_same_weights(tmp_path: Path) -> None:
     emb = np.asarray(tensors["token_embd.weight"].data).reshape(hf_emb.shape)
     assert np.array_equal(emb, hf_emb)
     down = np.asarray(tensors["blk.1.ffn_down.weight"].data)
-    assert np.array_equal(down.reshape(hf["model.layers.1.mlp.down_proj.weight"].shape),
-                          hf["model.layers.1.mlp.down_proj.weight"])
+    assert np.array_equal(
+        down.reshape(hf["model.layers.1.mlp.down_proj.weight"].shape),
+        hf["model.layers.1.mlp.down_proj.weight"],
+    )
 
 
 def test_hf_folder_is_a_llama_with_a_chatml_tokenizer(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from felab_core.cli.main import app
+from felab.cli.main import app
 
 FIXTURES = Path(__file__).parent / "fixtures"
 runner = CliRunner()

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from felab_core.cli.main import app
+from felab.cli.main import app
 from felab_core.lab.serve import ServerProcess, free_port
 from felab_core.sizing import kv, metrics_scrape, slots, vllm_log
 from felab_core.sizing.model_shape import from_gguf, from_hf_config

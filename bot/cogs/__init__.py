@@ -1,1 +1,0 @@
-"""One cog per feature; each callback hands its work to bot/<feature>.py."""

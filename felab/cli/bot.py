@@ -1,0 +1,64 @@
+"""`felab bot`: run the Discord bot, and register its slash commands when asked.
+
+The bot package (and discord.py) is imported only inside the commands, so the rest of felab
+starts without it. Commands are synced on purpose only (`felab bot sync`), never on every start:
+Discord rate-limits command registration, and a global sync takes up to an hour to show.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import typer
+
+from felab.cli.db import EXIT_USAGE, err, service_errors
+from felab_core.jobs.lifecycle import Publisher
+from felab_core.settings import Settings, get_settings
+
+bot_app = typer.Typer(
+    name="bot",
+    help="The Discord bot: `felab bot` runs it (FELAB_DISCORD_TOKEN), `felab bot sync` "
+    "registers its slash commands.",
+    invoke_without_command=True,
+)
+
+
+@bot_app.callback()
+def bot_main(ctx: typer.Context) -> None:
+    """Run the bot until stopped (Ctrl-C), posting each cohort's daily drill at its time."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from felab_bot.app import BotConfigError, run
+
+    settings = get_settings()
+    with service_errors():
+        try:
+            run(settings, lambda: _dispatcher(settings))
+        except BotConfigError as exc:
+            err(str(exc))
+            raise typer.Exit(EXIT_USAGE) from None
+
+
+def _dispatcher(settings: Settings) -> Publisher:
+    """The broker client the bot sends jobs through: Celery is imported at the first /bench."""
+    from felab_worker.dispatch import Dispatcher
+
+    return Dispatcher(settings)
+
+
+@bot_app.command("sync")
+def sync_cmd(
+    guild: int | None = typer.Option(
+        None, "--guild", help="Register on this server (guild) id only: shows at once."
+    ),
+) -> None:
+    """Register the slash commands with Discord (global without --guild: up to an hour)."""
+    from felab_bot.app import BotConfigError, sync
+
+    try:
+        names = asyncio.run(sync(get_settings(), guild))
+    except BotConfigError as exc:
+        err(str(exc))
+        raise typer.Exit(EXIT_USAGE) from None
+    where = f"guild {guild}" if guild is not None else "every guild (global)"
+    typer.echo(f"synced {len(names)} command(s) to {where}: {', '.join(sorted(names))}")

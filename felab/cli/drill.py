@@ -1,0 +1,197 @@
+"""`felab drill`: today's cards in the terminal: read, answer out loud, reveal, rate.
+
+The same service calls the bot makes (`cards_due`, `rate_card`); each rating is committed as it
+is given, so quitting half-way keeps what was done. Without --member it drills the terminal's
+own learner (a local cohort paced by hand: --day picks the course day).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+import typer
+from rich.console import Console
+from rich.panel import Panel
+from rich.text import Text
+from sqlalchemy.orm import Session, sessionmaker
+
+from felab.cli.db import err, service_errors, sessions
+from felab_core.content.calendar import set_manual_day, today_plan
+from felab_core.content.view import CardView, card_view
+from felab_core.db import models as m
+from felab_core.db.session import session_scope
+from felab_core.drills.service import (
+    DueCard,
+    cards_due,
+    next_due_at,
+    parse_grade,
+    rate_card,
+    streak,
+)
+from felab_core.people.service import (
+    LOCAL_COHORT,
+    ensure_local_member,
+    find_member,
+    get_cohort,
+    get_member,
+)
+
+_KEYS = "[a]gain  [h]ard  [g]ood  [e]asy   [q]uit"
+
+
+def _local_zone() -> str:
+    """This machine's IANA time zone name (TZ, else /etc/localtime), or UTC."""
+    name = os.environ.get("TZ", "").lstrip(":")
+    if name and "/" in name:
+        return name
+    try:
+        target = str(Path("/etc/localtime").resolve())
+        if "zoneinfo/" in target:
+            return target.split("zoneinfo/", 1)[1]
+    except OSError:
+        pass
+    return "UTC"
+
+
+def _panel(text: str, title: str) -> Panel:
+    """A titled box holding text as written (square brackets are not rich markup here)."""
+    return Panel(Text(text), title=Text(title), title_align="left")
+
+
+def _show_answer(console: Console, view: CardView, deep: bool) -> None:
+    console.print(_panel(view.answer, "In plain words"))
+    if view.picture:
+        console.print(_panel(view.picture, "Picture it"))
+    if view.numbers:
+        rows = [f"({view.numbers_source})"] if view.numbers_source else []
+        rows += [f"- {n}" for n in view.numbers]
+        console.print(_panel("\n".join(rows), "With real numbers"))
+    if view.words:
+        lines = [
+            f"{term}: {meaning}" + (f" Example: {ex}" if ex else "")
+            for term, meaning, ex in view.words
+        ]
+        console.print(_panel("\n".join(lines), "Words to know"))
+    if deep and view.engineer:
+        eng = view.engineer
+        text = f"Q: {eng.question}\nA: {eng.answer}" + (f"\n\n{eng.detail}" if eng.detail else "")
+        console.print(_panel(text, "The engineer version"))
+
+
+def _member(session: Session, member_id: str | None, cohort_id: int | None, tz: str) -> m.Member:
+    now = datetime.now(UTC)
+    if member_id is None:
+        return ensure_local_member(session, timezone=tz, now=now)
+    if cohort_id is None:
+        raise typer.BadParameter("--member needs --cohort (the cohort's number)")
+    cohort = get_cohort(session, cohort_id)
+    member = find_member(session, cohort.id, member_id)
+    if member is None:
+        raise typer.BadParameter(f"no member {member_id} in cohort {cohort.name}")
+    return member
+
+
+def drill(
+    member_id: str | None = typer.Option(
+        None, "--member", help="A member's Discord id (default: this terminal's own learner)."
+    ),
+    cohort_id: int | None = typer.Option(None, "--cohort", help="The member's cohort number."),
+    day: int | None = typer.Option(
+        None, "--day", min=1, help="Set the course day (only for this terminal's own learner)."
+    ),
+    list_only: bool = typer.Option(False, "--list", help="List today's cards and stop."),
+    deep: bool = typer.Option(
+        True, "--deep/--plain", help="Show the engineer version on reveal (default) or not."
+    ),
+    timezone: str = typer.Option(
+        "", "--timezone", help="IANA zone for a new local learner (default: this machine's)."
+    ),
+) -> None:
+    """Drill today's cards: answer out loud, press Enter to reveal, then rate yourself."""
+    console = Console(highlight=False)
+    factory = sessions()
+    with service_errors():
+        with session_scope(factory) as s:
+            member = _member(s, member_id, cohort_id, timezone or _local_zone())
+            if day is not None:
+                if member.cohort.name != LOCAL_COHORT or member.cohort.guild_id is not None:
+                    raise typer.BadParameter("--day only moves this terminal's own learner")
+                set_manual_day(s, member.cohort, day)
+            now = datetime.now(UTC)
+            plan = today_plan(s, member.cohort, now)
+            due = cards_due(s, member, now)
+            mid = member.id
+        console.print(plan.message, markup=False)
+        if not due:
+            _finish(console, factory, mid, nothing=True)
+            return
+        console.print(f"{len(due)} card(s) today. Say each answer out loud before revealing it.")
+        if list_only:
+            for d in due:
+                console.print(f"  [{d.kind}] day {d.day_number}: {d.card.question}", markup=False)
+            return
+        done = 0
+        for d in due:
+            if not _one_card(console, factory, mid, d, deep):
+                break
+            done += 1
+        console.print(f"Rated {done} of {len(due)}.")
+        _finish(console, factory, mid, nothing=False)
+
+
+def _ask(text: str, default: str | None = None) -> str | None:
+    """A prompt that treats end of input (Ctrl-D) as quitting, not as an error."""
+    try:
+        reply: str = typer.prompt(text, default=default, show_default=False)
+    except click.exceptions.Abort:
+        return None
+    return reply
+
+
+def _one_card(
+    console: Console, factory: sessionmaker[Session], member_pk: int, d: DueCard, deep: bool
+) -> bool:
+    """Ask, reveal, rate one card; False when the learner quits."""
+    view = card_view(d.card)
+    label = {"new": "new today", "review": "review", "catch-up": f"from day {d.day_number}"}
+    console.print(_panel(view.question, f"Question ({label[d.kind]})"))
+    shown = time.monotonic()
+    answer = _ask("Enter to show the answer (q to quit)", default="")
+    if answer is None or answer.strip().lower() == "q":
+        return False
+    _show_answer(console, view, deep)
+    while True:
+        reply = _ask(_KEYS)
+        if reply is None or reply.strip().lower() == "q":
+            return False
+        text = reply.strip().lower()
+        try:
+            grade = parse_grade(text)
+            break
+        except ValueError as exc:
+            err(str(exc))
+    took = int((time.monotonic() - shown) * 1000)
+    with session_scope(factory) as s:
+        member = get_member(s, member_pk)
+        outcome = rate_card(s, member, d.card.key, grade, datetime.now(UTC), duration_ms=took)
+    when = outcome.due.astimezone().strftime("%a %d %b %H:%M")
+    console.print(f"{grade.value}: back {when} ({outcome.state}).", markup=False)
+    return True
+
+
+def _finish(
+    console: Console, factory: sessionmaker[Session], member_pk: int, *, nothing: bool
+) -> None:
+    with session_scope(factory) as s:
+        member = get_member(s, member_pk)
+        st = streak(member, datetime.now(UTC))
+        nxt = next_due_at(s, member)
+    if nothing:
+        console.print("Nothing due right now.")
+    if nxt is not None:
+        console.print(f"Next review: {nxt.astimezone().strftime('%a %d %b %H:%M')}.")
+    console.print(f"Streak: {st.current} day(s) (best {st.best}).")

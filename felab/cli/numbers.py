@@ -1,0 +1,542 @@
+"""`felab numbers`: "Your numbers" from a terminal, for the day's wrap-up without Discord.
+
+Thin commands over felab_core.numbers.service and felab_core.people (the calls the bot makes):
+the machine and model files that set each server's speed limit, typed-in writing speeds, runs
+measured by `felab bench` imported from its results CSV, the day's table with its "done when",
+and the member's privacy, export and deletion. Without --member they work on this terminal's
+own learner, as `felab drill` does. Bad input ends with the service's one-line message and exit
+code 2; each command commits its work before saying it is done.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import inspect
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from felab.cli.db import EXIT_USAGE, err, service_errors, sessions
+from felab.cli.drill import _local_zone
+from felab_core.db import models as m
+from felab_core.db.session import session_scope
+from felab_core.engine.results import default_csv, read_csv
+from felab_core.numbers.service import (
+    DayNumbers,
+    DoneWhenStatus,
+    ImportReport,
+    day_numbers,
+    done_when,
+    field_key_for,
+    import_results,
+    numbers_day,
+    record_entered,
+    speed_limit_for,
+)
+from felab_core.people.privacy import delete_member, export_member
+from felab_core.people.service import (
+    bandwidth_bytes_per_s,
+    ensure_local_member,
+    find_member,
+    get_cohort,
+    set_hardware,
+    set_public_numbers,
+    update_server_model,
+)
+from felab_core.sizing.speed_limit import SpeedCheck
+from felab_core.sizing.units import GB, about_text, decimal_size_text, decimal_text
+
+numbers_app = typer.Typer(
+    name="numbers",
+    help=(
+        "Your numbers: each server's writing speed in tokens per second, checked against your "
+        "machine's speed limit, memory bandwidth ÷ model file size.\n\n"
+        "On the course's sample Mac (M4 Pro, 273 GB/s) the 4.9 GB Llama 3.1 8B file allows at "
+        "most 273 ÷ 4.9 = about 56 tokens per second for one person; Day 1's sample Ollama row "
+        "measured 44.6.\n\n"
+        "Order: machine, then model (once per server), then enter or import, then show."
+    ),
+    no_args_is_help=True,
+)
+
+_MEMBER_HELP = "A member's Discord id (default: this terminal's own learner)."
+_COHORT_HELP = "The member's cohort number (with --member)."
+
+
+F = TypeVar("F", bound=Callable[..., None])
+
+
+def _command(name: str, **settings: Any) -> Callable[[F], F]:
+    """Register a command whose --help is its docstring with each paragraph on one line (rich
+    help keeps the source's line breaks, which would wrap mid-sentence)."""
+
+    def register(fn: F) -> F:
+        doc = inspect.cleandoc(fn.__doc__ or "")
+        text = "\n\n".join(" ".join(part.split()) for part in doc.split("\n\n"))
+        numbers_app.command(name, help=text, **settings)(fn)
+        return fn
+
+    return register
+
+
+def _console() -> Console:
+    return Console(highlight=False)
+
+
+def _say(console: Console, text: str) -> None:
+    """Print prose as it is: no markup parsing, no hard wrapping."""
+    console.print(text, markup=False, soft_wrap=True)
+
+
+def _member(session: Session, member_id: str | None, cohort_id: int | None) -> m.Member:
+    """The member named by --member/--cohort, or this terminal's own learner (made if new)."""
+    if member_id is None:
+        if cohort_id is not None:
+            raise typer.BadParameter("--cohort goes with --member (a member's Discord id)")
+        return ensure_local_member(session, timezone=_local_zone(), now=datetime.now(UTC))
+    if cohort_id is None:
+        raise typer.BadParameter("--member needs --cohort (the cohort's number)")
+    cohort = get_cohort(session, cohort_id)
+    member = find_member(session, cohort.id, member_id)
+    if member is None:
+        raise typer.BadParameter(f"no member {member_id} in cohort {cohort.name}")
+    return member
+
+
+def _tps(value: float) -> str:
+    return f"{decimal_text(Fraction(repr(value)), 1)} tok/s"
+
+
+def _pct(check: SpeedCheck) -> str:
+    return f"{decimal_text(check.share * 100, 0)} %"
+
+
+def _limit_lines(session: Session, member: m.Member) -> list[str]:
+    """The speed limit of each server whose model file felab knows."""
+    lines = []
+    for row in sorted(member.servers, key=lambda r: r.server):
+        limit = speed_limit_for(session, member, row.server)
+        if isinstance(limit, str):
+            lines.append(f"{row.server}: {limit}")
+        else:
+            lines.append(f"{row.server}: {limit.explanation}")
+    return lines
+
+
+# ----------------------------------------------------------------------------- machine and model
+
+
+@_command("machine")
+def machine(
+    chip: str | None = typer.Option(
+        None, "--chip", help="Your chip by name, such as 'M4 Pro' (`felab size chips` lists them)."
+    ),
+    bandwidth: str | None = typer.Option(
+        None,
+        "--bandwidth",
+        help="Or its memory bandwidth in GB/s from the maker's spec sheet, such as 273.",
+    ),
+    member_id: str | None = typer.Option(None, "--member", help=_MEMBER_HELP),
+    cohort_id: int | None = typer.Option(None, "--cohort", help=_COHORT_HELP),
+) -> None:
+    """Your machine (chip or bandwidth), so felab knows your speed limit.
+
+    One person's writing speed can never beat memory bandwidth ÷ model file size: the course's
+    M4 Pro reads 273 GB/s, so with the 4.9 GB file, 273 ÷ 4.9 = about 56 tokens per second.
+
+    Examples: felab numbers machine --chip "M4 Pro"; felab numbers machine --bandwidth 273.
+    Without options it shows what felab knows.
+    """
+    console = _console()
+    with service_errors(), session_scope(sessions()) as s:
+        member = _member(s, member_id, cohort_id)
+        if chip is not None or bandwidth is not None:
+            set_hardware(s, member, chip=chip, bandwidth_gb_s=bandwidth)
+        bw = bandwidth_bytes_per_s(member)
+        if bw is None:
+            head = (
+                "felab does not know your machine yet: felab numbers machine --chip 'M4 Pro' "
+                "(or --bandwidth 273, in GB/s)"
+            )
+        else:
+            gbs = decimal_text(bw / GB, 0 if (bw / GB).denominator == 1 else 2)
+            head = f"Machine: {member.chip or 'given by bandwidth'}, {gbs} GB/s."
+        lines = _limit_lines(s, member) if bw is not None else []
+        has_models = bool(member.servers)
+    _say(console, head)
+    for line in lines:
+        _say(console, f"  {line}")
+    if bw is not None and not has_models:
+        _say(
+            console,
+            "Next: the model file each server runs, such as "
+            "felab numbers model ollama --bytes 4.9GB --name llama3.1:8b",
+        )
+
+
+@_command("model")
+def model(
+    server: str = typer.Argument(..., help="ollama, llamacpp or mlx (also vllm, sglang, openai)."),
+    size: str | None = typer.Option(
+        None,
+        "--bytes",
+        help="The model file's size, such as 4.9GB (`ollama list` shows it; so does ls -lh).",
+    ),
+    name: str | None = typer.Option(
+        None,
+        "--name",
+        help=(
+            "The model as this server names it, such as llama3.1:8b (default: the name already "
+            "recorded, else the one its latest measured run reported)."
+        ),
+    ),
+    label: str | None = typer.Option(
+        None,
+        "--label",
+        help=(
+            "One label for the same model on every server, such as llama-3.1-8b-q4: runs on "
+            "servers that share a label count as one model for 'done when'. '' clears it."
+        ),
+    ),
+    member_id: str | None = typer.Option(None, "--member", help=_MEMBER_HELP),
+    cohort_id: int | None = typer.Option(None, "--cohort", help=_COHORT_HELP),
+) -> None:
+    """The model file a server runs: its size sets that server's speed limit.
+
+    Each server keeps its own copy: Ollama's llama3.1:8b is a 4.9 GB file, and with the M4 Pro's
+    273 GB/s that allows about 56 tokens per second.
+
+    Example: felab numbers model ollama --bytes 4.9GB --name llama3.1:8b --label llama-3.1-8b-q4
+    """
+    console = _console()
+    with service_errors(), session_scope(sessions()) as s:
+        member = _member(s, member_id, cohort_id)
+        row = update_server_model(
+            s, member, server, model=name, model_bytes=size, model_label=label
+        )
+        size_text = (
+            f", a {decimal_size_text(row.model_bytes)} file"
+            if row.model_bytes
+            else " (file size not given yet: --bytes 4.9GB)"
+        )
+        label_text = f", labelled {row.model_label}" if row.model_label else ""
+        head = f"{row.server} runs {row.model}{size_text}{label_text}."
+        limit = speed_limit_for(s, member, row.server)
+    _say(console, head)
+    _say(console, limit if isinstance(limit, str) else f"Speed limit: {limit.explanation}")
+
+
+# ----------------------------------------------------------------------------- figures
+
+
+@_command("enter", context_settings={"ignore_unknown_options": True})
+def enter(
+    server: str = typer.Argument(..., help="ollama, llamacpp or mlx."),
+    value: str = typer.Argument(
+        ..., help="Tokens per second as your timing script printed it, such as 44.6."
+    ),
+    unit: str | None = typer.Argument(
+        None, help="Optional unit: tok/s (the default) or ms/token (converted)."
+    ),
+    day: int | None = typer.Option(
+        None, "--day", min=1, help="The course day whose field it fills (default: Day 2's)."
+    ),
+    member_id: str | None = typer.Option(None, "--member", help=_MEMBER_HELP),
+    cohort_id: int | None = typer.Option(None, "--cohort", help=_COHORT_HELP),
+) -> None:
+    """Type in a writing speed: tokens one person sees appear each second once the reply starts.
+
+    Example: felab numbers enter ollama 44.6 (Day 1's sample Ollama row, about 33 words a
+    second). It is set beside your speed limit (M4 Pro with the 4.9 GB file: about 56); a figure
+    above the limit is kept but flagged with the likely cause. Typed-in figures do not count for
+    the day's "done when": runs measured by felab bench do (felab numbers import).
+    """
+    console = _console()
+    with service_errors(), session_scope(sessions()) as s:
+        member = _member(s, member_id, cohort_id)
+        day_number = day if day is not None else numbers_day(s, member, datetime.now(UTC))
+        key = field_key_for(s, day_number, server) if day_number is not None else None
+        out = record_entered(s, member, server, value, unit=unit, field_key=key)
+        label = (
+            s.scalar(select(m.NumberField.label).where(m.NumberField.key == key))
+            if key is not None
+            else None
+        )
+    where = f"Day {day_number}, {label}" if label else out.number.server
+    lines = [f"Recorded {_tps(out.number.value)} for {where} (typed in)."]
+    if key is None:
+        asked = f"day {day_number}" if day_number is not None else "the loaded content"
+        lines.append(
+            f"{asked.capitalize()} does not ask for {out.number.server}; kept all the same."
+        )
+    if out.note:
+        lines.append(out.note)
+    check = out.comparison.check
+    if check is None:
+        lines.append(out.comparison.missing)
+    elif check.impossible:
+        lines.append(f"Kept, but flagged: {check.explanation}")
+    else:
+        lines.append(check.explanation)
+    lines.append(
+        "Typed-in figures do not count for the day's 'done when': time the server with "
+        "`felab bench`, then `felab numbers import`."
+    )
+    for line in lines:
+        _say(console, line)
+
+
+def _done_lines(status: DoneWhenStatus) -> list[str]:
+    lines = [f"Done when: {status.text}"] if status.text else []
+    if status.done:
+        if status.servers:
+            figures = ", ".join(f"{k} {_tps(v)}" for k, v in sorted(status.best.items()))
+            lines.append(
+                f"Done: {status.message} (preset {status.preset}, model {status.model}): {figures}."
+            )
+        else:
+            lines.append(f"Done: {status.message}.")
+    else:
+        lines.append(f"Not yet: {status.message}.")
+    return lines
+
+
+@_command("import")
+def import_cmd(
+    csv_path: Path | None = typer.Argument(
+        None,
+        help=(
+            "A results CSV written by felab bench (default: results/01-latency.csv, in "
+            "FELAB_RESULTS_DIR)."
+        ),
+    ),
+    member_id: str | None = typer.Option(None, "--member", help=_MEMBER_HELP),
+    cohort_id: int | None = typer.Option(None, "--cohort", help=_COHORT_HELP),
+) -> None:
+    """Record the runs felab bench measured, from its results CSV: these count for "done when".
+
+    One person at a time (concurrency 1) with a writing speed becomes a measured number; other
+    rows are kept as results only, and rows that cannot be read are skipped, each with the
+    reason. Importing the same file twice records nothing new.
+    """
+    path = csv_path if csv_path is not None else default_csv()
+    if not path.is_file():
+        err(
+            f"no results file at {path}: time your servers with `felab bench` first, or give "
+            "the CSV's path"
+        )
+        raise typer.Exit(EXIT_USAGE)
+    try:
+        rows = read_csv(path)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        err(f"cannot read {path}: {exc}")
+        raise typer.Exit(EXIT_USAGE) from None
+    console = _console()
+    with service_errors(), session_scope(sessions()) as s:
+        member = _member(s, member_id, cohort_id)
+        report = import_results(s, member, rows)
+        day_number = numbers_day(s, member, datetime.now(UTC))
+        status = done_when(s, member, day_number) if day_number is not None else None
+    _import_summary(console, path, report)
+    if status is not None and report.new:
+        for line in _done_lines(status):
+            _say(console, line)
+
+
+def _import_summary(console: Console, path: Path, report: ImportReport) -> None:
+    if not report.rows:
+        _say(console, f"{path} has no rows yet: time your servers with `felab bench`.")
+        return
+    for r in report.rows:
+        what = f"line {r.line}: {r.server or '?'} {r.model or '?'} (preset {r.preset or 'none'})"
+        if r.outcome == "recorded" and r.tokens_per_s is not None:
+            _say(console, f"{what}: recorded {_tps(r.tokens_per_s)}")
+        elif r.outcome in ("result only", "skipped"):
+            _say(console, f"{what}: {r.outcome}: {r.reason}")
+    done = report.with_outcome("already imported")
+    if done:
+        lines = ", ".join(str(r.line) for r in done)
+        _say(console, f"Already imported, not recorded again: {len(done)} row(s) (line {lines}).")
+    counts = [
+        f"{len(report.with_outcome(o))} {o}"
+        for o in ("recorded", "result only", "skipped")
+        if report.with_outcome(o)
+    ]
+    if not report.new:
+        _say(console, f"Nothing new from {path}." + (f" ({', '.join(counts)})" if counts else ""))
+    else:
+        _say(console, f"From {path}: {', '.join(counts)}.")
+
+
+# ----------------------------------------------------------------------------- the day's table
+
+
+def _table(view: DayNumbers) -> Table:
+    table = Table(title=f"Day {view.day}: your numbers", title_justify="left")
+    for name in ("Field", "Entered", "Measured", "Speed limit", "% of limit", "Flags"):
+        table.add_column(name, overflow="fold")
+    for row in view.rows:
+        entered = _tps(row.entered.value) if row.entered else "-"
+        measured = "-"
+        if row.measured is not None:
+            measured = _tps(row.measured.value)
+            if row.measured.preset or row.measured.model:
+                measured += f"\n{row.measured.preset or ''} {row.measured.model or ''}".rstrip()
+        limit = "unknown" if isinstance(row.limit, str) else about_text(row.limit.tokens_per_second)
+        pct = [
+            f"{what} {_pct(check)}"
+            for what, check in (("entered", row.entered_check), ("measured", row.measured_check))
+            if check is not None
+        ]
+        table.add_row(
+            Text(row.field.label),
+            Text(entered),
+            Text(measured),
+            Text(limit if isinstance(row.limit, str) else f"{limit} tok/s"),
+            Text("\n".join(pct) or "-"),
+            Text("\n".join(row.flags)),
+        )
+    return table
+
+
+@_command("show")
+def show(
+    day: int | None = typer.Option(
+        None, "--day", min=1, help="The course day (default: the day asking for numbers, Day 2)."
+    ),
+    member_id: str | None = typer.Option(None, "--member", help=_MEMBER_HELP),
+    cohort_id: int | None = typer.Option(None, "--cohort", help=_COHORT_HELP),
+) -> None:
+    """The day's numbers: typed-in and measured side by side, as a share of your speed limit.
+
+    Runs usually land at 55-85 % of the limit (44.6 of about 56 is 80 %); a figure above 100 %
+    is impossible, and the flag says what usually causes it. Ends with the day's "done when":
+    every server measured by felab bench with one preset and one model.
+    """
+    console = _console()
+    with service_errors(), session_scope(sessions()) as s:
+        member = _member(s, member_id, cohort_id)
+        day_number = day if day is not None else numbers_day(s, member, datetime.now(UTC))
+        if day_number is None:
+            err(
+                "no day in the loaded content asks for numbers: load the course with "
+                "`felab content load content/`"
+            )
+            raise typer.Exit(EXIT_USAGE)
+        view = day_numbers(s, member, day_number)
+    if not view.rows:
+        _say(console, f"Day {view.day} ({view.title}) asks for no numbers.")
+        for line in _done_lines(view.done):
+            _say(console, line)
+        return
+    console.print(_table(view))
+    for row in view.rows:
+        for note in row.notes:
+            _say(console, f"{row.field.label}: {note}")
+        if row.entered is None and row.measured is None and row.field.hint:
+            _say(console, f"{row.field.label}: hint: {row.field.hint}")
+    for line in _done_lines(view.done):
+        _say(console, line)
+
+
+# ----------------------------------------------------------------------------- privacy
+
+
+@_command("privacy")
+def privacy(
+    public: bool | None = typer.Option(
+        None,
+        "--public/--private",
+        help="Show your numbers on public leaderboards, or keep them off (instructors see them).",
+    ),
+    member_id: str | None = typer.Option(None, "--member", help=_MEMBER_HELP),
+    cohort_id: int | None = typer.Option(None, "--cohort", help=_COHORT_HELP),
+) -> None:
+    """Whether your numbers appear on public leaderboards; without an option, says which."""
+    with service_errors(), session_scope(sessions()) as s:
+        member = _member(s, member_id, cohort_id)
+        if public is not None:
+            set_public_numbers(s, member, public)
+        state = member.public_numbers
+    _say(
+        _console(),
+        "Your numbers are public: they can appear on leaderboards."
+        if state
+        else "Your numbers are private: kept off public leaderboards (your instructors still "
+        "see them).",
+    )
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    raise TypeError(f"cannot write {type(value).__name__} as JSON")
+
+
+@_command("export")
+def export(
+    file: Path = typer.Argument(..., help="Where to write the JSON ('-' prints it)."),
+    force: bool = typer.Option(False, "--force", help="Replace FILE if it exists."),
+    member_id: str | None = typer.Option(None, "--member", help=_MEMBER_HELP),
+    cohort_id: int | None = typer.Option(None, "--cohort", help=_COHORT_HELP),
+) -> None:
+    """Everything felab holds about you, as JSON: machine, models, numbers, runs, reviews."""
+    if str(file) != "-" and file.exists() and not force:
+        err(f"{file} already exists: pick another name, or add --force to replace it")
+        raise typer.Exit(EXIT_USAGE)
+    with service_errors(), session_scope(sessions()) as s:
+        member = _member(s, member_id, cohort_id)
+        data = export_member(s, member.id)
+    text = json.dumps(data, indent=1, ensure_ascii=False, default=_json_value) + "\n"
+    if str(file) == "-":
+        typer.echo(text, nl=False)
+        return
+    try:
+        file.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        err(f"cannot write {file}: {exc}")
+        raise typer.Exit(EXIT_USAGE) from None
+    counts = ", ".join(
+        f"{len(v)} {k.replace('_', ' ')}" for k, v in data.items() if isinstance(v, list) and v
+    )
+    _say(_console(), f"Wrote {file}: {counts or 'your member record'}.")
+
+
+@_command("delete")
+def delete(
+    yes: bool = typer.Option(False, "--yes", help="Confirm: delete it all, now."),
+    member_id: str | None = typer.Option(None, "--member", help=_MEMBER_HELP),
+    cohort_id: int | None = typer.Option(None, "--cohort", help=_COHORT_HELP),
+) -> None:
+    """Delete everything felab holds about you (numbers, runs, reviews, answers, machine).
+
+    There is no undo: take a copy first with felab numbers export FILE.
+    """
+    if not yes:
+        err(
+            "this deletes everything felab holds about the member, with no undo: take a copy "
+            "with `felab numbers export FILE`, then run again with --yes"
+        )
+        raise typer.Exit(EXIT_USAGE)
+    with service_errors(), session_scope(sessions()) as s:
+        member = _member(s, member_id, cohort_id)
+        who = member.display_name or member.discord_id
+        counts = delete_member(s, member.id, confirm=member.discord_id)
+    removed = [f"{n} {k.replace('_', ' ')}" for k, n in counts.items() if n and k != "members"]
+    _say(
+        _console(),
+        f"Deleted everything felab held about {who}: "
+        + ", ".join([*removed, "the member record"])
+        + ".",
+    )

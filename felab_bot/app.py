@@ -1,0 +1,176 @@
+"""The bot process: settings, database, cogs; command sync only when asked (`felab bot sync`).
+
+Intents: guilds and guild messages (not privileged: the bot sees that a voice message was posted,
+and answers it). Only with FELAB_DISCORD_MESSAGE_CONTENT does it ask for the privileged
+message-content intent, which Discord needs before it shows a bot a voice message's recording;
+never the members intent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Concatenate, ParamSpec, TypeVar
+
+import discord
+from discord.ext import commands
+from sqlalchemy.orm import Session, sessionmaker
+
+from felab_bot.cogs.bench import BenchCog
+from felab_bot.cogs.drills import BoardButton, CardButton, DrillsCog, PromptButton
+from felab_bot.cogs.numbers import NumbersCog
+from felab_bot.cogs.people import PeopleCog
+from felab_bot.cogs.setup import SetupCog
+from felab_bot.cogs.speak import RateButton, SpeakCog
+from felab_bot.endpoints import use_api, use_gateway_of
+from felab_core.db.session import default_sessions, session_scope
+from felab_core.jobs.lifecycle import Publisher
+from felab_core.jobs.messages import JobMessage
+from felab_core.settings import Settings
+
+log = logging.getLogger("felab.bot")
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+_REFUSED = (
+    "Discord refused the token: copy it again from the developer portal (Bot > Reset Token) "
+    "into FELAB_DISCORD_TOKEN"
+)
+
+
+class BotConfigError(RuntimeError):
+    """The bot cannot start as configured; the message says what to set."""
+
+
+def token_of(settings: Settings) -> str:
+    if settings.discord_token is None or not settings.discord_token.get_secret_value().strip():
+        raise BotConfigError(
+            "no Discord token: set FELAB_DISCORD_TOKEN to the bot's token (Discord developer "
+            "portal > your application > Bot > Reset Token)"
+        )
+    return settings.discord_token.get_secret_value().strip()
+
+
+class FelabBot(commands.Bot):
+    def __init__(
+        self,
+        settings: Settings,
+        sessions: sessionmaker[Session] | None,
+        *,
+        run_loops: bool = True,
+        publisher: Callable[[], Publisher] | None = None,
+    ) -> None:
+        intents = discord.Intents.none()
+        intents.guilds = True
+        intents.guild_messages = True
+        intents.message_content = settings.discord_message_content
+        super().__init__(command_prefix=commands.when_mentioned, intents=intents, help_command=None)
+        self.settings = settings
+        self.sessions = sessions
+        self.run_loops = run_loops
+        self._make_publisher = publisher
+        self._publisher: Publisher | None = None  # made on first use: the broker client is heavy
+
+    async def setup_hook(self) -> None:
+        await use_gateway_of(self)
+        self.add_dynamic_items(CardButton, PromptButton, BoardButton, RateButton)
+        await self.add_cog(DrillsCog(self))
+        await self.add_cog(NumbersCog(self))
+        await self.add_cog(BenchCog(self))
+        await self.add_cog(PeopleCog(self))
+        await self.add_cog(SpeakCog(self))
+        await self.add_cog(SetupCog(self))
+
+    async def on_ready(self) -> None:
+        log.info(
+            "logged in as %s; %d guild(s): %s",
+            self.user,
+            len(self.guilds),
+            ", ".join(str(g.id) for g in self.guilds),
+        )
+
+    def _dispatch(self) -> Publisher:
+        if self._publisher is None:
+            if self._make_publisher is None:
+                raise RuntimeError("this bot was started without a broker to send jobs through")
+            self._publisher = self._make_publisher()
+        return self._publisher
+
+    def job_sender(self) -> Callable[[JobMessage], None]:
+        """What publishes a queued job to its worker, once the job's row is committed."""
+
+        def send(msg: JobMessage) -> None:
+            try:
+                self._dispatch().send(msg)
+            except Exception:  # the broker down: the ingest's reconciler sends it again
+                log.exception("could not publish job %s; the reconciler resends it", msg.job_id)
+
+        return send
+
+    def withdraw_job(self, job_id: int) -> None:
+        """Drop a cancelled job's message wherever it waits (best effort: the attempt check
+        drops its events anyway)."""
+        try:
+            self._dispatch().withdraw(job_id)
+        except Exception:
+            log.exception("could not withdraw job %s from the broker", job_id)
+
+    async def db(
+        self, fn: Callable[Concatenate[Session, P], T], *args: P.args, **kwargs: P.kwargs
+    ) -> T:
+        """Run `fn(session, ...)` in one unit of work, off the event loop."""
+        sessions = self.sessions
+        if sessions is None:
+            raise RuntimeError("this bot was started without a database")
+
+        def work() -> T:
+            with session_scope(sessions) as session:
+                return fn(session, *args, **kwargs)
+
+        return await asyncio.to_thread(work)
+
+
+def run(settings: Settings, publisher: Callable[[], Publisher] | None = None) -> None:
+    """Start the bot and keep it running (Ctrl-C stops it); `publisher` makes what sends jobs
+    to workers (the broker), on the first /bench."""
+    token = token_of(settings)
+    use_api(settings.discord_api_url)
+    sessions = default_sessions(settings.resolved_database_url())
+    bot = FelabBot(settings, sessions, publisher=publisher)
+    try:
+        bot.run(token, log_level=logging.INFO, root_logger=True)
+    except discord.LoginFailure:
+        raise BotConfigError(_REFUSED) from None
+    except discord.PrivilegedIntentsRequired:
+        raise BotConfigError(
+            "Discord refused the message-content intent: turn on Message Content Intent in the "
+            "developer portal (your application > Bot > Privileged Gateway Intents), or set "
+            "FELAB_DISCORD_MESSAGE_CONTENT=false (voice messages then point to /speak answer)"
+        ) from None
+
+
+async def sync(settings: Settings, guild_id: int | None) -> list[str]:
+    """Register the bot's slash commands: on one guild (at once) or everywhere (global)."""
+    token = token_of(settings)
+    use_api(settings.discord_api_url)
+    bot = FelabBot(settings, None, run_loops=False)
+    async with bot:
+        try:
+            await bot.login(token)
+        except discord.LoginFailure:
+            raise BotConfigError(_REFUSED) from None
+        try:
+            if guild_id is not None:
+                guild = discord.Object(id=guild_id)
+                bot.tree.copy_global_to(guild=guild)
+                done = await bot.tree.sync(guild=guild)
+            else:
+                done = await bot.tree.sync()
+        except discord.Forbidden as exc:
+            raise BotConfigError(
+                f"Discord refused the commands ({exc.text}): invite the bot to that server with "
+                "the applications.commands scope, and check the guild id"
+            ) from None
+    return [c.name for c in done]

@@ -1,0 +1,313 @@
+"""What `/bench` and `/worker` say, the service calls behind them, and the outbox's posts.
+
+No Discord import here. Jobs are queued only through felab_core.jobs.queueing.queue_bench_job
+(which checks the target name, ownership, limits and the hourly quota); the message goes to the
+worker when the session commits (`send`). The outbox gives each finished job once: the post is a
+narrow table (server, writing speed, TTFT p50, ok) with the chart PNG and the rows as CSV.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from felab_bot.drills import fit, member_for
+from felab_bot.numbers import Who
+from felab_core.db import models as m
+from felab_core.engine.results import short_model
+from felab_core.errors import Invalid, NotFound
+from felab_core.jobs.fleet import check_target, find_worker, list_workers, worker_targets
+from felab_core.jobs.lifecycle import Send
+from felab_core.jobs.outbox import claim_outbox, mark_posted
+from felab_core.jobs.pairing import issue_pair_code
+from felab_core.jobs.queueing import cancel_job, list_jobs, queue_bench_job
+
+PARAMS = ("concurrency", "requests", "max_tokens")
+_SPLIT = re.compile(r"[\s,]+")
+
+
+def _member(session: Session, who: Who, now: datetime) -> m.Member:
+    return member_for(session, who.guild_id, who.channel_id, who.user_id, who.display_name, now)
+
+
+def _no_worker() -> str:
+    return (
+        "You have no paired worker yet: run `/worker pair` for a one-time code, then "
+        "`felab worker pair --code CODE` and `felab worker start --name NAME` on your Mac."
+    )
+
+
+def worker_names(session: Session, who: Who, current: str, now: datetime) -> list[str]:
+    """Autocomplete: the member's own machines whose name starts with what they typed."""
+    member = _member(session, who, now)
+    names = [v.worker.name for v in list_workers(session, member, now=now)]
+    low = current.lower()
+    return [n for n in names if n.lower().startswith(low)][:25]
+
+
+def _chosen(session: Session, member: m.Member, worker: str | None, now: datetime) -> m.Worker:
+    """The named machine, or the member's only one; NotFound/Invalid otherwise."""
+    if worker:
+        return find_worker(session, member, worker)
+    mine = list_workers(session, member, now=now)
+    if len(mine) != 1:
+        raise Invalid("pick a worker first")
+    return mine[0].worker
+
+
+def target_names(
+    session: Session, who: Who, worker: str | None, current: str, now: datetime
+) -> list[str]:
+    """Autocomplete for `targets`: the chosen worker's reported target names, completing the
+    last word typed (the words before it kept, so several targets can be picked one by one)."""
+    member = _member(session, who, now)
+    try:
+        chosen = _chosen(session, member, worker, now)
+    except (Invalid, NotFound):
+        return []
+    known = worker_targets(chosen) or {}
+    words = [w for w in _SPLIT.split(current) if w]
+    if current and not current[-1].isspace() and current[-1] != "," and words:
+        last = words.pop()
+    else:
+        last = ""
+    head = " ".join(words)
+    out = []
+    for name in known:
+        if name in words or not name.lower().startswith(last.lower()):
+            continue
+        out.append(f"{head} {name}" if head else name)
+    return [o for o in out if len(o) <= 100][:25]
+
+
+def bench(
+    session: Session,
+    who: Who,
+    targets: str,
+    *,
+    worker: str | None,
+    preset: str,
+    params: dict[str, int],
+    send: Send | None,
+    now: datetime,
+) -> str:
+    """Queue one job per target on the member's worker (the only one, or the one named)."""
+    member = _member(session, who, now)
+    names = [t for t in _SPLIT.split(targets.strip()) if t]
+    if not names:
+        raise Invalid("name at least one target from your worker's targets file, such as mlx")
+    if len(names) > 5:
+        raise Invalid("at most 5 targets in one /bench")
+    if worker is None:
+        mine = list_workers(session, member, now=now)
+        if not mine:
+            return _no_worker()
+        if len(mine) > 1:
+            listed = ", ".join(v.worker.name for v in mine)
+            return f"You have several workers ({listed}): pick one with the `worker` option."
+        chosen = mine[0].worker
+    else:
+        chosen = find_worker(session, member, worker)
+    for target in dict.fromkeys(names):  # all refused at once, before any is queued
+        check_target(chosen, target, member)
+    lines = []
+    notices = set()
+    for target in dict.fromkeys(names):
+        queued = queue_bench_job(
+            session, member, chosen, target, preset, params=params, send=send, now=now
+        )
+        lines.append(f"Job {queued.job.id}: {target} on {chosen.name}, preset {preset}: queued")
+        if queued.notice:
+            notices.add(queued.notice)
+    lines.extend(sorted(notices))
+    lines.append("The result is posted here when it is ready; `/bench status` shows progress.")
+    return fit("\n".join(lines))
+
+
+def status(session: Session, who: Who, now: datetime) -> str:
+    member = _member(session, who, now)
+    views = list_jobs(session, member, limit=10)
+    if not views:
+        return "No jobs yet: `/bench mlx` on a paired worker starts one."
+    lines = ["```", "job  target    status    done"]
+    for v in views:
+        target = (v.job.target or v.job.server)[:9]
+        lines.append(f"{v.job.id:<4} {target:<9} {v.job.status:<9} {v.progress}")
+    lines.append("```")
+    failed = [v for v in views if v.job.error and v.job.status != "cancelled"]
+    for v in failed[:3]:
+        lines.append(f"Job {v.job.id}: {fit(v.job.error or '', 300)}")
+    return fit("\n".join(lines))
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    text: str
+    job_id: int
+
+
+def cancel(session: Session, who: Who, job_id: int, now: datetime) -> Cancelled:
+    member = _member(session, who, now)
+    job = cancel_job(session, member, job_id, now=now)
+    if job.started_at is not None:
+        return Cancelled(
+            f"Job {job_id} cancelled: the run goes on to its end on the machine, and what it "
+            "reports is ignored.",
+            job_id,
+        )
+    return Cancelled(f"Job {job_id} cancelled.", job_id)
+
+
+def pair(session: Session, who: Who, name: str, allow_instructors: bool, now: datetime) -> str:
+    member = _member(session, who, now)
+    code = issue_pair_code(session, member, name, allow_instructors=allow_instructors, now=now)
+    return (
+        f"Your one-time code for **{name}**: `{code}` (works once, for a few minutes; keep it "
+        f"to yourself).\nOn that Mac: `felab worker pair --code {code}`, then "
+        f"`felab worker start --name {name}`."
+    )
+
+
+def workers(session: Session, who: Who, now: datetime) -> str:
+    member = _member(session, who, now)
+    views = list_workers(session, member, now=now)
+    if not views:
+        return _no_worker()
+    lines = []
+    for v in views:
+        state = "online" if v.online else "offline"
+        job = f", running job {v.running_job}" if v.running_job else ""
+        known = worker_targets(v.worker)
+        has = (
+            "targets not reported yet"
+            if known is None
+            else "targets: " + (", ".join(known) or "none")
+        )
+        lines.append(f"**{v.worker.name}**: {state}, last seen {v.last_seen}{job}; {has}")
+    return fit("\n".join(lines))
+
+
+# ----------------------------------------------------------------------------- the outbox
+
+
+@dataclass(frozen=True)
+class ResultPost:
+    """One finished job to post, laid out: where, the text, and its attachments."""
+
+    outbox_id: int
+    job_id: int
+    channel_id: int | None  # the cohort's channel; None: only the member can see it
+    user_id: int  # the member who owns the worker (Discord id), for a private post
+    private: bool
+    text: str
+    png: bytes | None = None
+    csv: str | None = None
+    csv_name: str = ""
+    rows: list[dict[str, str]] = field(default_factory=list)
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def result_table(results: list[m.BenchResult]) -> str:
+    """server / writing tok/s / TTFT p50 / ok, narrow enough for a phone."""
+    head = ("server", "tok/s", "ttft", "ok")
+    rows = []
+    for r in results:
+        row = r.row or {}
+        ok = str(row.get("ok") or row.get("ok_requests") or row.get("requests_ok") or "-")
+        rows.append(
+            (
+                f"{r.server} c{r.concurrency}"[:14],
+                _num(r.writing_tps_p50, ".1f"),
+                "-" if r.ttft_p50_s is None else f"{r.ttft_p50_s:.2f}s",
+                ok,
+            )
+        )
+    widths = [max(len(x[i]) for x in (head, *rows)) for i in range(4)]
+    lines = [
+        " ".join(
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(x, widths, strict=True))
+        )
+        for x in (head, *rows)
+    ]
+    return "```\n" + "\n".join(lines) + "\n```"
+
+
+def _csv(results: list[m.BenchResult]) -> str:
+    rows = [{str(k): str(v) for k, v in (r.row or {}).items()} for r in results]
+    names: list[str] = []
+    for row in rows:
+        names.extend(k for k in row if k not in names)
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=names, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def claim_results(session: Session, now: datetime) -> list[ResultPost]:
+    """Claim finished jobs and lay each out (a second bot skips claimed ones)."""
+    out = []
+    for entry in claim_outbox(session, now=now):
+        job = session.get(m.BenchJob, entry.job_id)
+        if job is None:
+            continue
+        owner = session.get(m.Member, job.member_id)
+        if owner is None:
+            continue
+        cohort = owner.cohort
+        channel = (
+            int(cohort.channel_id)
+            if cohort is not None and cohort.channel_id and cohort.channel_id.isdigit()
+            else None
+        )
+        user_id = int(owner.discord_id) if owner.discord_id.isdigit() else 0
+        mention = f"<@{owner.discord_id}>" if user_id else owner.display_name or "you"
+        what = f"Job {job.id} ({job.target or job.server}, preset {job.preset})"
+        if job.status != "done":
+            text = f"{mention} {what}: {job.status}"
+            if job.error:
+                text += f": {job.error}"
+            out.append(
+                ResultPost(entry.id, job.id, channel, user_id, not owner.public_numbers, fit(text))
+            )
+            continue
+        results = list(
+            session.scalars(
+                select(m.BenchResult)
+                .where(m.BenchResult.job_id == job.id)
+                .order_by(m.BenchResult.concurrency, m.BenchResult.id)
+            )
+        )
+        model = short_model(results[0].model) if results and results[0].model else ""
+        text = f"{mention} {what} is done" + (f", model {model}" if model else "") + ":\n"
+        text += result_table(results)
+        if job.summary:
+            text += "\n" + job.summary
+        out.append(
+            ResultPost(
+                entry.id,
+                job.id,
+                channel,
+                user_id,
+                not owner.public_numbers,
+                fit(text),
+                png=job.chart_png,
+                csv=_csv(results) if results else None,
+                csv_name=f"felab-job{job.id}.csv",
+            )
+        )
+    return out
+
+
+def posted(session: Session, outbox_id: int, message_ref: str, now: datetime) -> None:
+    mark_posted(session, outbox_id, message_ref=message_ref, now=now)

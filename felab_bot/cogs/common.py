@@ -1,0 +1,131 @@
+"""What the cogs share: who ran a command, and answering with text, files and buttons.
+
+`respond` answers ephemerally at once when the work is quick, else acknowledges first
+("thinking") and follows up, as the drills cog's `answer` does, but can carry attachments.
+A service refusal (felab_core.errors.ServiceError) is the answer, shown to the member only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import discord
+
+from felab_bot.drills import fit
+from felab_bot.numbers import Who
+from felab_core.errors import ServiceError
+
+ANSWER_WITHIN_S = 2.0  # an idle bot answers directly when the work is done this soon
+BUSY_AFTER = 8  # more interactions in flight than this at once: a burst
+BUSY_ANSWER_WITHIN_S = 0.3  # in a burst, acknowledge this soon after the event, then follow up
+_in_flight = 0
+
+
+def wait_for_work_s(
+    interaction: discord.Interaction[Any], within: float, waited: float = 0.0
+) -> float:
+    """How long to wait for the work before acknowledging first ("thinking", then a followup).
+
+    Counted from the event (its snowflake time), so an event that queued in a busy bot waits
+    less; in a burst (more than BUSY_AFTER interactions in flight) the bot acknowledges within
+    BUSY_ANSWER_WITHIN_S instead, so no press waits seconds behind the others' database work.
+    `waited`: how long the bot has waited already (the floor of the event's age).
+    """
+    limit = min(within, BUSY_ANSWER_WITHIN_S) if _in_flight > BUSY_AFTER else within
+    age = waited
+    created = getattr(interaction, "created_at", None)
+    if isinstance(created, datetime):
+        age = max(age, (now() - created).total_seconds())
+    return max(0.0, limit - age)
+
+
+async def done_in_time(
+    interaction: discord.Interaction[Any], task: asyncio.Future[Any], within: float
+) -> bool:
+    """Wait for the work while `wait_for_work_s` allows, looking again every 50 ms (a burst
+    that starts meanwhile shortens the wait); True when it finished in time."""
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    while not task.done():
+        wait_s = wait_for_work_s(interaction, within, loop.time() - start)
+        if wait_s <= 0:
+            return False
+        await asyncio.wait({task}, timeout=min(wait_s, 0.05))
+    return True
+
+
+@asynccontextmanager
+async def in_flight() -> AsyncIterator[None]:
+    """Count an interaction as in flight until its work is done."""
+    global _in_flight
+    _in_flight += 1
+    try:
+        yield
+    finally:
+        _in_flight -= 1
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def who(interaction: discord.Interaction[Any]) -> Who:
+    return Who(
+        interaction.guild_id,
+        interaction.channel_id,
+        interaction.user.id,
+        interaction.user.display_name,
+    )
+
+
+@dataclass(frozen=True)
+class Attachment:
+    name: str
+    data: bytes
+
+    def file(self) -> discord.File:
+        return discord.File(io.BytesIO(self.data), filename=self.name)
+
+
+@dataclass(frozen=True)
+class Out:
+    text: str
+    files: list[Attachment] = field(default_factory=list)
+    view: discord.ui.View | None = None
+
+
+def kwargs_of(out: Out) -> dict[str, Any]:
+    kw: dict[str, Any] = {"ephemeral": True}
+    if out.files:
+        kw["files"] = [a.file() for a in out.files]
+    if out.view is not None:
+        kw["view"] = out.view
+    return kw
+
+
+async def _or_error(work: Awaitable[Out]) -> Out:
+    try:
+        return await work
+    except ServiceError as exc:
+        return Out(str(exc))
+
+
+async def respond(
+    interaction: discord.Interaction[Any], work: Awaitable[Out], *, defer: bool = False
+) -> None:
+    """Answer ephemerally; `defer` acknowledges at once (work that may take long)."""
+    async with in_flight():
+        task = asyncio.ensure_future(_or_error(work))
+        if not defer and await done_in_time(interaction, task, ANSWER_WITHIN_S):
+            out = task.result()
+            await interaction.response.send_message(fit(out.text), **kwargs_of(out))
+            return
+        await interaction.response.defer(ephemeral=True, thinking=True)
+        out = await task
+    await interaction.followup.send(fit(out.text), **kwargs_of(out))

@@ -1,0 +1,309 @@
+"""Drills on Discord: the daily post with each card's buttons, the buttons, and `/drill`.
+
+Glue only: every callback hands its work to felab_bot/drills.py in one unit of work off the event
+loop, and shows what comes back. Buttons are DynamicItems whose custom id carries the card id,
+so a button on an old post still works after the bot restarts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Awaitable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, cast
+
+import discord
+from discord import app_commands
+from discord.ext import commands, tasks
+
+from felab_bot import drills
+from felab_bot.cogs.common import done_in_time, in_flight
+from felab_bot.cogs.speak import rating_view
+from felab_core.errors import ServiceError
+
+if TYPE_CHECKING:
+    from felab_bot.app import FelabBot
+
+log = logging.getLogger(__name__)
+
+_STYLES = {
+    "primary": discord.ButtonStyle.primary,
+    "secondary": discord.ButtonStyle.secondary,
+    "success": discord.ButtonStyle.success,
+    "danger": discord.ButtonStyle.danger,
+}
+_BUTTONS = {action: (label, _STYLES[style]) for action, label, style in drills.BUTTONS}
+
+
+ANSWER_WITHIN_S = 2.0  # Discord wants the first response within 3 s of the event
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class CardButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=drills.CUSTOM_ID):
+    """One of a card's five buttons (reveal, again, hard, good, easy), alive across restarts."""
+
+    def __init__(self, card_id: int, action: str) -> None:
+        label, style = _BUTTONS[action]
+        super().__init__(
+            discord.ui.Button(label=label, style=style, custom_id=drills.custom_id(card_id, action))
+        )
+        self.card_id = card_id
+        self.action = action
+
+    @classmethod
+    async def from_custom_id(
+        cls,
+        interaction: discord.Interaction[Any],
+        item: discord.ui.Item[Any],
+        match: re.Match[str],
+        /,
+    ) -> CardButton:
+        return cls(int(match["card_id"]), match["action"])
+
+    async def callback(self, interaction: discord.Interaction[Any]) -> None:
+        bot = cast("FelabBot", interaction.client)
+        if self.action == "reveal":
+            work = bot.db(drills.reveal_text, self.card_id)
+        else:
+            work = bot.db(
+                drills.rate_text,
+                guild_id=interaction.guild_id,
+                channel_id=interaction.channel_id,
+                user_id=interaction.user.id,
+                display_name=interaction.user.display_name,
+                card_id=self.card_id,
+                grade=self.action,
+                now=_now(),
+            )
+        await answer(interaction, _text_only(work))
+
+
+Reply = tuple[str, discord.ui.View | None]
+
+
+class PromptButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=drills.PROMPT_ID):
+    """The "Said it" button under the day's say-it-aloud prompt: records the clicker's answer
+    and asks for their self-rating (felab_bot/cogs/speak.py's rating buttons), alive across
+    restarts."""
+
+    def __init__(self, prompt_id: int) -> None:
+        super().__init__(
+            discord.ui.Button(
+                label=drills.SAID_LABEL,
+                style=discord.ButtonStyle.primary,
+                custom_id=drills.prompt_custom_id(prompt_id),
+            )
+        )
+        self.prompt_id = prompt_id
+
+    @classmethod
+    async def from_custom_id(
+        cls,
+        interaction: discord.Interaction[Any],
+        item: discord.ui.Item[Any],
+        match: re.Match[str],
+        /,
+    ) -> PromptButton:
+        return cls(int(match["prompt_id"]))
+
+    async def callback(self, interaction: discord.Interaction[Any]) -> None:
+        bot = cast("FelabBot", interaction.client)
+
+        async def work() -> Reply:
+            reply = await bot.db(
+                drills.said_text,
+                guild_id=interaction.guild_id,
+                channel_id=interaction.channel_id,
+                user_id=interaction.user.id,
+                display_name=interaction.user.display_name,
+                prompt_id=self.prompt_id,
+                now=_now(),
+            )
+            view = rating_view(reply.answer_id) if reply.answer_id is not None else None
+            return reply.text, view
+
+        await answer(interaction, work())
+
+
+class BoardButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=drills.BOARD_ID):
+    """The "Reveal the answer" button under a whiteboard: the worked answer, ephemerally,
+    alive across restarts."""
+
+    def __init__(self, board_id: int) -> None:
+        super().__init__(
+            discord.ui.Button(
+                label=drills.BOARD_LABEL,
+                style=discord.ButtonStyle.secondary,
+                custom_id=drills.board_custom_id(board_id),
+            )
+        )
+        self.board_id = board_id
+
+    @classmethod
+    async def from_custom_id(
+        cls,
+        interaction: discord.Interaction[Any],
+        item: discord.ui.Item[Any],
+        match: re.Match[str],
+        /,
+    ) -> BoardButton:
+        return cls(int(match["board_id"]))
+
+    async def callback(self, interaction: discord.Interaction[Any]) -> None:
+        bot = cast("FelabBot", interaction.client)
+        await answer(interaction, _text_only(bot.db(drills.board_reveal_text, self.board_id)))
+
+
+async def _text_only(work: Awaitable[str]) -> Reply:
+    return await work, None
+
+
+async def _or_error(work: Awaitable[Reply]) -> Reply:
+    try:
+        return await work
+    except ServiceError as exc:
+        return str(exc), None
+
+
+async def answer(interaction: discord.Interaction[Any], work: Awaitable[Reply]) -> None:
+    """Answer ephemerally; when the work is not done within ANSWER_WITHIN_S of the event (less in
+    a burst: bot.cogs.common.wait_for_work_s), acknowledge first ("thinking") and send the answer
+    as a followup: Discord drops a first response after 3 s."""
+    async with in_flight():
+        task = asyncio.ensure_future(_or_error(work))
+        deferred = not await done_in_time(interaction, task, ANSWER_WITHIN_S)
+        if deferred:
+            await interaction.response.defer(ephemeral=True, thinking=True)
+        text, view = await task
+    kw: dict[str, Any] = {"ephemeral": True}
+    if view is not None:
+        kw["view"] = view
+    if deferred:
+        await interaction.followup.send(drills.fit(text), **kw)
+    else:
+        await interaction.response.send_message(drills.fit(text), **kw)
+
+
+def prompt_view(prompt_id: int) -> discord.ui.View:
+    view = discord.ui.View(timeout=None)
+    view.add_item(PromptButton(prompt_id))
+    return view
+
+
+def board_view(board_id: int) -> discord.ui.View:
+    view = discord.ui.View(timeout=None)
+    view.add_item(BoardButton(board_id))
+    return view
+
+
+def card_view(card_id: int) -> discord.ui.View:
+    view = discord.ui.View(timeout=None)
+    for action in drills.ACTIONS:
+        view.add_item(CardButton(card_id, action))
+    return view
+
+
+class DrillsCog(commands.Cog, name="Drills"):
+    def __init__(self, bot: FelabBot) -> None:
+        self.bot = bot
+
+    async def cog_load(self) -> None:
+        if self.bot.run_loops:
+            self.post_loop.change_interval(seconds=self.bot.settings.discord_post_every_s)
+            self.post_loop.start()
+
+    async def cog_unload(self) -> None:
+        self.post_loop.cancel()
+
+    # ------------------------------------------------------------------ the daily post
+
+    @tasks.loop(seconds=30)
+    async def post_loop(self) -> None:
+        try:
+            await self.post_due()
+            await self.post_weekly()
+        except Exception:
+            log.exception("the daily post failed; trying again at the next look")
+
+    @post_loop.before_loop
+    async def _wait_ready(self) -> None:
+        await self.bot.wait_until_ready()
+
+    async def _channel(self, channel_id: int) -> discord.abc.Messageable:
+        channel = self.bot.get_channel(channel_id)
+        if channel is None:
+            channel = await self.bot.fetch_channel(channel_id)
+        if not isinstance(channel, discord.abc.Messageable):
+            raise TypeError(f"channel {channel_id} cannot hold messages")
+        return channel
+
+    async def post_weekly(self) -> int:
+        """Post every claimed weekly summary (felab_core.reports.weekly); once per cohort and
+        week, a failed send gives the claim back for the next look."""
+        from felab_core.reports.weekly import claim_weekly_posts
+
+        made = 0
+        for post in await self.bot.db(claim_weekly_posts, _now()):
+            try:
+                channel = await self._channel(post.channel_id)
+                message = await channel.send(post.text)
+            except discord.HTTPException:
+                log.exception("could not post the weekly summary to %s", post.channel_id)
+                await self.bot.db(drills.release, post.post_id)
+                continue
+            await self.bot.db(drills.posted, post.post_id, message.id, _now())
+            made += 1
+        return made
+
+    async def post_due(self) -> int:
+        """Post every claimed daily post (the first look after a start catches up)."""
+        count = 0
+        for post in await self.bot.db(drills.claim_due_posts, _now()):
+            try:
+                channel = await self._channel(post.channel_id)
+                header = await channel.send(post.header)
+            except (discord.HTTPException, TypeError):
+                log.exception(
+                    "could not post to channel %s; giving the claim back", post.channel_id
+                )
+                await self.bot.db(drills.release, post.post_id)
+                continue
+            await self.bot.db(drills.posted, post.post_id, header.id, _now())
+            for card in post.cards:
+                await channel.send(card.text, view=card_view(card.card_id))
+            for prompt in post.prompts:
+                await channel.send(prompt.text, view=prompt_view(prompt.item_id))
+            for board in post.boards:
+                await channel.send(board.text, view=board_view(board.item_id))
+            log.info(
+                "daily post %s: %d cards, %d prompts, %d whiteboards in channel %s",
+                post.post_id,
+                len(post.cards),
+                len(post.prompts),
+                len(post.boards),
+                post.channel_id,
+            )
+            count += 1
+        return count
+
+    # ------------------------------------------------------------------ commands
+
+    @app_commands.command(name="drill", description="Your drill cards ready now")
+    async def drill(self, interaction: discord.Interaction[Any]) -> None:
+        await answer(interaction, self._drill(interaction))
+
+    async def _drill(self, interaction: discord.Interaction[Any]) -> Reply:
+        reply = await self.bot.db(
+            drills.drill_reply,
+            guild_id=interaction.guild_id,
+            channel_id=interaction.channel_id,
+            user_id=interaction.user.id,
+            display_name=interaction.user.display_name,
+            now=_now(),
+        )
+        return reply.text, card_view(reply.card_id) if reply.card_id is not None else None

@@ -1,0 +1,82 @@
+"""`/numbers enter` (a modal with the day's fields) and `/numbers show`: glue over
+felab_bot/numbers.py.
+
+Discord allows no command that is both runnable and a group, so `/numbers` is a group of two.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, cast
+
+import discord
+from discord import app_commands
+from discord.ext import commands
+
+from felab_bot import numbers
+from felab_bot.cogs.common import Out, now, respond, who
+from felab_core.errors import ServiceError
+
+if TYPE_CHECKING:
+    from felab_bot.app import FelabBot
+
+
+class NumbersModal(discord.ui.Modal):
+    """One text input per field of the day (at most five), the sample figure as placeholder."""
+
+    def __init__(self, form: numbers.NumbersForm) -> None:
+        super().__init__(title=f"Day {form.day}: your numbers", timeout=15 * 60)
+        self.inputs: dict[str, discord.ui.TextInput[Any]] = {}
+        for f in form.fields:
+            box: discord.ui.TextInput[Any] = discord.ui.TextInput(
+                label=f.label,
+                placeholder=f.placeholder,
+                default=f.current or None,
+                required=False,
+                max_length=40,
+                custom_id=f"felab:numbers:{f.key}"[:100],
+            )
+            self.inputs[f.key] = box
+            self.add_item(box)
+
+    def values(self) -> dict[str, str]:
+        return {key: box.value or "" for key, box in self.inputs.items()}
+
+    async def on_submit(self, interaction: discord.Interaction[Any]) -> None:
+        bot = cast("FelabBot", interaction.client)
+        values = self.values()
+
+        async def work() -> Out:
+            return Out(await bot.db(numbers.enter_numbers, who(interaction), values, now()))
+
+        await respond(interaction, work())
+
+
+class NumbersCog(commands.Cog, name="Numbers"):
+    group = app_commands.Group(name="numbers", description="Your measured numbers")
+
+    def __init__(self, bot: FelabBot) -> None:
+        self.bot = bot
+
+    @group.command(name="enter", description="Type in today's writing speeds (a form)")
+    async def enter(self, interaction: discord.Interaction[Any]) -> None:
+        try:
+            form = await self.bot.db(numbers.numbers_form, who(interaction), now())
+        except ServiceError as exc:
+            await interaction.response.send_message(str(exc), ephemeral=True)
+            return
+        if not form.fields:
+            await interaction.response.send_message(form.message, ephemeral=True)
+            return
+        await interaction.response.send_modal(NumbersModal(form))
+
+    @group.command(name="show", description="Your numbers for the day and whether it is done")
+    @app_commands.describe(day="The course day (default: the day that asks for numbers)")
+    async def show(
+        self,
+        interaction: discord.Interaction[Any],
+        day: app_commands.Range[int, 1, 366] | None = None,
+    ) -> None:
+        async def work() -> Out:
+            return Out(await self.bot.db(numbers.show_numbers, who(interaction), now(), day))
+
+        await respond(interaction, work())

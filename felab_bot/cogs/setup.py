@@ -1,0 +1,112 @@
+"""`/setup cohort`, `/setup member` and `/join`: glue over felab_bot/setup.py.
+
+`/setup` is shown by default only to members who may manage the server (Discord's
+default_member_permissions); the caller's permission is checked again when it runs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import discord
+from discord import app_commands
+from discord.ext import commands
+
+from felab_bot import setup
+from felab_bot.cogs.common import Out, now, respond, who
+from felab_core.content.calendar import ADVANCE_MODES
+from felab_core.people.service import JOIN_MODES, ROLES
+
+if TYPE_CHECKING:
+    from felab_bot.app import FelabBot
+
+
+def _choices(values: tuple[str, ...]) -> list[app_commands.Choice[str]]:
+    return [app_commands.Choice(name=v, value=v) for v in values]
+
+
+class SetupCog(commands.Cog, name="Setup"):
+    group = app_commands.Group(
+        name="setup",
+        description="Set up this channel's cohort",
+        default_permissions=discord.Permissions(manage_guild=True),
+        guild_only=True,
+    )
+
+    def __init__(self, bot: FelabBot) -> None:
+        self.bot = bot
+
+    @group.command(name="cohort", description="Run a cohort in this channel; you instruct it")
+    @app_commands.describe(
+        name="Such as Spring 2026",
+        timezone="The cohort's time zone, such as Europe/London",
+        start_date="Day 1, as 2026-03-02",
+        post_time="When the daily drill is posted, as 09:00 (default)",
+        advance="How days move on: daily, weekdays or manual",
+        join_mode="open (first command joins), code, or invite (instructors add people)",
+    )
+    @app_commands.choices(advance=_choices(ADVANCE_MODES), join_mode=_choices(JOIN_MODES))
+    async def cohort(
+        self,
+        interaction: discord.Interaction[Any],
+        name: str,
+        timezone: str,
+        start_date: str,
+        post_time: str = "09:00",
+        advance: str = "daily",
+        join_mode: str = "open",
+    ) -> None:
+        can_manage = bool(interaction.permissions.manage_guild)
+
+        async def work() -> Out:
+            return Out(
+                await self.bot.db(
+                    setup.setup_cohort,
+                    who(interaction),
+                    can_manage_server=can_manage,
+                    name=name,
+                    timezone=timezone,
+                    start_date=start_date,
+                    post_time=post_time,
+                    advance=advance,
+                    join_mode=join_mode,
+                    now=now(),
+                )
+            )
+
+        await respond(interaction, work())
+
+    @group.command(name="member", description="Instructors: add someone to this cohort")
+    @app_commands.choices(role=_choices(ROLES))
+    async def member(
+        self, interaction: discord.Interaction[Any], user: discord.User, role: str = "student"
+    ) -> None:
+        async def work() -> Out:
+            return Out(
+                await self.bot.db(
+                    setup.add_to_cohort,
+                    who(interaction),
+                    user.id,
+                    user.display_name,
+                    role,
+                    now(),
+                )
+            )
+
+        await respond(interaction, work())
+
+    @group.command(name="weekly", description="Instructors: a summary of the week each Monday")
+    @app_commands.describe(on="True: post the summary here each Monday; False: stop")
+    async def weekly(self, interaction: discord.Interaction[Any], on: bool) -> None:
+        async def work() -> Out:
+            return Out(await self.bot.db(setup.weekly, who(interaction), on))
+
+        await respond(interaction, work())
+
+    @app_commands.command(name="join", description="Join this channel's cohort")
+    @app_commands.describe(code="The join code your instructor gave you, if it needs one")
+    async def join(self, interaction: discord.Interaction[Any], code: str | None = None) -> None:
+        async def work() -> Out:
+            return Out(await self.bot.db(setup.join, who(interaction), code, now()))
+
+        await respond(interaction, work())
