@@ -1,7 +1,8 @@
 """How quickly does a queued job start, and how many jobs a second does the fleet run?
 
-Loopback Redis (127.0.0.1:6379, a key prefix of its own), PostgreSQL in a schema of its own, the
-ingest and 1 or 4 student workers as real `felab worker` processes, a scripted streaming server.
+A redis-server of its own on loopback with a Redis user per machine (as in production: each
+worker connects as itself), PostgreSQL in a schema of its own, the ingest and 1 or 4 student
+workers as real `felab worker` processes, a scripted streaming server.
 Each job is the smallest real benchmark (`quick` with 1 request of 1 token), so the figures are
 the fleet's own overhead, not a model's.
 
@@ -41,13 +42,7 @@ from felab_core.jobs.queueing import queue_bench_job  # noqa: E402
 from felab_core.lab.scripted_server import Script, ScriptedServer  # noqa: E402
 from felab_core.people.service import add_member, create_cohort  # noqa: E402
 from felab_worker.dispatch import Dispatcher  # noqa: E402
-from tests.e2e.fleet import (  # noqa: E402
-    REDIS_URL,
-    drop_prefix,
-    fleet_fixture,
-    new_prefix,
-    wait_for,
-)
+from tests.e2e.fleet import fleet_fixture, wait_for  # noqa: E402
 
 START = re.compile(r"job (\d+) started ([\d.]+) ms after it was sent")
 REPORTED = re.compile(r"job (\d+) reported at ([\d.]+)")
@@ -59,10 +54,8 @@ def pct(values: list[float], q: float) -> float:
 
 
 def run(workers: int, jobs: int) -> dict[str, Any]:
-    prefix = new_prefix()
-    env = {"FELAB_BROKER_URL": REDIS_URL, "FELAB_BROKER_PREFIX": prefix}
     srv = ScriptedServer(Script(persona="mlx", ttft_s=0.001, itl_s=0.001)).start_in_thread()
-    gen = fleet_fixture(Path(tempfile.mkdtemp(prefix="felab-bench-")), env)
+    gen = fleet_fixture(Path(tempfile.mkdtemp(prefix="felab-bench-")))
     fleet = next(gen)
     try:
         with session_scope(fleet.sessions) as s:
@@ -137,7 +130,6 @@ def run(workers: int, jobs: int) -> dict[str, Any]:
     finally:
         srv.stop_thread()
         gen.close()
-        drop_prefix(REDIS_URL, prefix)
 
 
 def _visible(fleet: Any, job_id: int, seen: dict[int, float]) -> bool:

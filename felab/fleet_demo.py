@@ -34,8 +34,8 @@ from felab_core.drills.service import cards_due
 from felab_core.engine.results import append_csv
 from felab_core.jobs.outbox import claim_outbox, mark_posted
 from felab_core.jobs.pairing import issue_pair_code
-from felab_core.jobs.post import ResultPost, result_post
 from felab_core.jobs.queueing import queue_bench_job
+from felab_core.jobs.render import RenderedJob, render_job
 from felab_core.people.service import ensure_local_member
 from felab_core.settings import Settings
 
@@ -56,7 +56,7 @@ class Cards:
 
 @dataclass
 class FleetDemoResult:
-    post: ResultPost | None = None
+    post: RenderedJob | None = None
     cards: Cards | None = None
     chart: Path | None = None
     csv: Path | None = None
@@ -283,7 +283,7 @@ def run_fleet_demo(
                 for entry in claim_outbox(s):
                     job = s.get(m.BenchJob, entry.job_id)
                     assert job is not None
-                    rendered = result_post(s, job)
+                    rendered = render_job(s, job)
                     mark_posted(s, entry.id, message_ref="terminal")
                     if job.id == job_id:
                         out.post = rendered

@@ -109,13 +109,13 @@ class FelabBot(commands.Bot):
 
         return send
 
-    def withdraw_job(self, job_id: int) -> None:
-        """Drop a cancelled job's message wherever it waits (best effort: the attempt check
-        drops its events anyway)."""
+    def cancel_job(self, job_id: int, worker_id: int | None) -> None:
+        """Drop a cancelled job's message and stop its run on the machine (best effort: the
+        ingest drops a cancelled job's events anyway)."""
         try:
-            self._dispatch().withdraw(job_id)
+            self._dispatch().cancel(job_id, worker_id)
         except Exception:
-            log.exception("could not withdraw job %s from the broker", job_id)
+            log.exception("could not send the cancel of job %s to its machine", job_id)
 
     async def db(
         self, fn: Callable[Concatenate[Session, P], T], *args: P.args, **kwargs: P.kwargs

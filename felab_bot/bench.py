@@ -2,33 +2,29 @@
 
 No Discord import here. Jobs are queued only through felab_core.jobs.queueing.queue_bench_job
 (which checks the target name, ownership, limits and the hourly quota); the message goes to the
-worker when the session commits (`send`). The outbox gives each finished job once: the post is a
-narrow table (server, writing speed, TTFT p50, ok) with the chart PNG and the rows as CSV.
+worker when the session commits (`send`). The outbox gives each finished job once, rendered by
+felab_core.jobs.render (the same text `felab demo` prints), with the chart and the rows as CSV.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from felab_bot.drills import fit, member_for
 from felab_bot.numbers import Who
 from felab_core.db import models as m
-from felab_core.engine.results import short_model
 from felab_core.errors import Invalid, NotFound
 from felab_core.jobs.fleet import check_target, find_worker, list_workers, worker_targets
 from felab_core.jobs.lifecycle import Send
-from felab_core.jobs.outbox import claim_outbox, mark_posted
+from felab_core.jobs.outbox import claim_outbox, mark_posted, post_failed
 from felab_core.jobs.pairing import issue_pair_code
 from felab_core.jobs.queueing import cancel_job, list_jobs, queue_bench_job
+from felab_core.jobs.render import RenderedJob, render_job
 
-PARAMS = ("concurrency", "requests", "max_tokens")
 _SPLIT = re.compile(r"[\s,]+")
 
 
@@ -150,6 +146,7 @@ def status(session: Session, who: Who, now: datetime) -> str:
 class Cancelled:
     text: str
     job_id: int
+    worker_id: int | None
 
 
 def cancel(session: Session, who: Who, job_id: int, now: datetime) -> Cancelled:
@@ -157,11 +154,11 @@ def cancel(session: Session, who: Who, job_id: int, now: datetime) -> Cancelled:
     job = cancel_job(session, member, job_id, now=now)
     if job.started_at is not None:
         return Cancelled(
-            f"Job {job_id} cancelled: the run goes on to its end on the machine, and what it "
-            "reports is ignored.",
+            f"Job {job_id} cancelled: its machine stops the run within seconds.",
             job_id,
+            job.worker_id,
         )
-    return Cancelled(f"Job {job_id} cancelled.", job_id)
+    return Cancelled(f"Job {job_id} cancelled.", job_id, job.worker_id)
 
 
 def pair(session: Session, who: Who, name: str, allow_instructors: bool, now: datetime) -> str:
@@ -198,71 +195,23 @@ def workers(session: Session, who: Who, now: datetime) -> str:
 
 @dataclass(frozen=True)
 class ResultPost:
-    """One finished job to post, laid out: where, the text, and its attachments."""
+    """One finished job to post: where, and what (felab_core.jobs.render, as the demo shows it)."""
 
     outbox_id: int
-    job_id: int
     channel_id: int | None  # the cohort's channel; None: only the member can see it
-    user_id: int  # the member who owns the worker (Discord id), for a private post
+    user_id: int  # the member who owns the worker (Discord id), for a private post or a ping
     private: bool
-    text: str
-    png: bytes | None = None
-    csv: str | None = None
-    csv_name: str = ""
-    rows: list[dict[str, str]] = field(default_factory=list)
-
-
-def _num(value: float | None, fmt: str) -> str:
-    return "-" if value is None else format(value, fmt)
-
-
-def result_table(results: list[m.BenchResult]) -> str:
-    """server / writing tok/s / TTFT p50 / ok, narrow enough for a phone."""
-    head = ("server", "tok/s", "ttft", "ok")
-    rows = []
-    for r in results:
-        row = r.row or {}
-        ok = str(row.get("ok") or row.get("ok_requests") or row.get("requests_ok") or "-")
-        rows.append(
-            (
-                f"{r.server} c{r.concurrency}"[:14],
-                _num(r.writing_tps_p50, ".1f"),
-                "-" if r.ttft_p50_s is None else f"{r.ttft_p50_s:.2f}s",
-                ok,
-            )
-        )
-    widths = [max(len(x[i]) for x in (head, *rows)) for i in range(4)]
-    lines = [
-        " ".join(
-            c.ljust(w) if i == 0 else c.rjust(w)
-            for i, (c, w) in enumerate(zip(x, widths, strict=True))
-        )
-        for x in (head, *rows)
-    ]
-    return "```\n" + "\n".join(lines) + "\n```"
-
-
-def _csv(results: list[m.BenchResult]) -> str:
-    rows = [{str(k): str(v) for k, v in (r.row or {}).items()} for r in results]
-    names: list[str] = []
-    for row in rows:
-        names.extend(k for k in row if k not in names)
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=names, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return out.getvalue()
+    job: RenderedJob
 
 
 def claim_results(session: Session, now: datetime) -> list[ResultPost]:
-    """Claim finished jobs and lay each out (a second bot skips claimed ones)."""
+    """Claim finished jobs and render each (a second bot skips claimed ones)."""
     out = []
     for entry in claim_outbox(session, now=now):
         job = session.get(m.BenchJob, entry.job_id)
-        if job is None:
-            continue
-        owner = session.get(m.Member, job.member_id)
-        if owner is None:
+        owner = session.get(m.Member, job.member_id) if job is not None else None
+        if job is None or owner is None:
+            mark_posted(session, entry.id, message_ref="gone", now=now)
             continue
         cohort = owner.cohort
         channel = (
@@ -271,39 +220,9 @@ def claim_results(session: Session, now: datetime) -> list[ResultPost]:
             else None
         )
         user_id = int(owner.discord_id) if owner.discord_id.isdigit() else 0
-        mention = f"<@{owner.discord_id}>" if user_id else owner.display_name or "you"
-        what = f"Job {job.id} ({job.target or job.server}, preset {job.preset})"
-        if job.status != "done":
-            text = f"{mention} {what}: {job.status}"
-            if job.error:
-                text += f": {job.error}"
-            out.append(
-                ResultPost(entry.id, job.id, channel, user_id, not owner.public_numbers, fit(text))
-            )
-            continue
-        results = list(
-            session.scalars(
-                select(m.BenchResult)
-                .where(m.BenchResult.job_id == job.id)
-                .order_by(m.BenchResult.concurrency, m.BenchResult.id)
-            )
-        )
-        model = short_model(results[0].model) if results and results[0].model else ""
-        text = f"{mention} {what} is done" + (f", model {model}" if model else "") + ":\n"
-        text += result_table(results)
-        if job.summary:
-            text += "\n" + job.summary
         out.append(
             ResultPost(
-                entry.id,
-                job.id,
-                channel,
-                user_id,
-                not owner.public_numbers,
-                fit(text),
-                png=job.chart_png,
-                csv=_csv(results) if results else None,
-                csv_name=f"felab-job{job.id}.csv",
+                entry.id, channel, user_id, not owner.public_numbers, render_job(session, job)
             )
         )
     return out
@@ -311,3 +230,8 @@ def claim_results(session: Session, now: datetime) -> list[ResultPost]:
 
 def posted(session: Session, outbox_id: int, message_ref: str, now: datetime) -> None:
     mark_posted(session, outbox_id, message_ref=message_ref, now=now)
+
+
+def post_refused(session: Session, outbox_id: int, error: str, now: datetime) -> bool:
+    """Discord refused the post: tried again later, or set aside (True) after the last try."""
+    return post_failed(session, outbox_id, error, now=now)

@@ -130,6 +130,32 @@ class Settings(BaseSettings):
         "its own failure); 0: no soft limit, the hard limit ends the job.",
     )
 
+    # --- worker fleet: trust (README "Security") ---
+    broker_public_url: str | None = Field(
+        default=None,
+        description="The broker as students' machines reach it (rediss://host:6380/0, no user); "
+        "unset: FELAB_BROKER_URL's scheme, host and port. `felab broker setup` prints the "
+        "pairing URL from it.",
+    )
+    result_max_bytes: int = Field(
+        default=1_000_000,
+        ge=10_000,
+        le=64_000_000,
+        description="Largest result a worker may send (bytes of JSON); 500 requests take ~0.2 MB.",
+    )
+    job_max_resends: int = Field(
+        default=5,
+        ge=0,
+        description="Times the reconciler sends a queued job again to an idle machine that never "
+        "took it, before the job fails.",
+    )
+    outbox_max_attempts: int = Field(
+        default=5,
+        ge=1,
+        description="Times the bot tries to post a finished job before it is set aside as a dead "
+        "letter (`felab worker outbox`).",
+    )
+
     # --- the Discord bot: results (README "Discord bot") ---
     discord_outbox_every_s: float = Field(
         default=5.0, gt=0, description="How often the bot looks for finished benchmarks to post."

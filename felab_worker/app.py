@@ -1,43 +1,37 @@
-"""The Celery app, configured from FELAB_* settings, with what long benchmark jobs need.
+"""The Celery apps, one per role, configured from FELAB_* settings.
 
-- acks_late + reject_on_worker_lost: a job whose process dies goes back to its queue rather
-  than vanishing; the attempt id then decides whether it runs again.
-- prefetch 1: a worker never holds a second job while it runs one.
-- visibility timeout above the hard time limit: Redis does not hand a job that is still running
-  to anyone else; unacked messages are swept back every `unacked_restore_interval` seconds.
+- `machine_app`: a paired machine's worker. It consumes its own queue only, under its own Redis
+  user, with kombu's ack emulation off: that emulation keeps bookkeeping keys shared by every
+  consumer and releases its lock with a Lua script, neither of which a machine may touch. A
+  message a machine takes is then gone from Redis; felab's reconciler resends what it lost.
+- `server_app`: the trusted side (the ingest, and the bot and CLI when they publish jobs). It
+  consumes the two inboxes and its own beat queue, with ack emulation and a short visibility
+  timeout, so a message the ingest was killed holding comes back in minutes.
+- `pairing_app`: an unpaired machine, which only publishes its one pairing request.
+Every queue is declared `no_declare`: a publish is a bare LPUSH and a consume a BRPOP, with no
+binding tables for anyone to read or write.
 """
 
 from __future__ import annotations
 
-import ssl
 from typing import Any
 
 from celery import Celery
+from kombu.entity import Queue
 
-from felab_core.jobs.messages import INGEST_QUEUE
-from felab_core.settings import Settings, get_settings
+from felab_core.settings import Settings
+from felab_worker.broker import (
+    CONNECT_TIMEOUT_S,
+    READ_TIMEOUT_S,
+    broker_url,
+    is_redis,
+    ssl_options,
+)
+from felab_worker.names import BEAT_QUEUE, INGEST_QUEUE, PAIRING_QUEUE, Names
 
-
-def broker_url(settings: Settings) -> str:
-    """FELAB_BROKER_URL, or kombu's SQLAlchemy transport on a SQLite file (no server needed)."""
-    if settings.broker_url:
-        return settings.broker_url
-    return f"sqla+sqlite:///{(settings.data_dir / 'broker.db').resolve()}"
-
-
-def is_redis(url: str) -> bool:
-    return url.startswith(("redis://", "rediss://"))
-
-
-def ssl_options(settings: Settings) -> dict[str, Any] | None:
-    """TLS for rediss:// URLs: the server's certificate is always checked."""
-    url = broker_url(settings)
-    if not url.startswith("rediss://"):
-        return None
-    opts: dict[str, Any] = {"ssl_cert_reqs": ssl.CERT_REQUIRED}
-    if settings.broker_ca_file is not None:
-        opts["ssl_ca_certs"] = str(settings.broker_ca_file)
-    return opts
+#: The ingest's messages are short database writes: one it holds longer than this, unacked,
+#: was lost with the process, and is handed out again.
+SERVER_VISIBILITY_S = 120
 
 
 def soft_time_limit(settings: Settings) -> float | None:
@@ -49,55 +43,92 @@ def soft_time_limit(settings: Settings) -> float | None:
     return soft
 
 
-def make_app(settings: Settings | None = None) -> Celery:
-    s = settings or get_settings()
-    url = broker_url(s)
-    if is_redis(url):
-        backend = url
-    else:
-        backend = f"db+sqlite:///{(s.data_dir / 'broker-results.db').resolve()}"
-    app = Celery("felab", broker=url, backend=backend, include=["felab_worker.tasks"])
-    # kombu's SQLAlchemy transport hands its options to create_engine, which refuses these:
-    # it has no visibility timeout (an unacknowledged message stays where it is).
-    transport: dict[str, Any] = {}
-    if is_redis(url):
-        transport = {
-            "visibility_timeout": int(s.job_time_limit_s + 300),
-            "unacked_restore_interval": 10,
-            "unacked_restore_throttle": 1,
-            "global_keyprefix": s.broker_prefix,
-        }
-    tls = ssl_options(s)
+def _app(
+    name: str, url: str, settings: Settings, transport: dict[str, Any], queues: list[str]
+) -> Celery:
+    app = Celery(name, broker=url, backend=None, set_as_current=False)
+    redis = is_redis(url)
+    options = dict(transport) if redis else {}
+    if redis:
+        options.update(
+            {
+                "global_keyprefix": settings.broker_prefix,
+                "socket_connect_timeout": CONNECT_TIMEOUT_S,
+                "socket_timeout": READ_TIMEOUT_S,
+                "health_check_interval": 30,
+                "retry_on_timeout": True,
+            }
+        )
+    tls = ssl_options(url, settings)
     app.conf.update(
         task_serializer="json",
-        result_serializer="json",
         accept_content=["json"],
-        task_acks_late=True,
-        task_reject_on_worker_lost=True,
-        worker_prefetch_multiplier=1,
-        task_time_limit=s.job_time_limit_s,
-        # No Celery soft limit: it raises from a signal handler, which the job's asyncio loop
-        # swallows. felab stops the run itself at soft_time_limit (worker.student.Runtime).
-        task_soft_time_limit=None,
-        broker_transport_options=transport,
-        result_backend_transport_options=dict(transport),
-        broker_connection_retry_on_startup=True,
-        broker_use_ssl=tls,
-        redis_backend_use_ssl=tls,
         task_ignore_result=True,
-        result_expires=600,
-        task_default_queue=INGEST_QUEUE,
+        task_queues=[_queue(q) for q in queues],
+        task_default_queue=queues[0],
+        task_create_missing_queues=False,
+        broker_transport_options=options,
+        broker_use_ssl=tls,
+        broker_connection_retry_on_startup=True,
+        broker_connection_max_retries=None,  # a laptop that slept for hours still comes back
         worker_enable_remote_control=False,
         worker_hijack_root_logger=False,
+        worker_prefetch_multiplier=1,
+    )
+    return app
+
+
+def machine_app(settings: Settings, url: str, worker_id: int) -> Celery:
+    """A paired machine's app: its own queue, and the ingest's inbox to publish to."""
+    transport = {"ack_emulation": False}
+    app = _app(
+        "felab-machine", url, settings, transport, [Names.jobs_queue(worker_id), INGEST_QUEUE]
+    )
+    app.conf.update(
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        task_time_limit=settings.job_time_limit_s,
+        # No Celery soft limit: it raises from a signal handler, which the job's asyncio loop
+        # swallows. felab stops the run itself at soft_time_limit.
+        task_soft_time_limit=None,
+    )
+    return app
+
+
+def server_app(settings: Settings) -> Celery:
+    """The trusted side's app: the inboxes, the beat queue and every machine's queue to send to."""
+    url = broker_url(settings)
+    transport = (
+        {"visibility_timeout": SERVER_VISIBILITY_S, "unacked_restore_interval": 10}
+        if is_redis(url)
+        else {}
+    )
+    app = _app("felab-server", url, settings, transport, [INGEST_QUEUE, PAIRING_QUEUE, BEAT_QUEUE])
+    app.conf.update(
+        task_acks_late=True,
         beat_schedule={
             "reconcile": {
                 "task": "felab.reconcile",
-                "schedule": s.reconcile_every_s,
-                "options": {"queue": INGEST_QUEUE, "expires": s.reconcile_every_s},
+                "schedule": settings.reconcile_every_s,
+                "options": {"queue": BEAT_QUEUE, "expires": settings.reconcile_every_s},
             }
         },
     )
     return app
 
 
-app = make_app()
+def pairing_app(settings: Settings) -> Celery:
+    """An unpaired machine's app: it publishes its pairing request, nothing else."""
+    return _app(
+        "felab-pairing", broker_url(settings), settings, {"ack_emulation": False}, [PAIRING_QUEUE]
+    )
+
+
+def _queue(name: str) -> Queue:
+    """A queue felab never declares: no binding tables, a bare LPUSH and BRPOP."""
+    return Queue(name, no_declare=True)  # type: ignore[no-untyped-call]
+
+
+def job_queue(worker_id: int) -> Queue:
+    """A machine's queue, for the trusted side to publish to."""
+    return _queue(Names.jobs_queue(worker_id))

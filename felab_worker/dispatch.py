@@ -1,41 +1,105 @@
-"""Sending jobs to workers: the attempt is written for claiming, then the message is published.
+"""The trusted side's broker client: sends jobs to machines, cancels them, acknowledges what
+machines reported, and keeps the broker's Redis users in step with the database.
 
-Used by the bot (through felab_core.jobs.queueing.queue_bench_job's `send`), the ingest's
-reconciler and the tests.
+Used by the bot (as its job publisher), the ingest and the CLI. It holds FELAB_BROKER_URL, a
+user that may manage ACL users; no machine ever holds it.
 """
 
 from __future__ import annotations
 
+import json
+from functools import cached_property
+from typing import Any
+
 from celery import Celery
 
-from felab_core.jobs.messages import JobMessage, host_queue
+from felab_core.jobs.ingest import Ack
+from felab_core.jobs.messages import JobMessage
+from felab_core.jobs.pairing import MachineCredential
 from felab_core.settings import Settings, get_settings
-from felab_worker.app import make_app
-from felab_worker.claims import Claims, make_claims
+from felab_worker import acl
+from felab_worker.app import job_queue, server_app
+from felab_worker.broker import Store, broker_url, is_redis, make_store, redis_client
+from felab_worker.names import Names
+
+#: A control message waits this long for its machine (an offline machine gets it when back).
+CONTROL_TTL_S = 7 * 86_400
 
 
 class Dispatcher:
     def __init__(self, settings: Settings | None = None, app: Celery | None = None) -> None:
         self.settings = settings or get_settings()
-        self.app = app or make_app(self.settings)
-        self._claims: Claims | None = None
+        self.url = broker_url(self.settings)
+        self.app = app or server_app(self.settings)
+        self.names = Names(self.settings.broker_prefix)
+
+    @cached_property
+    def store(self) -> Store:
+        return make_store(self.url, self.settings)
+
+    @cached_property
+    def admin(self) -> Any:
+        """A plain Redis client as the trusted user (ACL management, server facts)."""
+        return redis_client(self.url, self.settings)
 
     @property
-    def claims(self) -> Claims:
-        if self._claims is None:
-            self._claims = make_claims(self.settings)
-        return self._claims
+    def redis(self) -> bool:
+        return is_redis(self.url)
+
+    # ------------------------------------------------------------------ jobs
 
     def send(self, msg: JobMessage) -> None:
+        """Write the attempt the machine will claim, then publish the job to its queue."""
         ttl = int(self.settings.job_queue_expire_s + self.settings.job_time_limit_s + 600)
-        self.claims.offer(msg.job_id, msg.attempt, ttl)
+        self.store.set(self.names.claim_key(msg.worker_id, msg.job_id), msg.attempt, ttl)
         self.app.send_task(
             "felab.run_job",
             args=[msg.to_dict()],
-            queue=host_queue(msg.worker_id),
+            queue=job_queue(msg.worker_id),
             task_id=f"job{msg.job_id}-{msg.attempt}",
         )
 
-    def withdraw(self, job_id: int) -> None:
-        """A cancelled job's message, wherever it is, is dropped when a worker takes it."""
-        self.claims.withdraw(job_id)
+    def withdraw(self, worker_id: int, job_id: int) -> None:
+        """Drop a job's pending delivery: the machine finds no attempt to claim, and skips it."""
+        self.store.delete(self.names.claim_key(worker_id, job_id))
+
+    def cancel(self, job_id: int, worker_id: int | None) -> None:
+        """A cancelled job: its queued message is dropped, and a run already going is stopped
+        on the machine (it watches its control list)."""
+        if worker_id is None:
+            return
+        self.withdraw(worker_id, job_id)
+        self._control(worker_id, {"cancel": {"job_id": job_id}})
+
+    def acknowledge(self, ack: Ack) -> None:
+        """Tell a machine the ingest has its event, so it stops sending it again."""
+        self._control(ack.worker_id, {"ack": {"job_id": ack.job_id, "attempt": ack.attempt}})
+
+    def _control(self, worker_id: int, message: dict[str, Any]) -> None:
+        key = self.names.control_key(worker_id)
+        self.store.push(key, json.dumps(message), ttl_s=CONTROL_TTL_S)
+
+    # ------------------------------------------------------------------ the broker's users
+
+    def sync_users(self, pairing_hash: str, machines: list[MachineCredential]) -> acl.Synced:
+        """Make the broker's felab users the database's (nothing to do on the embedded broker)."""
+        if not self.redis:
+            return acl.Synced(0, 0)
+        return acl.ensure_users(self.admin, self.names, pairing_hash, machines)
+
+    def add_machine(self, cred: MachineCredential) -> None:
+        if self.redis:
+            acl.set_machine(self.admin, self.names, cred)
+
+    def remove_machine(self, worker_id: int) -> None:
+        if self.redis:
+            acl.remove_machine(self.admin, self.names, worker_id)
+
+    def users_present(self) -> bool:
+        return not self.redis or acl.users_present(self.admin, self.names)
+
+    def uptime_s(self) -> float | None:
+        """How long the broker has been up (Redis's own count); None on the embedded broker."""
+        if not self.redis:
+            return None
+        return float(self.admin.info("server").get("uptime_in_seconds", 0))

@@ -3,14 +3,17 @@
 The file parses; every service has a restart policy and the long-running ones a health check;
 every command and health check a felab service runs exists in this felab; every variable it
 passes is a setting felab reads (POSTGRES_*/REDIS_* for those images), with the same default;
-.env.example names every setting once. Then each felab service's command runs natively with the
-compose file's environment, mapped to local services: the migration against a fresh PostgreSQL
-schema, the ingest against a Redis started here with the compose file's password (a machine
-pairs through it), the bot against the fake Discord (and without a token it says so).
+.env.example names every setting once; Redis is TLS only, with ACL users and no password for the
+default user. Then each service's command runs natively with the compose file's environment,
+mapped to local services: the TLS files made by the `tls` service's command, Redis started with
+the compose file's own command line, the migration against a fresh PostgreSQL schema, the ingest
+(`felab broker setup` prints the pairing URL; a machine pairs with it and gets a user of its
+own), the bot against the fake Discord (and without a token it says so).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -20,6 +23,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +35,9 @@ from felab_core.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-FELAB_SERVICES = ("migrate", "bot", "ingest")
+FELAB_SERVICES = ("tls", "migrate", "bot", "ingest")
+#: Set in .env.example with a real value rather than felab's default (there is none to use).
+REQUIRED = {"FELAB_DISCORD_TOKEN", "FELAB_BROKER_PUBLIC_URL"}
 LONG_RUNNING = ("postgres", "redis", "bot", "ingest")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}")
 
@@ -106,14 +112,29 @@ def test_services_restart_policies_and_health_checks() -> None:
     for name in LONG_RUNNING:
         assert services[name]["restart"] == "unless-stopped", name
         assert services[name]["healthcheck"]["test"], name
-    assert services["migrate"]["restart"] == "no"
+    assert services["migrate"]["restart"] == services["tls"]["restart"] == "no"
     assert services["migrate"]["command"] == ["alembic", "upgrade", "head"]
     for name in ("bot", "ingest"):
         deps = services[name]["depends_on"]
         assert deps["migrate"]["condition"] == "service_completed_successfully"
         assert deps["redis"]["condition"] == "service_healthy"
     assert services["migrate"]["depends_on"]["postgres"]["condition"] == "service_healthy"
-    assert "--requirepass" in services["redis"]["command"]
+    assert services["redis"]["depends_on"]["tls"]["condition"] == "service_completed_successfully"
+
+
+def test_redis_speaks_tls_only_with_acl_users() -> None:
+    """README "Security": no shared password (every student would hold the default user), no
+    plain-text port; felab-admin for the trusted side only."""
+    redis = compose()["services"]["redis"]
+    line = " ".join(redis["command"])
+    assert "--requirepass" not in line and "--port 0 " in line and "--tls-port 6380" in line
+    assert "--aclfile" in line and "user default off" in line
+    assert "--tls-auth-clients no" in line  # students prove who they are by ACL user, not cert
+    assert "--proto-max-bulk-len" in line  # a hostile push cannot be half a gigabyte
+    assert redis["ports"] == ["6380:6380"]
+    env = service_env("ingest", {**env_example()[0]})
+    assert env["FELAB_BROKER_URL"].startswith("rediss://felab-admin:")
+    assert env["FELAB_BROKER_CA_FILE"] == "/tls/ca.pem"
 
 
 def _command_exists(cmd: list[str]) -> None:
@@ -169,13 +190,13 @@ def test_env_example_names_every_setting_once() -> None:
     values, named = env_example()
     assert setting_names() <= named, f"missing: {sorted(setting_names() - named)}"
     others = {n for n in named - setting_names()}
-    assert others == {"POSTGRES_PASSWORD", "REDIS_PASSWORD"}
+    assert others == {"POSTGRES_PASSWORD", "REDIS_ADMIN_PASSWORD"}
     text_ = (ROOT / ".env.example").read_text()
     for name in setting_names():
         assert len(re.findall(rf"^#?\s*{name}=", text_, re.M)) == 1, f"{name} named twice"
     defaults = Settings.model_construct()
     for var, value in values.items():
-        if var.startswith("FELAB_") and value:
+        if var.startswith("FELAB_") and value and var not in REQUIRED:
             field = var.removeprefix("FELAB_").lower()
             assert getattr(Settings.model_validate({field: value}), field) == getattr(
                 defaults, field
@@ -251,10 +272,19 @@ class Procs:
                 p.wait(10)
 
 
+@dataclass
+class Native:
+    env: dict[str, str]  # the trusted side's environment (the bot's and the ingest's)
+    procs: Procs
+    tls: Path
+    public_url: str
+
+
 @pytest.fixture
-def native(tmp_path: Path) -> Iterator[tuple[dict[str, str], Procs]]:
-    """The compose file's felab environment, mapped to local PostgreSQL and a Redis with the
-    .env.example password; processes started in it are killed at teardown."""
+def native(tmp_path: Path) -> Iterator[Native]:
+    """The compose file's felab environment, mapped to local PostgreSQL and to a Redis started
+    with the compose file's own command line (TLS files from its `tls` service's command);
+    processes started in it are killed at teardown."""
     from tests.db_support import new_pg_schema_url
 
     if shutil.which("redis-server") is None:
@@ -266,48 +296,55 @@ def native(tmp_path: Path) -> Iterator[tuple[dict[str, str], Procs]]:
     assert env["FELAB_DATABASE_URL"].startswith("postgresql+psycopg://felab:")
     assert env["FELAB_DATABASE_URL"].endswith("@postgres:5432/felab")
     port = _free_port()
+    public = f"rediss://127.0.0.1:{port}/0"
     procs = Procs(tmp_path)
+    base = {k: v for k, v in os.environ.items() if not k.startswith("FELAB_")}
+    base["PYTHONUNBUFFERED"] = "1"
+    services = compose()["services"]
+    tls = tmp_path / "tls"
+    # The `tls` service, once: a CA and a certificate for the public host.
+    made = _run(
+        [*services["tls"]["command"][:-1], str(tls)],
+        {**base, "FELAB_BROKER_PUBLIC_URL": public},
+    )
+    assert made.returncode == 0 and (tls / "ca.pem").exists(), made.stderr + made.stdout
+    # The `redis` service's own command line, with its paths and port mapped here.
+    line = services["redis"]["command"][0].replace("$$", "$")
+    line = line.replace("/tls/", f"{tls}/").replace("/tmp/users.acl", str(tmp_path / "users.acl"))
+    line = line.replace("--tls-port 6380", f"--tls-port {port} --bind 127.0.0.1")
+    line = line.replace("--appendonly yes", f"--appendonly no --save '' --dir {tmp_path}")
     redis_proc = procs.start(
-        [
-            "redis-server",
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--requirepass",
-            values["REDIS_PASSWORD"],
-        ],
-        dict(os.environ),
+        ["sh", "-c", line],
+        {**os.environ, "REDIS_ADMIN_PASSWORD": values["REDIS_ADMIN_PASSWORD"]},
         "redis",
     )
     mapped = {
         **env,
         "FELAB_DATABASE_URL": url,
-        "FELAB_BROKER_URL": env["FELAB_BROKER_URL"].replace("@redis:6379", f"@127.0.0.1:{port}"),
+        "FELAB_BROKER_URL": env["FELAB_BROKER_URL"].replace("@redis:6380", f"@127.0.0.1:{port}"),
+        "FELAB_BROKER_CA_FILE": str(tls / "ca.pem"),
+        "FELAB_BROKER_PUBLIC_URL": public,
         "FELAB_DATA_DIR": str(tmp_path / "data"),
         "FELAB_CONTENT_DIR": str(ROOT / "content"),
     }
-    assert values["REDIS_PASSWORD"] in mapped["FELAB_BROKER_URL"]
-    base = {k: v for k, v in os.environ.items() if not k.startswith("FELAB_")}
-    base["PYTHONUNBUFFERED"] = "1"
+    assert values["REDIS_ADMIN_PASSWORD"] in mapped["FELAB_BROKER_URL"]
     try:
-        _wait(lambda: _redis_up(port, values["REDIS_PASSWORD"]), 10, "redis-server")
-        yield {**base, **mapped}, procs
+        _wait(lambda: _redis_up(mapped, tls), 10, "redis-server", tmp_path / "redis.log")
+        yield Native({**base, **mapped}, procs, tls, public)
     finally:
         procs.close()
         assert redis_proc.poll() is not None
         drop()
 
 
-def _redis_up(port: int, password: str) -> bool:
+def _redis_up(env: dict[str, str], tls: Path) -> bool:
     import redis
 
     try:
-        return bool(redis.Redis(port=port, password=password, socket_timeout=1).ping())
+        client = redis.Redis.from_url(
+            env["FELAB_BROKER_URL"], ssl_ca_certs=str(tls / "ca.pem"), socket_timeout=1
+        )
+        return bool(client.ping())
     except Exception:
         return False
 
@@ -323,9 +360,7 @@ def _run(
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
-def test_services_run_natively_with_the_compose_environment(
-    native: tuple[dict[str, str], Procs], tmp_path: Path
-) -> None:
+def test_services_run_natively_with_the_compose_environment(native: Native, tmp_path: Path) -> None:
     from felab_core.db import models as m
     from felab_core.db.session import make_engine, session_factory, session_scope
     from felab_core.db.types import utcnow
@@ -333,8 +368,21 @@ def test_services_run_natively_with_the_compose_environment(
     from felab_core.people.service import ensure_local_member
     from tests.fakediscord import FakeDiscord
 
-    env, procs = native
+    env, procs = native.env, native.procs
     services = compose()["services"]
+
+    # redis: its health check answers; the default user is off; plain text is not spoken
+    check = services["redis"]["healthcheck"]["test"][1]
+    check = check.replace("$$", "$").replace("/tls/", f"{native.tls}/")
+    check = check.replace("-p 6380", f"-p {native.public_url.rsplit(':', 1)[1].split('/')[0]}")
+    if shutil.which("redis-cli"):
+        ok = subprocess.run(
+            ["sh", "-c", check],
+            env={**env, "REDIS_ADMIN_PASSWORD": env_example()[0]["REDIS_ADMIN_PASSWORD"]},
+            capture_output=True,
+            timeout=30,
+        )
+        assert ok.returncode == 0, ok.stderr
 
     # migrate: the one-shot `alembic upgrade head`, then the health check sees a current schema
     out = _run(services["migrate"]["command"], env)
@@ -346,17 +394,27 @@ def test_services_run_natively_with_the_compose_environment(
     check = _run(services["ingest"]["healthcheck"]["test"][1:], env)
     assert check.returncode == 0 and "(current)" in check.stdout, check.stderr + check.stdout
 
-    # ingest: up against the password Redis; a machine pairs through it
+    # ingest: up; `felab broker setup` prints the pairing URL; a machine pairs with it and
+    # leaves with a broker user of its own
     ingest = procs.start([str(BIN / "felab"), *services["ingest"]["command"][1:]], env, "ingest")
+    setup = _run(["felab", "broker", "setup", "--json"], env)
+    assert setup.returncode == 0, setup.stderr + setup.stdout
+    pairing_url = json.loads(setup.stdout)["pairing_url"]
+    assert pairing_url.startswith("rediss://felab-pairing:")
+    assert pairing_url.endswith("@" + native.public_url.removeprefix("rediss://"))
     engine = make_engine(env["FELAB_DATABASE_URL"])
     sessions = session_factory(engine)
     with session_scope(sessions) as s:
         code = issue_pair_code(s, ensure_local_member(s, now=utcnow()), "gpu-box")
-    student = {k: v for k, v in env.items() if k not in ("FELAB_DATABASE_URL",)} | {
-        "FELAB_DATA_DIR": str(tmp_path / "student")
+    student = {k: v for k, v in env.items() if not k.startswith("FELAB_")} | {
+        "FELAB_BROKER_URL": pairing_url,
+        "FELAB_BROKER_CA_FILE": str(native.tls / "ca.pem"),
+        "FELAB_DATA_DIR": str(tmp_path / "student"),
     }
     pair = _run(["felab", "worker", "pair", "--code", code, "--timeout", "60"], student, 90)
     assert pair.returncode == 0, pair.stderr + pair.stdout + (tmp_path / "ingest.log").read_text()
+    who = _run(["felab", "worker", "identity", "--name", "gpu-box", "--json"], student)
+    assert json.loads(who.stdout)["broker_url"].startswith("rediss://felab-machine.")
     with session_scope(sessions) as s:
         assert s.query(m.Worker).filter_by(name="gpu-box").one().public_key
     engine.dispose()

@@ -11,7 +11,8 @@ import asyncio
 
 import typer
 
-from felab.cli.db import EXIT_USAGE, err, service_errors
+from felab.cli.db import service_errors
+from felab.cli.errors import EXIT_USAGE, err
 from felab_core.jobs.lifecycle import Publisher
 from felab_core.settings import Settings, get_settings
 

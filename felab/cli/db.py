@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from sqlalchemy.orm import Session, sessionmaker
 
+from felab.cli.errors import EXIT_USAGE, err
 from felab_core.db.session import (
     DatabaseError,
     current_revision,
@@ -24,17 +25,11 @@ from felab_core.db.session import (
 from felab_core.errors import ServiceError
 from felab_core.settings import get_settings
 
-EXIT_USAGE = 2
-
 db_app = typer.Typer(
     name="db",
     help="The database: schema upgrades (FELAB_DATABASE_URL, else SQLite under FELAB_DATA_DIR).",
     no_args_is_help=True,
 )
-
-
-def err(text: str) -> None:
-    Console(stderr=True, highlight=False).print(f"error: {text}", markup=False, soft_wrap=True)
 
 
 @contextmanager

@@ -19,7 +19,8 @@ from rich.panel import Panel
 from rich.text import Text
 from sqlalchemy.orm import Session, sessionmaker
 
-from felab.cli.db import err, service_errors, sessions
+from felab.cli.db import service_errors, sessions
+from felab.cli.errors import err
 from felab_core.content.calendar import set_manual_day, today_plan
 from felab_core.content.view import CardView, card_view
 from felab_core.db import models as m

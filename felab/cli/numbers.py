@@ -27,8 +27,9 @@ from rich.text import Text
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from felab.cli.db import EXIT_USAGE, err, service_errors, sessions
+from felab.cli.db import service_errors, sessions
 from felab.cli.drill import _local_zone
+from felab.cli.errors import EXIT_USAGE, err
 from felab_core.db import models as m
 from felab_core.db.session import session_scope
 from felab_core.engine.results import default_csv, read_csv

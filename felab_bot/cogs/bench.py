@@ -120,7 +120,7 @@ class BenchCog(commands.Cog, name="Bench"):
     async def cancel(self, interaction: discord.Interaction[Any], job: int) -> None:
         async def work() -> Out:
             done = await self.bot.db(bench.cancel, who(interaction), job, now())
-            await asyncio.to_thread(self.bot.withdraw_job, done.job_id)
+            await asyncio.to_thread(self.bot.cancel_job, done.job_id, done.worker_id)
             return Out(done.text)
 
         await respond(interaction, work())
@@ -174,35 +174,49 @@ class BenchCog(commands.Cog, name="Bench"):
         return channel
 
     async def post_results(self) -> int:
-        """Post every claimed result once; a failed post is handed out again after the lease."""
+        """Post every claimed result once. Only the machine's owner may be pinged (the post is
+        about their machine); nothing else in it, a model name included, can ping anyone. A
+        post Discord refuses is tried again later, then set aside as a dead letter."""
         count = 0
         for post in await self.bot.db(bench.claim_results, now()):
+            job = post.job
             files = []
-            if post.png:
-                files.append(
-                    discord.File(io.BytesIO(post.png), filename=f"felab-job{post.job_id}.png")
-                )
-            if post.csv:
-                files.append(discord.File(io.BytesIO(post.csv.encode()), filename=post.csv_name))
+            if job.chart_png:
+                files.append(discord.File(io.BytesIO(job.chart_png), filename=job.chart_name))
+            if job.csv:
+                files.append(discord.File(io.BytesIO(job.csv.encode()), filename=job.csv_name))
+            owner = [discord.Object(id=post.user_id)] if post.user_id else False
+            mentions = discord.AllowedMentions(everyone=False, roles=False, users=owner)
             try:
                 where = await self._where(post)
-                msg = await where.send(post.text, files=files)
+                msg = await where.send(job.text, files=files, allowed_mentions=mentions)
             except discord.Forbidden as exc:
                 if not (post.private or post.channel_id is None):
-                    log.exception(
-                        "no access to channel %s for job %s", post.channel_id, post.job_id
-                    )
+                    await self._refused(post, f"no access to channel {post.channel_id}: {exc}")
                     continue
                 # The member accepts no direct messages: trying again would not help, and
                 # `/bench status` still shows the job.
                 log.warning(
-                    "job %s: %s refuses direct messages (%s)", post.job_id, post.user_id, exc
+                    "job %s: %s refuses direct messages (%s)", job.job_id, post.user_id, exc
                 )
                 await self.bot.db(bench.posted, post.outbox_id, "dm-refused", now())
                 continue
-            except (discord.HTTPException, TypeError):
-                log.exception("could not post job %s; it is tried again later", post.job_id)
+            except (discord.HTTPException, TypeError) as exc:
+                await self._refused(post, f"{type(exc).__name__}: {exc}")
                 continue
             await self.bot.db(bench.posted, post.outbox_id, str(msg.id), now())
             count += 1
         return count
+
+    async def _refused(self, post: bench.ResultPost, error: str) -> None:
+        dead = await self.bot.db(bench.post_refused, post.outbox_id, error, now())
+        if dead:
+            log.error(
+                "job %s could not be posted (%s); set aside: `felab worker outbox` lists it",
+                post.job.job_id,
+                error,
+            )
+        else:
+            log.warning(
+                "could not post job %s (%s); it is tried again later", post.job.job_id, error
+            )

@@ -387,8 +387,35 @@ class Worker(Base):
     # What the machine reported of its targets file (name -> kind, never a URL) when it paired
     # and with every heartbeat; None until it reports (then any target name is accepted).
     targets: Mapped[Json | None] = mapped_column()
+    # The highest heartbeat sequence number accepted: a replayed heartbeat carries an old one.
+    heartbeat_seq: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    # The job the machine said (in its last heartbeat) it is running; None when idle.
+    running_job_id: Mapped[int | None] = mapped_column(Integer)
 
     __table_args__ = (UniqueConstraint("member_id", "name"),)
+
+
+class BrokerUser(Base):
+    """A broker credential felab issued: the fleet's pairing user, or one machine's own (the
+    broker's transport names the Redis user after the role and the worker id).
+
+    A machine's password is kept only as its SHA-256 (Redis accepts `#<hash>`), so every user
+    can be recreated after a Redis restart without the server holding a secret. The pairing
+    password is kept as it is: every student is given it, and it can only push pairing requests.
+    """
+
+    __tablename__ = "broker_users"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    role: Mapped[str] = mapped_column(String(16))  # "pairing" or "machine"
+    worker_id: Mapped[int | None] = mapped_column(
+        ForeignKey("workers.id", ondelete="CASCADE"), unique=True
+    )
+    secret_hash: Mapped[str] = mapped_column(String(64))
+    shared_secret: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    __table_args__ = (CheckConstraint("role IN ('pairing', 'machine')", name="role"),)
 
 
 JOB_STATUSES = ("queued", "running", "ready", "done", "failed", "cancelled", "expired")
@@ -428,6 +455,8 @@ class BenchJob(Base):
     summary: Mapped[str | None] = mapped_column(Text)
     record: Mapped[Json | None] = mapped_column()
     chart_png: Mapped[bytes | None] = mapped_column(LargeBinary)
+    # Sends the reconciler made because the machine never took the job (capped).
+    resends: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
     __table_args__ = (
         CheckConstraint(
@@ -447,6 +476,9 @@ class PairCode(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     code_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    # What a pairing request names the code by (derived from its hash; the code itself never
+    # travels on the broker).
+    lookup: Mapped[str | None] = mapped_column(String(64), unique=True)
     member_id: Mapped[int] = mapped_column(ForeignKey("members.id", ondelete="CASCADE"))
     worker_name: Mapped[str] = mapped_column(String(100))
     allow_instructors: Mapped[bool] = mapped_column(Boolean, default=False)
@@ -468,6 +500,12 @@ class JobOutbox(Base):
     claimed_at: Mapped[datetime | None] = mapped_column()
     posted_at: Mapped[datetime | None] = mapped_column()
     message_ref: Mapped[str | None] = mapped_column(String(64))
+    # A post Discord refused is tried again later, a few times, then set aside (dead) for an
+    # instructor to see and retry.
+    attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    last_error: Mapped[str | None] = mapped_column(Text)
+    next_try_at: Mapped[datetime | None] = mapped_column()
+    dead_at: Mapped[datetime | None] = mapped_column()
 
     __table_args__ = (Index("ix_job_outbox_posted", "posted_at"),)
 
@@ -508,9 +546,15 @@ class Number(Base):
     job_id: Mapped[int | None] = mapped_column(ForeignKey("bench_jobs.id", ondelete="SET NULL"))
     field_key: Mapped[str | None] = mapped_column(String(100))
     recorded_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # A measured figure is ranked only once checked: "ok" (within the machine's speed limit and
+    # its own request records), "unverified" (the chip or the model's size is unknown),
+    # "flagged" (impossible: off the boards until an instructor approves it), "approved".
+    verdict: Mapped[str] = mapped_column(String(16), default="ok", server_default="ok")
+    verdict_note: Mapped[str | None] = mapped_column(Text)
 
     __table_args__ = (
         CheckConstraint("source IN ('entered', 'measured')", name="source"),
+        CheckConstraint("verdict IN ('ok', 'unverified', 'flagged', 'approved')", name="verdict"),
         CheckConstraint("value > 0", name="positive"),
         Index("ix_numbers_member", "member_id", "server", "metric"),
         Index("ix_numbers_board", "server", "metric", "source"),

@@ -1,13 +1,15 @@
 """What workers report, applied by the trusted ingest: the only writer of job events.
 
-Every event is signed by the worker that sent it; one that names a job assigned to another
-worker is refused, and one from an old attempt or for a finished job is dropped.
+Every event must be signed by a paired worker, recent, and (for a job) name a job assigned to
+that worker; heartbeats carry a sequence number that only grows, so a copied one is refused.
+Once an event passes those checks, anything wrong with its content fails the job with the
+reason, at once: a result that is too big, malformed, or measured something else.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
+import json
+import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -16,23 +18,78 @@ from sqlalchemy.orm import Session
 
 from felab_core.db import models as m
 from felab_core.db.types import utcnow
-from felab_core.errors import Forbidden, Invalid
+from felab_core.engine.results import short_model
+from felab_core.errors import Forbidden, Invalid, ServiceError
 from felab_core.jobs.fleet import clean_targets
 from felab_core.jobs.keys import verify
 from felab_core.jobs.lifecycle import TERMINAL, finish, lose, start
 from felab_core.jobs.messages import JobMessage
+from felab_core.jobs.render import chart_png
+from felab_core.jobs.workload import too_large_reason
 from felab_core.numbers.service import record_measured
+from felab_core.numbers.verdict import judge
 from felab_core.settings import Settings, get_settings
+
+#: Events that must reach the ingest once: the worker keeps them until acknowledged.
+ACKED_KINDS = ("result", "failed", "lost")
+#: An event signed longer ago than this, or this far in the future, is refused: a worker
+#: re-signs what it sends again, so only a copy is ever this old.
+MAX_EVENT_AGE_S = 3600.0
+MAX_EVENT_SKEW_S = 300.0
+
+
+@dataclass(frozen=True)
+class Ack:
+    """Tell worker `worker_id` that the ingest has its event for (job, attempt)."""
+
+    worker_id: int
+    job_id: int
+    attempt: str
 
 
 @dataclass
 class Ingested:
-    """What an event did: `accepted` False with the reason when it was dropped or refused."""
+    """What an event did: `accepted` False with the reason when it was dropped."""
 
     accepted: bool
     reason: str = ""
     job: m.BenchJob | None = None
     resend: list[JobMessage] = field(default_factory=list)
+    ack: Ack | None = None
+    withdraw: list[tuple[int, int]] = field(default_factory=list)  # (worker, job) claims
+
+
+def _signed_at(payload: dict[str, Any], now: datetime) -> None:
+    try:
+        at = float(payload["at"])
+    except (KeyError, TypeError, ValueError):
+        raise Forbidden("the event carries no time it was signed: refused") from None
+    age = now.timestamp() - at
+    if age > MAX_EVENT_AGE_S or age < -MAX_EVENT_SKEW_S:
+        raise Forbidden(
+            f"the event was signed {age:.0f} s from now: an old copy (or a clock far off) is "
+            "refused"
+        )
+
+
+def _heartbeat(session: Session, worker: m.Worker, body: Any) -> Ingested:
+    if not isinstance(body, dict) or not isinstance(body.get("seq"), int):
+        raise Forbidden(f"a heartbeat of {worker.name!r} without a sequence number: refused")
+    seq = int(body["seq"])
+    if seq <= worker.heartbeat_seq:
+        raise Forbidden(f"a replayed heartbeat of {worker.name!r} (sequence {seq}): refused")
+    worker.heartbeat_seq = seq
+    reported = clean_targets(body.get("targets"))
+    if reported is not None and reported != worker.targets:
+        worker.targets = reported
+    running = body.get("running")
+    worker.running_job_id = None
+    if isinstance(running, int):
+        job = session.get(m.BenchJob, running)
+        if job is not None and job.worker_id == worker.id:
+            worker.running_job_id = job.id
+    session.flush()
+    return Ingested(True)
 
 
 def ingest_event(
@@ -44,81 +101,150 @@ def ingest_event(
 ) -> Ingested:
     """Apply one signed event from a worker. Only the trusted ingest calls this.
 
-    Raises Forbidden for a message that no paired worker signed, or that names a job assigned
-    to another worker; returns accepted=False for a late event (old attempt, finished job).
+    Raises Forbidden for a message that no paired worker signed, an old or replayed one, or one
+    that names a job assigned to another worker; returns accepted=False for a late event (old
+    attempt, finished job).
     """
     s = settings or get_settings()
     now = now or utcnow()
+    if not isinstance(payload, dict):
+        raise Invalid("not a felab worker event")
     try:
         worker_id = int(payload["worker_id"])
         kind = str(payload["kind"])
     except (KeyError, TypeError, ValueError):
         raise Invalid("not a felab worker event") from None
     worker = session.get(m.Worker, worker_id)
-    if worker is None or not worker.public_key:
+    if worker is None or not worker.public_key or worker.status != "paired":
         raise Forbidden(f"no paired worker {worker_id}: the event was refused")
     verify(payload, worker.public_key)
+    _signed_at(payload, now)
     worker.last_seen_at = now
     if kind == "heartbeat":
-        body = payload.get("body")
-        reported = clean_targets(body.get("targets")) if isinstance(body, dict) else None
-        if reported is not None and reported != worker.targets:
-            worker.targets = reported
-        session.flush()
-        return Ingested(True)
+        return _heartbeat(session, worker, payload.get("body"))
     job_id = payload.get("job_id")
-    job = session.get(m.BenchJob, int(job_id)) if job_id is not None else None
+    job = session.get(m.BenchJob, int(job_id)) if isinstance(job_id, int) else None
     if job is None:
         return Ingested(False, f"no job {job_id}")
     if job.worker_id != worker.id:
         raise Forbidden(f"job {job.id} is assigned to another worker, not {worker.name!r}: refused")
-    attempt = payload.get("attempt")
+    attempt = str(payload.get("attempt"))
+    ack = Ack(worker.id, job.id, attempt) if kind in ACKED_KINDS else None
     if job.status in TERMINAL:
-        return Ingested(False, f"job {job.id} is already {job.status}", job)
-    if attempt != job.attempt:
-        return Ingested(False, f"late event from an old attempt of job {job.id}", job)
+        return Ingested(False, f"job {job.id} is already {job.status}", job, ack=ack)
     body = payload.get("body") or {}
     if not isinstance(body, dict):
         raise Invalid("the event's body is not an object")
+    if attempt != job.attempt:
+        # A result (or failure) of an earlier attempt, for a job sent again but not started
+        # again: the run happened, so it counts, and the new send is withdrawn. Anything else
+        # from an old attempt is late.
+        if kind in ("result", "failed") and job.status == "queued":
+            res = _finished(session, job, worker, kind, body, now, s)
+            res.ack = ack
+            res.withdraw.append((worker.id, job.id))
+            return res
+        return Ingested(False, f"late event from an old attempt of job {job.id}", job, ack=ack)
     if kind == "started":
         start(session, job, worker, now)
         return Ingested(True, job=job)
     if kind == "progress":
         if job.status == "queued":
             start(session, job, worker, now)
-        job.progress_done = max(job.progress_done, int(body.get("done", 0)))
-        total = body.get("total")
-        job.progress_total = int(total) if total is not None else job.progress_total
+        job.progress_done = max(job.progress_done, _count(body.get("done"), job.progress_done))
+        total = _count(body.get("total"), 0)
+        job.progress_total = total or job.progress_total
         session.flush()
         return Ingested(True, job=job)
+    if kind == "stopped":
+        return Ingested(False, f"job {job.id} stopped on the machine", job)
+    if kind == "lost":
+        why = "the worker process running the job died (killed or out of memory)"
+        message = lose(session, job, now, s, why)
+        return Ingested(True, job=job, resend=[message] if message else [], ack=ack)
+    if kind in ("result", "failed"):
+        res = _finished(session, job, worker, kind, body, now, s)
+        res.ack = ack
+        return res
+    raise Invalid(f"unknown event kind {kind!r}")
+
+
+def _number(row: dict[str, str], key: str) -> float | None:
+    try:
+        value = float(row.get(key) or "")
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _count(value: Any, default: int) -> int:
+    """A progress count from a worker: a non-negative int, within reason, else `default`."""
+    if isinstance(value, int) and 0 <= value <= 10_000_000:
+        return value
+    return default
+
+
+def _finished(
+    session: Session,
+    job: m.BenchJob,
+    worker: m.Worker,
+    kind: str,
+    body: dict[str, Any],
+    now: datetime,
+    s: Settings,
+) -> Ingested:
     if kind == "failed":
         reason = str(body.get("reason") or "the worker reported a failure without a reason")
         finish(session, job, "failed", now, error=reason[:2000])
         return Ingested(True, job=job)
-    if kind == "lost":
-        why = "the worker process running the job died (killed or out of memory)"
-        message = lose(session, job, now, s, why)
-        return Ingested(True, job=job, resend=[message] if message else [])
-    if kind == "result":
-        _store_result(session, job, body, now)
-        return Ingested(True, job=job)
-    raise Invalid(f"unknown event kind {kind!r}")
+    size = len(json.dumps(body))
+    if size > s.result_max_bytes:
+        finish(session, job, "failed", now, error=too_large_reason(size, s.result_max_bytes))
+        return Ingested(False, "result too large", job)
+    try:
+        with session.begin_nested():
+            _store_result(session, job, worker, body, now)
+    except ServiceError as exc:
+        finish(session, job, "failed", now, error=f"the result was refused: {exc}")
+        return Ingested(False, f"result refused: {exc}", job)
+    return Ingested(True, job=job)
 
 
-def _store_result(session: Session, job: m.BenchJob, body: dict[str, Any], now: datetime) -> None:
+def _store_result(
+    session: Session, job: m.BenchJob, worker: m.Worker, body: dict[str, Any], now: datetime
+) -> None:
     rows = body.get("rows")
     if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
         raise Invalid("a result needs at least one CSV row")
-    for row in rows:
-        record_measured(session, job, {str(k): str(v) for k, v in row.items()}, now=now)
+    if len(rows) > 64:
+        raise Invalid(f"a result has at most 64 runs, not {len(rows)}")
     record = body.get("record")
-    job.record = record if isinstance(record, dict) else None
-    job.summary = str(body.get("summary") or "")[:4000]
-    png = body.get("png")
-    if isinstance(png, str) and png:
-        try:
-            job.chart_png = base64.b64decode(png, validate=True)
-        except (binascii.Error, ValueError):
-            raise Invalid("the result's chart is not base64") from None
+    record = record if isinstance(record, dict) else None
+    owner = session.get(m.Member, job.member_id)
+    for row in rows:
+        clean = {str(k)[:64]: str(v)[:300] for k, v in row.items()}
+        clean["host"] = worker.name  # a machine's name as its owner chose it, never its host
+        verdict = ("ok", "")
+        tps, ok, concurrency = (
+            _number(clean, "writing_tps_p50"),
+            _number(clean, "ok"),
+            _number(clean, "concurrency"),
+        )
+        if owner is not None and tps is not None and tps > 0 and concurrency is not None:
+            judged = judge(
+                session,
+                owner,
+                str(clean.get("server") or job.server),
+                tps,
+                ok=None if ok is None else int(ok),
+                record=record or {},
+                concurrency=int(concurrency),
+            )
+            verdict = (judged.verdict, judged.note)
+        record_measured(session, job, clean, verdict=verdict, now=now)
+    job.record = record
+    job.summary = None
+    model = short_model(str(rows[0].get("model") or "")) or job.target or job.server
+    job.chart_png = chart_png(record, f"{worker.name}: {model}")
     job.progress_done = max(job.progress_done, job.progress_total or 0)
     finish(session, job, "done", now)

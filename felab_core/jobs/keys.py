@@ -2,8 +2,8 @@
 
 The private key stays on the student's machine (its identity file); the server keeps only the
 public half, so nothing secret is stored server-side and a copied database forges nothing.
-Anyone who can read the broker can read messages, so they carry nothing secret either: the
-signature only proves which worker wrote them.
+Messages carry nothing secret: the signature only proves which worker wrote them. The identity
+file also holds the machine's own broker password, so it is written readable by its owner only.
 """
 
 from __future__ import annotations
@@ -74,11 +74,13 @@ def load_public_key(text: str) -> str:
 
 @dataclass(frozen=True)
 class Identity:
-    """What `felab worker pair --code` leaves on the machine: who it is, and its private key."""
+    """What `felab worker pair --code` leaves on the machine: who it is, its private key, and
+    its own broker URL (its own Redis user and password; None on the embedded broker)."""
 
     worker_id: int
     name: str
     private_key: Ed25519PrivateKey
+    broker_url: str | None = None
 
     @property
     def public_key(self) -> str:
@@ -92,7 +94,13 @@ class Identity:
         from cryptography.hazmat.primitives.serialization import NoEncryption, PrivateFormat
 
         raw = self.private_key.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
-        data = {"worker_id": self.worker_id, "name": self.name, "private_key": _b64(raw)}
+        data: dict[str, Any] = {
+            "worker_id": self.worker_id,
+            "name": self.name,
+            "private_key": _b64(raw),
+        }
+        if self.broker_url is not None:
+            data["broker_url"] = self.broker_url
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(path.suffix + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -105,7 +113,10 @@ class Identity:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             key = Ed25519PrivateKey.from_private_bytes(base64.b64decode(data["private_key"]))
-            return cls(int(data["worker_id"]), str(data["name"]), key)
+            url = data.get("broker_url")
+            return cls(
+                int(data["worker_id"]), str(data["name"]), key, None if url is None else str(url)
+            )
         except FileNotFoundError:
             raise Invalid(
                 f"no worker identity at {path}: pair this machine first with "

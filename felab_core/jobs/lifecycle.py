@@ -28,13 +28,20 @@ class Publisher(Protocol):
 
     def send(self, msg: JobMessage) -> None: ...
 
-    def withdraw(self, job_id: int) -> None: ...
+    def cancel(self, job_id: int, worker_id: int | None) -> None:
+        """Drop the job's queued message, and stop its run on the machine."""
 
 
-def new_attempt(job: m.BenchJob, now: datetime) -> JobMessage:
-    """A fresh attempt id for `job` and the message that carries it to the worker."""
+def new_attempt(job: m.BenchJob, now: datetime, *, resend: bool = False) -> JobMessage:
+    """A fresh attempt id for `job` and the message that carries it to the worker.
+
+    A `resend` (the message was lost before any machine took it) is counted apart from the
+    attempts (runs that started and were lost)."""
     job.attempt = uuid.uuid4().hex
-    job.attempts += 1
+    if resend:
+        job.resends += 1
+    else:
+        job.attempts += 1
     job.sent_at = now
     assert job.worker_id is not None and job.target is not None
     return JobMessage(

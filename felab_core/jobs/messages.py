@@ -12,13 +12,7 @@ from typing import Any
 
 from felab_core.errors import Invalid
 
-INGEST_QUEUE = "felab.ingest"
-EVENT_KINDS = ("heartbeat", "started", "progress", "result", "failed", "lost")
-
-
-def host_queue(worker_id: int) -> str:
-    """The one queue a student worker consumes: its own."""
-    return f"felab.host.{worker_id}"
+EVENT_KINDS = ("heartbeat", "started", "progress", "result", "failed", "lost", "stopped")
 
 
 @dataclass(frozen=True)
@@ -59,8 +53,9 @@ def event(
     job_id: int | None = None,
     attempt: str | None = None,
     body: dict[str, Any] | None = None,
+    at: float | None = None,
 ) -> dict[str, Any]:
-    """An unsigned event; the worker signs it with its identity before sending."""
+    """An unsigned event; the worker signs it with its identity (and the time) before sending."""
     if kind not in EVENT_KINDS:
         raise Invalid(f"unknown event kind {kind!r}")
     return {
@@ -68,6 +63,6 @@ def event(
         "kind": kind,
         "job_id": job_id,
         "attempt": attempt,
-        "at": time.time(),
+        "at": time.time() if at is None else at,
         "body": body or {},
     }

@@ -1,12 +1,16 @@
-"""Pairing: a one-time code from the bot turns a machine into one of its owner's workers.
+"""Pairing: a one-time code from the bot turns a machine into one of its owner's workers, with
+broker credentials of its own; removing a worker revokes them.
 
-The database keeps only a hash of each code; a code works once, before it expires.
+The database keeps only a hash of each code and of each machine's broker password. A code works
+once, before it expires; the request that redeems it must prove it came from the code's holder
+(felab_core.jobs.handshake), so a copied request pairs nothing.
 """
 
 from __future__ import annotations
 
 import hashlib
 import secrets
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -17,12 +21,12 @@ from felab_core.db import models as m
 from felab_core.db.types import utcnow
 from felab_core.errors import Forbidden, Invalid
 from felab_core.jobs.fleet import NAME, clean_targets
+from felab_core.jobs.handshake import check_request, code_secret, lookup_of
 from felab_core.jobs.keys import load_public_key
+from felab_core.jobs.lifecycle import TERMINAL, finish
 from felab_core.settings import Settings, get_settings
 
-
-def hash_code(code: str) -> str:
-    return hashlib.sha256(code.strip().upper().encode()).hexdigest()
+hash_code = code_secret  # what the pair_codes table keeps of a code
 
 
 def issue_pair_code(
@@ -43,9 +47,11 @@ def issue_pair_code(
     now = now or utcnow()
     s = settings or get_settings()
     code = "-".join(secrets.token_hex(3).upper() for _ in range(3))
+    secret = code_secret(code)
     session.add(
         m.PairCode(
-            code_hash=hash_code(code),
+            code_hash=secret,
+            lookup=lookup_of(secret),
             member_id=member.id,
             worker_name=worker_name,
             allow_instructors=allow_instructors,
@@ -55,6 +61,37 @@ def issue_pair_code(
     )
     session.flush()
     return code
+
+
+def _usable(row: m.PairCode | None, now: datetime) -> m.PairCode:
+    if row is None or row.used_at is not None:
+        raise Forbidden("that pairing code is unknown or already used: ask the bot for a new one")
+    if row.expires_at <= now:
+        raise Forbidden("that pairing code has expired: ask the bot (/worker pair) for a new one")
+    return row
+
+
+def _redeem(
+    session: Session, row: m.PairCode, public_key: str, targets: Any, now: datetime
+) -> m.Worker:
+    row.used_at = now
+    worker = session.scalar(
+        select(m.Worker).where(
+            m.Worker.member_id == row.member_id, m.Worker.name == row.worker_name
+        )
+    )
+    if worker is None:
+        worker = m.Worker(member_id=row.member_id, name=row.worker_name, created_at=now)
+        session.add(worker)
+    worker.public_key = public_key
+    worker.status = "paired"
+    worker.heartbeat_seq = 0
+    worker.allow_instructors = row.allow_instructors
+    reported = clean_targets(targets)
+    if reported is not None:
+        worker.targets = reported
+    session.flush()
+    return worker
 
 
 def redeem_pair_code(
@@ -73,26 +110,130 @@ def redeem_pair_code(
     now = now or utcnow()
     public_key = load_public_key(public_key)
     row = session.scalar(
-        select(m.PairCode).where(m.PairCode.code_hash == hash_code(code)).with_for_update()
+        select(m.PairCode).where(m.PairCode.code_hash == code_secret(code)).with_for_update()
     )
-    if row is None or row.used_at is not None:
-        raise Forbidden("that pairing code is unknown or already used: ask the bot for a new one")
-    if row.expires_at <= now:
-        raise Forbidden("that pairing code has expired: ask the bot (/worker pair) for a new one")
-    row.used_at = now
-    worker = session.scalar(
-        select(m.Worker).where(
-            m.Worker.member_id == row.member_id, m.Worker.name == row.worker_name
-        )
-    )
-    if worker is None:
-        worker = m.Worker(member_id=row.member_id, name=row.worker_name, created_at=now)
-        session.add(worker)
-    worker.public_key = public_key
-    worker.status = "paired"
-    worker.allow_instructors = row.allow_instructors
-    reported = clean_targets(targets)
-    if reported is not None:
-        worker.targets = reported
+    return _redeem(session, _usable(row, now), public_key, targets, now)
+
+
+@dataclass(frozen=True)
+class Paired:
+    """A redeemed request: the worker, its broker password (said once, in the sealed answer;
+    only its hash is kept) and the code's secret the answer is sealed with."""
+
+    worker: m.Worker
+    broker_password: str
+    secret: str
+
+
+def lookup_pair_code(session: Session, lookup: str) -> m.PairCode | None:
+    """The code a pairing request names, locked for the redeem."""
+    return session.scalar(select(m.PairCode).where(m.PairCode.lookup == lookup).with_for_update())
+
+
+def redeem_pair_request(
+    session: Session, payload: dict[str, Any], *, now: datetime | None = None
+) -> Paired:
+    """Redeem a machine's pairing request (felab_core.jobs.handshake.make_request).
+
+    Only the trusted ingest calls this. The request must prove it was made with the code and be
+    signed by the key it carries; the machine gets a new broker password (the old one, if the
+    name was paired before, stops working once the broker's users are brought up to date).
+    """
+    now = now or utcnow()
+    lookup = payload.get("lookup")
+    if not isinstance(lookup, str):
+        raise Invalid("not a felab pairing request")
+    row = _usable(lookup_pair_code(session, lookup), now)
+    check_request(payload, row.code_hash)
+    public_key = load_public_key(str(payload.get("public_key")))
+    worker = _redeem(session, row, public_key, payload.get("targets"), now)
+    return Paired(worker, new_broker_secret(session, worker, now=now), row.code_hash)
+
+
+def secret_hash(password: str) -> str:
+    """What is kept of a broker password: SHA-256, the form Redis's ACL accepts as `#<hash>`."""
+    return hashlib.sha256(password.encode()).hexdigest()
+
+
+def new_broker_secret(session: Session, worker: m.Worker, *, now: datetime | None = None) -> str:
+    """A new broker password for `worker`; only its hash is kept."""
+    password = secrets.token_urlsafe(32)
+    row = session.scalar(select(m.BrokerUser).where(m.BrokerUser.worker_id == worker.id))
+    if row is None:
+        row = m.BrokerUser(role="machine", worker_id=worker.id, created_at=now or utcnow())
+        session.add(row)
+    row.secret_hash = secret_hash(password)
     session.flush()
-    return worker
+    return password
+
+
+def pairing_password(session: Session, *, rotate: bool = False) -> str:
+    """The fleet's pairing password (every unpaired machine is given it), made on first use.
+
+    It is kept as it is, unlike a machine's: it is the cohort's shared entry ticket, and lets its
+    holder push a pairing request and read an answer only its code can open.
+    """
+    row = session.scalar(select(m.BrokerUser).where(m.BrokerUser.role == "pairing"))
+    if row is None:
+        row = m.BrokerUser(role="pairing", worker_id=None, created_at=utcnow())
+        session.add(row)
+        rotate = True
+    if rotate or not row.shared_secret:
+        row.shared_secret = secrets.token_urlsafe(24)
+        row.secret_hash = secret_hash(row.shared_secret)
+    session.flush()
+    return row.shared_secret
+
+
+def pairing_secret_hash(session: Session) -> str:
+    """The hash of the fleet's pairing password (made on first use), for the broker's user."""
+    pairing_password(session)
+    row = session.scalar(select(m.BrokerUser).where(m.BrokerUser.role == "pairing"))
+    assert row is not None
+    return row.secret_hash
+
+
+@dataclass(frozen=True)
+class MachineCredential:
+    worker_id: int
+    secret_hash: str
+
+
+def machine_credentials(session: Session) -> list[MachineCredential]:
+    """Every paired machine's broker credential (hashes only), to recreate the broker's users."""
+    rows = session.execute(
+        select(m.BrokerUser.worker_id, m.BrokerUser.secret_hash)
+        .join(m.Worker, m.Worker.id == m.BrokerUser.worker_id)
+        .where(m.BrokerUser.role == "machine", m.Worker.status == "paired")
+        .order_by(m.BrokerUser.worker_id)
+    ).all()
+    return [MachineCredential(int(wid), h) for wid, h in rows if wid is not None]
+
+
+def remove_worker(session: Session, member: m.Member, worker: m.Worker) -> None:
+    """Revoke a machine: its key and broker credential are dropped, its queued jobs cancelled.
+
+    The owner or an instructor of the owner's cohort may do it (a lost laptop, a student who
+    left). The broker user itself is deleted by the caller's transport right after the commit.
+    """
+    owner = session.get(m.Member, worker.member_id)
+    allowed = worker.member_id == member.id or (
+        member.role == "instructor" and owner is not None and owner.cohort_id == member.cohort_id
+    )
+    if not allowed:
+        raise Forbidden("only the machine's owner or an instructor of their cohort can remove it")
+    now = utcnow()
+    jobs = session.scalars(
+        select(m.BenchJob).where(
+            m.BenchJob.worker_id == worker.id, m.BenchJob.status.not_in(TERMINAL)
+        )
+    ).all()
+    for job in jobs:
+        finish(session, job, "cancelled", now, error=f"the machine {worker.name} was removed")
+    cred = session.scalar(select(m.BrokerUser).where(m.BrokerUser.worker_id == worker.id))
+    if cred is not None:
+        session.delete(cred)
+    worker.public_key = None
+    worker.status = "removed"
+    worker.running_job_id = None
+    session.flush()

@@ -30,19 +30,26 @@ class Reconciled:
 
 
 def reconcile(
-    session: Session, *, now: datetime | None = None, settings: Settings | None = None
+    session: Session,
+    *,
+    now: datetime | None = None,
+    settings: Settings | None = None,
+    broker_up_s: float | None = None,
 ) -> Reconciled:
     """Repair what the broker lost.
 
     - a queued job past its expiry: expired, with what to do;
     - a queued job its idle, online worker has not started long after it was sent: the
-      message is gone (Redis keeps nothing on disk): sent again with a new attempt;
+      message is gone (Redis keeps nothing on disk): sent again with a new attempt, at most
+      FELAB_JOB_MAX_RESENDS times, then failed with the reason;
     - a running job whose worker stopped heartbeating: sent again while attempts remain,
-      otherwise failed with that reason;
+      otherwise failed with that reason; but not while the broker itself has just restarted
+      (`broker_up_s`, its uptime): every machine is silent then, and reconnecting;
     - a running job past the hard time limit (plus a minute): failed.
 
-    Only fleet jobs (those with a target) are touched: a terminal `felab bench` job has no
-    worker and nothing to reconcile.
+    A machine is busy when the database says it runs a job or its heartbeat says so (a run
+    cancelled in the database may still be stopping there). Only fleet jobs (those with a
+    target) are touched: a terminal `felab bench` job has no worker and nothing to reconcile.
     """
     s = settings or get_settings()
     now = now or utcnow()
@@ -51,6 +58,10 @@ def reconcile(
     busy = set(
         session.scalars(select(m.BenchJob.worker_id).where(m.BenchJob.status == "running")).all()
     )
+    busy |= {
+        w.id for w in workers.values() if w.running_job_id is not None and is_online(w, now, s)
+    }
+    broker_restarted = broker_up_s is not None and broker_up_s < s.worker_offline_after_s * 2
     queued = session.scalars(
         select(m.BenchJob)
         .where(m.BenchJob.status == "queued", m.BenchJob.target.is_not(None))
@@ -90,13 +101,28 @@ def reconcile(
             and worker.id not in busy
             and worker.id not in resent_to
         ):
-            out.resend.append(new_attempt(job, now))
             resent_to.add(worker.id)  # one at a time: the worker runs them in order anyway
+            if job.resends >= s.job_max_resends:
+                finish(
+                    session,
+                    job,
+                    "failed",
+                    now,
+                    error=(
+                        f"sent {job.resends + 1} times to {worker.name}, which is online but "
+                        "never started it: is its worker on this broker, with this felab?"
+                    ),
+                )
+                out.failed.append(job.id)
+                continue
+            out.resend.append(new_attempt(job, now, resend=True))
     running = session.scalars(
         select(m.BenchJob).where(m.BenchJob.status == "running", m.BenchJob.target.is_not(None))
     ).all()
     for job in running:
         worker = workers.get(job.worker_id) if job.worker_id is not None else None
+        if broker_restarted:
+            continue  # machines are reconnecting to a restarted broker: not lost yet
         if worker is None or not is_online(worker, now, s):
             name = worker.name if worker else "the worker"
             why = (

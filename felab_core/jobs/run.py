@@ -1,15 +1,16 @@
-"""Running one job on the student's machine: the worker's side of a job, free of Celery.
+"""Running one job on the student's machine: the worker's side of a job, free of Celery and of
+any database.
 
 The target's address comes from this machine's targets file (FELAB_TARGETS_FILE), looked up by
 the name in the message; the workload is checked against the limits again here, because a
-message read off the broker is not trusted to have come through the server.
+message read off the broker is not trusted to have come through the server. What the result
+carries is decided here too: target names and figures, never the target's URL or this machine's
+host name, per-request figures without their chunk times, within FELAB_RESULT_MAX_BYTES.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import io
 import json
 import math
 import time
@@ -23,10 +24,31 @@ from felab_core.engine.service import run_bench, run_sync
 from felab_core.engine.targets import Target, TargetError, load_targets
 from felab_core.errors import ServiceError
 from felab_core.jobs.messages import JobMessage, event
-from felab_core.jobs.workload import Limits, job_workload
+from felab_core.jobs.workload import Limits, job_workload, too_large_reason
 
 T = TypeVar("T")
 Emit = Callable[[dict[str, Any]], None]  # sends an unsigned event (the caller signs it)
+Cancelled = Callable[[], bool]
+
+#: The per-request fields a result keeps: enough to check the figures and draw the chart.
+REQUEST_FIELDS = (
+    "index",
+    "ok",
+    "error",
+    "ttft_s",
+    "tpot_s",
+    "writing_tps",
+    "e2e_s",
+    "output_tokens",
+    "token_source",
+    "prompt_tokens",
+    "first_chunk_tokens",
+    "counted_chunks",
+    "cold",
+    "retries",
+)
+#: How often a running job looks at its cancel flag.
+CANCEL_POLL_S = 0.2
 
 
 def _clean(obj: Any) -> Any:
@@ -39,40 +61,25 @@ def _clean(obj: Any) -> Any:
     return obj
 
 
-def chart_png(result: TargetResult) -> bytes:
-    """A small chart of each request's writing speed and TTFT, for the chat post."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 3), dpi=80)
-    for run in result.runs:
-        tps = [r.writing_tps for r in run.requests if r.ok and r.writing_tps]
-        ax.plot(range(1, len(tps) + 1), tps, marker="o", label=f"c={run.concurrency}")
-    ax.set_xlabel("request")
-    ax.set_ylabel("writing speed (tokens/s)")
-    ax.set_title(f"{result.target.name}: {result.model or ''}"[:60])
-    ax.legend(loc="lower right")
-    buf = io.BytesIO()
-    fig.tight_layout()
-    fig.savefig(buf, format="png", metadata={"Software": None})
-    plt.close(fig)
-    return buf.getvalue()
+def result_record(result: TargetResult) -> dict[str, Any]:
+    """The JSON record a job sends: no URL, no host name, no chunk times."""
+    record = result.to_json()
+    record["host"] = ""
+    record["target"] = {k: v for k, v in record["target"].items() if k != "url"}
+    record.pop("warmup", None)
+    for run in record["runs"]:
+        run["requests"] = [
+            {k: (r.get(k)[:300] if k == "error" and r.get(k) else r.get(k)) for k in REQUEST_FIELDS}
+            for r in run["requests"]
+        ]
+    cleaned: dict[str, Any] = json.loads(json.dumps(_clean(record)))
+    return cleaned
 
 
-def summary_text(result: TargetResult) -> str:
-    lines = [f"{result.target.name} ({result.model or 'model unknown'}) on {result.host}"]
-    for run in result.runs:
-        s = run.summary
-        tps = s.writing_tps.p50 if s.writing_tps else None
-        ttft = s.ttft_s.p50 if s.ttft_s else None
-        lines.append(
-            f"c={run.concurrency}: {s.ok} ok, {s.failed} failed; writing speed p50 "
-            f"{'-' if tps is None else f'{tps:.1f}'} tokens/s; TTFT p50 "
-            f"{'-' if ttft is None else f'{ttft * 1000:.0f}'} ms"
-        )
-    return "\n".join(lines)
+def result_rows(result: TargetResult) -> list[dict[str, str]]:
+    """The results CSV rows of a job, with the host left for the ingest to fill in (the
+    machine's worker name, never its host name)."""
+    return [{**csv_row(result, run), "host": ""} for run in result.runs]
 
 
 def find_target(name: str, targets_file: Path | None) -> Target:
@@ -110,25 +117,41 @@ class _OutOfTime(Exception):
     pass
 
 
-async def _within(coro: Coroutine[Any, Any, T], seconds: float | None) -> T:
-    """`coro`, cancelled after `seconds`; _OutOfTime then (not a TimeoutError from inside).
+class _Cancelled(Exception):
+    pass
 
-    The engine treats a cancel as Ctrl-C: it stops sending and returns what it measured, so the
-    deadline is checked after a normal return too.
+
+async def _within(
+    coro: Coroutine[Any, Any, T], seconds: float | None, cancelled: Cancelled | None
+) -> T:
+    """`coro`, stopped after `seconds` (_OutOfTime) or when `cancelled()` turns true
+    (_Cancelled), whichever comes first.
+
+    The engine treats a cancel as Ctrl-C: it stops sending and returns what it measured, so
+    both are checked after a normal return too.
     """
-    if seconds is None:
-        return await coro
-    deadline = asyncio.timeout(seconds)
-    try:
-        async with deadline:
-            result = await coro
-    except TimeoutError:
-        if deadline.expired():
-            raise _OutOfTime() from None
-        raise
-    if deadline.expired():
-        raise _OutOfTime()
-    return result
+    task = asyncio.ensure_future(coro)
+    deadline = None if seconds is None else time.monotonic() + seconds
+    why: type[Exception] | None = None
+    while not task.done():
+        wait = CANCEL_POLL_S if cancelled is not None else None
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            wait = left if wait is None else min(wait, left)
+        await asyncio.wait({task}, timeout=None if wait is None else max(wait, 0))
+        if task.done():
+            break
+        if deadline is not None and time.monotonic() >= deadline:
+            why = _OutOfTime
+        elif cancelled is not None and cancelled():
+            why = _Cancelled
+        if why is not None:
+            task.cancel()
+            await asyncio.wait({task})
+            break
+    if why is not None:
+        raise why()
+    return task.result()
 
 
 def execute(
@@ -139,24 +162,23 @@ def execute(
     emit: Emit,
     progress_every_s: float = 0.5,
     time_limit_s: float | None = None,
+    cancelled: Cancelled | None = None,
+    max_result_bytes: int = 1_000_000,
 ) -> None:
     """Run the job and report: progress while it runs, then a result or a failure reason.
 
     `time_limit_s` (the worker's soft limit) stops the measurement from inside the event loop
     and reports why; the pool's hard limit is the backstop for a run stuck outside it. (Celery's
-    own soft limit raises from a signal handler, which an asyncio loop swallows.)
+    own soft limit raises from a signal handler, which an asyncio loop swallows.) `cancelled`
+    is polled while the run goes on: once it says so, the run stops and a `stopped` event says
+    when.
     """
 
+    def send(kind: str, body: dict[str, Any]) -> None:
+        emit(event(msg.worker_id, kind, job_id=msg.job_id, attempt=msg.attempt, body=body))
+
     def fail(reason: str) -> None:
-        emit(
-            event(
-                msg.worker_id,
-                "failed",
-                job_id=msg.job_id,
-                attempt=msg.attempt,
-                body={"reason": reason},
-            )
-        )
+        send("failed", {"reason": reason})
 
     try:
         target = find_target(msg.target, targets_file)
@@ -176,21 +198,17 @@ def execute(
         now = time.monotonic()
         if now - last >= progress_every_s or done == total:
             last = now
-            emit(
-                event(
-                    msg.worker_id,
-                    "progress",
-                    job_id=msg.job_id,
-                    attempt=msg.attempt,
-                    body={"done": done, "total": total},
-                )
-            )
+            send("progress", {"done": done, "total": total})
 
+    bench = run_bench([target], workload, progress=tick)
     try:
-        outcomes = run_sync(_within(run_bench([target], workload, progress=tick), time_limit_s))
+        outcomes = run_sync(_within(bench, time_limit_s, cancelled))
     except _OutOfTime:
         assert time_limit_s is not None
         fail(time_limit_reason(time_limit_s))
+        return
+    except _Cancelled:
+        send("stopped", {"reason": "cancelled", "done": done})
         return
     outcome = outcomes[0]
     if outcome.error is not None or outcome.result is None:
@@ -202,10 +220,9 @@ def execute(
         errors = [r.error for run in result.runs for r in run.requests if r.error]
         fail(f"every request failed: {errors[0] if errors else 'no reason given'}")
         return
-    body = {
-        "rows": [csv_row(result, run) for run in result.runs],
-        "record": json.loads(json.dumps(_clean(result.to_json()))),
-        "summary": summary_text(result),
-        "png": base64.b64encode(chart_png(result)).decode("ascii"),
-    }
-    emit(event(msg.worker_id, "result", job_id=msg.job_id, attempt=msg.attempt, body=body))
+    body = {"rows": result_rows(result), "record": result_record(result)}
+    size = len(json.dumps(body))
+    if size > max_result_bytes:
+        fail(too_large_reason(size, max_result_bytes))
+        return
+    send("result", body)

@@ -64,3 +64,11 @@ def job_workload(preset: str, params: dict[str, int], limits: Limits) -> Workloa
     except ValueError as exc:
         raise Invalid(str(exc)) from None
     return w
+
+
+def too_large_reason(size: int, limit: int) -> str:
+    """Why a result was not accepted: it is bigger than FELAB_RESULT_MAX_BYTES."""
+    return (
+        f"the result is {size:,} bytes, over the {limit:,}-byte limit (FELAB_RESULT_MAX_BYTES): "
+        "ask for fewer requests"
+    )

@@ -303,9 +303,15 @@ def check_result_row(row: Mapping[str, str]) -> ResultRow:
 
 
 def record_measured(
-    session: Session, job: m.BenchJob, row: Mapping[str, str], *, now: datetime | None = None
+    session: Session,
+    job: m.BenchJob,
+    row: Mapping[str, str],
+    *,
+    verdict: tuple[str, str] = ("ok", ""),
+    now: datetime | None = None,
 ) -> m.BenchResult:
-    """Store one run of a job (a row with the results CSV's columns) and its measured speed.
+    """Store one run of a job (a row with the results CSV's columns) and its measured speed,
+    with the verdict on it (felab_core.numbers.verdict: "ok", "unverified" or "flagged").
 
     Only a trusted ingest calls this: the worker fleet, for a job assigned to the worker that
     sent the row, or `import_results`, for a results file the member's own terminal holds.
@@ -342,6 +348,8 @@ def record_measured(
                 preset=result.preset,
                 job_id=job.id,
                 recorded_at=when,
+                verdict=verdict[0],
+                verdict_note=verdict[1] or None,
             )
         )
     job.status = "ready"

@@ -71,9 +71,10 @@ def export_member(session: Session, member_id: int) -> dict[str, Any]:
     requested = [
         j for j in rows(m.BenchJob, m.BenchJob.requested_by_id) if j["member_id"] != member_id
     ]
-    # A pairing code is kept only as a hash; the hash is a credential's shadow, not about them.
+    # A pairing code is kept only as a hash (and a lookup derived from it); both are a
+    # credential's shadow, not about them. So are the machines' broker password hashes.
     codes = [
-        {k: v for k, v in r.items() if k != "code_hash"}
+        {k: v for k, v in r.items() if k not in ("code_hash", "lookup")}
         for r in rows(m.PairCode, m.PairCode.member_id)
     ]
     card_keys = dict(session.execute(select(m.Card.id, m.Card.key)).all())
@@ -142,6 +143,14 @@ def delete_member(
             .values(requested_by_id=None),
         ),
         ("bench_jobs", delete(m.BenchJob).where(m.BenchJob.member_id == member_id)),
+        (
+            "broker_users",
+            delete(m.BrokerUser).where(
+                m.BrokerUser.worker_id.in_(
+                    select(m.Worker.id).where(m.Worker.member_id == member_id)
+                )
+            ),
+        ),
         ("workers", delete(m.Worker).where(m.Worker.member_id == member_id)),
         ("pair_codes", delete(m.PairCode).where(m.PairCode.member_id == member_id)),
         ("member_servers", delete(m.MemberServer).where(m.MemberServer.member_id == member_id)),

@@ -42,7 +42,7 @@ class FakeBot:
     def __init__(self, session: Session) -> None:
         self.session = session
         self.sent: list[Any] = []  # job messages published
-        self.withdrawn: list[int] = []
+        self.cancelled: list[tuple[int, int | None]] = []
         self.places: dict[int, Any] = {}
 
     async def db(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -51,8 +51,8 @@ class FakeBot:
     def job_sender(self) -> Callable[[Any], None]:
         return self.sent.append
 
-    def withdraw_job(self, job_id: int) -> None:
-        self.withdrawn.append(job_id)
+    def cancel_job(self, job_id: int, worker_id: int | None) -> None:
+        self.cancelled.append((job_id, worker_id))
 
     def get_channel(self, channel_id: int) -> Any:
         return self.places.get(channel_id)
@@ -66,7 +66,9 @@ class Place:
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, list[Any]]] = []
+        self.mentions: list[Any] = []  # each send's allowed_mentions
 
     async def send(self, text: str, files: Any = None, **kw: Any) -> Any:
         self.sent.append((text, list(files or [])))
+        self.mentions.append(kw.get("allowed_mentions"))
         return type("Msg", (), {"id": 9000 + len(self.sent)})()

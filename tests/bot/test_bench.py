@@ -17,6 +17,7 @@ from felab_bot.cogs.bench import BenchCog
 from felab_bot.numbers import Who
 from felab_core.db import models as m
 from felab_core.errors import Forbidden, Invalid, NotFound
+from felab_core.jobs.render import render_job
 from felab_core.numbers.service import record_measured
 from felab_core.people.service import find_member, set_public_numbers
 from tests.bot.support import CHANNEL, USER, FakeBot, Place, chat_cohort, who_in
@@ -167,9 +168,15 @@ async def test_the_outbox_posts_each_result_once(
     cog = BenchCog(fake)  # type: ignore[arg-type]
     assert await cog.post_results() == 1
     [(text, files)] = channel.sent
-    assert f"<@{USER}>" in text and "mlx c1" in text and "41.2" in text and "0.31s" in text
+    assert text == render_job(db, job).text  # the one text: what the demo prints too
+    assert text.startswith(f"<@{USER}> **Benchmark {job.id}**") and "41.2" in text
+    assert "310 ms" in text
     assert all(len(line) <= 40 for line in text.split("```")[1].splitlines())  # a phone's width
     assert [f.filename for f in files] == [f"felab-job{job.id}.png", f"felab-job{job.id}.csv"]
+    # Only the owner may be pinged; a model name or a role written into the text pings no one.
+    [mentions] = channel.mentions
+    assert mentions.everyone is False and mentions.roles is False
+    assert [u.id for u in mentions.users] == [USER]
     assert isinstance(files[0], discord.File)
     assert await cog.post_results() == 0  # posted: never twice
     assert db.scalars(select(m.JobOutbox)).one().posted_at is not None
@@ -216,10 +223,46 @@ async def test_a_failed_post_is_tried_again_after_the_lease(
     channel = Place()
     fake.places[CHANNEL] = channel
     monkeypatch.setattr(cog_module.discord.abc, "Messageable", Place)
-    assert await cog.post_results() == 0  # still claimed
+    assert await cog.post_results() == 0  # waits: tried again 30 s after the refusal
+    entry = db.scalars(select(m.JobOutbox)).one()
+    assert entry.attempts == 1 and "HTTPException" in (entry.last_error or "")
     monkeypatch.setattr(cog_module, "now", lambda: NOW + timedelta(minutes=2))
     assert await cog.post_results() == 1
-    assert "failed: mlx is not in the worker's targets file" in channel.sent[0][0]
+    assert "failed\nmlx is not in the worker's targets file" in channel.sent[0][0]
+
+
+async def test_a_post_discord_keeps_refusing_becomes_a_dead_letter(
+    db: Session, cohort: m.Cohort, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from felab_core.jobs.outbox import dead_letters, retry_dead
+
+    who = who_in(cohort)
+    _worker(db, _member(db, cohort, who))
+    _queue(db, who)
+    job = db.scalars(select(m.BenchJob)).one()
+    job.status, job.error = "failed", "no such target"
+    db.add(m.JobOutbox(job_id=job.id, created_at=NOW))
+    db.flush()
+    fake = FakeBot(db)
+
+    async def fetch_channel(_id: int) -> Any:
+        raise discord.HTTPException(type("R", (), {"status": 500, "reason": "x"})(), "down")
+
+    fake.fetch_channel = fetch_channel  # type: ignore[attr-defined]
+    cog = BenchCog(fake)  # type: ignore[arg-type]
+    clock = NOW
+    for _ in range(10):  # far more looks than tries: each waits for its backoff
+        monkeypatch.setattr(cog_module, "now", lambda clock=clock: clock)
+        assert await cog.post_results() == 0
+        clock += timedelta(hours=2)
+    entry = db.scalars(select(m.JobOutbox)).one()
+    assert entry.attempts == 5 and entry.dead_at is not None and entry.posted_at is None
+    assert [d.id for d in dead_letters(db)] == [entry.id]
+    retry_dead(db, entry.id)  # an instructor hands it back once the channel is fixed
+    channel = Place()
+    fake.places[CHANNEL] = channel
+    monkeypatch.setattr(cog_module.discord.abc, "Messageable", Place)
+    assert await cog.post_results() == 1 and dead_letters(db) == []
 
 
 class _Closed(Place):

@@ -107,21 +107,34 @@ def test_jobs_lists_status_progress_and_reason(fleet: Fleet) -> None:
 
 
 def test_cancel_queued_and_running_jobs(fleet: Fleet, tmp_path: Path) -> None:
-    from felab_worker.claims import SqliteClaims
+    import json
 
-    claims = SqliteClaims(get_settings())
-    claims.offer(fleet.queued, fleet.job(fleet.queued).attempt or "", 60)
+    from felab_worker.broker import broker_url, make_store
+    from felab_worker.names import Names
+
+    settings = get_settings()
+    store, names = make_store(broker_url(settings), settings), Names(settings.broker_prefix)
     queued_attempt = fleet.job(fleet.queued).attempt or ""
+    claim = names.claim_key(fleet.worker, fleet.queued)
+    store.set(claim, queued_attempt, 60)
     code, out = felab("cancel", str(fleet.queued), *fleet.who())
     assert code == 0, out
     assert f"job {fleet.queued} cancelled" in out
     assert fleet.job(fleet.queued).status == "cancelled"
-    assert claims.claim(fleet.queued, queued_attempt) == "stale"  # the worker drops it
+    assert store.claim(claim, queued_attempt) == "stale"  # the worker drops it
 
     running = fleet.job(fleet.running)
     code, out = felab("cancel", str(fleet.running), *fleet.who())
     assert code == 0, out
-    assert "what it reports is ignored" in out
+    assert "its machine stops the run within seconds" in out
+    # Both cancels wait on the machine's control list, which its worker reads.
+    control = names.control_key(fleet.worker)
+    got = [json.loads(store.pop(control, 0.1) or "null") for _ in range(3)]
+    assert got == [
+        {"cancel": {"job_id": fleet.queued}},
+        {"cancel": {"job_id": fleet.running}},
+        None,
+    ]
     # The run's later result is dropped: nothing is recorded for a cancelled job.
     with session_scope(default_sessions()) as s:
         late = ingest_event(

@@ -18,6 +18,7 @@ from sqlalchemy import select
 
 from felab_core.db import models as m
 from felab_core.db.session import session_scope
+from felab_core.jobs.render import render_job
 from felab_core.lab.scripted_server import Script, ScriptedServer
 from tests.e2e.fleet import FAST, spawn
 from tests.e2e.test_bot_commands import answered, attachments, followed_up, opt, reply, sub
@@ -120,10 +121,19 @@ def test_bench_from_chat_to_a_posted_result(world: BotWorld, tmp_path: Path) -> 
         assert len(ids) == 1, queued
 
         def posted(job_id: int) -> list[dict[str, object]]:
-            return [p for p in world.channel() if f"Job {job_id} " in str(p["content"])]
+            return [p for p in world.channel() if f"**Benchmark {job_id}**" in str(p["content"])]
 
         [good] = world.wait(lambda: posted(ids[0]), 90, "the mlx result in the channel")
-        assert "is done" in str(good["content"]) and "mlx c1" in str(good["content"])
+        with session_scope(world.sessions) as s:
+            job = s.get(m.BenchJob, ids[0])
+            assert job is not None
+            # Byte for byte the text felab_core.jobs.render makes (what `felab demo` prints).
+            assert good["content"] == render_job(s, job).text
+        assert ": done" in str(good["content"]) and "`mlx`" in str(good["content"])
+        # Only Ada, whose machine it is, may be pinged by it; nothing else in it can ping.
+        mentions = good["_allowed_mentions"]
+        assert isinstance(mentions, dict) and mentions.get("parse") == []
+        assert [str(u) for u in mentions.get("users", [])] == [ADA.id] and not mentions.get("roles")
         files = attachments(world, good)
         assert files[f"felab-job{ids[0]}.png"].startswith(b"\x89PNG")
         assert b"writing_tps_p50" in files[f"felab-job{ids[0]}.csv"]

@@ -1,11 +1,11 @@
-"""The worker fleet end to end: real Redis, real `celery worker` processes (`felab worker`), a
-scripted streaming server, results landing in PostgreSQL through the ingest."""
+"""The worker fleet end to end: a real Redis with a user per machine, real `celery worker`
+processes (`felab worker`), a scripted streaming server, results landing in PostgreSQL through
+the ingest."""
 
 from __future__ import annotations
 
 import os
 import signal
-import socket
 import time as _time
 import uuid
 from collections.abc import Iterator
@@ -21,28 +21,14 @@ from felab_core.jobs.queueing import queue_bench_job
 from felab_core.lab.scripted_server import Script, ScriptedServer
 from felab_core.people.service import add_member, create_cohort
 from felab_worker.dispatch import Dispatcher
-from tests.e2e.fleet import (
-    REDIS_URL,
-    Fleet,
-    drop_prefix,
-    fleet_fixture,
-    new_prefix,
-    redis_or_skip,
-    wait_for,
-)
+from tests.e2e.fleet import Fleet, fleet_fixture, free_port, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
-    redis_or_skip()
-    prefix = new_prefix()
-    env = {"FELAB_BROKER_URL": REDIS_URL, "FELAB_BROKER_PREFIX": prefix}
-    try:
-        yield from fleet_fixture(tmp_path_factory.mktemp("fleet"), env)
-    finally:
-        drop_prefix(REDIS_URL, prefix)
+    yield from fleet_fixture(tmp_path_factory.mktemp("fleet"))
 
 
 @pytest.fixture(scope="module")
@@ -59,13 +45,6 @@ def slow_server() -> Iterator[str]:
     ).start_in_thread()
     yield f"http://127.0.0.1:{srv.port}"
     srv.stop_thread()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @pytest.fixture(scope="module")
@@ -134,10 +113,13 @@ def test_job_runs_on_its_own_worker_and_lands_in_postgres(
     assert job.status == "done", job.error
     assert job.progress_done == job.progress_total == 3
     assert job.chart_png and job.chart_png.startswith(b"\x89PNG")
-    assert job.record and job.record["target"]["url"] == server
+    # What a result carries: target names, never the URL or the machine's host name.
+    assert job.record and "url" not in job.record["target"] and job.record["host"] == ""
+    assert server not in repr(job.record)
     with session_scope(fleet.sessions) as s:
         result = s.scalars(select(m.BenchResult).where(m.BenchResult.job_id == job_id)).one()
         assert result.server == "mlx" and result.writing_tps_p50
+        assert result.row["host"] == "ada-mac"  # the machine's name as its owner chose it
         number = s.scalars(select(m.Number).where(m.Number.job_id == job_id)).one()
         assert number.member_id == people["ada"].id and number.source == "measured"
         assert s.scalars(select(m.JobOutbox).where(m.JobOutbox.job_id == job_id)).one()
@@ -202,7 +184,8 @@ def test_someone_elses_worker_and_forged_results_are_refused(
 ) -> None:
     from felab_core.errors import Forbidden
     from felab_core.jobs.keys import new_private_key, sign
-    from felab_core.jobs.messages import INGEST_QUEUE, event
+    from felab_core.jobs.messages import event
+    from felab_worker.names import INGEST_QUEUE
 
     fleet = started
     env = fleet.student_env("bob-forge", {"mlx": server})

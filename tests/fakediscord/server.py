@@ -792,6 +792,8 @@ class FakeDiscord:
             "edited_timestamp": None,
             "flags": int(body.get("flags") or 0),
             "components": body.get("components") or [],
+            # Not Discord's (it never echoes this): what the bot asked for, for tests to check.
+            "_allowed_mentions": body.get("allowed_mentions"),
         }
 
     # ------------------------------------------------------------------ REST

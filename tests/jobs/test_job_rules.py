@@ -97,7 +97,7 @@ def test_ingest_checks_signature_worker_and_attempt(
     bob = _paired(db, add_member(db, cohort, "2003"), "bobmac")
     job = queue_bench_job(db, student, w, "mlx", "quick", now=NOW, settings=S).job
     first = job.attempt
-    ev = event(ident.worker_id, "started", job_id=job.id, attempt=first)
+    ev = event(ident.worker_id, "started", at=NOW.timestamp(), job_id=job.id, attempt=first)
     with pytest.raises(Forbidden, match="signature"):
         ingest_event(db, Identity(ident.worker_id, "mac", new_private_key()).sign(ev), now=NOW)
     with pytest.raises(Forbidden, match="another worker"):
@@ -105,7 +105,12 @@ def test_ingest_checks_signature_worker_and_attempt(
             db,
             bob.sign(
                 event(
-                    bob.worker_id, "result", job_id=job.id, attempt=first, body={"rows": [_row()]}
+                    bob.worker_id,
+                    "result",
+                    at=NOW.timestamp(),
+                    job_id=job.id,
+                    attempt=first,
+                    body={"rows": [_row()]},
                 )
             ),
             now=NOW,
@@ -114,24 +119,39 @@ def test_ingest_checks_signature_worker_and_attempt(
     # The worker goes silent: the reconciler sends the job again under a new attempt.
     out = reconcile(db, now=NOW + timedelta(seconds=30), settings=S)
     assert out.requeued == [job.id] and job.attempt != first and job.status == "queued"
+    # A late progress report of the first attempt changes nothing...
+    stale = event(
+        ident.worker_id, "progress", at=NOW.timestamp(), job_id=job.id, attempt=first,
+        body={"done": 1, "total": 3},
+    )  # fmt: skip
+    assert not ingest_event(db, ident.sign(stale), now=NOW).accepted and job.status == "queued"
+    # ...but its result, arriving before the new attempt started, is the run that happened: it
+    # counts (the job is never run twice), and the new send is withdrawn.
     late = ident.sign(
-        event(ident.worker_id, "result", job_id=job.id, attempt=first, body={"rows": [_row()]})
+        event(
+            ident.worker_id,
+            "result",
+            at=NOW.timestamp(),
+            job_id=job.id,
+            attempt=first,
+            body={"rows": [_row()]},
+        )
     )
-    assert not ingest_event(db, late, now=NOW).accepted
-    res = ingest_event(
-        db,
-        ident.sign(
-            event(
-                ident.worker_id,
-                "result",
-                job_id=job.id,
-                attempt=job.attempt,
-                body={"rows": [_row()]},
-            )
-        ),
-        now=NOW,
+    res = ingest_event(db, late, now=NOW)
+    assert res.accepted and job.status == "done" and res.withdraw == [(w.id, job.id)]
+    assert res.ack is not None and res.ack.attempt == first
+    second = ident.sign(
+        event(
+            ident.worker_id,
+            "result",
+            at=NOW.timestamp(),
+            job_id=job.id,
+            attempt="another",
+            body={"rows": [_row()]},
+        )
     )
-    assert res.accepted and job.status == "done"
+    res = ingest_event(db, second, now=NOW)
+    assert not res.accepted and "already done" in res.reason and res.ack is not None
     # The outbox hands the finished job out once; a crashed bot's claim comes back later.
     (item,) = claim_outbox(db, now=NOW)
     assert item.job_id == job.id and claim_outbox(db, now=NOW) == []
@@ -146,13 +166,21 @@ def test_reconciler_resends_lost_messages_fails_and_expires(db: Session, student
     job = queue_bench_job(db, student, w, "mlx", now=NOW, settings=S).job
     w.last_seen_at = NOW + timedelta(seconds=15)  # online and idle, job not started
     out = reconcile(db, now=NOW + timedelta(seconds=16), settings=S)
-    assert [msg.job_id for msg in out.resend] == [job.id] and job.attempts == 2
-    ingest_event(
-        db,
-        ident.sign(event(ident.worker_id, "started", job_id=job.id, attempt=job.attempt)),
-        now=NOW + timedelta(seconds=17),
-    )
+    # A lost message is sent again: a resend, not an attempt (no run was lost).
+    assert [msg.job_id for msg in out.resend] == [job.id]
+    assert job.attempts == 1 and job.resends == 1
+
+    def started(at: timedelta) -> None:
+        ev = event(
+            ident.worker_id, "started", at=NOW.timestamp(), job_id=job.id, attempt=job.attempt
+        )
+        assert ingest_event(db, ident.sign(ev), now=NOW + at).accepted
+
+    started(timedelta(seconds=17))
     out = reconcile(db, now=NOW + timedelta(seconds=60), settings=S)
+    assert out.requeued == [job.id] and job.attempts == 2  # the run was lost: attempt 2
+    started(timedelta(seconds=61))
+    out = reconcile(db, now=NOW + timedelta(seconds=120), settings=S)
     assert out.failed == [job.id] and "stopped heartbeating" in (job.error or "")
     job2 = queue_bench_job(db, student, w, "mlx", now=NOW, settings=S).job
     reconcile(db, now=NOW + timedelta(seconds=S.job_queue_expire_s + 1), settings=S)
@@ -171,7 +199,12 @@ def test_list_jobs_and_cancel(
     mine = queue_bench_job(db, student, w, "mlx", now=NOW, settings=S).job
     asked = queue_bench_job(db, instructor, w, "mlx", now=NOW, settings=S).job
     ev = event(
-        w.id, "progress", job_id=asked.id, attempt=asked.attempt, body={"done": 2, "total": 6}
+        w.id,
+        "progress",
+        at=NOW.timestamp(),
+        job_id=asked.id,
+        attempt=asked.attempt,
+        body={"done": 2, "total": 6},
     )
     ingest_event(db, ident.sign(ev), now=NOW, settings=S)
     views = list_jobs(db, student)
@@ -184,7 +217,9 @@ def test_list_jobs_and_cancel(
         cancel_job(db, add_member(db, cohort, "2003"), mine.id, now=NOW)
     attempt = asked.attempt
     assert cancel_job(db, instructor, asked.id, now=NOW).status == "cancelled"
-    late = event(w.id, "failed", job_id=asked.id, attempt=attempt, body={"reason": "x"})
+    late = event(
+        w.id, "failed", at=NOW.timestamp(), job_id=asked.id, attempt=attempt, body={"reason": "x"}
+    )
     got = ingest_event(db, ident.sign(late), now=NOW, settings=S)
     assert (
         not got.accepted and asked.status == "cancelled" and asked.error == "cancelled on request"
@@ -214,7 +249,12 @@ def test_workers_report_their_targets_and_a_missing_one_is_refused_at_queue_time
     with pytest.raises(Invalid, match=r"^machine mac has no target sglang"):
         queue_bench_job(db, instructor, w, "sglang", now=NOW, settings=S)
     # A signed heartbeat replaces the list (the file was edited); a forged one changes nothing.
-    beat = event(ident.worker_id, "heartbeat", body={"targets": {"llamacpp": "llamacpp"}})
+    beat = event(
+        ident.worker_id,
+        "heartbeat",
+        at=NOW.timestamp(),
+        body={"seq": 1, "targets": {"llamacpp": "llamacpp"}},
+    )
     forged = Identity(w.id, "mac", new_private_key()).sign(beat)
     with pytest.raises(Forbidden, match="signature"):
         ingest_event(db, forged, now=NOW)
@@ -227,7 +267,8 @@ def test_workers_report_their_targets_and_a_missing_one_is_refused_at_queue_time
     with pytest.raises(Invalid, match="it has: llamacpp"):
         queue_bench_job(db, student, w, "gpu", now=NOW, settings=S)
     # A heartbeat without a report (the file unreadable) keeps the last list.
-    assert ingest_event(db, ident.sign(event(ident.worker_id, "heartbeat")), now=NOW).accepted
+    bare = event(ident.worker_id, "heartbeat", at=NOW.timestamp(), body={"seq": 2})
+    assert ingest_event(db, ident.sign(bare), now=NOW).accepted
     assert worker_targets(w) == {"llamacpp": "llamacpp"}
 
 

@@ -74,7 +74,7 @@ def test_quick_demo_times_both_engines_and_leaves_nothing_running(tmp_path: Path
     # The post as the bot would make it, the chart beside the CSV, today's cards.
     assert "the bot would post" in result.output
     assert "**Benchmark 1** on demo-laptop: `llamacpp`, preset `quick`: done" in result.output
-    assert "writing tok/s" in result.output
+    assert "tok/s = writing speed" in result.output
     png = csv_path.parent / "demo-chart.png"
     assert png.read_bytes().startswith(b"\x89PNG")
     assert "Day 2" in result.output and "Question (new today)" in result.output

@@ -1,0 +1,143 @@
+"""`felab broker`: felab's users on the broker, and what students need to reach it.
+
+Run on the trusted side, with FELAB_BROKER_URL naming a Redis user allowed to manage ACL users
+(and FELAB_DATABASE_URL the fleet's database).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import typer
+from rich.console import Console
+
+from felab.cli.db import service_errors, sessions
+from felab.cli.errors import EXIT_USAGE, err
+from felab_core.db.session import session_scope
+from felab_core.settings import Settings, get_settings
+
+broker_app = typer.Typer(
+    name="broker",
+    help="The broker (Redis): felab's users on it, and the pairing URL students set.",
+    no_args_is_help=True,
+)
+console = Console(highlight=False)
+
+
+def public_url(settings: Settings) -> str:
+    """The broker as students reach it, with no user: FELAB_BROKER_PUBLIC_URL, else
+    FELAB_BROKER_URL's scheme, host, port and database."""
+    from felab_worker.broker import broker_url
+
+    url = settings.broker_public_url or broker_url(settings)
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    return urlunsplit(parts._replace(netloc=f"{host}{port}"))
+
+
+@broker_app.command("setup")
+def setup(
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (pairing_url and counts)."),
+    rotate_pairing: bool = typer.Option(
+        False, "--rotate-pairing", help="Make a new pairing password (the old URL stops working)."
+    ),
+) -> None:
+    """Create felab's Redis users: the pairing user every unpaired machine shares, and one user
+    per paired machine (from the database, which keeps only password hashes). Safe to re-run,
+    after a Redis restart too. Prints the pairing URL students set as FELAB_BROKER_URL before
+    `felab worker pair --code CODE`."""
+    from felab_core.jobs.pairing import machine_credentials, pairing_password, pairing_secret_hash
+    from felab_worker.broker import is_redis, redacted, with_credentials
+    from felab_worker.dispatch import Dispatcher
+
+    settings = get_settings()
+    dispatcher = Dispatcher(settings)
+    if not is_redis(dispatcher.url):
+        err(
+            "the embedded broker has no users to set up: set FELAB_BROKER_URL to the Redis your "
+            "students' machines will reach (a user allowed to manage ACL users)"
+        )
+        raise typer.Exit(EXIT_USAGE)
+    with service_errors(), session_scope(sessions()) as session:
+        password = pairing_password(session, rotate=rotate_pairing)
+        pairing_hash = pairing_secret_hash(session)
+        machines = machine_credentials(session)
+    try:
+        synced = dispatcher.sync_users(pairing_hash, machines)
+    except Exception as exc:
+        err(
+            f"the broker at {redacted(dispatcher.url)} refused ({type(exc).__name__}: {exc}): "
+            "FELAB_BROKER_URL must name a user allowed to run ACL SETUSER (the README's "
+            "Security section shows one)"
+        )
+        raise typer.Exit(EXIT_USAGE) from None
+    url = with_credentials(public_url(settings), dispatcher.names.pairing_user, password)
+    if as_json:
+        typer.echo(
+            json.dumps(
+                {
+                    "pairing_url": url,
+                    "pairing_user": dispatcher.names.pairing_user,
+                    "machines": synced.machines,
+                    "removed": synced.removed,
+                }
+            )
+        )
+        return
+    console.print(
+        f"broker users ready: pairing, and {synced.machines} paired machine(s)"
+        + (f"; {synced.removed} stale user(s) removed" if synced.removed else "")
+        + "\nStudents set this before `felab worker pair --code CODE` (it can only pair):\n"
+        f"  FELAB_BROKER_URL={url}",
+        markup=False,
+    )
+    if url.startswith("rediss://"):
+        console.print("  FELAB_BROKER_CA_FILE=<the file `felab broker ca` prints>", markup=False)
+
+
+@broker_app.command("ca")
+def ca() -> None:
+    """Print the CA certificate students need for a rediss:// broker (FELAB_BROKER_CA_FILE)."""
+    settings = get_settings()
+    path = settings.broker_ca_file
+    if path is None:
+        err(
+            "FELAB_BROKER_CA_FILE is not set: point it at the CA that signed the broker's "
+            "certificate (docker-compose makes one on first start)"
+        )
+        raise typer.Exit(EXIT_USAGE)
+    try:
+        typer.echo(path.read_text(), nl=False)
+    except OSError as exc:
+        err(f"cannot read {path}: {exc.strerror}")
+        raise typer.Exit(EXIT_USAGE) from None
+
+
+@broker_app.command("tls")
+def tls(
+    folder: Path = typer.Option(..., "--dir", help="Where to keep the CA and the certificate."),
+    host: list[str] = typer.Option(
+        [], "--host", help="A name or IP students reach the broker at (repeat for several)."
+    ),
+) -> None:
+    """Make the broker's TLS files once: a private CA (ca.pem, what students need) and the
+    server's certificate (redis.pem, redis.key) for `redis`, `localhost`, 127.0.0.1, the host
+    of FELAB_BROKER_PUBLIC_URL and every --host. Files already there are kept."""
+    from felab_worker.tls import make_certificates
+
+    settings = get_settings()
+    hosts = ["redis", "localhost", "127.0.0.1", *host]
+    if settings.broker_public_url:
+        public = urlsplit(settings.broker_public_url).hostname
+        if public:
+            hosts.insert(0, public)
+    made = make_certificates(folder, hosts)
+    if made.created:
+        console.print(
+            f"made a CA and a certificate for {', '.join(dict.fromkeys(hosts))} in {folder}"
+        )
+    else:
+        console.print(f"kept the TLS files already in {folder}")

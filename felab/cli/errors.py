@@ -1,0 +1,15 @@
+"""How every command says that something went wrong: one line on stderr, and an exit code.
+
+Light on purpose (rich only): the commands a student's machine runs import it too.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+#: Bad usage, or something to fix before trying again (the README's exit codes).
+EXIT_USAGE = 2
+
+
+def err(text: str) -> None:
+    Console(stderr=True, highlight=False).print(f"error: {text}", markup=False, soft_wrap=True)

@@ -1,0 +1,258 @@
+"""The server's side of `felab worker`: the ingest, pairing codes, machines and jobs, the outbox.
+
+These open the database (and the trusted broker user), so they run on the instructor's server;
+felab/cli/worker.py loads this module only when one of them is asked for.
+"""
+
+from __future__ import annotations
+
+import socket
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from felab.cli.db import service_errors, sessions
+from felab.cli.errors import EXIT_USAGE, err
+from felab_core.db import models as m
+from felab_core.db.session import session_scope
+from felab_core.db.types import utcnow
+from felab_core.errors import Invalid
+from felab_core.settings import Settings, get_settings
+
+console = Console(highlight=False)
+
+MEMBER = typer.Option(None, "--member", help="The member's Discord id.")
+COHORT = typer.Option(None, "--cohort", help="The member's cohort id.")
+
+
+def _member(discord_id: str | None, cohort_id: int | None) -> m.Member:
+    from felab_core.people.service import ensure_local_member, find_member
+
+    factory = sessions()
+    with service_errors(), session_scope(factory) as session:
+        if discord_id is None:
+            return ensure_local_member(session, now=utcnow())
+        if cohort_id is None:
+            raise Invalid("give --cohort with --member")
+        member = find_member(session, cohort_id, discord_id)
+        if member is None:
+            raise Invalid(f"no member {discord_id} in cohort {cohort_id}")
+        return member
+
+
+def issue_code(
+    name: str, member: str | None, cohort: int | None, allow: bool, settings: Settings
+) -> str:
+    """A one-time pairing code for `name` (what the bot's /worker pair gives)."""
+    from felab_core.jobs.pairing import issue_pair_code
+
+    who = _member(member, cohort)
+    with service_errors(), session_scope(sessions()) as session:
+        return issue_pair_code(session, who, name, allow_instructors=allow, settings=settings)
+
+
+def ingest(
+    loglevel: str = typer.Option("INFO", help="Celery log level."),
+) -> None:
+    """Run the trusted ingest: the one process that writes job progress and results to the
+    database, redeems pairing requests, keeps the broker's users in step with the database, with
+    the reconciler beating inside it."""
+    from felab_worker.ingest import create_app
+    from felab_worker.names import BEAT_QUEUE, INGEST_QUEUE, PAIRING_QUEUE
+
+    settings = get_settings()
+    sessions()  # the schema is checked now, not at the first event
+    app, state = create_app(settings)
+    try:
+        synced = state.sync_users()
+    except Exception as exc:
+        err(
+            f"could not set up the broker's users ({type(exc).__name__}: {exc}): is "
+            "FELAB_BROKER_URL a user allowed to manage ACL users (`felab broker setup`)?"
+        )
+        raise typer.Exit(EXIT_USAGE) from None
+    if synced.machines:
+        console.print(f"broker users in step with the database: {synced.machines} machine(s)")
+    schedule = settings.data_dir / "ingest-beat-schedule"
+    schedule.parent.mkdir(parents=True, exist_ok=True)
+    app.worker_main(
+        [
+            "worker",
+            "-Q",
+            ",".join((INGEST_QUEUE, PAIRING_QUEUE, BEAT_QUEUE)),
+            "-B",
+            "-s",
+            str(schedule),
+            "-n",
+            f"ingest@{socket.gethostname()}",
+            "--pool",
+            "solo",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "--loglevel",
+            loglevel,
+        ]
+    )
+
+
+def list_cmd(member: str = MEMBER, cohort: int = COHORT) -> None:
+    """A member's workers, online or not, when each was last seen, and the target names its
+    targets file holds (as the machine last reported them)."""
+    from felab_core.jobs.fleet import list_workers, worker_targets
+
+    who = _member(member, cohort)
+    with service_errors(), session_scope(sessions()) as session:
+        views = list_workers(session, who)
+    table = Table(
+        "worker", "id", "state", "last seen", "running job", "instructors may use", "targets"
+    )
+    for v in views:
+        known = worker_targets(v.worker)
+        state = "removed" if v.worker.status == "removed" else "online" if v.online else "offline"
+        table.add_row(
+            v.worker.name,
+            str(v.worker.id),
+            state,
+            v.last_seen,
+            str(v.running_job or "-"),
+            "yes" if v.worker.allow_instructors else "no",
+            "not reported yet" if known is None else ", ".join(known) or "none",
+        )
+    if not views:
+        console.print("no workers yet: pair one with `felab worker pair --name NAME`")
+        return
+    console.print(table)
+
+
+def jobs_cmd(
+    member: str = MEMBER,
+    cohort: int = COHORT,
+    limit: int = typer.Option(20, min=1, help="How many, newest first."),
+) -> None:
+    """A member's jobs, newest first: status, progress (requests done of total) and the reason
+    a job failed, expired or was cancelled."""
+    from felab_core.jobs.queueing import list_jobs
+
+    who = _member(member, cohort)
+    with service_errors(), session_scope(sessions()) as session:
+        views = list_jobs(session, who, limit=limit)
+        rows = [
+            (
+                str(v.job.id),
+                v.worker,
+                v.job.target or v.job.server,
+                v.job.preset,
+                v.job.status,
+                v.progress,
+                v.job.error or "",
+            )
+            for v in views
+        ]
+    if not rows:
+        console.print("no jobs yet: ask the bot for /bench, on a paired machine")
+        return
+    table = Table("job", "worker", "target", "preset", "status", "progress", "reason")
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+
+
+def cancel_cmd(
+    job_id: int = typer.Argument(..., help="The job's number (`felab worker jobs`)."),
+    member: str = MEMBER,
+    cohort: int = COHORT,
+) -> None:
+    """Cancel a queued or running job: a queued one is dropped, a running one is stopped on the
+    machine within seconds (it watches its control list)."""
+    from felab_core.jobs.queueing import cancel_job
+    from felab_worker.dispatch import Dispatcher
+
+    who = _member(member, cohort)
+    with service_errors(), session_scope(sessions()) as session:
+        job = cancel_job(session, who, job_id)
+        worker_id, was_running = job.worker_id, job.started_at is not None
+    try:
+        Dispatcher(get_settings()).cancel(job_id, worker_id)
+    except Exception as exc:  # the broker down: the attempt check still drops its events
+        console.print(f"(the broker did not answer: {type(exc).__name__}; the job is cancelled)")
+    if was_running:
+        console.print(f"job {job_id} cancelled: its machine stops the run within seconds")
+    else:
+        console.print(f"job {job_id} cancelled")
+
+
+def remove_cmd(
+    name: str = typer.Argument(..., help="The machine's worker name."),
+    member: str = MEMBER,
+    cohort: int = COHORT,
+) -> None:
+    """Revoke a machine (a lost laptop, a student who left): its key and broker user stop
+    working at once, its live connections are dropped, its queued jobs are cancelled."""
+    from felab_core.jobs.fleet import find_worker
+    from felab_core.jobs.pairing import remove_worker
+    from felab_worker.dispatch import Dispatcher
+
+    who = _member(member, cohort)
+    with service_errors(), session_scope(sessions()) as session:
+        actor = session.merge(who)
+        worker = find_worker(session, actor, name)
+        remove_worker(session, actor, worker)
+        worker_id = worker.id
+    try:
+        Dispatcher(get_settings()).remove_machine(worker_id)
+    except Exception as exc:
+        err(
+            f"{name} is removed in the database, but the broker did not answer ({exc}): its "
+            "user goes at the ingest's next start, or run `felab broker setup`"
+        )
+        raise typer.Exit(EXIT_USAGE) from None
+    console.print(f"removed {name} (worker {worker_id}): its key and broker user no longer work")
+
+
+def allow_instructors_cmd(
+    name: str = typer.Argument(..., help="Your machine's worker name."),
+    allow: bool = typer.Option(
+        ..., "--yes/--no", help="Whether your cohort's instructors may run jobs on it."
+    ),
+    member: str = typer.Option(None, "--member", help="The owner's Discord id."),
+    cohort: int = typer.Option(None, "--cohort", help="The owner's cohort id."),
+) -> None:
+    """The owner's consent: may the cohort's instructors run benchmarks on this machine?"""
+    from felab_core.jobs.fleet import find_worker, set_allow_instructors
+
+    who = _member(member, cohort)
+    with service_errors(), session_scope(sessions()) as session:
+        owner = session.merge(who)
+        worker = find_worker(session, owner, name)
+        set_allow_instructors(session, owner, worker, allow)
+    if allow:
+        console.print(f"instructors may now run jobs on {name}")
+    else:
+        console.print(f"only you may run jobs on {name} now")
+
+
+def outbox_cmd(
+    retry: int = typer.Option(None, "--retry", help="Post this dead letter again (its id)."),
+) -> None:
+    """Finished jobs Discord refused to post (dead letters), with the last error; `--retry ID`
+    hands one back to the bot."""
+    from felab_core.jobs.outbox import dead_letters, retry_dead
+
+    with service_errors(), session_scope(sessions()) as session:
+        if retry is not None:
+            retry_dead(session, retry)
+            console.print(f"outbox entry {retry} goes to the bot again at its next look")
+            return
+        rows = [
+            (str(r.id), str(r.job_id), str(r.attempts), r.last_error or "")
+            for r in dead_letters(session)
+        ]
+    if not rows:
+        console.print("no dead letters: every finished job was posted")
+        return
+    table = Table("entry", "job", "tries", "last error")
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)

@@ -1,0 +1,56 @@
+"""Sub-commands imported on first use: `felab bench` on a student's Mac loads the timing engine
+and nothing of the database, the bot or the ingest."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import typer
+from typer import _click as click  # typer's own copy of click: its groups are these
+from typer.core import TyperGroup
+
+
+@dataclass(frozen=True)
+class Entry:
+    """Where a sub-command lives: `module:attr`, a typer app (a group) or a function."""
+
+    target: str
+    group: bool = False
+    context: dict[str, Any] = field(default_factory=dict)
+    doc_help: bool = False  # the function's docstring is the command's help
+
+
+def load_command(name: str, entry: Entry) -> click.Command:
+    """Import one sub-command and turn it into the click command typer would have made."""
+    module, attr = entry.target.split(":")
+    obj = getattr(importlib.import_module(module), attr)
+    cmd: click.Command
+    if entry.group:
+        cmd = typer.main.get_group(obj)
+    else:
+        single = typer.Typer(rich_markup_mode="rich")
+        helptext = obj.__doc__ if entry.doc_help else None
+        single.command(name, help=helptext, context_settings=entry.context or None)(obj)
+        cmd = typer.main.get_command(single)
+    cmd.name = name
+    return cmd
+
+
+def lazy_group(commands: dict[str, Entry]) -> type[TyperGroup]:
+    """A typer group class whose extra sub-commands, `commands`, are imported on first use."""
+
+    class LazyGroup(TyperGroup):
+        def list_commands(self, ctx: click.Context) -> list[str]:
+            return [*super().list_commands(ctx), *(c for c in commands if c not in self.commands)]
+
+        def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+            found = super().get_command(ctx, cmd_name)
+            if found is not None or cmd_name not in commands:
+                return found
+            cmd = load_command(cmd_name, commands[cmd_name])
+            self.add_command(cmd, cmd_name)
+            return cmd
+
+    return LazyGroup

@@ -1,0 +1,198 @@
+"""The one way a finished job is shown: the post's text, its chart and its CSV.
+
+The bot's outbox posts exactly this, and `felab demo` prints exactly this, so "as the bot would
+post it" is true by construction. Discord markdown, at most 2,000 characters, a table narrow
+enough for a phone (40 columns). Nothing here knows Discord.
+
+Text a machine sent (its model name, a failure reason) is shown inside code spans or as plain
+text; the bot sends every message with mentions disabled except the owner's, so none of it can
+ping anyone.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from felab_core.db import models as m
+from felab_core.engine.results import short_model
+
+#: Discord refuses a message longer than this.
+MAX_MESSAGE = 2000
+#: The widest a table line may be and still read on a phone.
+TABLE_WIDTH = 40
+_HEAD = ("users", "ok", "tok/s", "TTFT p50", "E2E p50")
+_EXPLAIN = "tok/s = writing speed (1/TPOT, p50): what one user sees once the reply has started"
+
+
+@dataclass(frozen=True)
+class RenderedJob:
+    """A finished job as it is posted."""
+
+    job_id: int
+    status: str
+    text: str
+    chart_png: bytes | None
+    chart_name: str
+    csv: str | None
+    csv_name: str
+    rows: list[dict[str, str]] = field(default_factory=list)
+
+
+def fit(text: str, limit: int = MAX_MESSAGE) -> str:
+    """`text` cut to `limit` characters, with an ellipsis when cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def code(text: str) -> str:
+    """Text from a machine as an inline code span: no markdown, no mention, one line."""
+    clean = " ".join(str(text).replace("`", "'").split())[:120]
+    return f"`{clean}`" if clean else "`?`"
+
+
+def mention_of(member: m.Member) -> str:
+    """How a post names the machine's owner: a Discord mention, or their name outside Discord."""
+    if member.discord_id.isdigit():
+        return f"<@{member.discord_id}>"
+    return member.display_name or "you"
+
+
+def _num(row: dict[str, str], key: str, scale: float = 1.0) -> float | None:
+    try:
+        return float(row.get(key) or "") * scale
+    except ValueError:
+        return None
+
+
+def result_table(rows: list[dict[str, str]]) -> str:
+    """The runs of a job, one line each, at most TABLE_WIDTH wide (in a code block in chat)."""
+    body = []
+    for row in rows:
+        tps = _num(row, "writing_tps_p50")
+        ttft = _num(row, "ttft_p50_s", 1000)
+        e2e = _num(row, "e2e_p50_s")
+        ok, failed = row.get("ok") or "-", row.get("failed") or "0"
+        total = ok
+        if ok.isdigit() and failed.isdigit() and failed != "0":
+            total = f"{ok}/{int(ok) + int(failed)}"
+        body.append(
+            (
+                row.get("concurrency") or "-",
+                total,
+                "-" if tps is None else f"{tps:,.1f}",
+                "-" if ttft is None else f"{ttft:,.0f} ms",
+                "-" if e2e is None else f"{e2e:.2f} s",
+            )
+        )
+    widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(_HEAD)]
+    lines = [" ".join(c.rjust(w) for c, w in zip(_HEAD, widths, strict=True))]
+    lines += [" ".join(v.rjust(w) for v, w in zip(r, widths, strict=True)) for r in body]
+    return "\n".join(line[:TABLE_WIDTH] for line in lines)
+
+
+def rows_csv(rows: list[dict[str, str]]) -> str:
+    """The measured rows as one CSV file (the results CSV's columns)."""
+    names: list[str] = []
+    for row in rows:
+        names.extend(k for k in row if k not in names)
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=names, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def chart_png(record: dict[str, Any] | None, title: str) -> bytes | None:
+    """Each request's writing speed, one line per concurrency, from a job's record (drawn on
+    the trusted side: a worker sends figures, never pictures)."""
+    runs = [r for r in (record or {}).get("runs") or [] if isinstance(r, dict)]
+    series = []
+    for run in runs:
+        speeds = [
+            float(q["writing_tps"])
+            for q in run.get("requests") or []
+            if isinstance(q, dict) and q.get("ok") and isinstance(q.get("writing_tps"), int | float)
+        ]
+        if speeds:
+            series.append((run.get("concurrency"), speeds))
+    if not series:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3), dpi=80)
+    for concurrency, speeds in series:
+        ax.plot(range(1, len(speeds) + 1), speeds, marker="o", label=f"{concurrency} users")
+    ax.set_xlabel("request")
+    ax.set_ylabel("writing speed (tokens/s)")
+    ax.set_title(title[:60])
+    ax.legend(loc="lower right")
+    buf = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buf, format="png", metadata={"Software": None})
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _verdicts(session: Session, job: m.BenchJob) -> list[str]:
+    numbers = session.scalars(
+        select(m.Number).where(m.Number.job_id == job.id, m.Number.verdict != "ok")
+    ).all()
+    notes = []
+    for n in numbers:
+        if n.verdict == "flagged":
+            notes.append(
+                f"Flagged, off the leaderboard until an instructor approves it: {n.verdict_note}"
+            )
+        elif n.verdict == "unverified":
+            notes.append(f"Unverified, listed apart from the leaderboard: {n.verdict_note}")
+    return notes
+
+
+def render_job(session: Session, job: m.BenchJob) -> RenderedJob:
+    """The post for a finished job: whose and where, the table, or why it did not run."""
+    owner = session.get(m.Member, job.member_id)
+    worker = session.get(m.Worker, job.worker_id) if job.worker_id is not None else None
+    who = mention_of(owner) if owner is not None else ""
+    where = f" on {worker.name}" if worker else ""
+    what = job.target or job.server
+    head = f"{who} **Benchmark {job.id}**{where}: `{what}`, preset `{job.preset}`".strip()
+    results = session.scalars(
+        select(m.BenchResult)
+        .where(m.BenchResult.job_id == job.id)
+        .order_by(m.BenchResult.concurrency, m.BenchResult.id)
+    ).all()
+    rows = [dict(r.row or {}) for r in results]
+    done = job.status == "done" and bool(rows)
+    if done:
+        first = rows[0]
+        server = " ".join(x for x in (first.get("server"), first.get("server_version")) if x)
+        model = short_model(first.get("model")) if first.get("model") else "model unknown"
+        lines = [
+            f"{head}: done",
+            f"{code(server or what)} serving {code(model)}",
+            "```",
+            result_table(rows),
+            "```",
+            _EXPLAIN,
+            *_verdicts(session, job),
+        ]
+    else:
+        lines = [f"{head}: {job.status}", job.error or "no reason recorded"]
+    return RenderedJob(
+        job_id=job.id,
+        status=job.status,
+        text=fit("\n".join(lines)),
+        chart_png=job.chart_png if done else None,
+        chart_name=f"felab-job{job.id}.png",
+        csv=rows_csv(rows) if done else None,
+        csv_name=f"felab-job{job.id}.csv",
+        rows=rows if done else [],
+    )

@@ -1,0 +1,132 @@
+"""Whether a measured writing speed may be ranked: checked against physics and against the
+result's own request records before any leaderboard shows it.
+
+- Above the speed limit of the member's machine for that model (memory bandwidth divided by
+  the bytes read per token): impossible, so "flagged", off the boards until an instructor
+  approves it.
+- Not what the result's own per-request figures give (their median writing speed, their count
+  of successful requests): a doctored row, "flagged" too.
+- The member's chip or the model's size unknown: "unverified", listed apart, unranked, with
+  what to set to have it checked.
+- Otherwise "ok". An instructor's approval makes a flagged figure "approved".
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from felab_core.db import models as m
+from felab_core.errors import Forbidden, Invalid, NotFound
+from felab_core.numbers.service import speed_limit_for
+from felab_core.sizing.speed_limit import check_speed
+
+RANKED = ("ok", "approved")
+#: How far a row's p50 may sit from the median of its own requests (rounding in the CSV).
+RECORD_TOLERANCE = 0.01
+
+
+@dataclass(frozen=True)
+class Verdict:
+    verdict: str  # ok | unverified | flagged
+    note: str = ""
+
+
+def _run_requests(
+    record: Mapping[str, Any] | None, concurrency: int
+) -> list[dict[str, Any]] | None:
+    if not isinstance(record, Mapping):
+        return None
+    for run in record.get("runs") or []:
+        if isinstance(run, dict) and run.get("concurrency") == concurrency:
+            reqs = run.get("requests")
+            return [r for r in reqs if isinstance(r, dict)] if isinstance(reqs, list) else None
+    return None
+
+
+def against_record(
+    tps: float, ok: int | None, record: Mapping[str, Any] | None, concurrency: int
+) -> str:
+    """What is wrong with a row's figures given the run's own request records ("" if nothing)."""
+    requests = _run_requests(record, concurrency)
+    if requests is None:
+        return "the result carries no request records to check the figure against"
+    good = [r for r in requests if r.get("ok") is True]
+    if ok is not None and ok != len(good):
+        return f"the row says {ok} requests succeeded, its records show {len(good)}"
+    speeds = [
+        float(r["writing_tps"])
+        for r in good
+        if isinstance(r.get("writing_tps"), int | float) and r["writing_tps"] > 0
+    ]
+    if not speeds:
+        return "no request record has a writing speed"
+    median = statistics.median(speeds)
+    if abs(median - tps) > RECORD_TOLERANCE * max(median, tps):
+        return (
+            f"the row says {tps:.1f} tokens/s, its own requests give {median:.1f} (median): "
+            "the figures do not agree"
+        )
+    for r in good:
+        tokens, tpot = r.get("output_tokens"), r.get("tpot_s")
+        e2e, ttft = r.get("e2e_s"), r.get("ttft_s")
+        if not all(isinstance(v, int | float) for v in (tokens, tpot, e2e, ttft)):
+            continue
+        assert isinstance(tokens, int | float) and isinstance(tpot, int | float)
+        assert isinstance(e2e, int | float) and isinstance(ttft, int | float)
+        decode = e2e - ttft
+        # n tokens after the first cannot be written faster than the time the stream took.
+        if tokens > 1 and tpot > 0 and (tokens - 1) * tpot > decode * 1.05 + 0.005:
+            return (
+                f"request {r.get('index')} claims {tokens} tokens at {tpot * 1000:.2f} ms each "
+                f"in a {decode * 1000:.0f} ms stream: impossible"
+            )
+    return ""
+
+
+def judge(
+    session: Session,
+    member: m.Member,
+    server: str,
+    tps: float,
+    *,
+    ok: int | None = None,
+    record: Mapping[str, Any] | None = None,
+    concurrency: int = 1,
+) -> Verdict:
+    """The verdict on one measured writing speed of `member` on `server`. `record` None: a row
+    imported from the member's own results file, checked against the speed limit only."""
+    if record is not None:
+        wrong = against_record(tps, ok, record, concurrency)
+        if wrong:
+            return Verdict("flagged", wrong)
+    limit = speed_limit_for(session, member, server)
+    if isinstance(limit, str):
+        return Verdict("unverified", limit)
+    check = check_speed(Fraction(repr(tps)), limit)
+    if check.impossible:
+        return Verdict("flagged", check.explanation)
+    return Verdict("ok")
+
+
+def approve(session: Session, instructor: m.Member, number_id: int) -> m.Number:
+    """An instructor vouches for a flagged figure (a server faster than physics says, really)."""
+    number = session.get(m.Number, number_id)
+    if number is None:
+        raise NotFound(f"no number {number_id}")
+    owner = session.get(m.Member, number.member_id)
+    if instructor.role != "instructor" or owner is None or owner.cohort_id != instructor.cohort_id:
+        raise Forbidden("only an instructor of the member's cohort can approve a figure")
+    if number.verdict != "flagged":
+        raise Invalid(f"number {number_id} is {number.verdict}, not flagged: nothing to approve")
+    number.verdict = "approved"
+    number.verdict_note = f"approved by {instructor.display_name or instructor.discord_id}: " + (
+        number.verdict_note or ""
+    )
+    session.flush()
+    return number

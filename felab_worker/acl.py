@@ -1,0 +1,121 @@
+"""The broker's Redis users: one per paired machine, one for pairing, made by the trusted side.
+
+A machine's user reaches its own queue and keys, may push (and nothing else) to the ingest's
+inbox, and may only pop from its control list. The pairing user may push to the pairing inbox
+and read answers (each sealed with its own code). Neither may run a script (EVAL, FUNCTION),
+list or scan keys, flush, reconfigure, monitor, subscribe to anything, kill clients, or touch
+ACLs: Redis refuses all of it.
+
+Users made with ACL SETUSER live in Redis's memory: `ensure_users` recreates them from the
+database (password hashes only) after a restart, and is safe to run again at any time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from felab_core.jobs.pairing import MachineCredential
+from felab_worker.names import INGEST_QUEUE, PAIRING_QUEUE, Names, glob_escape
+
+#: Every user starts from nothing: no password, no keys, no channels, no commands, no selectors.
+_RESET = ["reset", "resetchannels", "-@all", "+ping", "+hello", "+quit"]
+
+
+def version_of(client: Any) -> tuple[int, ...]:
+    """The Redis server's version, such as (7, 0, 15)."""
+    text = str(client.info("server").get("redis_version", "0"))
+    return tuple(int(p) for p in text.split(".") if p.isdigit())
+
+
+def _connect_rules(version: tuple[int, ...]) -> list[str]:
+    """redis-py names its connection with CLIENT SETINFO; 7.2 checks it against the ACL, and
+    7.0 does not know the subcommand (naming it there is an error)."""
+    return ["+client|setinfo"] if version >= (7, 2) else []
+
+
+def machine_rules(
+    names: Names, worker_id: int, secret_hash: str, version: tuple[int, ...]
+) -> list[str]:
+    """What one paired machine may do on the broker."""
+    own = glob_escape(names.machine_keys(worker_id))
+    inbox = glob_escape(names.key(INGEST_QUEUE))
+    control = glob_escape(names.control_key(worker_id))
+    queue = glob_escape(names.key(names.jobs_queue(worker_id)))
+    return [
+        *_RESET,
+        "on",
+        f"#{secret_hash}",
+        *_connect_rules(version),
+        # its own job queue (kombu adds priority sub-queues named queue + "\x06\x16" + step);
+        # LPUSH puts back a job whose pool child died (Celery's reject_on_worker_lost)
+        "+brpop",
+        "+lpush",
+        f"~{queue}*",
+        # events to the ingest: push only (no read, no delete)
+        f"(+lpush %W~{inbox})",
+        # the attempt it claims before running a job
+        f"(+get +set +watch +unwatch +multi +exec +discard +del ~{own}claim.*)",
+        # acknowledgements and cancels: pop only; only the trusted side pushes
+        f"(+brpop +rpop ~{control})",
+    ]
+
+
+def pairing_rules(names: Names, secret_hash: str, version: tuple[int, ...]) -> list[str]:
+    """What an unpaired machine may do: push one request, read an answer (sealed)."""
+    inbox = glob_escape(names.key(PAIRING_QUEUE))
+    answers = glob_escape(names.answer_key(""))
+    return [
+        *_RESET,
+        "on",
+        f"#{secret_hash}",
+        *_connect_rules(version),
+        f"(+lpush %W~{inbox})",
+        f"(+get %R~{answers}*)",
+    ]
+
+
+@dataclass(frozen=True)
+class Synced:
+    machines: int
+    removed: int
+
+
+def ensure_users(
+    client: Any, names: Names, pairing_hash: str, machines: list[MachineCredential]
+) -> Synced:
+    """Make the broker's felab users exactly the database's: create or refresh each, and delete
+    users of machines no longer paired. Idempotent."""
+    version = version_of(client)
+    pairing = pairing_rules(names, pairing_hash, version)
+    client.execute_command("ACL", "SETUSER", names.pairing_user, *pairing)
+    wanted = set()
+    for cred in machines:
+        user = names.machine_user(cred.worker_id)
+        wanted.add(user)
+        rules = machine_rules(names, cred.worker_id, cred.secret_hash, version)
+        client.execute_command("ACL", "SETUSER", user, *rules)
+    stale = [
+        u
+        for u in (str(x) for x in client.acl_users())
+        if u.startswith(names.machine_user(0)[:-1]) and u not in wanted
+    ]
+    for user in stale:
+        client.acl_deluser(user)
+    return Synced(len(wanted), len(stale))
+
+
+def set_machine(client: Any, names: Names, cred: MachineCredential) -> None:
+    """Create or refresh one machine's user (right after it paired)."""
+    rules = machine_rules(names, cred.worker_id, cred.secret_hash, version_of(client))
+    client.execute_command("ACL", "SETUSER", names.machine_user(cred.worker_id), *rules)
+
+
+def remove_machine(client: Any, names: Names, worker_id: int) -> None:
+    """Delete a machine's user: Redis drops its live connections at once."""
+    client.acl_deluser(names.machine_user(worker_id))
+
+
+def users_present(client: Any, names: Names) -> bool:
+    """Whether the broker still has felab's users (a restarted Redis has none)."""
+    return client.acl_getuser(names.pairing_user) is not None

@@ -1,0 +1,217 @@
+"""Connections to the broker: its URL (or the embedded SQLite file), TLS, timeouts, and a small
+store over it for what is not a Celery message: attempt claims, control lists, pairing answers.
+
+Every connection has connect and read timeouts, so a laptop that slept or a broker that went
+away makes a call fail (and retry) instead of hanging.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import ssl
+import time
+from pathlib import Path
+from typing import Any, Literal, Protocol
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from felab_core.settings import Settings
+
+Claim = Literal["run", "again", "stale"]
+
+#: Seconds to open a connection, and to wait for any answer but a blocking pop's.
+CONNECT_TIMEOUT_S = 5.0
+READ_TIMEOUT_S = 15.0
+
+
+def broker_url(settings: Settings) -> str:
+    """FELAB_BROKER_URL, or kombu's SQLAlchemy transport on a SQLite file (no server needed)."""
+    if settings.broker_url:
+        return settings.broker_url
+    return f"sqla+sqlite:///{(settings.data_dir / 'broker.db').resolve()}"
+
+
+def is_redis(url: str) -> bool:
+    return url.startswith(("redis://", "rediss://"))
+
+
+def redacted(url: str) -> str:
+    """`url` with its password replaced by `***`, for logs and messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
+
+
+def with_credentials(url: str, user: str, password: str) -> str:
+    """`url` (scheme, host, port, database) with another user and password."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    port = f":{parts.port}" if parts.port else ""
+    netloc = f"{quote(user, safe='')}:{quote(password, safe='')}@{host}{port}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def ssl_options(url: str, settings: Settings) -> dict[str, Any] | None:
+    """TLS for rediss:// URLs, as Celery wants it: the server's certificate is always checked."""
+    if not url.startswith("rediss://"):
+        return None
+    opts: dict[str, Any] = {"ssl_cert_reqs": ssl.CERT_REQUIRED}
+    if settings.broker_ca_file is not None:
+        opts["ssl_ca_certs"] = str(settings.broker_ca_file)
+    return opts
+
+
+def redis_client(url: str, settings: Settings) -> Any:
+    """A redis-py client for `url` with felab's timeouts and TLS checks (strings in and out)."""
+    import redis
+
+    kwargs: dict[str, Any] = {
+        "socket_connect_timeout": CONNECT_TIMEOUT_S,
+        "socket_timeout": READ_TIMEOUT_S,
+        "health_check_interval": 30,
+        "decode_responses": True,
+    }
+    if url.startswith("rediss://"):
+        kwargs["ssl_cert_reqs"] = "required"
+        if settings.broker_ca_file is not None:
+            kwargs["ssl_ca_certs"] = str(settings.broker_ca_file)
+    return redis.Redis.from_url(url, **kwargs)
+
+
+class Store(Protocol):
+    """Keys and lists beside the queues. Keys are full names (felab_worker.names.Names)."""
+
+    def set(self, key: str, value: str, ttl_s: int) -> None: ...
+
+    def get(self, key: str) -> str | None: ...
+
+    def delete(self, key: str) -> None: ...
+
+    def claim(self, key: str, attempt: str) -> Claim: ...
+
+    def push(self, key: str, value: str, ttl_s: int | None = None) -> None: ...
+
+    def pop(self, key: str, timeout_s: float) -> str | None: ...
+
+
+class RedisStore:
+    """The store on Redis: plain commands a machine's ACL allows, never a Lua script."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def set(self, key: str, value: str, ttl_s: int) -> None:
+        self.client.set(key, value, ex=ttl_s)
+
+    def get(self, key: str) -> str | None:
+        value = self.client.get(key)
+        return None if value is None else str(value)
+
+    def delete(self, key: str) -> None:
+        self.client.delete(key)
+
+    def claim(self, key: str, attempt: str) -> Claim:
+        """Take `attempt` atomically (WATCH/MULTI): run it once, say `again` on a redelivery."""
+        import redis
+
+        with self.client.pipeline() as pipe:
+            while True:
+                try:
+                    pipe.watch(key)
+                    value = pipe.get(key)
+                    if value == attempt:
+                        pipe.multi()
+                        pipe.set(key, f"claimed:{attempt}", keepttl=True)
+                        pipe.execute()
+                        return "run"
+                    pipe.unwatch()
+                    return "again" if value == f"claimed:{attempt}" else "stale"
+                except redis.WatchError:
+                    continue
+
+    def push(self, key: str, value: str, ttl_s: int | None = None) -> None:
+        if ttl_s is None:
+            self.client.lpush(key, value)
+            return
+        with self.client.pipeline() as pipe:
+            pipe.lpush(key, value)
+            pipe.expire(key, ttl_s)
+            pipe.execute()
+
+    def pop(self, key: str, timeout_s: float) -> str | None:
+        found = self.client.brpop([key], timeout=max(1, round(timeout_s)))
+        return None if found is None else str(found[1])
+
+
+class SqliteStore:
+    """The same store in a SQLite file beside the embedded broker (one machine, no server)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with self._db() as db:
+            db.execute("CREATE TABLE IF NOT EXISTS kv (k TEXT PRIMARY KEY, v TEXT, expires REAL)")
+            db.execute("CREATE TABLE IF NOT EXISTS lists (id INTEGER PRIMARY KEY, k TEXT, v TEXT)")
+
+    def _db(self) -> sqlite3.Connection:
+        return sqlite3.connect(self.path, timeout=10, isolation_level="IMMEDIATE")
+
+    def set(self, key: str, value: str, ttl_s: int) -> None:
+        with self._db() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO kv VALUES (?, ?, ?)", (key, value, time.time() + ttl_s)
+            )
+
+    def get(self, key: str) -> str | None:
+        with self._db() as db:
+            row = db.execute(
+                "SELECT v FROM kv WHERE k = ? AND expires > ?", (key, time.time())
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def delete(self, key: str) -> None:
+        with self._db() as db:
+            db.execute("DELETE FROM kv WHERE k = ?", (key,))
+
+    def claim(self, key: str, attempt: str) -> Claim:
+        with self._db() as db:
+            row = db.execute("SELECT v FROM kv WHERE k = ?", (key,)).fetchone()
+            value = row[0] if row else None
+            if value == attempt:
+                db.execute("UPDATE kv SET v = ? WHERE k = ?", (f"claimed:{attempt}", key))
+                return "run"
+            return "again" if value == f"claimed:{attempt}" else "stale"
+
+    def push(self, key: str, value: str, ttl_s: int | None = None) -> None:
+        with self._db() as db:
+            db.execute("INSERT INTO lists (k, v) VALUES (?, ?)", (key, value))
+
+    def pop(self, key: str, timeout_s: float) -> str | None:
+        end = time.monotonic() + timeout_s
+        while True:
+            with self._db() as db:
+                row = db.execute(
+                    "SELECT id, v FROM lists WHERE k = ? ORDER BY id LIMIT 1", (key,)
+                ).fetchone()
+                if row is not None:
+                    db.execute("DELETE FROM lists WHERE id = ?", (row[0],))
+                    return str(row[1])
+            if time.monotonic() >= end:
+                return None
+            time.sleep(0.1)
+
+
+def make_store(url: str, settings: Settings) -> Store:
+    """The store for `url`: Redis itself, or a SQLite file beside the embedded broker's."""
+    if is_redis(url):
+        return RedisStore(redis_client(url, settings))
+    if url.startswith("sqla+sqlite:///"):
+        return SqliteStore(Path(url.removeprefix("sqla+sqlite:///")).with_name("broker-store.db"))
+    raise ValueError(
+        f"felab cannot use the broker {redacted(url)}: use redis://, rediss:// or none"
+    )

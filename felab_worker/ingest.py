@@ -1,0 +1,180 @@
+"""The trusted ingest: events from machines, pairing requests and the reconciler's beat, each a
+Celery task that decodes, checks it came in on its own queue, and calls felab_core.
+
+It is the one process that opens the database for the fleet, and it holds the broker user that
+manages machines' Redis users. A database that is briefly away is retried with backoff; a
+message the ingest was killed holding comes back within minutes (felab_worker.app).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from celery import Celery, Task
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.orm import Session, sessionmaker
+
+from felab_core.db.session import default_sessions, session_scope
+from felab_core.errors import ServiceError
+from felab_core.jobs.handshake import seal
+from felab_core.jobs.ingest import Ingested, ingest_event
+from felab_core.jobs.lifecycle import send_after_commit
+from felab_core.jobs.pairing import (
+    MachineCredential,
+    machine_credentials,
+    pairing_secret_hash,
+    redeem_pair_request,
+    secret_hash,
+)
+from felab_core.jobs.reconciler import reconcile
+from felab_core.settings import Settings
+from felab_worker.acl import Synced
+from felab_worker.app import server_app
+from felab_worker.dispatch import Dispatcher
+from felab_worker.names import BEAT_QUEUE, INGEST_QUEUE, PAIRING_QUEUE
+
+log = logging.getLogger("felab.ingest")
+
+#: Database errors worth waiting out (the server restarting, a dropped connection).
+TRANSIENT = (sa_exc.OperationalError, sa_exc.InterfaceError)
+_LOOKUP = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass
+class Ingest:
+    """The ingest's state: settings, its broker client, its database sessions."""
+
+    settings: Settings
+    dispatcher: Dispatcher
+
+    @cached_property
+    def sessions(self) -> sessionmaker[Session]:
+        return default_sessions(self.settings.resolved_database_url())
+
+    # ------------------------------------------------------------------ the broker's users
+
+    def sync_users(self) -> Synced:
+        """Recreate felab's Redis users from the database (after a restart, or at start)."""
+        with session_scope(self.sessions) as session:
+            pairing_hash = pairing_secret_hash(session)
+            machines = machine_credentials(session)
+        return self.dispatcher.sync_users(pairing_hash, machines)
+
+    # ------------------------------------------------------------------ events
+
+    def ingest(self, payload: Any) -> Ingested | None:
+        try:
+            with session_scope(self.sessions) as session:
+                res = ingest_event(session, payload, settings=self.settings)
+                send_after_commit(session, self.dispatcher.send, res.resend)
+        except ServiceError as exc:
+            who = payload.get("worker_id") if isinstance(payload, dict) else None
+            log.warning("refused an event from worker %s: %s", who, exc)
+            return None
+        if not res.accepted:
+            log.info("dropped: %s", res.reason)
+        try:
+            if res.ack is not None:
+                self.dispatcher.acknowledge(res.ack)
+            for worker_id, job_id in res.withdraw:
+                self.dispatcher.withdraw(worker_id, job_id)
+        except Exception as exc:  # the machine resends; its event is applied once
+            log.warning("could not acknowledge to worker %s: %s", payload.get("worker_id"), exc)
+        return res
+
+    # ------------------------------------------------------------------ pairing
+
+    def pair(self, payload: Any) -> None:
+        """Redeem a pairing request; the answer waits under the request's lookup, sealed."""
+        lookup = payload.get("lookup") if isinstance(payload, dict) else None
+        if not isinstance(lookup, str) or not _LOOKUP.match(lookup):
+            log.warning("dropped a pairing request without a valid lookup")
+            return
+        box: dict[str, str]
+        try:
+            with session_scope(self.sessions) as session:
+                paired = redeem_pair_request(session, payload)
+                worker = paired.worker
+                answer: dict[str, Any] = {"worker_id": worker.id, "name": worker.name}
+                if self.dispatcher.redis:
+                    names = self.dispatcher.names
+                    answer["broker_user"] = names.machine_user(worker.id)
+                    answer["broker_password"] = paired.broker_password
+                    cred = MachineCredential(worker.id, secret_hash(paired.broker_password))
+                    self.dispatcher.remove_machine(worker.id)  # a re-paired name: old links cut
+                    self.dispatcher.add_machine(cred)
+                box = {"sealed": seal(paired.secret, answer)}
+                log.info("paired worker %s (%s)", worker.id, worker.name)
+        except ServiceError as exc:
+            box = {"error": str(exc)}
+        key = self.dispatcher.names.answer_key(lookup)
+        self.dispatcher.store.set(key, json.dumps(box), int(self.settings.pair_code_ttl_s))
+
+    # ------------------------------------------------------------------ the reconciler
+
+    def reconcile(self) -> dict[str, list[int]]:
+        if not self.dispatcher.users_present():
+            synced = self.sync_users()
+            log.warning(
+                "the broker had lost felab's users (restarted?): recreated %d machine(s)",
+                synced.machines,
+            )
+        uptime = self.dispatcher.uptime_s()
+        with session_scope(self.sessions) as session:
+            out = reconcile(session, settings=self.settings, broker_up_s=uptime)
+            send_after_commit(session, self.dispatcher.send, out.resend)
+        return {"expired": out.expired, "failed": out.failed, "requeued": out.requeued}
+
+
+def _queue_of(task: Task) -> str | None:
+    info = task.request.delivery_info or {}
+    return info.get("routing_key")
+
+
+def _on(task: Task, expected: str) -> bool:
+    """Whether the message came in on `expected` (a machine may push only to its inbox, so a
+    task name on another queue is someone trying another door)."""
+    queue = _queue_of(task)
+    if queue is None or queue == expected:
+        return True
+    log.warning("refused %s arriving on %s, not %s", task.name, queue, expected)
+    return False
+
+
+def create_app(settings: Settings) -> tuple[Celery, Ingest]:
+    """The ingest's Celery app with its three tasks registered."""
+    app = server_app(settings)
+    state = Ingest(settings, Dispatcher(settings, app))
+    retry: dict[str, Any] = {
+        "bind": True,
+        "autoretry_for": TRANSIENT,
+        "retry_backoff": 2,
+        "retry_backoff_max": 60,
+        "retry_jitter": True,
+        "max_retries": 40,
+    }
+
+    @app.task(name="felab.ingest", **retry)  # type: ignore[untyped-decorator]
+    def ingest(task: Task, payload: Any) -> None:
+        if _on(task, INGEST_QUEUE):
+            state.ingest(payload)
+
+    @app.task(name="felab.pair", **retry)  # type: ignore[untyped-decorator]
+    def pair(task: Task, payload: Any) -> None:
+        if _on(task, PAIRING_QUEUE):
+            state.pair(payload)
+
+    @app.task(name="felab.reconcile", bind=True)  # type: ignore[untyped-decorator]
+    def reconcile_task(task: Task) -> None:
+        if _on(task, BEAT_QUEUE):
+            try:
+                state.reconcile()
+            except TRANSIENT as exc:
+                log.warning("reconciler skipped a beat: the database is away (%s)", exc)
+
+    return app, state

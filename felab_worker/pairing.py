@@ -1,0 +1,84 @@
+"""The machine's side of pairing: push one request with the pairing URL, wait for the sealed
+answer, and keep the machine's identity (its key and its own broker URL) on disk.
+
+The code never leaves the machine: the request carries a lookup id and a proof derived from it
+(felab_core.jobs.handshake), and only this code opens the answer.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from felab_core.errors import Forbidden, Invalid, ServiceError
+from felab_core.jobs.handshake import make_request, open_sealed
+from felab_core.jobs.keys import Identity, new_private_key
+from felab_core.jobs.run import target_names
+from felab_core.settings import Settings
+from felab_worker.app import pairing_app
+from felab_worker.broker import broker_url, is_redis, make_store, redacted, with_credentials
+from felab_worker.names import PAIRING_QUEUE, Names
+
+
+class PairingError(ServiceError):
+    """Pairing did not complete; the message says what to check."""
+
+
+def pair_machine(settings: Settings, code: str, *, timeout_s: float = 30.0) -> Identity:
+    """Redeem `code` for this machine; the identity returned is not saved yet."""
+    url = broker_url(settings)
+    key = new_private_key()
+    request = make_request(code, key, target_names(settings.targets_file))
+    deadline = time.monotonic() + timeout_s
+    app = pairing_app(settings)
+    try:
+        app.send_task(
+            "felab.pair",
+            args=[request],
+            queue=PAIRING_QUEUE,
+            retry=True,
+            retry_policy={
+                "max_retries": max(0, int(timeout_s // 2)),
+                "interval_start": 0,
+                "interval_step": 1,
+                "interval_max": 2,
+            },
+        )
+    except Exception as exc:
+        raise PairingError(
+            f"could not reach the broker at {redacted(url)} ({type(exc).__name__}: {exc}): check "
+            "FELAB_BROKER_URL (the pairing URL your instructor gave) and FELAB_BROKER_CA_FILE"
+        ) from None
+    store = make_store(url, settings)
+    answer_key = Names(settings.broker_prefix).answer_key(str(request["lookup"]))
+    raw = None
+    while time.monotonic() < deadline:
+        raw = store.get(answer_key)
+        if raw is not None:
+            break
+        time.sleep(0.2)
+    if raw is None:
+        raise PairingError(
+            f"no answer from the ingest within {timeout_s:g} s: is `felab worker ingest` running "
+            "on the same broker (FELAB_BROKER_URL, FELAB_BROKER_PREFIX)?"
+        )
+    try:
+        box = json.loads(raw)
+    except ValueError:
+        raise PairingError("the ingest's answer is not felab's: pair again") from None
+    if not isinstance(box, dict):
+        raise PairingError("the ingest's answer is not felab's: pair again")
+    if "error" in box:
+        raise Forbidden(str(box["error"]))
+    answer = open_sealed(code, str(box.get("sealed") or ""))
+    try:
+        worker_id, name = int(answer["worker_id"]), str(answer["name"])
+    except (KeyError, TypeError, ValueError):
+        raise Invalid("the pairing answer lacks the worker's id: pair again") from None
+    own_url = None
+    if is_redis(url):
+        user, password = answer.get("broker_user"), answer.get("broker_password")
+        if not isinstance(user, str) or not isinstance(password, str):
+            raise Invalid("the pairing answer lacks this machine's broker user: pair again")
+        own_url = with_credentials(url, user, password)
+    return Identity(worker_id, name, key, own_url)

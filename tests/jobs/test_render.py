@@ -1,0 +1,115 @@
+"""A finished job as it is posted (felab_core.jobs.render), on SQLite and PostgreSQL: the one
+text the bot posts and the demo prints."""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from felab_core.db import models as m
+from felab_core.jobs.ingest import ingest_event
+from felab_core.jobs.keys import Identity, new_private_key
+from felab_core.jobs.messages import event
+from felab_core.jobs.pairing import issue_pair_code, redeem_pair_code
+from felab_core.jobs.queueing import cancel_job, queue_bench_job
+from felab_core.jobs.render import MAX_MESSAGE, TABLE_WIDTH, render_job, result_table
+from tests.db_support import NOW
+
+ROW = {
+    "server": "mlx",
+    "server_version": "0.26",
+    "model": "/models/tiny",
+    "host": "",
+    "preset": "quick",
+    "concurrency": "1",
+    "ok": "3",
+    "failed": "0",
+    "writing_tps_p50": "44.61",
+    "ttft_p50_s": "0.2104",
+    "ttft_p95_s": "0.26",
+    "e2e_p50_s": "1.234",
+}
+
+
+def _record(speeds: list[float]) -> dict[str, object]:
+    return {
+        "runs": [
+            {
+                "concurrency": 1,
+                "requests": [
+                    {"index": i, "ok": True, "writing_tps": v, "output_tokens": 8, "tpot_s": 1 / v,
+                     "ttft_s": 0.2, "e2e_s": 0.2 + 8 / v}
+                    for i, v in enumerate(speeds)
+                ],
+            }
+        ]
+    }  # fmt: skip
+
+
+def _job(db: Session, member: m.Member) -> tuple[Identity, m.BenchJob]:
+    code = issue_pair_code(db, member, "studio", now=NOW)
+    key = new_private_key()
+    w = redeem_pair_code(db, code, Identity(0, "studio", key).public_key, now=NOW)
+    job = queue_bench_job(db, member, w, "mlx", "quick", now=NOW).job
+    return Identity(w.id, "studio", key), job
+
+
+def _result(ident: Identity, job: m.BenchJob, body: dict[str, object]) -> dict[str, object]:
+    ev = event(
+        ident.worker_id, "result", job_id=job.id, attempt=job.attempt, body=body, at=NOW.timestamp()
+    )
+    return ident.sign(ev)
+
+
+def test_a_done_job_posts_its_table_chart_and_csv(db: Session, student: m.Member) -> None:
+    ident, job = _job(db, student)
+    body = {"rows": [ROW], "record": _record([44.0, 44.61, 45.0])}
+    assert ingest_event(db, _result(ident, job, body), now=NOW).accepted
+    post = render_job(db, job)
+    assert post.status == "done"
+    assert post.chart_png is not None and post.chart_png.startswith(b"\x89PNG")  # drawn here
+    assert post.chart_name == f"felab-job{job.id}.png" and post.csv_name == f"felab-job{job.id}.csv"
+    assert post.rows == [{**ROW, "host": "studio"}]  # the machine's name, never its host's
+    assert post.csv is not None and post.csv.splitlines()[1].startswith("mlx,0.26,")
+    lines = post.text.splitlines()
+    assert (
+        lines[0]
+        == f"<@{student.discord_id}> **Benchmark {job.id}** on studio: `mlx`, preset `quick`: done"
+    )
+    assert lines[1] == "`mlx 0.26` serving `tiny`"
+    table = post.text.split("```")[1].strip().splitlines()
+    assert table[0].split() == ["users", "ok", "tok/s", "TTFT", "p50", "E2E", "p50"]
+    assert table[1].split() == ["1", "3", "44.6", "210", "ms", "1.23", "s"]
+    assert all(len(line) <= TABLE_WIDTH for line in table)
+    assert len(post.text) <= MAX_MESSAGE
+
+
+def test_machine_text_cannot_break_out_of_its_code_span(db: Session, student: m.Member) -> None:
+    ident, job = _job(db, student)
+    row = {**ROW, "model": "`@everyone` <@&1> **x**\n" + "y" * 500}
+    body = {"rows": [row], "record": _record([44.61])}
+    assert ingest_event(db, _result(ident, job, body), now=NOW).accepted
+    second = render_job(db, job).text.splitlines()[1]
+    assert second.count("`") == 4 and "\n" not in second and len(second) < 300
+
+
+def test_a_job_that_did_not_run_posts_the_reason(db: Session, student: m.Member) -> None:
+    _, job = _job(db, student)
+    cancel_job(db, student, job.id, now=NOW)
+    post = render_job(db, job)
+    assert post.status == "cancelled" and post.chart_png is None and post.rows == []
+    assert post.csv is None
+    assert post.text.splitlines()[1] == "cancelled on request"
+
+
+def test_failures_show_as_ok_of_total() -> None:
+    table = result_table([{**ROW, "ok": "7", "failed": "1"}, {**ROW, "concurrency": "64"}])
+    lines = table.splitlines()
+    assert lines[1].split()[:2] == ["1", "7/8"] and lines[2].split()[0] == "64"
+
+
+def test_the_same_job_renders_the_same_bytes(db: Session, student: m.Member) -> None:
+    """What lets the demo promise "byte for byte what the bot posts": no clock, no randomness."""
+    ident, job = _job(db, student)
+    body = {"rows": [ROW], "record": _record([40.0])}
+    assert ingest_event(db, _result(ident, job, body), now=NOW).accepted
+    assert render_job(db, job) == render_job(db, job)
