@@ -7,7 +7,9 @@ user that may manage ACL users; no machine ever holds it.
 
 from __future__ import annotations
 
+import base64
 import json
+import time
 from functools import cached_property
 from typing import Any
 
@@ -20,7 +22,7 @@ from felab_core.settings import Settings, get_settings
 from felab_worker import acl
 from felab_worker.app import job_queue, server_app
 from felab_worker.broker import Store, broker_url, is_redis, make_store, redis_client
-from felab_worker.names import Names
+from felab_worker.names import INGEST_QUEUE, Names
 
 #: A control message waits this long for its machine (an offline machine gets it when back).
 CONTROL_TTL_S = 7 * 86_400
@@ -97,6 +99,22 @@ class Dispatcher:
 
     def users_present(self) -> bool:
         return not self.redis or acl.users_present(self.admin, self.names)
+
+    def oldest_unread_s(self) -> float:
+        """How long the oldest event waiting in the ingest's inbox has waited (0 when none, or
+        on the embedded broker): the ingest is behind on machines' news by that much."""
+        if not self.redis:
+            return 0.0
+        raw = self.admin.lindex(self.names.key(INGEST_QUEUE), -1)  # LPUSHed: the oldest last
+        if raw is None:
+            return 0.0
+        try:
+            message = json.loads(raw)
+            body = json.loads(base64.b64decode(message["body"]))
+            signed_at = float(body[0][0]["at"])
+        except (ValueError, KeyError, IndexError, TypeError):
+            return 0.0
+        return max(0.0, time.time() - signed_at)
 
     def uptime_s(self) -> float | None:
         """How long the broker has been up (Redis's own count); None on the embedded broker."""

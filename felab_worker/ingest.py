@@ -1,5 +1,10 @@
 """The trusted ingest: events from machines, pairing requests and the reconciler's beat, each a
-Celery task that decodes, checks it came in on its own queue, and calls felab_core.
+Celery task that decodes and calls felab_core.
+
+Anyone allowed to push to one of the ingest's queues can put any task name in the message, and
+the message's own routing fields are the sender's to write: so no task trusts where a message
+came from. An event is signed by its worker, a pairing request proves its code, and the
+reconciler, which anyone could ask for, runs at most twice per beat interval.
 
 It is the one process that opens the database for the fleet, and it holds the broker user that
 manages machines' Redis users. A database that is briefly away is retried with backoff; a
@@ -11,7 +16,8 @@ from __future__ import annotations
 import json
 import logging
 import re
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -21,7 +27,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from felab_core.db.session import default_sessions, session_scope
 from felab_core.errors import ServiceError
-from felab_core.jobs.handshake import seal
+from felab_core.jobs.handshake import answer_id, seal
 from felab_core.jobs.ingest import Ingested, ingest_event
 from felab_core.jobs.lifecycle import send_after_commit
 from felab_core.jobs.pairing import (
@@ -36,7 +42,6 @@ from felab_core.settings import Settings
 from felab_worker.acl import Synced
 from felab_worker.app import server_app
 from felab_worker.dispatch import Dispatcher
-from felab_worker.names import BEAT_QUEUE, INGEST_QUEUE, PAIRING_QUEUE
 
 log = logging.getLogger("felab.ingest")
 
@@ -51,6 +56,17 @@ class Ingest:
 
     settings: Settings
     dispatcher: Dispatcher
+    _last_reconcile: float = float("-inf")
+    started: float = field(default_factory=time.monotonic)
+
+    def due(self) -> bool:
+        """Whether the reconciler may run now: at most twice per FELAB_RECONCILE_EVERY_S, so a
+        flood of forged requests for it costs nothing."""
+        now = time.monotonic()
+        if now - self._last_reconcile < self.settings.reconcile_every_s / 2:
+            return False
+        self._last_reconcile = now
+        return True
 
     @cached_property
     def sessions(self) -> sessionmaker[Session]:
@@ -112,10 +128,22 @@ class Ingest:
                 log.info("paired worker %s (%s)", worker.id, worker.name)
         except ServiceError as exc:
             box = {"error": str(exc)}
-        key = self.dispatcher.names.answer_key(lookup)
+        key = self.dispatcher.names.answer_key(answer_id(payload))
         self.dispatcher.store.set(key, json.dumps(box), int(self.settings.pair_code_ttl_s))
 
     # ------------------------------------------------------------------ the reconciler
+
+    def heard_for_s(self) -> float:
+        """How long this ingest has heard machines without a gap: since it or the broker last
+        started, and zero while it is behind on their events (heartbeats waiting unread are
+        news the database does not have yet)."""
+        heard = time.monotonic() - self.started
+        uptime = self.dispatcher.uptime_s()
+        if uptime is not None:
+            heard = min(heard, uptime)
+        if self.dispatcher.oldest_unread_s() > self.settings.worker_offline_after_s / 2:
+            heard = 0.0
+        return heard
 
     def reconcile(self) -> dict[str, list[int]]:
         if not self.dispatcher.users_present():
@@ -124,26 +152,10 @@ class Ingest:
                 "the broker had lost felab's users (restarted?): recreated %d machine(s)",
                 synced.machines,
             )
-        uptime = self.dispatcher.uptime_s()
         with session_scope(self.sessions) as session:
-            out = reconcile(session, settings=self.settings, broker_up_s=uptime)
+            out = reconcile(session, settings=self.settings, heard_for_s=self.heard_for_s())
             send_after_commit(session, self.dispatcher.send, out.resend)
         return {"expired": out.expired, "failed": out.failed, "requeued": out.requeued}
-
-
-def _queue_of(task: Task) -> str | None:
-    info = task.request.delivery_info or {}
-    return info.get("routing_key")
-
-
-def _on(task: Task, expected: str) -> bool:
-    """Whether the message came in on `expected` (a machine may push only to its inbox, so a
-    task name on another queue is someone trying another door)."""
-    queue = _queue_of(task)
-    if queue is None or queue == expected:
-        return True
-    log.warning("refused %s arriving on %s, not %s", task.name, queue, expected)
-    return False
 
 
 def create_app(settings: Settings) -> tuple[Celery, Ingest]:
@@ -161,20 +173,20 @@ def create_app(settings: Settings) -> tuple[Celery, Ingest]:
 
     @app.task(name="felab.ingest", **retry)  # type: ignore[untyped-decorator]
     def ingest(task: Task, payload: Any) -> None:
-        if _on(task, INGEST_QUEUE):
-            state.ingest(payload)
+        state.ingest(payload)
 
     @app.task(name="felab.pair", **retry)  # type: ignore[untyped-decorator]
     def pair(task: Task, payload: Any) -> None:
-        if _on(task, PAIRING_QUEUE):
-            state.pair(payload)
+        state.pair(payload)
 
-    @app.task(name="felab.reconcile", bind=True)  # type: ignore[untyped-decorator]
-    def reconcile_task(task: Task) -> None:
-        if _on(task, BEAT_QUEUE):
-            try:
-                state.reconcile()
-            except TRANSIENT as exc:
-                log.warning("reconciler skipped a beat: the database is away (%s)", exc)
+    @app.task(name="felab.reconcile")  # type: ignore[untyped-decorator]
+    def reconcile_task() -> None:
+        if not state.due():
+            log.info("a reconcile asked for between beats was skipped")
+            return
+        try:
+            state.reconcile()
+        except TRANSIENT as exc:
+            log.warning("reconciler skipped a beat: the database is away (%s)", exc)
 
     return app, state

@@ -53,9 +53,9 @@ class Names:
         """Acknowledgements and cancels for one machine: only the ingest and the bot push."""
         return self.key(f"host.{worker_id}.control")
 
-    def answer_key(self, lookup: str) -> str:
+    def answer_key(self, answer_id: str) -> str:
         """Where the answer to one pairing request waits, sealed with its code."""
-        return self.key(f"pairing.answer.{lookup}")
+        return self.key(f"pairing.answer.{answer_id}")
 
     # ------------------------------------------------------------------ Redis users
 

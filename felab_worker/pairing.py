@@ -11,7 +11,7 @@ import json
 import time
 
 from felab_core.errors import Forbidden, Invalid, ServiceError
-from felab_core.jobs.handshake import make_request, open_sealed
+from felab_core.jobs.handshake import answer_id, make_request, open_sealed
 from felab_core.jobs.keys import Identity, new_private_key
 from felab_core.jobs.run import target_names
 from felab_core.settings import Settings
@@ -50,7 +50,7 @@ def pair_machine(settings: Settings, code: str, *, timeout_s: float = 30.0) -> I
             "FELAB_BROKER_URL (the pairing URL your instructor gave) and FELAB_BROKER_CA_FILE"
         ) from None
     store = make_store(url, settings)
-    answer_key = Names(settings.broker_prefix).answer_key(str(request["lookup"]))
+    answer_key = Names(settings.broker_prefix).answer_key(answer_id(request))
     raw = None
     while time.monotonic() < deadline:
         raw = store.get(answer_key)

@@ -2,8 +2,8 @@
 
 The code never travels on the broker. Both sides derive what they need from it:
 - its secret: SHA-256 of the code, the one thing the database keeps of it;
-- a lookup id naming the request and its answer (a hash of the secret, so seeing it on the
-  broker reveals neither);
+- a lookup id naming the request (a hash of the secret, so seeing it on the broker reveals
+  neither); the answer waits under a hash of the lookup and the request's public key;
 - a proof, an HMAC of the request keyed by the secret: a request someone copied cannot be
   redeemed with another public key, because changing the key breaks the proof;
 - the answer's key: only the code's holder can open the answer, which carries the machine's own
@@ -42,6 +42,13 @@ def code_secret(code: str) -> str:
 def lookup_of(secret: str) -> str:
     """The id a request and its answer go by on the broker."""
     return hashlib.sha256(_LOOKUP + secret.encode()).hexdigest()
+
+
+def answer_id(request: dict[str, Any]) -> str:
+    """Where the answer to one request waits: per request (lookup and key), so an answer to
+    someone else's forged request under the same lookup never stands in for the real one."""
+    text = f"{request.get('lookup')}:{request.get('public_key')}"
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _proof(secret: str, body: dict[str, Any]) -> str:

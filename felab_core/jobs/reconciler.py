@@ -34,7 +34,7 @@ def reconcile(
     *,
     now: datetime | None = None,
     settings: Settings | None = None,
-    broker_up_s: float | None = None,
+    heard_for_s: float | None = None,
 ) -> Reconciled:
     """Repair what the broker lost.
 
@@ -43,8 +43,9 @@ def reconcile(
       message is gone (Redis keeps nothing on disk): sent again with a new attempt, at most
       FELAB_JOB_MAX_RESENDS times, then failed with the reason;
     - a running job whose worker stopped heartbeating: sent again while attempts remain,
-      otherwise failed with that reason; but not while the broker itself has just restarted
-      (`broker_up_s`, its uptime): every machine is silent then, and reconnecting;
+      otherwise failed with that reason; but only once the ingest has been hearing machines
+      for a while (`heard_for_s`: since the broker or the ingest last started, zero while
+      events wait unread): after a restart every machine looks silent until its news is read;
     - a running job past the hard time limit (plus a minute): failed.
 
     A machine is busy when the database says it runs a job or its heartbeat says so (a run
@@ -61,7 +62,7 @@ def reconcile(
     busy |= {
         w.id for w in workers.values() if w.running_job_id is not None and is_online(w, now, s)
     }
-    broker_restarted = broker_up_s is not None and broker_up_s < s.worker_offline_after_s * 2
+    deaf = heard_for_s is not None and heard_for_s < s.worker_offline_after_s * 2
     queued = session.scalars(
         select(m.BenchJob)
         .where(m.BenchJob.status == "queued", m.BenchJob.target.is_not(None))
@@ -121,8 +122,8 @@ def reconcile(
     ).all()
     for job in running:
         worker = workers.get(job.worker_id) if job.worker_id is not None else None
-        if broker_restarted:
-            continue  # machines are reconnecting to a restarted broker: not lost yet
+        if deaf:
+            continue  # the ingest has not heard from machines long enough to call one lost
         if worker is None or not is_online(worker, now, s):
             name = worker.name if worker else "the worker"
             why = (

@@ -4,7 +4,9 @@ Streak, review and retention boards read the per-member counters each rating kee
 so a cohort of thousands costs one indexed query. Speed boards compare only like with like:
 measured figures are grouped by (preset, model), and typed-in figures get boards of their own,
 grouped by model. A member who keeps their numbers private is left off speed boards unless the
-viewer is an instructor of the cohort.
+viewer is an instructor of the cohort. Only figures that passed their checks are ranked: one
+above the machine's speed limit, or at odds with its own request records, waits for an
+instructor's approval (`unranked` lists those and the unverified ones).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from felab_core.content.calendar import local_date
 from felab_core.db import models as m
 from felab_core.drills.service import live_streak
 from felab_core.errors import Invalid
+from felab_core.numbers.verdict import RANKED
 from felab_core.people.service import validate_server
 
 BOARDS = ("streak", "reviews", "retention")
@@ -157,6 +160,9 @@ def speed_boards(
             m.Number.server == server,
             m.Number.metric == "writing_tps",
             m.Number.source == source,
+            # A measured figure ranks once checked (felab_core.numbers.verdict): flagged ones
+            # wait for an instructor, unverified ones for the member's chip and model size.
+            m.Number.verdict.in_(RANKED),
         )
         .group_by(
             m.Member.id, m.Member.display_name, m.Member.discord_id, m.Number.preset, m.Number.model
@@ -202,3 +208,38 @@ def boards_csv(boards: list[Board]) -> str:
                 ]
             )
     return out.getvalue()
+
+
+@dataclass(frozen=True)
+class Unranked:
+    """A measured figure kept off the speed boards, and why."""
+
+    number_id: int
+    member_id: int
+    name: str
+    server: str
+    value: float
+    verdict: str  # flagged | unverified
+    note: str
+
+
+def unranked(session: Session, cohort_id: int, *, limit: int = 50) -> list[Unranked]:
+    """Measured figures waiting for an instructor (flagged) or for the member's machine facts
+    (unverified), newest first: what an instructor looks at before approving."""
+    rows = session.execute(
+        select(m.Number, m.Member.display_name, m.Member.discord_id)
+        .join(m.Member, m.Member.id == m.Number.member_id)
+        .where(
+            m.Member.cohort_id == cohort_id,
+            m.Number.source == "measured",
+            m.Number.verdict.in_(("flagged", "unverified")),
+        )
+        .order_by(m.Number.recorded_at.desc(), m.Number.id.desc())
+        .limit(limit)
+    ).all()
+    return [
+        Unranked(
+            n.id, n.member_id, _name(name, did), n.server, n.value, n.verdict, n.verdict_note or ""
+        )
+        for n, name, did in rows
+    ]

@@ -224,10 +224,10 @@ class Fleet:
             "FELAB_DATA_DIR": str(self.tmp / "ingest"),
         }
 
-    def start_ingest(self) -> Proc:
+    def start_ingest(self, **extra: str) -> Proc:
         self.ingest = spawn(
             [FELAB, "worker", "ingest", "--loglevel", "INFO"],
-            self.ingest_env(),
+            {**self.ingest_env(), **extra},
             self.tmp / "ingest.log",
         )
         self.procs.append(self.ingest)

@@ -42,8 +42,9 @@ def test_bench_from_chat_to_a_posted_result(world: BotWorld, tmp_path: Path) -> 
         world.env = lambda: shared  # type: ignore[method-assign]
         mac = tmp_path / "mac"
         mac.mkdir()
+        # The Mac's model is named to ping the whole server: text from a machine never pings.
         (mac / "targets.toml").write_text(
-            f'[targets.mlx]\nurl = "http://127.0.0.1:{srv.port}"\nmodel = "tiny"\n'
+            f'[targets.mlx]\nurl = "http://127.0.0.1:{srv.port}"\nmodel = "@everyone <@&1>"\n'
         )
         # The Mac shares only the broker (the embedded one is a file in FELAB_DATA_DIR).
         student = {
@@ -130,6 +131,7 @@ def test_bench_from_chat_to_a_posted_result(world: BotWorld, tmp_path: Path) -> 
             # Byte for byte the text felab_core.jobs.render makes (what `felab demo` prints).
             assert good["content"] == render_job(s, job).text
         assert ": done" in str(good["content"]) and "`mlx`" in str(good["content"])
+        assert "serving `@everyone <@&1>`" in str(good["content"])
         # Only Ada, whose machine it is, may be pinged by it; nothing else in it can ping.
         mentions = good["_allowed_mentions"]
         assert isinstance(mentions, dict) and mentions.get("parse") == []
