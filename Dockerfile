@@ -16,7 +16,7 @@ COPY felab_worker ./felab_worker
 COPY felab_bot ./felab_bot
 COPY alembic ./alembic
 COPY content ./content
-RUN pip install . \
+RUN pip install ".[server]" \
     && useradd --create-home --uid 10001 felab \
     && mkdir -p /data \
     && chown felab /data

@@ -211,7 +211,7 @@ def test_dockerfile_installs_felab_and_holds_no_secret() -> None:
             for src in line.split()[1:-1]:
                 assert (ROOT / src).exists(), f"Dockerfile copies {src}, which is not here"
     body = "\n".join(lines)
-    assert "pip install ." in body
+    assert "pip install \".[server]\"" in body  # the server side: database, bot, ingest
     assert not re.search(r"(TOKEN|PASSWORD|SECRET)\s*=", body)
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert ".env" in ignored and ".venv" in ignored

@@ -22,10 +22,26 @@ class Entry:
     doc_help: bool = False  # the function's docstring is the command's help
 
 
-def load_command(name: str, entry: Entry) -> click.Command:
+#: What `felab[server]` adds: a command that needs one of these says so, and how to get it.
+SERVER_ONLY = ("sqlalchemy", "alembic", "fsrs", "psycopg", "yaml", "discord")
+
+
+class NeedsServerExtra(click.ClickException):
+    exit_code = 2
+
+
+def load_command(name: str, entry: Entry, path: str = "felab") -> click.Command:
     """Import one sub-command and turn it into the click command typer would have made."""
     module, attr = entry.target.split(":")
-    obj = getattr(importlib.import_module(module), attr)
+    try:
+        obj = getattr(importlib.import_module(module), attr)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in SERVER_ONLY:
+            raise
+        raise NeedsServerExtra(
+            f"`{path} {name}` runs on the instructor's side and needs {exc.name}, which this "
+            "install lacks: pip install 'felab[server]'"
+        ) from None
     cmd: click.Command
     if entry.group:
         cmd = typer.main.get_group(obj)
@@ -49,7 +65,7 @@ def lazy_group(commands: dict[str, Entry]) -> type[TyperGroup]:
             found = super().get_command(ctx, cmd_name)
             if found is not None or cmd_name not in commands:
                 return found
-            cmd = load_command(cmd_name, commands[cmd_name])
+            cmd = load_command(cmd_name, commands[cmd_name], ctx.command_path)
             self.add_command(cmd, cmd_name)
             return cmd
 
