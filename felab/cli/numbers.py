@@ -541,3 +541,36 @@ def delete(
         + ", ".join([*removed, "the member record"])
         + ".",
     )
+
+
+@_command("review")
+def review_cmd(
+    approve: int = typer.Option(None, "--approve", help="Approve this flagged figure (its id)."),
+    member: str = typer.Option(None, "--member", help="The instructor's Discord id."),
+    cohort: int = typer.Option(None, "--cohort", help=_COHORT_HELP),
+) -> None:
+    """Measured figures kept off the leaderboards: flagged ones (above the machine's speed limit,
+    or at odds with their own request records) wait for an instructor; unverified ones wait for
+    the member's chip and model size.
+
+    `--approve ID` (an instructor of the member's cohort) ranks a flagged figure you have checked,
+    such as a server with speculative decoding.
+    """
+    from felab_core.numbers.verdict import approve as approve_number
+    from felab_core.reports.leaderboard import unranked
+
+    console = _console()
+    with service_errors(), session_scope(sessions()) as session:
+        who = _member(session, member, cohort)
+        if approve is not None:
+            number = approve_number(session, who, approve)
+            _say(console, f"approved: figure {number.id} ({number.value:,.1f} tokens/s) now ranks")
+            return
+        rows = unranked(session, who.cohort_id)
+        if not rows:
+            _say(console, "nothing waiting: every measured figure passed its checks")
+            return
+        table = Table("id", "member", "server", "tokens/s", "state", "why")
+        for r in rows:
+            table.add_row(str(r.number_id), r.name, r.server, f"{r.value:,.1f}", r.verdict, r.note)
+        console.print(table)
