@@ -16,7 +16,10 @@ COPY felab_worker ./felab_worker
 COPY felab_bot ./felab_bot
 COPY alembic ./alembic
 COPY content ./content
-RUN pip install ".[server]" \
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends postgresql-client \
+    && rm -rf /var/lib/apt/lists/* \
+    && pip install ".[server]" \
     && useradd --create-home --uid 10001 felab \
     && mkdir -p /data \
     && chown felab /data

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import discord
 from discord.ext import commands
@@ -27,6 +27,8 @@ from felab_bot.endpoints import use_api, use_gateway_of
 from felab_core.db.session import default_sessions, session_scope
 from felab_core.jobs.lifecycle import Publisher
 from felab_core.jobs.messages import JobMessage
+from felab_core.ops import logs, metrics
+from felab_core.ops.status import fleet_status
 from felab_core.settings import Settings
 
 log = logging.getLogger("felab.bot")
@@ -83,6 +85,10 @@ class FelabBot(commands.Bot):
         await self.add_cog(SpeakCog(self))
         await self.add_cog(SetupCog(self))
 
+    async def on_interaction(self, interaction: discord.Interaction[Any]) -> None:
+        """Time each interaction to the bot's first answer (felab_interaction_seconds)."""
+        asyncio.get_running_loop().create_task(_time_answer(interaction))
+
     async def on_ready(self) -> None:
         log.info(
             "logged in as %s; %d guild(s): %s",
@@ -132,15 +138,47 @@ class FelabBot(commands.Bot):
         return await asyncio.to_thread(work)
 
 
+async def _time_answer(interaction: discord.Interaction[Any], limit_s: float = 3.0) -> None:
+    created = interaction.created_at
+    loop = asyncio.get_running_loop()
+    end = loop.time() + limit_s
+    # discord.py offers no event for "answered": look every 5 ms (cheap, and off the answer's path)
+    while not interaction.response.is_done() and loop.time() < end:  # noqa: ASYNC110
+        await asyncio.sleep(0.005)
+    if not interaction.response.is_done():
+        return  # never answered in time: Discord shows the member an error; logged elsewhere
+    command = interaction.command.qualified_name if interaction.command else "component"
+    waited = (discord.utils.utcnow() - created).total_seconds()
+    metrics.INTERACTION_SECONDS.labels(command).observe(max(0.0, waited))
+
+
+def _outbox_facts(sessions: sessionmaker[Session]) -> Callable[[], dict[str, Any]]:
+    def read() -> dict[str, Any]:
+        with session_scope(sessions) as session:
+            status = fleet_status(session, discord.utils.utcnow())
+        return {"pending": status.outbox_pending, "dead": status.outbox_dead}
+
+    return read
+
+
 def run(settings: Settings, publisher: Callable[[], Publisher] | None = None) -> None:
     """Start the bot and keep it running (Ctrl-C stops it); `publisher` makes what sends jobs
-    to workers (the broker), on the first /bench."""
+    to workers (the broker), on the first /bench. Logs go through felab's one setup (discord.py
+    adds no handler of its own); with FELAB_METRICS_PORT it serves its metrics there."""
     token = token_of(settings)
+    logs.add_secret(token)
+    logs.setup(settings, level="WARNING")
     use_api(settings.discord_api_url)
     sessions = default_sessions(settings.resolved_database_url())
+    if settings.metrics_port is not None:
+        metrics.serve(
+            settings.metrics_port,
+            settings.metrics_addr,
+            extra=metrics.FleetCollector(_outbox_facts(sessions)),
+        )
     bot = FelabBot(settings, sessions, publisher=publisher)
     try:
-        bot.run(token, log_level=logging.INFO, root_logger=True)
+        bot.run(token, log_handler=None)
     except discord.LoginFailure:
         raise BotConfigError(_REFUSED) from None
     except discord.PrivilegedIntentsRequired:

@@ -7,7 +7,14 @@ from __future__ import annotations
 
 
 class ServiceError(ValueError):
-    """A request the service cannot carry out as asked."""
+    """A request the service cannot carry out as asked.
+
+    `reason` is a short, fixed word for counting refusals (felab's metrics), never shown to
+    anyone: the message is what people read."""
+
+    def __init__(self, message: str = "", *, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason or type(self).__name__.lower()
 
 
 class NotFound(ServiceError):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -30,6 +31,20 @@ class Settings(BaseSettings):
         description="Builds and installs kept between runs (llama-server, MLX, vLLM environments).",
     )
     log_level: str = Field(default="WARNING", description="Python log level for felab's own logs.")
+    log_format: Literal["text", "json"] = Field(
+        default="text",
+        description="text: lines for people; json: one JSON object per line, for log shippers.",
+    )
+    metrics_port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description="Serve this process's Prometheus metrics on this port (the bot, the ingest, a "
+        "worker); unset: none.",
+    )
+    metrics_addr: str = Field(
+        default="127.0.0.1", description="Address the metrics are served on (0.0.0.0 in Compose)."
+    )
     data_dir: Path = Field(
         default=Path("data"),
         description="Where the embedded SQLite database lives when FELAB_DATABASE_URL is not set.",

@@ -17,9 +17,11 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery
+from celery.signals import setup_logging
 from kombu.entity import Queue
 
-from felab_core.settings import Settings
+from felab_core.ops import logs
+from felab_core.settings import Settings, get_settings
 from felab_worker.broker import (
     CONNECT_TIMEOUT_S,
     READ_TIMEOUT_S,
@@ -32,6 +34,17 @@ from felab_worker.names import BEAT_QUEUE, INGEST_QUEUE, PAIRING_QUEUE, Names
 #: The ingest's messages are short database writes: one it holds longer than this, unacked,
 #: was lost with the process, and is handed out again.
 SERVER_VISIBILITY_S = 120
+
+
+@setup_logging.connect  # type: ignore[untyped-decorator]
+def _felab_logging(loglevel: int | str | None = None, **_kw: Any) -> None:
+    """Celery leaves logging to felab (one format for every process, secrets masked)."""
+    logs.setup(get_settings(), level=loglevel or "WARNING")
+
+
+def worker_args(settings: Settings, args: list[str]) -> list[str]:
+    """`celery worker` arguments; in JSON-log mode without the banner, so every line parses."""
+    return ["-q", *args] if settings.log_format == "json" else args
 
 
 def soft_time_limit(settings: Settings) -> float | None:

@@ -100,6 +100,13 @@ class Dispatcher:
     def users_present(self) -> bool:
         return not self.redis or acl.users_present(self.admin, self.names)
 
+    def depth(self, worker_id: int) -> int | None:
+        """Jobs waiting in a machine's queue (None on the embedded broker, which cannot say)."""
+        if not self.redis:
+            return None
+        queue = self.names.key(self.names.jobs_queue(worker_id))
+        return int(self.admin.llen(queue))
+
     def oldest_unread_s(self) -> float:
         """How long the oldest event waiting in the ingest's inbox has waited (0 when none, or
         on the embedded broker): the ingest is behind on machines' news by that much."""

@@ -26,6 +26,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
 from felab_core.db.session import default_sessions, session_scope
+from felab_core.db.types import utcnow
 from felab_core.errors import ServiceError
 from felab_core.jobs.handshake import answer_id, seal
 from felab_core.jobs.ingest import Ingested, ingest_event
@@ -38,6 +39,8 @@ from felab_core.jobs.pairing import (
     secret_hash,
 )
 from felab_core.jobs.reconciler import reconcile
+from felab_core.ops import logs, metrics
+from felab_core.ops.status import fleet_facts
 from felab_core.settings import Settings
 from felab_worker.acl import Synced
 from felab_worker.app import server_app
@@ -81,15 +84,35 @@ class Ingest:
             machines = machine_credentials(session)
         return self.dispatcher.sync_users(pairing_hash, machines)
 
+    # ------------------------------------------------------------------ metrics
+
+    def facts(self) -> dict[str, Any]:
+        """What the fleet's gauges show at a scrape (felab_core.ops.metrics.FleetCollector)."""
+        now = utcnow()
+        with session_scope(self.sessions) as session:
+            seen = fleet_facts(session, now)
+        depths = {wid: self.dispatcher.depth(wid) for wid in seen["age"]}
+        seen["depth"] = {wid: d for wid, d in depths.items() if d is not None}
+        return seen
+
     # ------------------------------------------------------------------ events
 
     def ingest(self, payload: Any) -> Ingested | None:
+        who = payload.get("worker_id") if isinstance(payload, dict) else None
+        job = payload.get("job_id") if isinstance(payload, dict) else None
         try:
-            with session_scope(self.sessions) as session:
+            with (
+                logs.context(
+                    worker=who if isinstance(who, int) else None,
+                    job_id=job if isinstance(job, int) else None,
+                ),
+                session_scope(self.sessions) as session,
+            ):
                 res = ingest_event(session, payload, settings=self.settings)
                 send_after_commit(session, self.dispatcher.send, res.resend)
+                log.debug("applied a %s event", payload.get("kind"))
         except ServiceError as exc:
-            who = payload.get("worker_id") if isinstance(payload, dict) else None
+            metrics.INGEST_REFUSED.labels(exc.reason).inc()
             log.warning("refused an event from worker %s: %s", who, exc)
             return None
         if not res.accepted:
@@ -148,6 +171,9 @@ class Ingest:
     def reconcile(self) -> dict[str, list[int]]:
         if not self.dispatcher.users_present():
             synced = self.sync_users()
+            # Machines could not log in until now: give them time to be heard from before
+            # any of them is called lost.
+            self.started = time.monotonic()
             log.warning(
                 "the broker had lost felab's users (restarted?): recreated %d machine(s)",
                 synced.machines,

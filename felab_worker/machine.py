@@ -32,8 +32,9 @@ from felab_core.jobs.keys import Identity
 from felab_core.jobs.messages import JobMessage, event
 from felab_core.jobs.run import execute, target_names
 from felab_core.jobs.workload import Limits
+from felab_core.ops import logs, metrics
 from felab_core.settings import Settings
-from felab_worker.app import machine_app, soft_time_limit
+from felab_worker.app import machine_app, soft_time_limit, worker_args
 from felab_worker.broker import Store, broker_url, make_store
 from felab_worker.names import INGEST_QUEUE, Names
 from felab_worker.spool import Spool
@@ -242,26 +243,29 @@ def default_pool() -> str:
     return "solo" if sys.platform == "darwin" else "prefork"
 
 
-def start(rt: Runtime, *, pool: str, loglevel: str) -> None:
+def start(rt: Runtime, settings: Settings, *, pool: str, loglevel: str) -> None:
     """Run the worker until stopped: its own queue only, one job at a time."""
     ident = rt.identity
     rt.app.worker_main(
-        [
-            "worker",
-            "-Q",
-            Names.jobs_queue(ident.worker_id),
-            "-n",
-            f"{ident.name}-{ident.worker_id}@{socket.gethostname()}",
-            "--pool",
-            pool or default_pool(),
-            "--concurrency",
-            "1",
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-            "--loglevel",
-            loglevel,
-        ]
+        worker_args(
+            settings,
+            [
+                "worker",
+                "-Q",
+                Names.jobs_queue(ident.worker_id),
+                "-n",
+                f"{ident.name}-{ident.worker_id}@{socket.gethostname()}",
+                "--pool",
+                pool or default_pool(),
+                "--concurrency",
+                "1",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "--loglevel",
+                loglevel,
+            ],
+        )
     )
 
 
@@ -341,6 +345,7 @@ def run_job(message: dict[str, Any]) -> None:
     claim = rt.store.claim(rt.names.claim_key(msg.worker_id, msg.job_id), msg.attempt)
     if claim == "stale" or rt.spool.is_cancelled(msg.job_id):
         log.info("dropped job %s (attempt %s): late or cancelled", msg.job_id, msg.attempt)
+        metrics.WORKER_JOBS.labels("dropped").inc()
         return
 
     def report(kind: str, body: dict[str, Any] | None = None) -> None:
@@ -348,11 +353,14 @@ def run_job(message: dict[str, Any]) -> None:
 
     if claim == "again":
         report("lost")
+        metrics.WORKER_JOBS.labels("lost").inc()
         return
     delay = time.time() - msg.sent_at
     log.info("job %s started %.1f ms after it was sent", msg.job_id, delay * 1000)
+    ctx = contextlib.ExitStack()
     rt.spool.running(msg.job_id)
     try:
+        ctx.enter_context(logs.context(job_id=msg.job_id, worker=msg.worker_id))
         report("started", {"delay_s": delay})
         with keep_awake():
             execute(
@@ -365,8 +373,10 @@ def run_job(message: dict[str, Any]) -> None:
                 max_result_bytes=rt.max_result_bytes,
             )
         log.info("job %s reported at %.6f", msg.job_id, time.time())
+        metrics.WORKER_JOBS.labels("ran").inc()
     except Exception as exc:
         log.exception("job %s failed", msg.job_id)
         report("failed", {"reason": f"the worker hit an error: {type(exc).__name__}: {exc}"})
     finally:
         rt.spool.running(None)
+        ctx.close()

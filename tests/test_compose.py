@@ -108,7 +108,9 @@ def setting_names() -> set[str]:
 
 def test_services_restart_policies_and_health_checks() -> None:
     services = compose()["services"]
-    assert set(services) == {"postgres", "redis", *FELAB_SERVICES}
+    assert set(services) == {"postgres", "redis", "prometheus", *FELAB_SERVICES}
+    assert services["prometheus"]["profiles"] == ["metrics"]  # optional
+    assert (ROOT / services["prometheus"]["volumes"][0].split(":")[0]).is_file()
     for name in LONG_RUNNING:
         assert services[name]["restart"] == "unless-stopped", name
         assert services[name]["healthcheck"]["test"], name
@@ -211,7 +213,7 @@ def test_dockerfile_installs_felab_and_holds_no_secret() -> None:
             for src in line.split()[1:-1]:
                 assert (ROOT / src).exists(), f"Dockerfile copies {src}, which is not here"
     body = "\n".join(lines)
-    assert "pip install \".[server]\"" in body  # the server side: database, bot, ingest
+    assert 'pip install ".[server]"' in body  # the server side: database, bot, ingest
     assert not re.search(r"(TOKEN|PASSWORD|SECRET)\s*=", body)
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert ".env" in ignored and ".venv" in ignored

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -78,5 +79,38 @@ def status_cmd() -> None:
     Console(highlight=False).print(
         f"database: {_where()}\nschema: {current or 'empty'} ({state})\n"
         f"content folder: {get_settings().content_dir}",
+        markup=False,
+    )
+
+
+@db_app.command("backup")
+def backup_cmd(
+    to: Path = typer.Argument(..., help="The file to write (it is replaced if it exists)."),
+) -> None:
+    """Copy the whole database to a file: SQLite's own online backup, or pg_dump for
+    PostgreSQL (safe while the bot and the ingest run). Redis needs none (see `restore`)."""
+    from felab_core.ops.backup import backup
+
+    with service_errors():
+        done = backup(get_settings().resolved_database_url(), to)
+    Console(highlight=False).print(f"{_where()} backed up to {done}", markup=False)
+
+
+@db_app.command("restore")
+def restore_cmd(
+    source: Path = typer.Argument(..., help="A file `felab db backup` wrote."),
+    yes: bool = typer.Option(False, "--yes", help="Yes: replace this database with the backup."),
+) -> None:
+    """Replace this database with a backup (stop the bot and the ingest first). Then run
+    `felab broker setup`: it makes the broker's users again from the restored database."""
+    from felab_core.ops.backup import restore
+
+    if not yes:
+        err(f"this replaces everything in {_where()}: run again with --yes to do it")
+        raise typer.Exit(EXIT_USAGE)
+    with service_errors():
+        restore(get_settings().resolved_database_url(), source)
+    Console(highlight=False).print(
+        f"{_where()} restored from {source}; now `felab broker setup` (the broker's users)",
         markup=False,
     )

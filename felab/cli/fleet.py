@@ -6,6 +6,7 @@ felab/cli/worker.py loads this module only when one of them is asked for.
 
 from __future__ import annotations
 
+import logging
 import socket
 
 import typer
@@ -21,6 +22,7 @@ from felab_core.errors import Invalid
 from felab_core.settings import Settings, get_settings
 
 console = Console(highlight=False)
+log = logging.getLogger("felab.ingest")
 
 MEMBER = typer.Option(None, "--member", help="The member's Discord id.")
 COHORT = typer.Option(None, "--cohort", help="The member's cohort id.")
@@ -53,17 +55,26 @@ def issue_code(
 
 
 def ingest(
-    loglevel: str = typer.Option("INFO", help="Celery log level."),
+    loglevel: str = typer.Option(
+        "WARNING", help="Level of Celery's own logs (felab's: FELAB_LOG_LEVEL)."
+    ),
 ) -> None:
     """Run the trusted ingest: the one process that writes job progress and results to the
     database, redeems pairing requests, keeps the broker's users in step with the database, with
     the reconciler beating inside it."""
+    from felab_core.ops import logs
+    from felab_worker.app import worker_args
     from felab_worker.ingest import create_app
     from felab_worker.names import BEAT_QUEUE, INGEST_QUEUE, PAIRING_QUEUE
 
     settings = get_settings()
+    logs.setup(settings, level=loglevel)
     sessions()  # the schema is checked now, not at the first event
     app, state = create_app(settings)
+    if settings.metrics_port is not None:
+        from felab_core.ops.metrics import FleetCollector, serve
+
+        serve(settings.metrics_port, settings.metrics_addr, extra=FleetCollector(state.facts))
     try:
         synced = state.sync_users()
     except Exception as exc:
@@ -73,27 +84,30 @@ def ingest(
         )
         raise typer.Exit(EXIT_USAGE) from None
     if synced.machines:
-        console.print(f"broker users in step with the database: {synced.machines} machine(s)")
+        log.info("broker users in step with the database: %d machine(s)", synced.machines)
     schedule = settings.data_dir / "ingest-beat-schedule"
     schedule.parent.mkdir(parents=True, exist_ok=True)
     app.worker_main(
-        [
-            "worker",
-            "-Q",
-            ",".join((INGEST_QUEUE, PAIRING_QUEUE, BEAT_QUEUE)),
-            "-B",
-            "-s",
-            str(schedule),
-            "-n",
-            f"ingest@{socket.gethostname()}",
-            "--pool",
-            "solo",
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-            "--loglevel",
-            loglevel,
-        ]
+        worker_args(
+            settings,
+            [
+                "worker",
+                "-Q",
+                ",".join((INGEST_QUEUE, PAIRING_QUEUE, BEAT_QUEUE)),
+                "-B",
+                "-s",
+                str(schedule),
+                "-n",
+                f"ingest@{socket.gethostname()}",
+                "--pool",
+                "solo",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "--loglevel",
+                loglevel,
+            ],
+        )
     )
 
 

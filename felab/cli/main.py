@@ -31,6 +31,7 @@ COMMANDS: dict[str, Entry] = {
     "numbers": Entry("felab.cli.numbers:numbers_app", group=True),
     "bot": Entry("felab.cli.bot:bot_app", group=True),
     "broker": Entry("felab.cli.broker:broker_app", group=True),
+    "status": Entry("felab.cli.status:status"),
 }
 
 

@@ -9,7 +9,10 @@ needs httpx, Celery and its own key, nothing more.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -61,15 +64,27 @@ def _identity(settings: Settings, name: str) -> Identity:
 def start(
     name: str = typer.Option(..., "--name", help="This machine's worker name, as paired."),
     pool: str = typer.Option("", help="Celery pool: solo, threads or prefork (default per OS)."),
-    loglevel: str = typer.Option("INFO", help="Celery log level."),
+    loglevel: str = typer.Option(
+        "WARNING", help="Level of Celery's own logs (felab's: FELAB_LOG_LEVEL)."
+    ),
 ) -> None:
     """Run this machine's worker: it takes jobs from its own queue only and times the servers
     named in its targets file (FELAB_TARGETS_FILE). It connects as its own broker user (from
-    `felab worker pair`), never with the pairing URL."""
+    `felab worker pair`), never with the pairing URL. With FELAB_METRICS_PORT it serves its
+    Prometheus metrics there."""
+    settings = get_settings()
+    if settings.metrics_port is not None:
+        # Before prometheus-client is imported: pool children write their counts to files.
+        folder = key_file(settings, name).with_name(f"worker-{name}.state") / "metrics"
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(folder)
+    from felab_core.ops import logs
     from felab_worker import machine
     from felab_worker.broker import broker_url, is_redis
 
-    settings = get_settings()
+    logs.setup(settings, level=loglevel)
+
     identity = _identity(settings, name)
     if identity.broker_url is None and is_redis(broker_url(settings)):
         err(
@@ -78,7 +93,11 @@ def start(
         )
         raise typer.Exit(EXIT_USAGE)
     rt = machine.configure(identity, key_file(settings, name), settings)
-    machine.start(rt, pool=pool, loglevel=loglevel)
+    if settings.metrics_port is not None:
+        from felab_core.ops.metrics import serve
+
+        serve(settings.metrics_port, settings.metrics_addr)
+    machine.start(rt, settings, pool=pool, loglevel=loglevel)
 
 
 @worker_app.command("pair")
@@ -146,3 +165,69 @@ def identity_cmd(
         f"identity file: {key_file(settings, name)}",
         markup=False,
     )
+
+
+service_app = typer.Typer(
+    name="service",
+    help="Run this machine's worker as a service (launchd on macOS, a systemd user unit on "
+    "Linux): started at login, restarted when it fails or the machine wakes.",
+    no_args_is_help=True,
+)
+worker_app.add_typer(service_app)
+NAME = typer.Option(..., "--name", help="This machine's worker name, as paired.")
+DRY = typer.Option(False, "--dry-run", help="Print the service file; change nothing.")
+PLATFORM = typer.Option(
+    None, "--platform", help="darwin or linux (default: this machine's), for --dry-run."
+)
+
+
+def _service(name: str, platform: str | None) -> Any:
+    from felab_worker.service import service_file
+
+    settings = get_settings()
+    _identity(settings, name)  # paired first: the service starts what pairing made
+    return service_file(settings, name, key_file(settings, name), platform=platform)
+
+
+@service_app.command("install")
+def service_install(name: str = NAME, dry_run: bool = DRY, platform: str = PLATFORM) -> None:
+    """Write the service file (no secret in it: it points at the identity file) and start it."""
+    from felab_worker.service import ServiceError, install
+
+    svc = _service(name, platform)
+    if dry_run:
+        typer.echo(svc.text, nl=False)
+        return
+    try:
+        install(svc)
+    except ServiceError as exc:
+        err(f"{exc}; the file is at {svc.path}: start it by hand, or run `felab worker start`")
+        raise typer.Exit(EXIT_USAGE) from None
+    console.print(f"installed and started {svc.label} ({svc.path})", markup=False)
+
+
+@service_app.command("uninstall")
+def service_uninstall(name: str = NAME) -> None:
+    """Stop the service and remove its file (the identity stays: `felab worker start` works)."""
+    from felab_worker.service import ServiceError, uninstall
+
+    svc = _service(name, None)
+    try:
+        uninstall(svc)
+    except ServiceError as exc:
+        err(str(exc))
+        raise typer.Exit(EXIT_USAGE) from None
+    console.print(f"removed {svc.label}", markup=False)
+
+
+@service_app.command("status")
+def service_status(name: str = NAME) -> None:
+    """Whether the service is installed and running, as the service manager says."""
+    from felab_worker.service import ServiceError, status
+
+    svc = _service(name, None)
+    try:
+        console.print(status(svc), markup=False)
+    except ServiceError as exc:
+        err(str(exc))
+        raise typer.Exit(EXIT_USAGE) from None

@@ -6,7 +6,7 @@ on a laptop and one made in production have the same history.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -18,8 +18,16 @@ from sqlalchemy.orm import Session, sessionmaker
 from felab_core.settings import get_settings
 
 ROOT = Path(__file__).resolve().parents[2]
-ALEMBIC_DIR = ROOT / "alembic"
-ALEMBIC_INI = ROOT / "alembic.ini"
+
+
+def migrations_root() -> Path:
+    """The folder holding `alembic/` (with its env.py) and `alembic.ini`: the checkout felab
+    runs from, or the working directory (the Docker image's /app). An installed felab's parent
+    folder is site-packages, whose `alembic` is the library, not the migrations."""
+    for base in (ROOT, Path.cwd()):
+        if (base / "alembic" / "env.py").is_file():
+            return base
+    return ROOT
 
 
 class DatabaseError(RuntimeError):
@@ -70,6 +78,26 @@ def session_factory(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
 
 
+def on_commit(session: Session, fn: Callable[[], None]) -> None:
+    """Run `fn` once the session's current transaction commits (never if it rolls back):
+    for what must not happen for work that is undone, such as counting a job as ended."""
+    pending: list[Callable[[], None]] | None = session.info.get("felab.on_commit")
+    if pending is None:
+        pending = session.info["felab.on_commit"] = []
+
+        def _run(sess: Session) -> None:
+            todo = sess.info.pop("felab.on_commit", [])
+            for f in todo:
+                f()
+
+        def _drop(sess: Session) -> None:
+            sess.info.pop("felab.on_commit", None)
+
+        event.listen(session, "after_commit", _run, once=True)
+        event.listen(session, "after_rollback", _drop, once=True)
+    pending.append(fn)
+
+
 @contextmanager
 def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
     """One unit of work: commit when the block ends, roll back if it raises."""
@@ -88,13 +116,15 @@ def alembic_config(url: str) -> Any:
     """The Alembic configuration for the repository's `alembic/` folder, aimed at `url`."""
     from alembic.config import Config
 
-    if not ALEMBIC_DIR.is_dir():
+    base = migrations_root()
+    alembic_dir, alembic_ini = base / "alembic", base / "alembic.ini"
+    if not (alembic_dir / "env.py").is_file():
         raise DatabaseError(
-            f"the migrations folder {ALEMBIC_DIR} is missing: install felab from a checkout "
+            f"the migrations folder {alembic_dir} is missing: install felab from a checkout "
             "(pip install -e .) so `alembic/` sits beside felab_core"
         )
-    cfg = Config(str(ALEMBIC_INI)) if ALEMBIC_INI.exists() else Config()
-    cfg.set_main_option("script_location", str(ALEMBIC_DIR))
+    cfg = Config(str(alembic_ini)) if alembic_ini.exists() else Config()
+    cfg.set_main_option("script_location", str(alembic_dir))
     cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     return cfg
 

@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from felab_core.db import models as m
+from felab_core.db.session import on_commit
 from felab_core.db.types import utcnow
 from felab_core.engine.results import short_model
 from felab_core.errors import Forbidden, Invalid, ServiceError
@@ -28,6 +29,7 @@ from felab_core.jobs.render import chart_png
 from felab_core.jobs.workload import too_large_reason
 from felab_core.numbers.service import record_measured
 from felab_core.numbers.verdict import judge
+from felab_core.ops import metrics
 from felab_core.settings import Settings, get_settings
 
 #: Events that must reach the ingest once: the worker keeps them until acknowledged.
@@ -63,21 +65,28 @@ def _signed_at(payload: dict[str, Any], now: datetime) -> None:
     try:
         at = float(payload["at"])
     except (KeyError, TypeError, ValueError):
-        raise Forbidden("the event carries no time it was signed: refused") from None
+        raise Forbidden(
+            "the event carries no time it was signed: refused", reason="stale"
+        ) from None
     age = now.timestamp() - at
     if age > MAX_EVENT_AGE_S or age < -MAX_EVENT_SKEW_S:
         raise Forbidden(
             f"the event was signed {age:.0f} s from now: an old copy (or a clock far off) is "
-            "refused"
+            "refused",
+            reason="stale",
         )
 
 
 def _heartbeat(session: Session, worker: m.Worker, body: Any) -> Ingested:
     if not isinstance(body, dict) or not isinstance(body.get("seq"), int):
-        raise Forbidden(f"a heartbeat of {worker.name!r} without a sequence number: refused")
+        raise Forbidden(
+            f"a heartbeat of {worker.name!r} without a sequence number: refused", reason="replay"
+        )
     seq = int(body["seq"])
     if seq <= worker.heartbeat_seq:
-        raise Forbidden(f"a replayed heartbeat of {worker.name!r} (sequence {seq}): refused")
+        raise Forbidden(
+            f"a replayed heartbeat of {worker.name!r} (sequence {seq}): refused", reason="replay"
+        )
     worker.heartbeat_seq = seq
     reported = clean_targets(body.get("targets"))
     if reported is not None and reported != worker.targets:
@@ -108,15 +117,15 @@ def ingest_event(
     s = settings or get_settings()
     now = now or utcnow()
     if not isinstance(payload, dict):
-        raise Invalid("not a felab worker event")
+        raise Invalid("not a felab worker event", reason="malformed")
     try:
         worker_id = int(payload["worker_id"])
         kind = str(payload["kind"])
     except (KeyError, TypeError, ValueError):
-        raise Invalid("not a felab worker event") from None
+        raise Invalid("not a felab worker event", reason="malformed") from None
     worker = session.get(m.Worker, worker_id)
     if worker is None or not worker.public_key or worker.status != "paired":
-        raise Forbidden(f"no paired worker {worker_id}: the event was refused")
+        raise Forbidden(f"no paired worker {worker_id}: the event was refused", reason="unknown")
     verify(payload, worker.public_key)
     _signed_at(payload, now)
     worker.last_seen_at = now
@@ -127,7 +136,10 @@ def ingest_event(
     if job is None:
         return Ingested(False, f"no job {job_id}")
     if job.worker_id != worker.id:
-        raise Forbidden(f"job {job.id} is assigned to another worker, not {worker.name!r}: refused")
+        raise Forbidden(
+            f"job {job.id} is assigned to another worker, not {worker.name!r}: refused",
+            reason="assignment",
+        )
     attempt = str(payload.get("attempt"))
     ack = Ack(worker.id, job.id, attempt) if kind in ACKED_KINDS else None
     if job.status in TERMINAL:
@@ -200,12 +212,14 @@ def _finished(
     size = len(json.dumps(body))
     if size > s.result_max_bytes:
         finish(session, job, "failed", now, error=too_large_reason(size, s.result_max_bytes))
+        on_commit(session, lambda: metrics.INGEST_REFUSED.labels("too_large").inc())
         return Ingested(False, "result too large", job)
     try:
         with session.begin_nested():
             _store_result(session, job, worker, body, now)
     except ServiceError as exc:
         finish(session, job, "failed", now, error=f"the result was refused: {exc}")
+        on_commit(session, lambda: metrics.INGEST_REFUSED.labels("result").inc())
         return Ingested(False, f"result refused: {exc}", job)
     return Ingested(True, job=job)
 

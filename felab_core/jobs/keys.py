@@ -53,13 +53,16 @@ def verify(payload: dict[str, Any], public_key: str) -> None:
     """Raise Forbidden unless `payload["sig"]` was made by the private half of `public_key`."""
     sig = payload.get("sig")
     if not isinstance(sig, str):
-        raise Forbidden("the message is not signed: it did not come from a paired worker")
+        raise Forbidden(
+            "the message is not signed: it did not come from a paired worker", reason="signature"
+        )
     try:
         pub = Ed25519PublicKey.from_public_bytes(base64.b64decode(public_key))
         pub.verify(base64.b64decode(sig), canonical(payload))
     except (InvalidSignature, ValueError):
         raise Forbidden(
-            "the message's signature does not match the worker it names: it was refused"
+            "the message's signature does not match the worker it names: it was refused",
+            reason="signature",
         ) from None
 
 

@@ -15,7 +15,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from felab_core.db import models as m
+from felab_core.db.session import on_commit
 from felab_core.jobs.messages import JobMessage
+from felab_core.ops import metrics
 from felab_core.settings import Settings
 
 TERMINAL = ("done", "failed", "cancelled", "expired")
@@ -79,6 +81,10 @@ def finish(
     job.error = error
     job.finished_at = now
     job.attempt = None
+    ran = metrics.seconds_between(job.started_at, now) if status == "done" else None
+    on_commit(session, lambda: metrics.JOBS.labels(status).inc())
+    if ran is not None:
+        on_commit(session, lambda: metrics.RUN_SECONDS.observe(ran))
     if session.scalar(select(m.JobOutbox.id).where(m.JobOutbox.job_id == job.id)) is None:
         session.add(m.JobOutbox(job_id=job.id, created_at=now))
     session.flush()
@@ -101,6 +107,10 @@ def start(session: Session, job: m.BenchJob, worker: m.Worker, now: datetime) ->
             now,
             error="the worker moved on to another job, so this run was lost",
         )
+    if job.started_at is None:
+        waited = metrics.seconds_between(job.created_at, now)
+        if waited is not None:
+            on_commit(session, lambda: metrics.QUEUE_SECONDS.observe(waited))
     job.status = "running"
     job.started_at = job.started_at or now
     session.flush()

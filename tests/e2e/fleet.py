@@ -38,6 +38,7 @@ REDIS_URL = os.environ.get("FELAB_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 PREFIX = "felab:"
 
 FAST = {
+    "FELAB_LOG_LEVEL": "INFO",
     "FELAB_WORKER_HEARTBEAT_S": "0.5",
     "FELAB_WORKER_OFFLINE_AFTER_S": "3",
     "FELAB_RECONCILE_EVERY_S": "0.5",

@@ -16,6 +16,7 @@ from felab_core.db.session import session_scope
 from felab_core.jobs.ingest import ingest_event
 from felab_core.jobs.keys import new_private_key, public_key_text, sign
 from felab_core.jobs.pairing import redeem_pair_code
+from felab_core.people.service import set_hardware, set_server_model
 from tests.e2e.test_bot_process import (  # noqa: F401 (the `world` fixture)
     ADA,
     BOB,
@@ -170,6 +171,11 @@ def test_commands_end_to_end(world: BotWorld) -> None:  # noqa: F811
         with session_scope(world.sessions) as s:
             job = s.scalars(select(m.BenchJob).order_by(m.BenchJob.id.desc())).first()
             assert job is not None and job.status == "queued"
+            # Ada's machine is known, so her figure is checked against its speed limit (and
+            # ranks); without it, it would be listed apart as unverified.
+            ada = s.scalars(select(m.Member).where(m.Member.discord_id == ADA.id)).one()
+            set_hardware(s, ada, chip="M4 Pro")
+            set_server_model(s, ada, "mlx", "llama-3.1-8b-4bit", model_bytes="4.5GB")
             requests = [{"index": i, "ok": True, "writing_tps": 41.2} for i in range(3)]
             record = {"runs": [{"concurrency": 1, "requests": requests}]}
             body = {"rows": [ROW], "record": record}

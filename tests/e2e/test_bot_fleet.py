@@ -9,8 +9,10 @@ target its targets file lacks is refused at once, before anything is queued.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -20,7 +22,7 @@ from felab_core.db import models as m
 from felab_core.db.session import session_scope
 from felab_core.jobs.render import render_job
 from felab_core.lab.scripted_server import Script, ScriptedServer
-from tests.e2e.fleet import FAST, spawn
+from tests.e2e.fleet import FAST, free_port, spawn
 from tests.e2e.test_bot_commands import answered, attachments, followed_up, opt, reply, sub
 from tests.e2e.test_bot_process import (  # noqa: F401 (the `world` fixture)
     ADA,
@@ -38,8 +40,15 @@ def test_bench_from_chat_to_a_posted_result(world: BotWorld, tmp_path: Path) -> 
     srv = ScriptedServer(Script(persona="mlx")).start_in_thread()
     procs = []
     try:
-        shared = {**world.env(), **FAST, "FELAB_DISCORD_OUTBOX_EVERY_S": "0.3"}
-        world.env = lambda: shared  # type: ignore[method-assign]
+        # JSON logs everywhere, and each process's own metrics port.
+        shared = {
+            **world.env(),
+            **FAST,
+            "FELAB_DISCORD_OUTBOX_EVERY_S": "0.3",
+            "FELAB_LOG_FORMAT": "json",
+        }
+        ports = {name: free_port() for name in ("bot", "ingest", "worker")}
+        world.env = lambda: {**shared, "FELAB_METRICS_PORT": str(ports["bot"])}  # type: ignore[method-assign]
         mac = tmp_path / "mac"
         mac.mkdir()
         # The Mac's model is named to ping the whole server: text from a machine never pings.
@@ -60,7 +69,8 @@ def test_bench_from_chat_to_a_posted_result(world: BotWorld, tmp_path: Path) -> 
             cwd=ROOT,
         )
         assert out.returncode == 0, out.stderr
-        procs.append(spawn([FELAB, "worker", "ingest"], shared, tmp_path / "ingest.log"))
+        ingest_env = {**shared, "FELAB_METRICS_PORT": str(ports["ingest"])}
+        procs.append(spawn([FELAB, "worker", "ingest"], ingest_env, tmp_path / "ingest.log"))
         world.start_bot()
         world.wait(fake.connected, 20, "the bot to log in")
 
@@ -78,8 +88,8 @@ def test_bench_from_chat_to_a_posted_result(world: BotWorld, tmp_path: Path) -> 
         assert paired.returncode == 0, paired.stderr + paired.stdout
         procs.append(
             spawn(
-                [FELAB, "worker", "start", "--name", "studio", "--pool", "solo"],
-                student,
+                [FELAB, "worker", "start", "--name", "studio", "--pool", "prefork"],
+                {**student, "FELAB_METRICS_PORT": str(ports["worker"])},
                 tmp_path / "worker.log",
             )
         )
@@ -143,6 +153,28 @@ def test_bench_from_chat_to_a_posted_result(world: BotWorld, tmp_path: Path) -> 
             rows = s.scalars(select(m.JobOutbox).order_by(m.JobOutbox.job_id)).all()
             assert [r.posted_at is not None for r in rows] == [True]
         assert len(posted(ids[0])) == 1
+
+        # Each process's own /metrics holds the counts of what just happened.
+        ingest_m = scrape(ports["ingest"])
+        assert ingest_m[("felab_jobs_total", (("status", "done"),))] >= 1
+        assert ingest_m[("felab_job_queue_seconds_count", ())] >= 1
+        assert ingest_m[("felab_job_run_seconds_count", ())] >= 1
+        assert any(name == "felab_worker_heartbeat_age_seconds" for name, _ in ingest_m)
+        bot_m = scrape(ports["bot"])
+        commands = {dict(labels).get("command") for name, labels in bot_m
+                    if name == "felab_interaction_seconds_count"}  # fmt: skip
+        assert {"bench run", "worker pair"} <= commands, commands
+        assert bot_m[("felab_outbox_pending", ())] == 0
+        worker_m = scrape(ports["worker"])  # counted in the pool child, served by the main one
+        assert worker_m[("felab_worker_jobs_total", (("outcome", "ran"),))] >= 1
+        # Every log line of every process is one JSON object, and no secret is in any.
+        for name in ("ingest.log", "worker.log", "bot.log"):
+            text = (world.tmp if name == "bot.log" else tmp_path).joinpath(name).read_text()
+            lines = [line for line in text.splitlines() if line.strip()]
+            assert lines, name
+            for line in lines:
+                assert isinstance(json.loads(line), dict), (name, line)
+            assert fake.token not in text, name
     finally:
         for p in procs:
             p.kill()
@@ -151,3 +183,15 @@ def test_bench_from_chat_to_a_posted_result(world: BotWorld, tmp_path: Path) -> 
             log = tmp_path / name
             if log.exists():
                 print(f"--- {name} ---\n{log.read_text(errors='replace')[-3000:]}")
+
+
+def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """A process's /metrics, parsed by prometheus-client's own parser."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(body)
+        for sample in family.samples
+    }

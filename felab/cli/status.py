@@ -1,0 +1,69 @@
+"""`felab status`: the fleet on one screen, for an instructor or whoever runs the server."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from felab.cli.db import service_errors, sessions
+from felab_core.db.session import session_scope
+from felab_core.db.types import utcnow
+from felab_core.settings import get_settings
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "never"
+    if seconds < 90:
+        return f"{seconds:.0f} s ago"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min ago"
+    return f"{seconds / 3600:.0f} h ago"
+
+
+def status(
+    as_json: bool = typer.Option(False, "--json", help="Print it as JSON."),
+) -> None:
+    """Machines (online, busy, stale, offline) with their queues, jobs of the last day by
+    status, the outbox (posts waiting, dead letters) and each cohort's next daily post."""
+    from dataclasses import replace
+
+    from felab_core.ops.status import fleet_status
+    from felab_worker.dispatch import Dispatcher
+
+    settings = get_settings()
+    with service_errors(), session_scope(sessions()) as session:
+        fleet = fleet_status(session, utcnow(), settings)
+    broker = "reached"
+    try:
+        dispatcher = Dispatcher(settings)
+        machines = [replace(mc, depth=dispatcher.depth(mc.worker_id)) for mc in fleet.machines]
+        fleet = replace(fleet, machines=machines)
+    except Exception as exc:
+        broker = f"not reached ({type(exc).__name__})"
+    if as_json:
+        typer.echo(json.dumps({**fleet.to_json(), "broker": broker}))
+        return
+    console = Console(highlight=False)
+    table = Table("worker", "id", "state", "last seen", "running", "queued", "in its queue",
+                  title="machines")  # fmt: skip
+    for mc in fleet.machines:
+        table.add_row(
+            mc.name, str(mc.worker_id), mc.state, _age(mc.last_seen_s),
+            str(mc.running_job or "-"), str(mc.queued_jobs),
+            "-" if mc.depth is None else str(mc.depth),
+        )  # fmt: skip
+    console.print(table if fleet.machines else "no paired machines yet")
+    jobs = ", ".join(f"{k} {v}" for k, v in sorted(fleet.jobs_last_day.items())) or "none"
+    console.print(f"jobs in the last day: {jobs}", markup=False)
+    console.print(
+        f"outbox: {fleet.outbox_pending} waiting, {fleet.outbox_dead} dead letters"
+        + (" (`felab worker outbox`)" if fleet.outbox_dead else ""),
+        markup=False,
+    )
+    for cohort, when in fleet.next_posts:
+        console.print(f"next daily post of {cohort}: {when}", markup=False)
+    console.print(f"broker: {broker}", markup=False)

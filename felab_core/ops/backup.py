@@ -1,0 +1,107 @@
+"""Backing up and restoring felab's database, SQLite or PostgreSQL, to move a cohort's server.
+
+SQLite: SQLite's own online backup (consistent while the bot and the ingest run). PostgreSQL:
+`pg_dump --format=custom` and `pg_restore --clean`, the tools that come with PostgreSQL's
+client (their major version must be the server's or newer). Redis needs no backup: it carries
+messages (a lost one is sent again) and users (made again from the database by
+`felab broker setup` or the ingest).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import subprocess
+from pathlib import Path
+
+from sqlalchemy.engine import make_url
+
+from felab_core.errors import Invalid
+
+
+class BackupError(Invalid):
+    """A backup or restore could not be made; the message says why and what to do."""
+
+
+def _libpq(url: str) -> str:
+    """A SQLAlchemy PostgreSQL URL as libpq wants it (no driver name)."""
+    parsed = make_url(url).set(drivername="postgresql")
+    return parsed.render_as_string(hide_password=False)
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        raise BackupError(
+            f"{name} is not installed: install PostgreSQL's client tools (Debian: "
+            "postgresql-client) or run this inside the Compose stack"
+        )
+    return found
+
+
+def _sqlite_path(url: str) -> Path:
+    database = make_url(url).database
+    if not database:
+        raise BackupError("an in-memory SQLite database cannot be backed up")
+    return Path(database)
+
+
+def backup(url: str, to: Path) -> Path:
+    """Write the database named by `url` to `to` (a file)."""
+    to.parent.mkdir(parents=True, exist_ok=True)
+    backend = make_url(url).get_backend_name()
+    if backend == "sqlite":
+        source = sqlite3.connect(_sqlite_path(url))
+        target = sqlite3.connect(to)
+        try:
+            source.backup(target)
+        finally:
+            target.close()
+            source.close()
+        return to
+    if backend == "postgresql":
+        out = subprocess.run(
+            [_tool("pg_dump"), "--format=custom", "--no-owner", f"--file={to}", _libpq(url)],
+            capture_output=True,
+            text=True,
+            timeout=3600,
+        )
+        if out.returncode != 0:
+            raise BackupError(f"pg_dump failed: {out.stderr.strip()[-500:]}")
+        return to
+    raise BackupError(f"felab backs up SQLite and PostgreSQL, not {backend}")
+
+
+def restore(url: str, source: Path) -> None:
+    """Replace the database named by `url` with the backup in `source`. Stop the bot and the
+    ingest first: what they write meanwhile would be lost."""
+    if not source.is_file():
+        raise BackupError(f"{source} is not a file: give the backup `felab db backup` wrote")
+    backend = make_url(url).get_backend_name()
+    if backend == "sqlite":
+        try:
+            check = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
+            check.execute("SELECT count(*) FROM alembic_version").fetchone()
+            check.close()
+        except sqlite3.DatabaseError:
+            raise BackupError(f"{source} is not a felab SQLite backup") from None
+        target = _sqlite_path(url)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        src = sqlite3.connect(source)
+        dst = sqlite3.connect(target)
+        try:
+            src.backup(dst)
+        finally:
+            dst.close()
+            src.close()
+        return
+    if backend == "postgresql":
+        out = subprocess.run(
+            [_tool("pg_restore"), "--clean", "--if-exists", "--no-owner", "--single-transaction",
+             f"--dbname={_libpq(url)}", str(source)],
+            capture_output=True, text=True, timeout=3600,
+        )  # fmt: skip
+        if out.returncode != 0:
+            raise BackupError(f"pg_restore failed: {out.stderr.strip()[-500:]}")
+        return
+    raise BackupError(f"felab restores SQLite and PostgreSQL, not {backend}")

@@ -1,0 +1,96 @@
+"""`felab db backup` and `felab db restore`: a cohort's server moved, on SQLite and on a fresh
+PostgreSQL database, through the real commands."""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Iterator
+from datetime import date, time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+from typer.testing import CliRunner
+
+from felab.cli.main import app
+from felab_core.db import models as m
+from felab_core.db.session import make_engine, session_factory, session_scope, upgrade
+from felab_core.people.service import add_member, create_cohort
+from felab_core.settings import get_settings
+from tests.db_support import postgres_base_url
+
+runner = CliRunner()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'felab.db'}"
+        drop = None
+    else:
+        base = postgres_base_url()
+        if base is None or shutil.which("pg_dump") is None:
+            pytest.skip("needs PostgreSQL on 127.0.0.1:5432 and its client tools (pg_dump)")
+        name = f"felab_bk_{uuid.uuid4().hex[:10]}"
+        admin = create_engine(base, isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        url = make_url(base).set(database=name).render_as_string(hide_password=False)
+
+        def drop() -> None:
+            with admin.connect() as conn:
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            admin.dispose()
+
+    monkeypatch.setenv("FELAB_DATABASE_URL", url)
+    get_settings.cache_clear()
+    engine = make_engine(url)
+    upgrade(engine)
+    engine.dispose()
+    yield url
+    get_settings.cache_clear()
+    if drop is not None:
+        drop()
+
+
+def _names(url: str) -> list[str]:
+    engine = make_engine(url)
+    with session_scope(session_factory(engine)) as s:
+        names = sorted(member.display_name for member in s.query(m.Member))
+    engine.dispose()
+    return names
+
+
+def test_a_backup_restores_what_was_there(database: str, tmp_path: Path) -> None:
+    engine = make_engine(database)
+    with session_scope(session_factory(engine)) as s:
+        c = create_cohort(s, "C", timezone="UTC", start_date=date(2026, 3, 2), post_time=time(9))
+        add_member(s, c, "1", display_name="Ada")
+    dump = tmp_path / "backups" / "felab.backup"
+    out = runner.invoke(app, ["db", "backup", str(dump)])
+    assert out.exit_code == 0, out.output
+    assert dump.stat().st_size > 0 and "backed up to" in out.output
+    with session_scope(session_factory(engine)) as s:  # after the backup, things change
+        add_member(s, s.query(m.Cohort).one(), "2", display_name="Bob")
+    engine.dispose()
+    assert _names(database) == ["Ada", "Bob"]
+    refused = runner.invoke(app, ["db", "restore", str(dump)])
+    assert refused.exit_code == 2 and "--yes" in refused.output
+    out = runner.invoke(app, ["db", "restore", str(dump), "--yes"])
+    assert out.exit_code == 0, out.output
+    assert "felab broker setup" in out.output
+    assert _names(database) == ["Ada"]
+
+
+def test_restoring_something_else_says_so(database: str, tmp_path: Path) -> None:
+    junk = tmp_path / "junk.backup"
+    junk.write_bytes(b"not a backup at all")
+    out = runner.invoke(app, ["db", "restore", str(junk), "--yes"])
+    assert out.exit_code == 2
+    assert "not a felab SQLite backup" in out.output or "pg_restore failed" in out.output
+    out = runner.invoke(app, ["db", "restore", str(tmp_path / "missing"), "--yes"])
+    assert out.exit_code == 2 and "is not a file" in out.output
