@@ -34,6 +34,7 @@ from felab_core.reports.leaderboard import (
     speed_boards,
 )
 from felab_core.reports.progress import ProgressRow, cohort_progress, progress_csv
+from felab_core.text import in_code
 
 SPEED_SERVERS = ("ollama", "llamacpp", "mlx")
 METRICS = (*BOARDS, *(f"speed-{s}" for s in SPEED_SERVERS))
@@ -74,7 +75,7 @@ def _board_text(board: Board, top: int = 10) -> str:
     rows = [
         (
             str(r.rank),
-            r.name[:16],
+            in_code(r.name[:16]),
             f"{r.value:g}" if board.kind != "retention" else f"{r.value:.0%}",
         )
         for r in board.rows[:top]
@@ -103,7 +104,13 @@ def leaderboard_report(session: Session, who: Who, metric: str, now: datetime) -
 
 
 def _progress_line(r: ProgressRow) -> tuple[str, ...]:
-    return (r.name[:14], str(r.day_reached), str(r.streak), str(r.reviews), str(r.numbers_measured))
+    return (
+        in_code(r.name[:14]),
+        str(r.day_reached),
+        str(r.streak),
+        str(r.reviews),
+        str(r.numbers_measured),
+    )
 
 
 def progress_report(session: Session, who: Who, member_id: int | None, now: datetime) -> Report:

@@ -31,6 +31,7 @@ from felab_core.drills.speaking import (
 )
 from felab_core.errors import NotFound
 from felab_core.people.service import cohort_for_channel
+from felab_core.text import literal
 
 IS_VOICE_MESSAGE = 1 << 13  # Discord's message flag
 NO_INTENT = (
@@ -56,6 +57,12 @@ def custom_id(answer_id: int, rating: int) -> str:
 def parse_custom_id(value: str) -> tuple[int, int] | None:
     match = _CUSTOM_ID.fullmatch(value)
     return (int(match["answer_id"]), int(match["rating"])) if match else None
+
+
+def speaker(member: m.Member) -> str:
+    """How a post names the member: their display name as typed (never a mention or markup),
+    else a mention that shows their name (messages are sent with mentions disabled)."""
+    return literal(member.display_name) if member.display_name else f"<@{member.discord_id}>"
 
 
 def _member(session: Session, who: Who, now: datetime) -> m.Member:
@@ -118,7 +125,7 @@ def answer(
     private = fit(
         f"Recorded: {timing}; your rating {rating}/5.\n\n**The course's answer**\n{prompt.answer}"
     )
-    name = member.display_name or f"<@{member.discord_id}>"
+    name = speaker(member)
     public = f"**{name}** answered aloud in {seconds:g} s: *{prompt.question}*"
     if recording:
         public += f"\n{recording}"
@@ -160,7 +167,7 @@ def voice_answer(
         recording_ref=link,
         now=now,
     )
-    name = member.display_name or f"<@{member.discord_id}>"
+    name = speaker(member)
     if seconds <= prompt.seconds:
         timing = f"in {seconds:g} s, inside the {prompt.seconds} s"
         nudge = ""
