@@ -87,8 +87,8 @@ def _fmt(value: float | None, scale: float = 1.0, digits: int = 1) -> str:
 
 COLUMNS = [
     Column("target_model", "server / model", table=True, data=False),
-    Column("target", "server", table=False),
-    Column("model", "model", table=False),
+    Column("target", "server", table=False, md=True),
+    Column("model", "model", table=False, md=True),
     Column("users", "users", numeric=True),
     Column("writing_tps_p50", "writing\ntok/s", numeric=True),
     Column("ttft_p50_ms", "TTFT\nms", numeric=True),

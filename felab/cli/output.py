@@ -56,14 +56,20 @@ def format_option() -> Format:
 class Column:
     """A column: `key` names it in CSV and JSON, `header` in the table and Markdown.
 
-    `table`/`data`: whether it shows in the terminal table, and in Markdown, CSV and JSON (a
-    table may merge two data columns into one cell, such as a server with its model below)."""
+    `table`/`data`: whether it shows in the terminal table, and in CSV and JSON (a table may
+    merge two data columns into one cell, such as a server with its model below). Markdown shows
+    the columns in both, unless `md` says otherwise."""
 
     key: str
     header: str
     numeric: bool = False
     table: bool = True
     data: bool = True
+    md: bool | None = None
+
+    @property
+    def in_md(self) -> bool:
+        return self.md if self.md is not None else self.table and self.data
 
 
 @dataclass(frozen=True)
@@ -101,19 +107,24 @@ class Grid:
             raise ValueError(f"{len(cells)} cells for {len(self.columns)} columns")
         self.rows.append(list(cells))
 
-    def _picked(self, data: bool) -> list[int]:
-        return [i for i, c in enumerate(self.columns) if (c.data if data else c.table)]
+    def _picked(self, where: str) -> list[int]:
+        """The columns shown in the "table", "md" or "data" (CSV and JSON)."""
+        return [
+            i
+            for i, c in enumerate(self.columns)
+            if {"table": c.table, "md": c.in_md, "data": c.data}[where]
+        ]
 
     def records(self) -> list[dict[str, Value]]:
         """The rows as CSV and JSON carry them: data columns by key."""
-        keep = self._picked(True)
+        keep = self._picked("data")
         return [{self.columns[i].key: row[i].value for i in keep} for row in self.rows]
 
 
 def rich_table(grid: Grid) -> Table:
     """The terminal table: every column folds, so no digit is ever replaced by "…"."""
     table = Table(title=grid.title, caption=grid.caption or None)
-    keep = grid._picked(False)
+    keep = grid._picked("table")
     for i in keep:
         col = grid.columns[i]
         table.add_column(col.header, justify="right" if col.numeric else "left", overflow="fold")
@@ -140,7 +151,7 @@ def _md_cell(value: str) -> str:
 
 def markdown(grid: Grid) -> str:
     """A GitHub table (title in bold above it, caption below)."""
-    keep = grid._picked(True)
+    keep = grid._picked("md")
     cols = [grid.columns[i] for i in keep]
     lines = [f"**{_md_cell(grid.title)}**", ""] if grid.title else []
     lines.append("| " + " | ".join(_md_cell(c.header.replace("\n", " ")) for c in cols) + " |")
@@ -154,7 +165,7 @@ def markdown(grid: Grid) -> str:
 
 def csv_text(grid: Grid) -> str:
     out = io.StringIO()
-    keys = [grid.columns[i].key for i in grid._picked(True)]
+    keys = [grid.columns[i].key for i in grid._picked("data")]
     writer = csv.DictWriter(out, fieldnames=keys, lineterminator="\n")
     writer.writeheader()
     for record in grid.records():

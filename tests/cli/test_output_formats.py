@@ -127,7 +127,54 @@ def test_md_csv_and_json_carry_the_table_s_numbers(fast_server: ScriptedServer) 
     lines = [line for line in md.splitlines() if line.startswith("|")]
     header, align, *body = lines
     assert re.fullmatch(r"\|(---:?\|)+", align)
-    assert header.count("|") == align.count("|") == body[0].count("|") == len(keys) + 1
+    md_keys = [c.key for c in grid.columns if c.in_md]
+    assert {"target", "model", *numeric} <= set(md_keys)
+    assert header.count("|") == align.count("|") == body[0].count("|") == len(md_keys) + 1
     for line, rec in zip(body, records, strict=True):
         cells = [c.strip() for c in line.strip("|").split("|")]
-        assert _numbers([cells[keys.index(k)] for k in numeric]) == [rec[k] for k in numeric]
+        assert _numbers([cells[md_keys.index(k)] for k in numeric]) == [rec[k] for k in numeric]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["size", "chips", "--model-bytes", "4.9GB"],
+        ["size", "capacity", "--blocks", "8234", "--max-len", "8192"],
+    ],
+)
+def test_size_tables_in_every_format_say_the_same(args: list[str]) -> None:
+    from typer.testing import CliRunner
+
+    from felab.cli.main import app
+
+    runner = CliRunner()
+
+    def run(fmt: str) -> str:
+        done = runner.invoke(app, [*args, "--format", fmt], env={"COLUMNS": "80"})
+        assert done.exit_code == 0, done.output
+        return done.stdout
+
+    records = json.loads(run("json"))
+    keys = list(records[0])
+    assert list(csv.DictReader(io.StringIO(run("csv")))) == [
+        {k: "" if v is None else str(v) for k, v in r.items()} for r in records
+    ]
+    md = [line for line in run("md").splitlines() if line.startswith("| ")]
+    assert md[0].split("|")[1].strip() == ("chip" if "chips" in args else "setting")
+    table = [
+        [c.strip() for c in line.strip("│").split("│")]
+        for line in run("table").splitlines()
+        if line.startswith("│")
+    ]
+    assert len(table) == len(md) - 1 == len(records)  # one line a row: printed at natural width
+    for row, line, rec in zip(table, md[1:], records, strict=True):
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        for i, key in enumerate(keys):
+            value = rec[key]
+            if isinstance(value, int | float):
+                shown = re.sub(r"[^0-9.]", "", row[i].split(" ")[0])
+                assert (
+                    float(shown) == value == float(re.sub(r"[^0-9.]", "", cells[i].split(" ")[0]))
+                )
+            else:
+                assert row[i] == cells[i] == value
