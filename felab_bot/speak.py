@@ -24,6 +24,7 @@ from felab_bot.drills import fit, member_for
 from felab_bot.numbers import Who
 from felab_core.db import models as m
 from felab_core.drills.speaking import (
+    ADVICE,
     prompt_of_the_day,
     rate_spoken_answer,
     record_spoken_answer,
@@ -76,7 +77,13 @@ def _prompt(session: Session, member: m.Member, now: datetime) -> m.SpeakPrompt:
     return prompt
 
 
-def prompt_text(session: Session, who: Who, now: datetime, voice: bool = False) -> str:
+@dataclass(frozen=True)
+class PromptReply:
+    text: str
+    prompt_id: int  # the reply carries this prompt's "Said it" button
+
+
+def prompt_text(session: Session, who: Who, now: datetime, voice: bool = False) -> PromptReply:
     """`voice`: the bot reads voice messages (the message-content intent is on)."""
     prompt = _prompt(session, _member(session, who, now), now)
     how = (
@@ -85,10 +92,12 @@ def prompt_text(session: Session, who: Who, now: datetime, voice: bool = False) 
         if voice
         else "Answer aloud, timing yourself, then tell felab how it went: "
     )
-    return fit(
-        f"**Say it out loud** ({prompt.seconds} s)\n{prompt.question}\n\n{how}"
-        "`/speak answer seconds:… rating:1-5` (5 = clear, correct and inside the time)."
+    text = fit(
+        f"**Say it out loud** ({prompt.seconds} s)\n{prompt.question}\n\n{ADVICE}\n{how}"
+        "`/speak answer seconds:… rating:1-5` (5 = clear, correct and inside the time), or press "
+        "Said it below as you finish: felab times you from this message to your click."
     )
+    return PromptReply(text, prompt.id)
 
 
 @dataclass(frozen=True)
@@ -165,6 +174,7 @@ def voice_answer(
         duration_s=seconds,
         self_rating=None,
         recording_ref=link,
+        timing="voice",
         now=now,
     )
     name = speaker(member)

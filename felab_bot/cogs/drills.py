@@ -123,6 +123,7 @@ class PromptButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=dril
                 display_name=interaction.user.display_name,
                 prompt_id=self.prompt_id,
                 now=_now(),
+                shown_at=interaction.message.created_at if interaction.message else None,
             )
             view = rating_view(reply.answer_id) if reply.answer_id is not None else None
             return reply.text, view

@@ -71,9 +71,13 @@ class SpeakCog(commands.Cog, name="Speak"):
 
     @group.command(name="prompt", description="Your say-it-aloud question and its time")
     async def prompt(self, interaction: discord.Interaction[Any]) -> None:
+        # cogs/drills.py holds the "Said it" button and imports this module's rating buttons.
+        from felab_bot.cogs.drills import prompt_view
+
         async def work() -> Out:
             voice = self.bot.settings.discord_message_content
-            return Out(await self.bot.db(speak.prompt_text, who(interaction), now(), voice))
+            reply = await self.bot.db(speak.prompt_text, who(interaction), now(), voice)
+            return Out(reply.text, view=prompt_view(reply.prompt_id))
 
         await respond(interaction, work())
 

@@ -328,7 +328,12 @@ class SpokenAnswer(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     member_id: Mapped[int] = mapped_column(ForeignKey("members.id", ondelete="CASCADE"))
     prompt_id: Mapped[int] = mapped_column(ForeignKey("speak_prompts.id", ondelete="CASCADE"))
-    duration_s: Mapped[float] = mapped_column(Float)
+    # None: not measured (timing "untimed"); never the prompt's limit standing in for it.
+    duration_s: Mapped[float | None] = mapped_column(Float)
+    # How the length was measured: voice, self-timed, prompt-to-click or untimed.
+    timing: Mapped[str] = mapped_column(
+        String(16), default="self-timed", server_default="self-timed"
+    )
     self_rating: Mapped[int | None] = mapped_column(Integer)  # None: a voice answer not rated yet
     recording_ref: Mapped[str | None] = mapped_column(String(500))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
@@ -339,6 +344,9 @@ class SpokenAnswer(Base):
 
     __table_args__ = (
         CheckConstraint("self_rating BETWEEN 1 AND 5", name="self_rating"),
+        CheckConstraint(
+            "timing IN ('voice', 'self-timed', 'prompt-to-click', 'untimed')", name="timing"
+        ),
         Index("ix_spoken_answers_member", "member_id"),
     )
 

@@ -28,14 +28,21 @@ def cohort(db: Session, day2: None) -> m.Cohort:
 
 def test_prompt_answer_and_peer_rating(db: Session, cohort: m.Cohort) -> None:
     who = who_in(cohort)
-    text = speak.prompt_text(db, who, NOW)
+    reply = speak.prompt_text(db, who, NOW)
+    text = reply.text
     assert "Say it out loud** (20 s)" in text and "good enough for customers" in text
+    assert "Record yourself once and listen back." in text
+    assert db.get(m.SpeakPrompt, reply.prompt_id) is not None  # its Said it button's prompt
     spoken = speak.answer(db, who, 18.5, 4, "https://cdn.invalid/voice.ogg", NOW)
     assert "18.5 s of 20: in time" in spoken.private
     assert "Ollama is llama.cpp with the flags hidden" in spoken.private
     assert "**Ada** answered aloud in 18.5 s" in spoken.public and "voice.ogg" in spoken.public
     row = db.get(m.SpokenAnswer, spoken.answer_id)
-    assert row is not None and (row.duration_s, row.self_rating) == (18.5, 4)
+    assert row is not None and (row.duration_s, row.timing, row.self_rating) == (
+        18.5,
+        "self-timed",
+        4,
+    )
     over = speak.answer(db, who, 31, 2, None, NOW)
     assert "over the 20 s" in over.private
 
@@ -107,8 +114,8 @@ def test_voice_without_intent_or_cohort(db: Session, cohort: m.Cohort) -> None:
 
 
 def test_prompt_mentions_voice_messages_only_with_the_intent(db: Session, cohort: m.Cohort) -> None:
-    assert "voice message" not in speak.prompt_text(db, who_in(cohort), NOW)
-    assert "Answer with a voice message" in speak.prompt_text(db, who_in(cohort), NOW, True)
+    assert "voice message" not in speak.prompt_text(db, who_in(cohort), NOW).text
+    assert "Answer with a voice message" in speak.prompt_text(db, who_in(cohort), NOW, True).text
 
 
 class _Message:

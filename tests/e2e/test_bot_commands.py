@@ -124,8 +124,21 @@ def test_commands_end_to_end(world: BotWorld) -> None:  # noqa: F811
     assert "Day 2: your numbers" in shown and "Not yet:" in shown
 
     # Say it out loud: the prompt, an answer, a post with rating buttons, a peer's rating.
-    prompt = reply(world, fake.slash("speak", ADA, options=sub("prompt")))["content"]
-    assert "Say it out loud** (20 s)" in prompt
+    asked = fake.slash("speak", ADA, options=sub("prompt"))
+    shown = reply(world, asked)
+    prompt = shown["content"]
+    assert (
+        "Say it out loud** (20 s)" in prompt and "Record yourself once and listen back." in prompt
+    )
+    # Said it under the prompt: timed from the prompt shown to the click, labelled as such.
+    said = shown["components"][0]["components"][0]
+    assert said["label"] == "Said it"
+    time.sleep(1.2)
+    text = reply(world, fake.click(shown["id"], said["custom_id"], ADA))["content"]
+    assert " s from the prompt to your click" in text
+    with session_scope(world.sessions) as s:
+        spoken = s.scalars(select(m.SpokenAnswer)).one()
+        assert spoken.timing == "prompt-to-click" and 1.2 <= (spoken.duration_s or 0) < 10
     it = fake.slash(
         "speak", ADA, options=sub("answer", opt("seconds", 18.5, 10), opt("rating", 4, 4))
     )
