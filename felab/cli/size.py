@@ -524,11 +524,12 @@ def chips_command(
         None, "--model-bytes", help="Add each chip's ceiling for this many bytes per token."
     ),
     family: str | None = typer.Option(
-        None, "--family", help="Only chips whose family contains this (Apple, NVIDIA ...)."
+        None, "--family", help="Only chips whose family contains this (Apple, NVIDIA, AMD ...)."
     ),
     fmt: Format = format_option(),
 ) -> None:
-    """The bandwidth table: Apple M-series, NVIDIA data-center and consumer GPUs, DGX Spark."""
+    """The bandwidth table: Apple M-series, NVIDIA and AMD Instinct data-center GPUs, consumer
+    GPUs, DGX Spark."""
     console = _console()
     weights = _guard(lambda: parse_bytes(model_bytes) if model_bytes is not None else None)
     columns = [
