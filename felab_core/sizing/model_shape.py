@@ -154,7 +154,7 @@ def _load_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def uses_sliding_window(cfg: dict[str, Any]) -> bool:
+def uses_sliding_window(cfg: Mapping[str, Any]) -> bool:
     """Whether some layers keep only a window of recent tokens, as transformers reads a config:
     `layer_types` when it lists them, else a `sliding_window` size that `use_sliding_window`
     does not switch off (Qwen2.5 ships `"use_sliding_window": false` beside a window size)."""
