@@ -546,8 +546,12 @@ class Number(Base):
     member_id: Mapped[int] = mapped_column(ForeignKey("members.id", ondelete="CASCADE"))
     server: Mapped[str] = mapped_column(String(32))
     metric: Mapped[str] = mapped_column(String(32))
-    value: Mapped[float] = mapped_column(Float)
+    value: Mapped[float] = mapped_column(Float)  # in `unit` (tokens/s): what is compared
     unit: Mapped[str] = mapped_column(String(32))
+    # A typed-in figure as typed: the number (digits kept) and its unit (tok/s or ms/token),
+    # shown back so; None for measured figures and those typed before this was kept.
+    typed_value: Mapped[str | None] = mapped_column(String(40))
+    typed_unit: Mapped[str | None] = mapped_column(String(16))
     source: Mapped[str] = mapped_column(String(16))
     model: Mapped[str | None] = mapped_column(String(300))
     preset: Mapped[str | None] = mapped_column(String(64))

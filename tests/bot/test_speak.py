@@ -148,3 +148,16 @@ async def test_cog_reads_the_voice_message(db: Session, cohort: m.Cohort) -> Non
     await cog.on_message(plain)  # type: ignore[arg-type]
     assert plain.replies == []
     assert len(db.scalars(select(m.SpokenAnswer)).all()) == 1
+
+
+def test_rating_a_deleted_answer_names_the_answer_not_its_id(db: Session, cohort: m.Cohort) -> None:
+    from felab_core.errors import NotFound
+
+    spoken = speak.answer(db, who_in(cohort), 18.5, 4, None, NOW)
+    db.delete(db.get(m.SpokenAnswer, spoken.answer_id))
+    db.flush()
+    peer = who_in(cohort, user=USER + 1, name="Bea")
+    with pytest.raises(NotFound) as gone:
+        speak.rate(db, peer, spoken.answer_id, 3, NOW)
+    assert str(gone.value).startswith("this spoken answer is no longer here")
+    assert str(spoken.answer_id) not in str(gone.value)
