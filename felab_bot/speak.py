@@ -105,6 +105,7 @@ class Spoken:
     private: str  # to the member: recorded, and the course's answer
     public: str  # to the channel: what to rate
     answer_id: int
+    member_id: int  # the speaker: the channel's post is about them (deleted with their data)
 
 
 def answer(
@@ -139,13 +140,14 @@ def answer(
     if recording:
         public += f"\n{recording}"
     public += "\nHow clear and correct was it? Rate 1 (lost) to 5 (clear, correct, in time)."
-    return Spoken(private, fit(public), spoken.id)
+    return Spoken(private, fit(public), spoken.id, member.id)
 
 
 @dataclass(frozen=True)
 class VoiceReply:
     text: str  # the reply under the voice message, in the channel
     answer_id: int | None  # recorded: the reply carries the rating buttons
+    member_id: int | None = None  # the speaker, when recorded: the reply is about them
 
 
 def in_cohort_channel(session: Session, who: Who) -> bool:
@@ -192,7 +194,7 @@ def voice_answer(
         "Cohort-mates: rate it 1 (lost) to 5 (clear, correct, in time). "
         f"{name}: press your own rating to record it and see the course's answer."
     )
-    return VoiceReply(fit(text), spoken.id)
+    return VoiceReply(fit(text), spoken.id, member.id)
 
 
 def rate(session: Session, who: Who, answer_id: int, rating: int, now: datetime) -> str:

@@ -585,13 +585,17 @@ def delete(
         member = _member(s, member_id, cohort_id)
         who = member.display_name or member.discord_id
         counts = delete_member(s, member.id, confirm=member.discord_id)
+    posts = counts.pop("chat_posts", 0)
     removed = [f"{n} {k.replace('_', ' ')}" for k, n in counts.items() if n and k != "members"]
-    _say(
-        _console(),
-        f"Deleted everything felab held about {who}: "
-        + ", ".join([*removed, "the member record"])
-        + ".",
+    text = f"Deleted everything felab held about {who}: " + ", ".join(
+        [*removed, "the member record"]
     )
+    if posts:
+        text += (
+            f". The bot removes the {posts} message{'s' if posts != 1 else ''} it posted about "
+            "them in Discord at its next look"
+        )
+    _say(_console(), text + ".")
 
 
 @_command("review")

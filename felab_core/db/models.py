@@ -576,6 +576,28 @@ class Number(Base):
 # ----------------------------------------------------------------------------- posts
 
 
+class ChatPost(Base):
+    """A message the bot posted about a member (their spoken answer, a result), so that
+    deleting the member deletes it too. On deletion the row loses its member and waits, marked,
+    until the bot has removed the message."""
+
+    __tablename__ = "chat_posts"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    member_id: Mapped[int | None] = mapped_column(ForeignKey("members.id", ondelete="SET NULL"))
+    channel_id: Mapped[str] = mapped_column(String(32))
+    message_id: Mapped[str] = mapped_column(String(32))
+    about: Mapped[str] = mapped_column(String(32))  # what the post shows: "spoken answer", ...
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    delete_requested_at: Mapped[datetime | None] = mapped_column()
+
+    __table_args__ = (
+        UniqueConstraint("channel_id", "message_id"),
+        Index("ix_chat_posts_member", "member_id"),
+        Index("ix_chat_posts_delete", "delete_requested_at"),
+    )
+
+
 class Post(Base):
     """A daily post claimed for a cohort and day, so it is made once even with two bots."""
 

@@ -129,8 +129,9 @@ class _Message:
         self.attachments = attachments
         self.replies: list[tuple[str, dict[str, Any]]] = []
 
-    async def reply(self, text: str, **kw: Any) -> None:
+    async def reply(self, text: str, **kw: Any) -> Any:
         self.replies.append((text, kw))
+        return SimpleNamespace(id=8000 + len(self.replies), channel=self.channel)
 
 
 async def test_cog_reads_the_voice_message(db: Session, cohort: m.Cohort) -> None:
@@ -148,6 +149,9 @@ async def test_cog_reads_the_voice_message(db: Session, cohort: m.Cohort) -> Non
     await cog.on_message(plain)  # type: ignore[arg-type]
     assert plain.replies == []
     assert len(db.scalars(select(m.SpokenAnswer)).all()) == 1
+    # The reply about Ada is remembered (her deletion removes it); the no-intent one is not.
+    [post] = db.scalars(select(m.ChatPost)).all()
+    assert (post.message_id, post.about) == ("8001", "spoken answer")
 
 
 def test_rating_a_deleted_answer_names_the_answer_not_its_id(db: Session, cohort: m.Cohort) -> None:
