@@ -125,6 +125,7 @@ class DailyPost:
     cards: list[CardPost]
     prompts: list[ExtraPost] = field(default_factory=list)  # "Said it" under each
     boards: list[ExtraPost] = field(default_factory=list)  # "Reveal the answer" under each
+    ping_role_id: int | None = None  # the role the header mentions, and pings (the cohort's)
 
 
 def card_text(card: m.Card, day_number: int, index: int, total: int) -> str:
@@ -170,7 +171,9 @@ def claim_due_posts(session: Session, now: datetime) -> list[DailyPost]:
         cards = day_cards(session, plan.day) if plan.day is not None else []
         prompts = day_prompts(session, plan.day) if plan.day is not None else []
         boards = day_whiteboards(session, plan.day) if plan.day is not None else []
-        lines = [f"**{plan.message}**"]
+        role_text = cohort.post_role_id or ""
+        role = int(role_text) if role_text.isdigit() else None
+        lines = [f"<@&{role}> **{plan.message}**" if role else f"**{plan.message}**"]
         if plan.day is not None and plan.day.summary:
             lines.append(plan.day.summary)
         if cards:
@@ -193,6 +196,7 @@ def claim_due_posts(session: Session, now: datetime) -> list[DailyPost]:
                     ExtraPost(b.id, board_post_text(b, plan.day_number, i, len(boards)))
                     for i, b in enumerate(boards, 1)
                 ],
+                ping_role_id=role,
             )
         )
     return out

@@ -84,6 +84,10 @@ class Cohort(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     # a summary of the week in the channel each Monday (README "Discord bot")
     weekly_summary: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # the daily post in the channel (on by default; instructors may pause it)
+    daily_post: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    # a Discord role the daily post mentions (pinged); None: the post pings no one
+    post_role_id: Mapped[str | None] = mapped_column(String(32))
 
     members: Mapped[list[Member]] = relationship(
         back_populates="cohort", cascade="all, delete-orphan", passive_deletes=True

@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 from felab_core.db import models as m
 from felab_core.errors import Forbidden, Invalid
 from felab_core.people.chat_posts import mark_for_deletion
-from felab_core.people.service import get_member
+from felab_core.people.service import get_member, keep_an_instructor
 
 EXPORT_FORMAT = "felab.member-export/1"
 
@@ -123,6 +123,7 @@ def delete_member(
         and (by.role != "instructor" or by.cohort_id != member.cohort_id)
     ):
         raise Forbidden("only the member themselves or their cohort's instructor can do this")
+    keep_an_instructor(session, member, leaving=True)
     if confirm != member.discord_id:
         raise Invalid(
             f"to delete everything felab holds about this member, confirm with their id "

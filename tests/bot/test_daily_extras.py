@@ -156,7 +156,7 @@ class _Channel:
     def __init__(self) -> None:
         self.sent: list[tuple[str, Any]] = []
 
-    async def send(self, text: str, view: Any = None) -> Any:
+    async def send(self, text: str, view: Any = None, allowed_mentions: Any = None) -> Any:
         self.sent.append((text, view))
         return type("Msg", (), {"id": 9000 + len(self.sent)})()
 

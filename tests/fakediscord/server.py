@@ -712,29 +712,55 @@ class FakeDiscord:
             "guild_id": self.guild_id,
             "options": options or [],
         }
-        users = self._user_options(options or [])
-        if users:  # as Discord does: the users an option names come resolved with the command
+        # As Discord does: the users, channels and roles options name come resolved with it.
+        resolved: dict[str, Any] = {}
+        users = self._options_of(options or [], 6)
+        if users:
             members = {}
             for uid in users:
                 member = self._member_payload(User(uid, "member"))
                 del member["user"]
                 members[uid] = member
-            data["resolved"] = {
-                "users": {uid: User(uid, "member").payload() for uid in users},
-                "members": members,
+            resolved["users"] = {uid: User(uid, "member").payload() for uid in users}
+            resolved["members"] = members
+        channels = self._options_of(options or [], 7)
+        if channels:
+            resolved["channels"] = {
+                cid: {**self._channel_payload(cid), "permissions": ALL_PERMISSIONS}
+                for cid in channels
             }
+        roles = self._options_of(options or [], 8)
+        if roles:
+            resolved["roles"] = {rid: self._role_payload(rid) for rid in roles}
+        if resolved:
+            data["resolved"] = resolved
         return self._interact(
             4 if autocomplete else 2, data, user, channel_id or self.channel_ids[0]
         )
 
-    def _user_options(self, options: list[dict[str, Any]]) -> list[str]:
-        """The user ids named by USER (type 6) options, sub-commands included."""
+    def _options_of(self, options: list[dict[str, Any]], kind: int) -> list[str]:
+        """The ids named by options of one type (6 user, 7 channel, 8 role), sub-commands
+        included."""
         out = []
         for o in options:
-            if o.get("type") == 6:
+            if o.get("type") == kind:
                 out.append(str(o["value"]))
-            out.extend(self._user_options(o.get("options") or []))
+            out.extend(self._options_of(o.get("options") or [], kind))
         return out
+
+    def _role_payload(self, role_id: str) -> dict[str, Any]:
+        everyone = role_id == self.guild_id
+        return {
+            "id": role_id,
+            "name": "@everyone" if everyone else f"role-{role_id[-4:]}",
+            "color": 0,
+            "hoist": False,
+            "position": 0 if everyone else 1,
+            "permissions": "0",
+            "managed": False,
+            "mentionable": True,
+            "flags": 0,
+        }
 
     def _interact(
         self,
