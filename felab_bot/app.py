@@ -4,6 +4,9 @@ Intents: guilds and guild messages (not privileged: the bot sees that a voice me
 and answers it). Only with FELAB_DISCORD_MESSAGE_CONTENT does it ask for the privileged
 message-content intent, which Discord needs before it shows a bot a voice message's recording;
 never the members intent.
+
+Mentions: the client sends with `AllowedMentions.none()`, so no message pings anyone unless
+its own send opts in (the member whose benchmark result is ready, say).
 """
 
 from __future__ import annotations
@@ -68,7 +71,15 @@ class FelabBot(commands.Bot):
         intents.guilds = True
         intents.guild_messages = True
         intents.message_content = settings.discord_message_content
-        super().__init__(command_prefix=commands.when_mentioned, intents=intents, help_command=None)
+        # No message pings anyone unless its send says so (discord.py applies this to every
+        # send, interaction responses and followups included): a name typed by a member never
+        # becomes a ping. The sends that mean to ping opt in with their own allowed_mentions.
+        super().__init__(
+            command_prefix=commands.when_mentioned,
+            intents=intents,
+            help_command=None,
+            allowed_mentions=discord.AllowedMentions.none(),
+        )
         self.settings = settings
         self.sessions = sessions
         self.run_loops = run_loops

@@ -27,7 +27,7 @@ from felab_core.drills.service import (
     rate_card_once,
     whiteboard_by_id,
 )
-from felab_core.drills.speaking import day_prompts, prompt_by_id, said_it
+from felab_core.drills.speaking import ADVICE, TIMINGS, day_prompts, prompt_by_id, said_it
 from felab_core.people.service import cohort_for_channel, join_cohort
 
 LIMIT = 2000  # characters in one Discord message
@@ -125,6 +125,7 @@ class DailyPost:
     cards: list[CardPost]
     prompts: list[ExtraPost] = field(default_factory=list)  # "Said it" under each
     boards: list[ExtraPost] = field(default_factory=list)  # "Reveal the answer" under each
+    ping_role_id: int | None = None  # the role the header mentions, and pings (the cohort's)
 
 
 def card_text(card: m.Card, day_number: int, index: int, total: int) -> str:
@@ -137,8 +138,8 @@ def card_text(card: m.Card, day_number: int, index: int, total: int) -> str:
 def prompt_post_text(prompt: m.SpeakPrompt, day_number: int) -> str:
     return fit(
         f"**Day {day_number} · say it out loud** ({prompt.seconds} s)\n{prompt.question}\n\n"
-        f"*Answer aloud in under {prompt.seconds} seconds, then press {SAID_LABEL} and rate "
-        "yourself.*"
+        f"*Answer aloud in under {prompt.seconds} seconds. {ADVICE} Then press {SAID_LABEL} "
+        "and rate yourself.*"
     )
 
 
@@ -170,7 +171,9 @@ def claim_due_posts(session: Session, now: datetime) -> list[DailyPost]:
         cards = day_cards(session, plan.day) if plan.day is not None else []
         prompts = day_prompts(session, plan.day) if plan.day is not None else []
         boards = day_whiteboards(session, plan.day) if plan.day is not None else []
-        lines = [f"**{plan.message}**"]
+        role_text = cohort.post_role_id or ""
+        role = int(role_text) if role_text.isdigit() else None
+        lines = [f"<@&{role}> **{plan.message}**" if role else f"**{plan.message}**"]
         if plan.day is not None and plan.day.summary:
             lines.append(plan.day.summary)
         if cards:
@@ -193,6 +196,7 @@ def claim_due_posts(session: Session, now: datetime) -> list[DailyPost]:
                     ExtraPost(b.id, board_post_text(b, plan.day_number, i, len(boards)))
                     for i, b in enumerate(boards, 1)
                 ],
+                ping_role_id=role,
             )
         )
     return out
@@ -315,15 +319,28 @@ def said_text(
     display_name: str,
     prompt_id: int,
     now: datetime,
+    shown_at: datetime | None = None,
 ) -> SaidReply:
-    """The "Said it" button: record the clicker's spoken answer (once per day) and ask for a
-    self-rating; the rating buttons are felab_bot/speak.py's, so the course's answer follows it."""
+    """The "Said it" button: record the clicker's spoken answer (once per day), timed from the
+    prompt (`shown_at`, the message the button is on) to the click when that measures it, and
+    ask for a self-rating; the rating buttons are felab_bot/speak.py's, so the course's answer
+    follows it."""
     member = member_for(session, guild_id, channel_id, user_id, display_name, now)
     prompt = prompt_by_id(session, prompt_id)
-    answer, new = said_it(session, member, prompt, now)
+    answer, new = said_it(session, member, prompt, now, shown_at)
     ask = "How did it go? Rate yourself 1 (lost) to 5 (clear, correct and inside the time)."
     if new:
-        return SaidReply(f"Recorded: you said it out loud. {ask}", answer.id)
+        if answer.duration_s is not None:
+            timing = (
+                f"{answer.duration_s:g} s {TIMINGS['prompt-to-click']} (reading the question "
+                "included)"
+            )
+        else:
+            timing = (
+                "not timed: the prompt was posted too long before your click. For a timed try, "
+                "use `/speak prompt` and press Said it there, or send a voice message"
+            )
+        return SaidReply(f"Recorded: you said it out loud, {timing}. {ask}", answer.id)
     if answer.self_rating is None:
         return SaidReply(f"Already recorded today: nothing was recorded twice. {ask}", answer.id)
     return SaidReply(

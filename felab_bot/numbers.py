@@ -10,20 +10,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from fractions import Fraction
 
 from sqlalchemy.orm import Session
 
 from felab_bot.drills import fit, member_for
+from felab_core.db import models as m
 from felab_core.errors import ServiceError
 from felab_core.numbers.service import (
     DayNumbers,
+    as_typed,
     day_fields,
     day_numbers,
     numbers_day,
     record_entered,
+    typed_text,
 )
-from felab_core.sizing.units import about_text, decimal_text
+from felab_core.sizing.units import about_text
 
 MODAL_FIELDS = 5  # Discord: at most five text inputs in one modal
 LABEL_MAX = 45  # Discord: a text input's label
@@ -56,8 +58,12 @@ class NumbersForm:
     message: str = ""  # when there is nothing to ask
 
 
-def _tps(value: float) -> str:
-    return f"{decimal_text(Fraction(repr(value)), 1)} tok/s"
+def shown_as_typed(number: m.Number) -> str:
+    """A typed-in figure as the form shows it back: exactly as typed ('22.4 ms/token'), so
+    sending the form again unchanged reads as the same figure."""
+    if number.typed_value:
+        return as_typed(number.typed_value, number.typed_unit or "tok/s")
+    return f"{number.value:g}"
 
 
 def numbers_form(session: Session, who: Who, now: datetime) -> NumbersForm:
@@ -76,7 +82,7 @@ def numbers_form(session: Session, who: Who, now: datetime) -> NumbersForm:
             sample = "tokens per second, such as 44.6"
         current = ""
         if f.latest is not None and f.latest.source == "entered":
-            current = f"{f.latest.value:g}"
+            current = shown_as_typed(f.latest)
         out.append(
             FormField(f.key, f.server, f.label[:LABEL_MAX], sample[:PLACEHOLDER_MAX], current)
         )
@@ -95,6 +101,7 @@ def enter_numbers(session: Session, who: Who, values: dict[str, str], now: datet
     fields = {f.key: f for f in day_fields(session, member, day)} if day is not None else {}
     lines: list[str] = []
     refused: list[str] = []
+    unchanged: list[str] = []
     for key, raw in values.items():
         text = raw.strip()
         if not text:
@@ -105,11 +112,16 @@ def enter_numbers(session: Session, who: Who, values: dict[str, str], now: datet
             continue
         try:
             with session.begin_nested():
-                out = record_entered(session, member, f.server, text, field_key=key, now=now)
+                out = record_entered(
+                    session, member, f.server, text, field_key=key, skip_unchanged=True, now=now
+                )
         except ServiceError as exc:
             refused.append(f"**{f.label}**: `{fit(text, 40)}` was not recorded: {exc}")
             continue
-        line = f"**{f.label}**: recorded {_tps(out.number.value)}"
+        if out.unchanged:
+            unchanged.append(f"**{f.label}** ({typed_text(out.number)})")
+            continue
+        line = f"**{f.label}**: recorded {typed_text(out.number)}"
         if out.note:
             line += f" ({out.note})"
         check = out.comparison.check
@@ -118,6 +130,10 @@ def enter_numbers(session: Session, who: Who, values: dict[str, str], now: datet
         elif check is not None:
             line += f". {check.explanation}"
         lines.append(line)
+    if unchanged and not lines and not refused:
+        return fit(f"Nothing changed, so nothing new was recorded: {', '.join(unchanged)}.")
+    if unchanged:
+        lines.append(f"Unchanged, so not recorded again: {', '.join(unchanged)}.")
     if not lines and not refused:
         return "Nothing typed in, so nothing recorded."
     if refused:
@@ -162,6 +178,8 @@ def show_numbers(session: Session, who: Who, now: datetime, day: int | None = No
     if view.rows:
         parts.append(_table(view))
     for row in view.rows:
+        if row.entered is not None and (row.entered.typed_unit or "tok/s") != "tok/s":
+            parts.append(f"- {row.field.server}: typed as {typed_text(row.entered)}")
         for flag in row.flags:
             parts.append(f"- {row.field.server}: {flag}")
         if row.entered is None and row.measured is None and row.field.hint:

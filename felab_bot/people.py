@@ -19,6 +19,13 @@ from felab_bot.drills import fit, member_for
 from felab_bot.numbers import Who
 from felab_core.db import models as m
 from felab_core.errors import Invalid, NotFound
+from felab_core.people.chat_posts import (
+    PostToDelete,
+    forget_post,
+    post_ids_of,
+    posts_to_delete,
+    remember_post,
+)
 from felab_core.people.privacy import delete_member, export_member
 from felab_core.people.service import (
     find_member,
@@ -34,6 +41,7 @@ from felab_core.reports.leaderboard import (
     speed_boards,
 )
 from felab_core.reports.progress import ProgressRow, cohort_progress, progress_csv
+from felab_core.text import in_code
 
 SPEED_SERVERS = ("ollama", "llamacpp", "mlx")
 METRICS = (*BOARDS, *(f"speed-{s}" for s in SPEED_SERVERS))
@@ -74,7 +82,7 @@ def _board_text(board: Board, top: int = 10) -> str:
     rows = [
         (
             str(r.rank),
-            r.name[:16],
+            in_code(r.name[:16]),
             f"{r.value:g}" if board.kind != "retention" else f"{r.value:.0%}",
         )
         for r in board.rows[:top]
@@ -103,7 +111,13 @@ def leaderboard_report(session: Session, who: Who, metric: str, now: datetime) -
 
 
 def _progress_line(r: ProgressRow) -> tuple[str, ...]:
-    return (r.name[:14], str(r.day_reached), str(r.streak), str(r.reviews), str(r.numbers_measured))
+    return (
+        in_code(r.name[:14]),
+        str(r.day_reached),
+        str(r.streak),
+        str(r.reviews),
+        str(r.numbers_measured),
+    )
 
 
 def progress_report(session: Session, who: Who, member_id: int | None, now: datetime) -> Report:
@@ -179,18 +193,62 @@ def export(session: Session, who: Who, now: datetime) -> Report:
     return Report("Everything felab holds about you, as JSON.", "felab-export.json", text.encode())
 
 
-def delete(session: Session, who: Who) -> str:
+@dataclass(frozen=True)
+class Deleted:
+    """What `/me delete` removed from the database, and the bot's messages about the member
+    that are now to be removed from Discord (`post_ids`)."""
+
+    text: str
+    post_ids: list[int]
+
+
+def delete(session: Session, who: Who) -> Deleted:
     """Delete the member (after their confirmation press); nothing if they are not known."""
     from felab_core.people.service import cohort_for_channel
 
     cohort = cohort_for_channel(session, str(who.guild_id or ""), str(who.channel_id or ""))
     member = find_member(session, cohort.id, str(who.user_id))
     if member is None:
-        return "felab holds nothing about you in this cohort."
+        return Deleted("felab holds nothing about you in this cohort.", [])
+    post_ids = post_ids_of(session, member.id)
     counts = delete_member(session, member.id, confirm=member.discord_id)
-    removed = [f"{n} {k.replace('_', ' ')}" for k, n in counts.items() if n and k != "members"]
-    return (
-        "Deleted everything felab held about you: "
-        + ", ".join([*removed, "your member record"])
-        + "."
-    )
+    removed = [
+        f"{n} {k.replace('_', ' ')}"
+        for k, n in counts.items()
+        if n and k not in ("members", "chat_posts")
+    ]
+    text = "Deleted everything felab held about you: " + ", ".join([*removed, "your member record"])
+    return Deleted(text + ".", post_ids)
+
+
+def removed_text(removed: int, refused: int, left: int) -> str:
+    """What became of the bot's messages about a deleted member, in one line."""
+    total = removed + refused + left
+    if total == 0:
+        return "felab had posted nothing about you in Discord."
+    parts = [
+        f"Removed {removed} of {total} message{'s' if total != 1 else ''} felab posted about you."
+    ]
+    if left:
+        parts.append(f"{left} could not be removed just now: felab tries again shortly.")
+    if refused:
+        parts.append(
+            f"{refused} felab may no longer remove (it lost access to the channel): ask a "
+            "moderator to delete them."
+        )
+    return " ".join(parts)
+
+
+def posted_about(
+    session: Session, member_id: int, channel_id: int, message_id: int, about: str, now: datetime
+) -> None:
+    """Remember a message the bot posted about a member, so deleting them deletes it."""
+    remember_post(session, member_id, channel_id, message_id, about, now=now)
+
+
+def posts_to_remove(session: Session, post_ids: list[int] | None = None) -> list[PostToDelete]:
+    return posts_to_delete(session, post_ids)
+
+
+def removed_post(session: Session, post_id: int) -> None:
+    forget_post(session, post_id)

@@ -15,13 +15,16 @@ from sqlalchemy.orm import Session
 
 from felab_bot.drills import fit
 from felab_bot.numbers import Who
+from felab_core.db import models as m
 from felab_core.errors import Forbidden, Invalid
+from felab_core.people.cohort_settings import Change, CohortSettings, change_settings, settings_of
 from felab_core.people.service import (
     add_member,
     cohort_for_channel,
     create_cohort,
     find_member,
     join_cohort,
+    require_instructor,
 )
 
 
@@ -126,3 +129,61 @@ def weekly(session: Session, who: Who, on: bool) -> str:
             f"{cohort.post_time.strftime('%H:%M')} ({cohort.timezone})."
         )
     return f"{cohort.name} gets no weekly summary."
+
+
+# ----------------------------------------------------------------------------- settings
+
+CHANGE_HINT = (
+    "Change them with `/setup change` (timezone, post_time, channel, daily_post, ping_role, "
+    "no_ping, weekly)."
+)
+
+
+def _next_post(view: CohortSettings, now: datetime) -> str:
+    if not view.daily_post:
+        return "none: the daily post is off"
+    if view.next_post is None:
+        return "when the course moves on to its next day (paced by hand)"
+    if view.next_post <= now:
+        return "due now: the bot posts it at its next look"
+    at = int(view.next_post.timestamp())
+    return f"<t:{at}:F> (<t:{at}:R>)"
+
+
+def settings_text(view: CohortSettings, now: datetime, head: str) -> str:
+    """A cohort's settings as instructors read them, the next daily post included."""
+    ping = f"pinging <@&{view.post_role_id}>" if view.post_role_id else "pinging no one"
+    post = f"on, at {view.post_time:%H:%M} {view.timezone}, {ping}" if view.daily_post else "off"
+    lines = [
+        head,
+        f"- Channel: <#{view.channel_id}>" if view.channel_id else "- Channel: none",
+        f"- Time zone: {view.timezone}",
+        f"- Daily post: {post}",
+        f"- Next daily post: {_next_post(view, now)}",
+        f"- Weekly summary: {'on, each Monday' if view.weekly_summary else 'off'}",
+        f"- Days advance: {view.advance}; joining: {view.join_mode}",
+        CHANGE_HINT,
+    ]
+    return fit("\n".join(lines))
+
+
+def _instructor_here(session: Session, who: Who) -> tuple[m.Cohort, m.Member]:
+    cohort = cohort_for_channel(session, str(who.guild_id or ""), str(who.channel_id or ""))
+    me = find_member(session, cohort.id, str(who.user_id))
+    if me is None:
+        raise Forbidden("only the cohort's instructors can do this")
+    require_instructor(me)
+    return cohort, me
+
+
+def show_settings(session: Session, who: Who, now: datetime) -> str:
+    """`/setup show`, for the cohort's instructors."""
+    cohort, _me = _instructor_here(session, who)
+    return settings_text(settings_of(session, cohort, now), now, f"**{cohort.name}**: settings")
+
+
+def change(session: Session, who: Who, wanted: Change, now: datetime) -> str:
+    """`/setup change`, for the cohort's instructors: every value checked before any is kept."""
+    cohort, me = _instructor_here(session, who)
+    view = change_settings(session, cohort, me, wanted, now)
+    return settings_text(view, now, f"Changed. **{cohort.name}** now:")

@@ -24,6 +24,7 @@ from felab_bot.drills import fit, member_for
 from felab_bot.numbers import Who
 from felab_core.db import models as m
 from felab_core.drills.speaking import (
+    ADVICE,
     prompt_of_the_day,
     rate_spoken_answer,
     record_spoken_answer,
@@ -31,6 +32,7 @@ from felab_core.drills.speaking import (
 )
 from felab_core.errors import NotFound
 from felab_core.people.service import cohort_for_channel
+from felab_core.text import literal
 
 IS_VOICE_MESSAGE = 1 << 13  # Discord's message flag
 NO_INTENT = (
@@ -58,6 +60,12 @@ def parse_custom_id(value: str) -> tuple[int, int] | None:
     return (int(match["answer_id"]), int(match["rating"])) if match else None
 
 
+def speaker(member: m.Member) -> str:
+    """How a post names the member: their display name as typed (never a mention or markup),
+    else a mention that shows their name (messages are sent with mentions disabled)."""
+    return literal(member.display_name) if member.display_name else f"<@{member.discord_id}>"
+
+
 def _member(session: Session, who: Who, now: datetime) -> m.Member:
     return member_for(session, who.guild_id, who.channel_id, who.user_id, who.display_name, now)
 
@@ -69,7 +77,13 @@ def _prompt(session: Session, member: m.Member, now: datetime) -> m.SpeakPrompt:
     return prompt
 
 
-def prompt_text(session: Session, who: Who, now: datetime, voice: bool = False) -> str:
+@dataclass(frozen=True)
+class PromptReply:
+    text: str
+    prompt_id: int  # the reply carries this prompt's "Said it" button
+
+
+def prompt_text(session: Session, who: Who, now: datetime, voice: bool = False) -> PromptReply:
     """`voice`: the bot reads voice messages (the message-content intent is on)."""
     prompt = _prompt(session, _member(session, who, now), now)
     how = (
@@ -78,10 +92,12 @@ def prompt_text(session: Session, who: Who, now: datetime, voice: bool = False) 
         if voice
         else "Answer aloud, timing yourself, then tell felab how it went: "
     )
-    return fit(
-        f"**Say it out loud** ({prompt.seconds} s)\n{prompt.question}\n\n{how}"
-        "`/speak answer seconds:… rating:1-5` (5 = clear, correct and inside the time)."
+    text = fit(
+        f"**Say it out loud** ({prompt.seconds} s)\n{prompt.question}\n\n{ADVICE}\n{how}"
+        "`/speak answer seconds:… rating:1-5` (5 = clear, correct and inside the time), or press "
+        "Said it below as you finish: felab times you from this message to your click."
     )
+    return PromptReply(text, prompt.id)
 
 
 @dataclass(frozen=True)
@@ -89,6 +105,7 @@ class Spoken:
     private: str  # to the member: recorded, and the course's answer
     public: str  # to the channel: what to rate
     answer_id: int
+    member_id: int  # the speaker: the channel's post is about them (deleted with their data)
 
 
 def answer(
@@ -118,18 +135,19 @@ def answer(
     private = fit(
         f"Recorded: {timing}; your rating {rating}/5.\n\n**The course's answer**\n{prompt.answer}"
     )
-    name = member.display_name or f"<@{member.discord_id}>"
+    name = speaker(member)
     public = f"**{name}** answered aloud in {seconds:g} s: *{prompt.question}*"
     if recording:
         public += f"\n{recording}"
     public += "\nHow clear and correct was it? Rate 1 (lost) to 5 (clear, correct, in time)."
-    return Spoken(private, fit(public), spoken.id)
+    return Spoken(private, fit(public), spoken.id, member.id)
 
 
 @dataclass(frozen=True)
 class VoiceReply:
     text: str  # the reply under the voice message, in the channel
     answer_id: int | None  # recorded: the reply carries the rating buttons
+    member_id: int | None = None  # the speaker, when recorded: the reply is about them
 
 
 def in_cohort_channel(session: Session, who: Who) -> bool:
@@ -158,9 +176,10 @@ def voice_answer(
         duration_s=seconds,
         self_rating=None,
         recording_ref=link,
+        timing="voice",
         now=now,
     )
-    name = member.display_name or f"<@{member.discord_id}>"
+    name = speaker(member)
     if seconds <= prompt.seconds:
         timing = f"in {seconds:g} s, inside the {prompt.seconds} s"
         nudge = ""
@@ -175,7 +194,7 @@ def voice_answer(
         "Cohort-mates: rate it 1 (lost) to 5 (clear, correct, in time). "
         f"{name}: press your own rating to record it and see the course's answer."
     )
-    return VoiceReply(fit(text), spoken.id)
+    return VoiceReply(fit(text), spoken.id, member.id)
 
 
 def rate(session: Session, who: Who, answer_id: int, rating: int, now: datetime) -> str:

@@ -17,6 +17,17 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from felab.cli.output import (
+    Cell,
+    Column,
+    Format,
+    Grid,
+    emit,
+    format_option,
+    number,
+    print_table,
+    text,
+)
 from felab_core.engine.apis import Api
 from felab_core.engine.client import ClientLimits
 from felab_core.engine.metrics import SLO, Stats
@@ -74,49 +85,78 @@ def _fmt(value: float | None, scale: float = 1.0, digits: int = 1) -> str:
     return "-" if value is None else f"{value * scale:,.{digits}f}"
 
 
-def _p50(stats: Stats | None, scale: float = 1.0, digits: int = 1) -> str:
-    return "-" if stats is None else _fmt(stats.p50, scale, digits)
+COLUMNS = [
+    Column("target_model", "server / model", table=True, data=False),
+    Column("target", "server", table=False, md=True),
+    Column("model", "model", table=False, md=True),
+    Column("users", "users", numeric=True),
+    Column("writing_tps_p50", "writing\ntok/s", numeric=True),
+    Column("ttft_p50_ms", "TTFT\nms", numeric=True),
+    Column("ttft_p95_ms", "TTFT p95\nms", numeric=True),
+    Column("itl_p50_ms", "ITL\nms", numeric=True),
+    Column("e2e_p50_s", "E2E\ns", numeric=True),
+    Column("total_tps", "total\ntok/s", numeric=True),
+    Column("server_tps_p50", "server\ntok/s", numeric=True),
+    Column("ok", "ok", numeric=True),
+    Column("failed", "failed", numeric=True, table=False),
+]
 
 
-def comparison_table(outcomes: list[BenchOutcome]) -> Table:
+def _p50(stats: Stats | None, scale: float = 1.0, digits: int = 1) -> Cell:
+    return number(None if stats is None else stats.p50, digits, scale)
+
+
+def comparison_grid(outcomes: list[BenchOutcome]) -> Grid:
     """The course's Day 2 table: one row per server and run, writing speed first."""
-    table = Table(
-        title="felab bench: p50 unless noted",
+    grid = Grid(
+        "felab bench: p50 unless noted",
+        COLUMNS,
         caption="writing = 1/TPOT, one user's speed; total = all users; server = its own figure",
     )
-    table.add_column("server / model", overflow="fold", max_width=30)
-    table.add_column("users", justify="right")
-    table.add_column("writing\ntok/s", justify="right", style="bold")
-    table.add_column("TTFT\nms", justify="right")
-    table.add_column("TTFT p95\nms", justify="right")
-    table.add_column("ITL\nms", justify="right")
-    table.add_column("E2E\ns", justify="right")
-    table.add_column("total\ntok/s", justify="right")
-    table.add_column("server\ntok/s", justify="right")
-    table.add_column("ok", justify="right")
     for outcome in outcomes:
         t = outcome.target
         if outcome.result is None:
-            table.add_row(t.name, "-", "[red]not timed[/red]", *["-"] * 7, "0")
+            grid.add(
+                text(t.name),
+                text(t.name),
+                text(None),
+                text(None),
+                Cell("not timed", None, "red"),
+                *[text(None)] * 6,
+                Cell("0", 0),
+                text(None),
+            )
             continue
         r = outcome.result
+        model = short_model(r.model)
         for run in r.runs:
             s = run.summary
-            users = str(run.concurrency) if run.rate is None else f"{run.rate:g}/s"
-            ok = f"{s.ok}" if not s.failed else f"[red]{s.ok}/{s.ok + s.failed}[/red]"
-            table.add_row(
-                f"{t.name}\n[dim]{short_model(r.model)}[/dim]",
+            users = (
+                Cell(str(run.concurrency), run.concurrency)
+                if run.rate is None
+                else text(f"{run.rate:g}/s")
+            )
+            ok = (
+                Cell(str(s.ok), s.ok)
+                if not s.failed
+                else Cell(f"{s.ok}/{s.ok + s.failed}", s.ok, "red")
+            )
+            grid.add(
+                text(f"{t.name}\n{model}"),
+                text(t.name),
+                text(model),
                 users,
                 _p50(s.writing_tps),
                 _p50(s.ttft_s, 1e3),
-                "-" if s.ttft_s is None else _fmt(s.ttft_s.p95, 1e3),
+                number(None if s.ttft_s is None else s.ttft_s.p95, 1, 1e3),
                 _p50(s.itl_s, 1e3, 2),
                 _p50(s.e2e_s, 1.0, 2),
-                _fmt(s.output_tps),
+                number(s.output_tps),
                 _p50(s.server_tps),
                 ok,
+                Cell(str(s.failed), s.failed),
             )
-    return table
+    return grid
 
 
 def client_summary(run: RunResult) -> str:
@@ -131,40 +171,46 @@ def client_summary(run: RunResult) -> str:
     return ", ".join(parts)
 
 
-def _print_details(outcomes: list[BenchOutcome]) -> None:
+def _print_details(outcomes: list[BenchOutcome], out: Console) -> None:
+    """Notes under the table, one line each however narrow the output (never hard-wrapped)."""
+
+    def say(text: str) -> None:
+        out.print(text, soft_wrap=True)
+
+    def warn(text: str) -> None:
+        err_console.print(text, soft_wrap=True)
+
     for outcome in outcomes:
         if outcome.error:
-            err_console.print(f"[red]{outcome.target.name}: not timed:[/red] {outcome.error}")
+            warn(f"[red]{outcome.target.name}: not timed:[/red] {outcome.error}")
             continue
         r: TargetResult | None = outcome.result
         assert r is not None
         for note in r.notes:
-            console.print(f"[yellow]{r.target.name}:[/yellow] {note}")
+            say(f"[yellow]{r.target.name}:[/yellow] {note}")
         for run in r.runs:
             s = run.summary
             for kind, count in s.errors.items():
-                err_console.print(f"[red]{r.target.name}: {count} failed: {kind}[/red]")
+                warn(f"[red]{r.target.name}: {count} failed: {kind}[/red]")
             first_error = next((m.error for m in run.requests if m.error), None)
             if first_error:
-                err_console.print(f"  first error: {first_error}")
+                warn(f"  first error: {first_error}")
             for w in run.client.warnings:
-                console.print(f"[yellow]{r.target.name}: client check:[/yellow] {w}")
+                say(f"[yellow]{r.target.name}: client check:[/yellow] {w}")
             if not run.client.warnings:
-                console.print(
-                    f"[dim]{r.target.name} c={run.concurrency}: {client_summary(run)}[/dim]"
-                )
+                say(f"[dim]{r.target.name} c={run.concurrency}: {client_summary(run)}[/dim]")
             for cold in s.cold_starts:
-                console.print(
+                say(
                     f"[yellow]{r.target.name}:[/yellow] request {cold['index']} was a cold start "
                     f"(TTFT {cold['ttft_s'] or 0:.2f} s); reported here, not in the figures"
                 )
             if run.server_metrics:
-                console.print(
+                say(
                     f"{r.target.name} c={run.concurrency}: the server's /metrics: "
                     f"{run.server_metrics['explanation']}"
                 )
             if s.goodput_rps is not None:
-                console.print(
+                say(
                     f"{r.target.name} c={run.concurrency}: goodput {s.goodput_rps:.2f} req/s "
                     f"({(s.goodput_fraction or 0) * 100:.0f}% of requests met {s.slo})"
                 )
@@ -232,6 +278,7 @@ def bench(
     no_check: bool = typer.Option(
         False, "--no-check", help="Skip checking which server answers (not recommended)."
     ),
+    fmt: Format = format_option(),
 ) -> None:
     """Time LLM servers: TTFT, ITL, TPOT, writing speed and E2E, at chosen concurrency or rate.
 
@@ -242,6 +289,7 @@ def bench(
       felab bench --url http://127.0.0.1:8080 --api openai-chat --model m
       felab bench vllm -c 1,4,16 --prompt-tokens 512 --max-tokens 128
       felab bench vllm --rate 8 --duration 60 -c 64 --slo ttft=0.5,tpot=0.05
+      felab bench ollama llamacpp mlx -o md        (a GitHub table to paste; csv, json too)
     """
     if preset not in PRESETS:
         err_console.print(f"unknown preset {preset!r}: choose from {', '.join(PRESETS)}")
@@ -305,8 +353,10 @@ def bench(
                 check_server=not no_check,
             )
         )
-    console.print(comparison_table(outcomes))
-    _print_details(outcomes)
+    # With md, csv or json, stdout holds the table alone: notes and file names go to stderr.
+    notes = console if fmt is Format.table else err_console
+    emit(comparison_grid(outcomes), fmt, console)
+    _print_details(outcomes, notes)
     try:
         written = save_outcomes(
             outcomes, csv_path=None if no_csv else (csv_path or default_csv()), json_path=json_path
@@ -315,7 +365,7 @@ def bench(
         err_console.print(f"[red]could not save results:[/red] {exc}")
         raise typer.Exit(EXIT_FAILED_REQUESTS) from None
     for path in written:
-        console.print(f"wrote {path}")
+        notes.print(f"wrote {path}")
     if any(o.result is not None and o.result.interrupted for o in outcomes):
         err_console.print(
             "[yellow]interrupted:[/yellow] the table shows what finished; it is not in the "
@@ -346,7 +396,7 @@ def targets_cmd(
         table.add_row(
             t.name, t.kind.label, t.url, t.api.value, t.model or "(server default)", t.note or ""
         )
-    console.print(table)
+    print_table(console, table)
 
 
 def presets_cmd() -> None:
@@ -366,7 +416,7 @@ def presets_cmd() -> None:
             prompt,
             p.summary,
         )
-    console.print(table)
+    print_table(console, table)
 
 
 bench.__doc__ = (bench.__doc__ or "") + "\n\n" + METRICS_HELP

@@ -12,7 +12,8 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.text import Text
 
-from felab.cli.bench import _print_details, comparison_table
+from felab.cli.bench import _print_details, comparison_grid
+from felab.cli.output import Format, emit
 from felab.fleet_demo import FleetDemoError, FleetDemoResult, run_fleet_demo
 from felab_core.engine.results import ResultsFileError, default_csv
 from felab_core.errors import ServiceError
@@ -117,8 +118,8 @@ def demo(
         raise typer.Exit(130) from None
     finally:
         signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
-    console.print(comparison_table(result.outcomes))
-    _print_details(result.outcomes)
+    emit(comparison_grid(result.outcomes), Format.table, console)
+    _print_details(result.outcomes, console)
     for engine, why in result.skipped.items():
         console.print(f"[yellow]{engine}: not timed:[/yellow] {why}")
     for path in result.written:

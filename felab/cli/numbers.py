@@ -23,13 +23,13 @@ from typing import Any, TypeVar
 import typer
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from felab.cli.db import service_errors, sessions
 from felab.cli.drill import _local_zone
 from felab.cli.errors import EXIT_USAGE, err
+from felab.cli.output import Cell, Column, Format, Grid, emit, format_option
 from felab_core.db import models as m
 from felab_core.db.session import session_scope
 from felab_core.engine.results import default_csv, read_csv
@@ -44,6 +44,7 @@ from felab_core.numbers.service import (
     numbers_day,
     record_entered,
     speed_limit_for,
+    typed_text,
 )
 from felab_core.people.privacy import delete_member, export_member
 from felab_core.people.service import (
@@ -56,7 +57,13 @@ from felab_core.people.service import (
     update_server_model,
 )
 from felab_core.sizing.speed_limit import SpeedCheck
-from felab_core.sizing.units import GB, about_text, decimal_size_text, decimal_text
+from felab_core.sizing.units import (
+    GB,
+    about_text,
+    decimal_size_text,
+    decimal_text,
+    round_half_up,
+)
 
 numbers_app = typer.Typer(
     name="numbers",
@@ -275,7 +282,7 @@ def enter(
             else None
         )
     where = f"Day {day_number}, {label}" if label else out.number.server
-    lines = [f"Recorded {_tps(out.number.value)} for {where} (typed in)."]
+    lines = [f"Recorded {typed_text(out.number)} for {where} (typed in)."]
     if key is None:
         asked = f"day {day_number}" if day_number is not None else "the loaded content"
         lines.append(
@@ -383,32 +390,74 @@ def _import_summary(console: Console, path: Path, report: ImportReport) -> None:
 # ----------------------------------------------------------------------------- the day's table
 
 
-def _table(view: DayNumbers) -> Table:
-    table = Table(title=f"Day {view.day}: your numbers", title_justify="left")
-    for name in ("Field", "Entered", "Measured", "Speed limit", "% of limit", "Flags"):
-        table.add_column(name, overflow="fold")
+def _tps_cell(value: float | None) -> Cell:
+    if value is None:
+        return Cell("-", None)
+    return Cell(_tps(value), float(round_half_up(Fraction(repr(value)), 1)))
+
+
+def _entered_cell(number: m.Number | None) -> Cell:
+    """A typed-in figure as typed (22.4 ms/token beside its tokens per second); CSV and JSON
+    carry its tokens per second, as the other columns."""
+    if number is None:
+        return Cell("-", None)
+    return Cell(typed_text(number), _tps_cell(number.value).value)
+
+
+def _grid(view: DayNumbers) -> Grid:
+    """The day's table; CSV and JSON carry each figure in its own column."""
+    grid = Grid(
+        f"Day {view.day}: your numbers",
+        [
+            Column("field", "Field"),
+            Column("server", "server", table=False),
+            Column("entered_tps", "Entered"),
+            Column("measured_tps", "Measured"),
+            Column("measured_preset", "preset", table=False),
+            Column("measured_model", "model", table=False),
+            Column("limit_tps", "Speed limit"),
+            Column("share", "% of limit", data=False),
+            Column("entered_pct", "entered % of limit", table=False),
+            Column("measured_pct", "measured % of limit", table=False),
+            Column("flags", "Flags"),
+        ],
+    )
     for row in view.rows:
-        entered = _tps(row.entered.value) if row.entered else "-"
-        measured = "-"
+        measured = _tps_cell(row.measured.value if row.measured else None)
+        preset = model = None
         if row.measured is not None:
-            measured = _tps(row.measured.value)
-            if row.measured.preset or row.measured.model:
-                measured += f"\n{row.measured.preset or ''} {row.measured.model or ''}".rstrip()
-        limit = "unknown" if isinstance(row.limit, str) else about_text(row.limit.tokens_per_second)
-        pct = [
+            preset, model = row.measured.preset, row.measured.model
+            if preset or model:
+                below = f"{preset or ''} {model or ''}".rstrip()
+                measured = Cell(f"{measured.text}\n{below}", measured.value)
+        if isinstance(row.limit, str):
+            limit = Cell("unknown", None)
+        else:
+            tps = row.limit.tokens_per_second
+            limit = Cell(f"{about_text(tps)} tok/s", float(round_half_up(Fraction(tps), 2)))
+        pcts = [
+            None if check is None else int(round_half_up(Fraction(check.share * 100), 0))
+            for check in (row.entered_check, row.measured_check)
+        ]
+        share = [
             f"{what} {_pct(check)}"
             for what, check in (("entered", row.entered_check), ("measured", row.measured_check))
             if check is not None
         ]
-        table.add_row(
-            Text(row.field.label),
-            Text(entered),
-            Text(measured),
-            Text(limit if isinstance(row.limit, str) else f"{limit} tok/s"),
-            Text("\n".join(pct) or "-"),
-            Text("\n".join(row.flags)),
+        grid.add(
+            Cell(row.field.label, row.field.label),
+            Cell(row.field.server, row.field.server),
+            _entered_cell(row.entered),
+            measured,
+            Cell(preset or "", preset),
+            Cell(model or "", model),
+            limit,
+            Cell("\n".join(share) or "-", None),
+            Cell("-" if pcts[0] is None else f"{pcts[0]} %", pcts[0]),
+            Cell("-" if pcts[1] is None else f"{pcts[1]} %", pcts[1]),
+            Cell("\n".join(row.flags), "; ".join(row.flags)),
         )
-    return table
+    return grid
 
 
 @_command("show")
@@ -418,6 +467,7 @@ def show(
     ),
     member_id: str | None = typer.Option(None, "--member", help=_MEMBER_HELP),
     cohort_id: int | None = typer.Option(None, "--cohort", help=_COHORT_HELP),
+    fmt: Format = format_option(),
 ) -> None:
     """The day's numbers: typed-in and measured side by side, as a share of your speed limit.
 
@@ -441,14 +491,15 @@ def show(
         for line in _done_lines(view.done):
             _say(console, line)
         return
-    console.print(_table(view))
+    emit(_grid(view), fmt, console)
+    notes = Console(stderr=True, highlight=False) if fmt.is_data else console
     for row in view.rows:
         for note in row.notes:
-            _say(console, f"{row.field.label}: {note}")
+            _say(notes, f"{row.field.label}: {note}")
         if row.entered is None and row.measured is None and row.field.hint:
-            _say(console, f"{row.field.label}: hint: {row.field.hint}")
+            _say(notes, f"{row.field.label}: hint: {row.field.hint}")
     for line in _done_lines(view.done):
-        _say(console, line)
+        _say(notes, line)
 
 
 # ----------------------------------------------------------------------------- privacy
@@ -534,13 +585,17 @@ def delete(
         member = _member(s, member_id, cohort_id)
         who = member.display_name or member.discord_id
         counts = delete_member(s, member.id, confirm=member.discord_id)
+    posts = counts.pop("chat_posts", 0)
     removed = [f"{n} {k.replace('_', ' ')}" for k, n in counts.items() if n and k != "members"]
-    _say(
-        _console(),
-        f"Deleted everything felab held about {who}: "
-        + ", ".join([*removed, "the member record"])
-        + ".",
+    text = f"Deleted everything felab held about {who}: " + ", ".join(
+        [*removed, "the member record"]
     )
+    if posts:
+        text += (
+            f". The bot removes the {posts} message{'s' if posts != 1 else ''} it posted about "
+            "them in Discord at its next look"
+        )
+    _say(_console(), text + ".")
 
 
 @_command("review")

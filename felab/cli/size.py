@@ -15,8 +15,8 @@ from typing import TypeVar
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
+from felab.cli.output import Cell, Column, Format, Grid, emit, format_option
 from felab_core.sizing import capacity as cap
 from felab_core.sizing import kv, slots, speed_limit, vllm_log
 from felab_core.sizing.errors import SizingError
@@ -32,6 +32,7 @@ from felab_core.sizing.units import (
     mib_text,
     parse_bandwidth,
     parse_bytes,
+    round_half_up,
     tidy_text,
     whole_text,
 )
@@ -52,6 +53,50 @@ def _console() -> Console:
 def _say(console: Console, text: str) -> None:
     """Print prose as it is: no markup parsing, no hard wrapping (copy-paste keeps lines whole)."""
     console.print(text, markup=False, soft_wrap=True)
+
+
+def _notes(console: Console, fmt: Format) -> Console:
+    """Where the prose goes: under the table, or on stderr when stdout holds csv/json data."""
+    return Console(stderr=True, highlight=False) if fmt.is_data else console
+
+
+def _value(value: Fraction | int, places: int = 2) -> int | float:
+    """A figure as CSV and JSON carry it: whole when whole, else rounded as the table shows it."""
+    frac = Fraction(value)
+    if frac.denominator == 1:
+        return frac.numerator
+    return float(round_half_up(frac, places))
+
+
+def _whole(value: Fraction | int) -> Cell:
+    return Cell(whole_text(value), int(round_half_up(Fraction(value), 0)))
+
+
+def _decimal(value: Fraction | int, places: int) -> Cell:
+    return Cell(decimal_text(value, places), float(round_half_up(Fraction(value), places)))
+
+
+def _tidy(value: Fraction | int) -> Cell:
+    return Cell(tidy_text(value), _value(value))
+
+
+WHAT_VALUE = [
+    Column("what", "what"),
+    Column("value", "value", numeric=True),
+    Column("unit", "unit", table=False),
+]
+
+
+def _pairs(title: str) -> Grid:
+    """A what/value table: the table shows each value as read; CSV and JSON carry the figure
+    itself (bytes as a whole count) with its unit."""
+    return Grid(title, list(WHAT_VALUE))
+
+
+def _pair(
+    grid: Grid, what: str, shown: str, value: str | int | float | None = None, unit: str = ""
+) -> None:
+    grid.add(Cell(what, what), Cell(shown, shown if value is None else value), Cell(unit, unit))
 
 
 @contextmanager
@@ -96,6 +141,7 @@ def kv_command(
     tokens: int | None = typer.Option(
         None, "--tokens", "-c", help="Also show the memory for this many tokens."
     ),
+    fmt: Format = format_option(),
 ) -> None:
     """KV cache bytes per token (2 x layers x KV heads x head size x bytes), and for N tokens."""
     console = _console()
@@ -103,43 +149,52 @@ def kv_command(
         shape = resolve_shape(config=config, gguf=gguf, model=model)
         per = kv.kv_bytes_per_token(shape, dtype, value_dtype)
         memory = kv.kv_memory(tokens, per) if tokens is not None else None
-    table = Table(title=f"KV cache: {shape.name}")
-    table.add_column("what")
-    table.add_column("value", justify="right")
-    table.add_row("layers", str(shape.n_layers))
-    table.add_row("query heads", str(shape.n_heads))
+    grid = _pairs(f"KV cache: {shape.name}")
+    _pair(grid, "layers", str(shape.n_layers), shape.n_layers)
+    _pair(grid, "query heads", str(shape.n_heads), shape.n_heads)
     if shape.latent_cache_dim is not None:
-        table.add_row("latent cache numbers per layer", str(shape.latent_cache_dim))
+        dim = shape.latent_cache_dim
+        _pair(grid, "latent cache numbers per layer", str(dim), dim)
     else:
-        table.add_row("KV heads", str(shape.n_kv_heads))
-        head = (
-            str(shape.head_dim_k)
-            if shape.head_dim_k == shape.head_dim_v
-            else f"{shape.head_dim_k}/{shape.head_dim_v}"
-        )
-        table.add_row("head size (numbers)", head)
+        _pair(grid, "KV heads", str(shape.n_kv_heads), shape.n_kv_heads)
+        if shape.head_dim_k == shape.head_dim_v:
+            _pair(grid, "head size (numbers)", str(shape.head_dim_k), shape.head_dim_k)
+        else:
+            _pair(grid, "head size (numbers)", f"{shape.head_dim_k}/{shape.head_dim_v}")
     if shape.context_length:
-        table.add_row("trained context (tokens)", whole_text(shape.context_length))
-    table.add_row(
+        ctx = shape.context_length
+        _pair(grid, "trained context (tokens)", whole_text(ctx), ctx, "tokens")
+    _pair(
+        grid,
         "cache type",
         per.key_dtype.name
         if per.key_dtype == per.value_dtype
         else f"{per.key_dtype.name}/{per.value_dtype.name}",
     )
-    table.add_row("bytes per token", f"{tidy_text(per.bytes)} ({binary_size_text(per.bytes)})")
+    _pair(
+        grid,
+        "bytes per token",
+        f"{tidy_text(per.bytes)} ({binary_size_text(per.bytes)})",
+        _value(per.bytes),
+        "bytes",
+    )
     if memory is not None:
-        table.add_row(
+        _pair(
+            grid,
             f"memory for {whole_text(memory.tokens)} tokens",
             f"{mib_text(memory.bytes)} = {gb_text(memory.bytes)}",
+            _value(memory.bytes),
+            "bytes",
         )
     if shape.weights_bytes is not None:
-        table.add_row("weights", both_ways(shape.weights_bytes))
-    table.add_row("source", shape.source)
-    console.print(table)
-    _say(console, shape.describe())
-    _say(console, per.explanation)
+        _pair(grid, "weights", both_ways(shape.weights_bytes), _value(shape.weights_bytes), "bytes")
+    _pair(grid, "source", shape.source)
+    emit(grid, fmt, console)
+    notes = _notes(console, fmt)
+    _say(notes, shape.describe())
+    _say(notes, per.explanation)
     if memory is not None:
-        _say(console, memory.explanation)
+        _say(notes, memory.explanation)
 
 
 # ---------------------------------------------------------------- capacity
@@ -172,6 +227,7 @@ def capacity_command(
     try_max_len: int | None = typer.Option(
         None, "--try-max-len", help="What-if max length (default: half)."
     ),
+    fmt: Format = format_option(),
 ) -> None:
     """Cache capacity and worst-case conversations at once; what fp8 or a shorter max buys."""
     console = _console()
@@ -212,40 +268,42 @@ def capacity_command(
         changes = cap.standard_what_ifs(
             base, kv_from=base.kv_dtype or kv_dtype, kv_to=try_dtype, max_len=try_max_len
         )
-    table = Table(title="Cache capacity and worst-case concurrency")
-    for col, justify in (
-        ("setting", "left"),
-        ("blocks", "right"),
-        ("tokens", "right"),
-        ("max length", "right"),
-        ("tokens ÷ max", "right"),
-        ("conversations", "right"),
-        ("x as started", "right"),
-    ):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    grid = Grid(
+        "Cache capacity and worst-case concurrency",
+        [
+            Column("setting", "setting"),
+            Column("blocks", "blocks", numeric=True),
+            Column("tokens", "tokens", numeric=True),
+            Column("max_len", "max length", numeric=True),
+            Column("tokens_per_max", "tokens ÷ max", numeric=True),
+            Column("conversations", "conversations", numeric=True),
+            Column("factor", "x as started", numeric=True),
+        ],
+    )
 
     def row(label: str, c: cap.Capacity, factor: Fraction | None) -> None:
-        table.add_row(
-            label,
-            whole_text(c.blocks) if c.blocks is not None else "-",
-            whole_text(c.tokens),
-            whole_text(c.max_len),
-            decimal_text(c.concurrency, 2),
-            whole_text(c.whole_requests),
-            tidy_text(factor) if factor is not None else "1",
+        grid.add(
+            Cell(label, label),
+            _whole(c.blocks) if c.blocks is not None else Cell("-", None),
+            _whole(c.tokens),
+            _whole(c.max_len),
+            _decimal(c.concurrency, 2),
+            _whole(c.whole_requests),
+            _tidy(factor) if factor is not None else Cell("1", 1),
         )
 
     row(f"as started ({base.kv_dtype or kv_dtype})", base, None)
     for change in changes:
         row(change.after.label, change.after, change.factor)
-    console.print(table)
+    emit(grid, fmt, console)
+    notes = _notes(console, fmt)
     if reading is not None:
-        _say(console, reading.explanation)
+        _say(notes, reading.explanation)
         for note in reading.consistency_notes():
-            _say(console, note)
-    _say(console, base.explanation)
+            _say(notes, note)
+    _say(notes, base.explanation)
     for change in changes:
-        _say(console, change.explanation)
+        _say(notes, change.explanation)
 
 
 # ---------------------------------------------------------------- slots
@@ -286,6 +344,7 @@ def slots_command(
     kv_type: str = typer.Option(
         "f16", "--kv-type", help="llama.cpp cache type (-ctk): f16, q8_0, q4_0 ..."
     ),
+    fmt: Format = format_option(),
 ) -> None:
     """The slot trap: what context each llama-server seat really gets, and the -c that fixes it."""
     console = _console()
@@ -309,31 +368,34 @@ def slots_command(
             verdict = slots.check_flags(
                 ctx, parallel, unified, need=need, shape=shape, kv_type=kv_type, tokens_each=each
             )
-    table = Table(title="llama-server seats")
-    table.add_column("what")
-    table.add_column("value", justify="right")
-    table.add_row("read from", verdict.source)
-    table.add_row("seats", str(verdict.slots))
+    grid = _pairs("llama-server seats")
+    _pair(grid, "read from", verdict.source)
+    _pair(grid, "seats", str(verdict.slots), verdict.slots)
     mode = {True: "unified (shared)", False: "split", None: "not reported"}[verdict.unified]
-    table.add_row("cache mode", mode)
+    _pair(grid, "cache mode", mode)
     if verdict.shared_total is not None:
-        table.add_row("cache, all seats", f"{whole_text(verdict.shared_total)} tokens")
-    table.add_row("most one seat can hold", f"{whole_text(verdict.per_slot)} tokens")
+        total = verdict.shared_total
+        _pair(grid, "cache, all seats", f"{whole_text(total)} tokens", _value(total), "tokens")
+    per_slot = verdict.per_slot
+    _pair(
+        grid, "most one seat can hold", f"{whole_text(per_slot)} tokens", _value(per_slot), "tokens"
+    )
     if verdict.need is not None and verdict.ratio is not None:
-        table.add_row(
+        _pair(
+            grid,
             "one conversation needs",
             f"{whole_text(verdict.need)} tokens ({decimal_text(verdict.ratio, 1)} seats' room)",
+            _value(verdict.need),
+            "tokens",
         )
-    table.add_row("verdict", verdict.verdict)
+    _pair(grid, "verdict", verdict.verdict)
     if verdict.fix is not None and (verdict.fits is False or verdict.all_seats_fit is False):
-        table.add_row("fix", verdict.fix.flags)
+        _pair(grid, "fix", verdict.fix.flags)
         if verdict.fix.memory is not None:
-            table.add_row(
-                "fix costs",
-                f"{mib_text(verdict.fix.memory.bytes)} = {gb_text(verdict.fix.memory.bytes)}",
-            )
-    console.print(table)
-    _say(console, verdict.explanation)
+            cost = verdict.fix.memory.bytes
+            _pair(grid, "fix costs", f"{mib_text(cost)} = {gb_text(cost)}", _value(cost), "bytes")
+    emit(grid, fmt, console)
+    _say(_notes(console, fmt), verdict.explanation)
 
 
 # ---------------------------------------------------------------- limit
@@ -369,6 +431,7 @@ def limit_command(
     measured: str | None = typer.Option(
         None, "--measured", help="A measured or typed writing speed, tokens/s."
     ),
+    fmt: Format = format_option(),
 ) -> None:
     """The speed limit: tokens/s <= bandwidth ÷ bytes read per token; a measured speed beside it."""
     console = _console()
@@ -406,32 +469,50 @@ def limit_command(
         )
         limit = speed_limit.ceiling(bw, reads, found)
         check = speed_limit.check_speed(measured, limit) if measured is not None else None
-    table = Table(title="Single-stream speed limit")
-    table.add_column("what")
-    table.add_column("value", justify="right")
-    table.add_row("machine", found.name if found else "as given")
-    table.add_row("memory bandwidth", f"{tidy_text(bw / GB)} GB/s")
-    table.add_row("weights read per token", both_ways(reads.weights))
+    grid = _pairs("Single-stream speed limit")
+    _pair(grid, "machine", found.name if found else "as given")
+    _pair(grid, "memory bandwidth", f"{tidy_text(bw / GB)} GB/s", _value(bw / GB), "GB/s")
+    _pair(grid, "weights read per token", both_ways(reads.weights), _value(reads.weights), "bytes")
     if reads.kv_cache:
-        table.add_row(f"cache read at {whole_text(context)} tokens", both_ways(reads.kv_cache))
-    table.add_row(
+        _pair(
+            grid,
+            f"cache read at {whole_text(context)} tokens",
+            both_ways(reads.kv_cache),
+            _value(reads.kv_cache),
+            "bytes",
+        )
+    tps = limit.tokens_per_second
+    _pair(
+        grid,
         "ceiling",
-        f"{about_text(limit.tokens_per_second)} tokens/s "
-        f"({decimal_text(limit.tokens_per_second, 2)})",
+        f"{about_text(tps)} tokens/s ({decimal_text(tps, 2)})",
+        float(round_half_up(Fraction(tps), 2)),
+        "tokens/s",
     )
     if check is not None:
-        table.add_row(
+        _pair(
+            grid,
             "measured",
             f"{decimal_text(check.measured, 1)} tokens/s = "
             f"{decimal_text(check.share * 100, 0)} % of the ceiling",
+            float(round_half_up(Fraction(check.measured), 1)),
+            "tokens/s",
         )
-        table.add_row("verdict", check.verdict)
-    console.print(table)
+        _pair(
+            grid,
+            "share of the ceiling",
+            f"{decimal_text(check.share * 100, 0)} %",
+            int(round_half_up(Fraction(check.share * 100), 0)),
+            "%",
+        )
+        _pair(grid, "verdict", check.verdict)
+    emit(grid, fmt, console)
+    notes = _notes(console, fmt)
     if shape is not None and shape.weights_read_per_token() is not None:
-        _say(console, weights_summary(shape) + ".")
-    _say(console, limit.explanation)
+        _say(notes, weights_summary(shape) + ".")
+    _say(notes, limit.explanation)
     if check is not None:
-        _say(console, check.explanation)
+        _say(notes, check.explanation)
 
 
 # ---------------------------------------------------------------- chips
@@ -443,31 +524,39 @@ def chips_command(
         None, "--model-bytes", help="Add each chip's ceiling for this many bytes per token."
     ),
     family: str | None = typer.Option(
-        None, "--family", help="Only chips whose family contains this (Apple, NVIDIA ...)."
+        None, "--family", help="Only chips whose family contains this (Apple, NVIDIA, AMD ...)."
     ),
+    fmt: Format = format_option(),
 ) -> None:
-    """The bandwidth table: Apple M-series, NVIDIA data-center and consumer GPUs, DGX Spark."""
+    """The bandwidth table: Apple M-series, NVIDIA and AMD Instinct data-center GPUs, consumer
+    GPUs, DGX Spark."""
     console = _console()
     weights = _guard(lambda: parse_bytes(model_bytes) if model_bytes is not None else None)
-    table = Table(title="Memory bandwidth by chip")
-    table.add_column("chip")
-    table.add_column("family")
-    table.add_column("GB/s", justify="right")
-    table.add_column("memory")
+    columns = [
+        Column("chip", "chip"),
+        Column("family", "family"),
+        Column("bandwidth_gb_s", "GB/s", numeric=True),
+        Column("memory", "memory"),
+    ]
     if weights is not None:
-        table.add_column(f"ceiling for {gb_text(weights)}", justify="right")
-    table.add_column("source")
+        columns.append(Column("ceiling_tps", f"ceiling for {gb_text(weights)}", numeric=True))
+    columns.append(Column("source", "source"))
+    grid = Grid("Memory bandwidth by chip", columns)
     for c in speed_limit.CHIPS:
         if family is not None and family.lower() not in c.family.lower():
             continue
-        cells = [c.name, c.family, tidy_text(c.bandwidth_gb_s), c.memory]
+        cells = [Cell(c.name, c.name), Cell(c.family, c.family), _tidy(c.bandwidth_gb_s)]
+        cells.append(Cell(c.memory, c.memory))
         if weights is not None:
-            cells.append(f"{decimal_text(c.bytes_per_second / weights, 1)} tokens/s")
-        cells.append(c.source)
-        table.add_row(*cells)
-    console.print(table)
+            ceiling = c.bytes_per_second / weights
+            cells.append(
+                Cell(f"{decimal_text(ceiling, 1)} tokens/s", float(round_half_up(ceiling, 1)))
+            )
+        cells.append(Cell(c.source, c.source))
+        grid.add(*cells)
+    emit(grid, fmt, console)
     _say(
-        console,
+        _notes(console, fmt),
         "One conversation's writing speed can never beat bandwidth ÷ bytes read per token; "
         "measured runs usually reach 55-85 % of it.",
     )

@@ -123,6 +123,7 @@ class PromptButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=dril
                 display_name=interaction.user.display_name,
                 prompt_id=self.prompt_id,
                 now=_now(),
+                shown_at=interaction.message.created_at if interaction.message else None,
             )
             view = rating_view(reply.answer_id) if reply.answer_id is not None else None
             return reply.text, view
@@ -266,7 +267,13 @@ class DrillsCog(commands.Cog, name="Drills"):
         for post in await self.bot.db(drills.claim_due_posts, _now()):
             try:
                 channel = await self._channel(post.channel_id)
-                header = await channel.send(post.header)
+                # The one ping the bot means: the cohort's own role, when it set one.
+                pings = discord.AllowedMentions.none()
+                if post.ping_role_id is not None:
+                    pings = discord.AllowedMentions(
+                        everyone=False, users=False, roles=[discord.Object(id=post.ping_role_id)]
+                    )
+                header = await channel.send(post.header, allowed_mentions=pings)
             except (discord.HTTPException, TypeError):
                 log.exception(
                     "could not post to channel %s; giving the claim back", post.channel_id

@@ -1,14 +1,16 @@
 """`/leaderboard`, `/progress` (instructors, checked at run time) and `/me`: glue over
 felab_bot/people.py. `/me delete` asks first: nothing is deleted until the member presses
-Confirm."""
+Confirm; then the bot's messages about the member go from Discord too, and a loop removes
+those of members deleted from a terminal."""
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any, cast
 
 import discord
 from discord import app_commands
-from discord.ext import commands
+from discord.ext import commands, tasks
 
 from felab_bot import people
 from felab_bot.cogs.common import Attachment, Out, now, respond, who
@@ -17,12 +19,36 @@ from felab_bot.numbers import Who
 if TYPE_CHECKING:
     from felab_bot.app import FelabBot
 
+log = logging.getLogger(__name__)
+
 _METRICS = [app_commands.Choice(name=m, value=m) for m in people.METRICS]
 
 
 def _out(report: people.Report) -> Out:
     files = [Attachment(report.file_name, report.data)] if report.file_name else []
     return Out(report.text, files)
+
+
+async def remove_posts(bot: FelabBot, post_ids: list[int] | None = None) -> tuple[int, int, int]:
+    """Delete the bot's messages about deleted members from Discord (these, or all waiting);
+    returns (removed, refused: no access any more, left: to try again at the next look)."""
+    removed = refused = left = 0
+    for post in await bot.db(people.posts_to_remove, post_ids):
+        channel = bot.get_partial_messageable(post.channel_id)
+        try:
+            await channel.get_partial_message(post.message_id).delete()
+            removed += 1
+        except discord.NotFound:  # gone already: deleted by a moderator, or its channel
+            removed += 1
+        except discord.Forbidden:
+            log.warning("no access to remove message %s in %s", post.message_id, post.channel_id)
+            refused += 1
+        except discord.HTTPException:
+            log.exception("could not remove message %s; trying again later", post.message_id)
+            left += 1
+            continue
+        await bot.db(people.removed_post, post.post_id)
+    return removed, refused, left
 
 
 class ConfirmDelete(discord.ui.View):
@@ -43,7 +69,11 @@ class ConfirmDelete(discord.ui.View):
         self.stop()
 
         async def work() -> Out:
-            return Out(await bot.db(people.delete, self.asker))
+            deleted = await bot.db(people.delete, self.asker)
+            if not deleted.post_ids:
+                return Out(deleted.text)
+            counts = await remove_posts(bot, deleted.post_ids)
+            return Out(f"{deleted.text}\n{people.removed_text(*counts)}")
 
         await respond(interaction, work())
 
@@ -60,6 +90,26 @@ class PeopleCog(commands.Cog, name="People"):
 
     def __init__(self, bot: FelabBot) -> None:
         self.bot = bot
+
+    async def cog_load(self) -> None:
+        if self.bot.run_loops:
+            self.tidy_loop.change_interval(seconds=self.bot.settings.discord_post_every_s)
+            self.tidy_loop.start()
+
+    async def cog_unload(self) -> None:
+        self.tidy_loop.cancel()
+
+    @tasks.loop(seconds=30)
+    async def tidy_loop(self) -> None:
+        """Remove the messages about members deleted from a terminal (or left over)."""
+        try:
+            await remove_posts(self.bot)
+        except Exception:
+            log.exception("removing deleted members' messages failed; trying at the next look")
+
+    @tidy_loop.before_loop
+    async def _wait_ready(self) -> None:
+        await self.bot.wait_until_ready()
 
     # ------------------------------------------------------------------ instructors
 

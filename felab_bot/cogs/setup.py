@@ -1,4 +1,5 @@
-"""`/setup cohort`, `/setup member` and `/join`: glue over felab_bot/setup.py.
+"""`/setup cohort`, `/setup member`, `/setup show`, `/setup change` and `/join`: glue over
+felab_bot/setup.py.
 
 `/setup` is shown by default only to members who may manage the server (Discord's
 default_member_permissions); the caller's permission is checked again when it runs.
@@ -15,6 +16,7 @@ from discord.ext import commands
 from felab_bot import setup
 from felab_bot.cogs.common import Out, now, respond, who
 from felab_core.content.calendar import ADVANCE_MODES
+from felab_core.people.cohort_settings import Change
 from felab_core.people.service import JOIN_MODES, ROLES
 
 if TYPE_CHECKING:
@@ -100,6 +102,49 @@ class SetupCog(commands.Cog, name="Setup"):
     async def weekly(self, interaction: discord.Interaction[Any], on: bool) -> None:
         async def work() -> Out:
             return Out(await self.bot.db(setup.weekly, who(interaction), on))
+
+        await respond(interaction, work())
+
+    @group.command(name="show", description="Instructors: this cohort's settings")
+    async def show(self, interaction: discord.Interaction[Any]) -> None:
+        async def work() -> Out:
+            return Out(await self.bot.db(setup.show_settings, who(interaction), now()))
+
+        await respond(interaction, work())
+
+    @group.command(name="change", description="Instructors: change this cohort's settings")
+    @app_commands.describe(
+        timezone="The cohort's time zone, such as Europe/London",
+        post_time="When the daily drill is posted, as 09:00",
+        channel="Move the cohort to this channel",
+        daily_post="True: post the daily drill; False: pause it",
+        ping_role="A role the daily post pings",
+        no_ping="True: the daily post pings no role",
+        weekly="True: a summary of the week each Monday; False: none",
+    )
+    async def change(
+        self,
+        interaction: discord.Interaction[Any],
+        timezone: str | None = None,
+        post_time: str | None = None,
+        channel: discord.TextChannel | None = None,
+        daily_post: bool | None = None,
+        ping_role: discord.Role | None = None,
+        no_ping: bool = False,
+        weekly: bool | None = None,
+    ) -> None:
+        role = str(ping_role.id) if ping_role is not None else ("" if no_ping else None)
+        wanted = Change(
+            timezone=timezone,
+            post_time=post_time,
+            channel_id=str(channel.id) if channel is not None else None,
+            daily_post=daily_post,
+            post_role_id=role,
+            weekly_summary=weekly,
+        )
+
+        async def work() -> Out:
+            return Out(await self.bot.db(setup.change, who(interaction), wanted, now()))
 
         await respond(interaction, work())
 

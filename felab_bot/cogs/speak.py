@@ -12,7 +12,7 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from felab_bot import speak
+from felab_bot import people, speak
 from felab_bot.cogs.common import Out, now, respond, who
 from felab_bot.numbers import Who
 from felab_core.errors import ServiceError
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from felab_bot.app import FelabBot
 
 log = logging.getLogger(__name__)
+SPOKEN = "spoken answer"  # what the channel's post about a member shows
 
 
 class RateButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=speak.CUSTOM_ID):
@@ -71,9 +72,13 @@ class SpeakCog(commands.Cog, name="Speak"):
 
     @group.command(name="prompt", description="Your say-it-aloud question and its time")
     async def prompt(self, interaction: discord.Interaction[Any]) -> None:
+        # cogs/drills.py holds the "Said it" button and imports this module's rating buttons.
+        from felab_bot.cogs.drills import prompt_view
+
         async def work() -> Out:
             voice = self.bot.settings.discord_message_content
-            return Out(await self.bot.db(speak.prompt_text, who(interaction), now(), voice))
+            reply = await self.bot.db(speak.prompt_text, who(interaction), now(), voice)
+            return Out(reply.text, view=prompt_view(reply.prompt_id))
 
         await respond(interaction, work())
 
@@ -100,8 +105,12 @@ class SpeakCog(commands.Cog, name="Speak"):
 
         await respond(interaction, work())
         if posted:
-            await interaction.followup.send(
-                posted[0].public, view=rating_view(posted[0].answer_id), ephemeral=False
+            spoken = posted[0]
+            msg = await interaction.followup.send(
+                spoken.public, view=rating_view(spoken.answer_id), ephemeral=False, wait=True
+            )
+            await self.bot.db(
+                people.posted_about, spoken.member_id, msg.channel.id, msg.id, SPOKEN, now()
             )
 
     @commands.Cog.listener()
@@ -128,6 +137,11 @@ class SpeakCog(commands.Cog, name="Speak"):
         if view is not None:
             kw["view"] = view
         try:
-            await message.reply(reply.text, **kw)
+            sent = await message.reply(reply.text, **kw)
         except discord.HTTPException:  # no Send Messages here, say: the answer stays recorded
             log.exception("could not reply to voice message %s", message.id)
+            return
+        if reply.member_id is not None:
+            await self.bot.db(
+                people.posted_about, reply.member_id, sent.channel.id, sent.id, SPOKEN, now()
+            )

@@ -11,7 +11,7 @@ Before the start date the day is 0 ("not started"). A day with no content pack i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, datetime, time
+from datetime import date, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from sqlalchemy import select
@@ -146,7 +146,7 @@ def cohorts_due_for_post(session: Session, now: datetime) -> list[tuple[m.Cohort
             select(m.Post.cohort_id, m.Post.day_number).where(m.Post.kind == "daily")
         )
     }
-    for cohort in session.scalars(select(m.Cohort)):
+    for cohort in session.scalars(select(m.Cohort).where(m.Cohort.daily_post.is_(True))):
         today = local_date(now, cohort.timezone)
         number = course_day_on(cohort, today)
         if number == 0 or (cohort.id, number) in posted:
@@ -154,6 +154,27 @@ def cohorts_due_for_post(session: Session, now: datetime) -> list[tuple[m.Cohort
         if now >= post_due_at(cohort, today):
             out.append((cohort, number))
     return out
+
+
+def next_daily_post(session: Session, cohort: m.Cohort, now: datetime) -> datetime | None:
+    """When the cohort's next daily post goes out: its post time on the first local date from
+    today whose course day has no post yet (`now` itself when today's is due and not made);
+    None while the post is off, or when a manually paced cohort waits for its next day."""
+    if not cohort.daily_post:
+        return None
+    posted = set(
+        session.scalars(
+            select(m.Post.day_number).where(m.Post.cohort_id == cohort.id, m.Post.kind == "daily")
+        )
+    )
+    today = local_date(now, cohort.timezone)
+    for offset in range(15):  # two weeks reach past any weekend and the start date's week
+        day = today + timedelta(days=offset)
+        number = course_day_on(cohort, day)
+        if number == 0 or number in posted:
+            continue
+        return max(post_due_at(cohort, day), now)
+    return None
 
 
 def claim_daily_post(

@@ -84,6 +84,10 @@ class Cohort(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     # a summary of the week in the channel each Monday (README "Discord bot")
     weekly_summary: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # the daily post in the channel (on by default; instructors may pause it)
+    daily_post: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    # a Discord role the daily post mentions (pinged); None: the post pings no one
+    post_role_id: Mapped[str | None] = mapped_column(String(32))
 
     members: Mapped[list[Member]] = relationship(
         back_populates="cohort", cascade="all, delete-orphan", passive_deletes=True
@@ -328,7 +332,12 @@ class SpokenAnswer(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     member_id: Mapped[int] = mapped_column(ForeignKey("members.id", ondelete="CASCADE"))
     prompt_id: Mapped[int] = mapped_column(ForeignKey("speak_prompts.id", ondelete="CASCADE"))
-    duration_s: Mapped[float] = mapped_column(Float)
+    # None: not measured (timing "untimed"); never the prompt's limit standing in for it.
+    duration_s: Mapped[float | None] = mapped_column(Float)
+    # How the length was measured: voice, self-timed, prompt-to-click or untimed.
+    timing: Mapped[str] = mapped_column(
+        String(16), default="self-timed", server_default="self-timed"
+    )
     self_rating: Mapped[int | None] = mapped_column(Integer)  # None: a voice answer not rated yet
     recording_ref: Mapped[str | None] = mapped_column(String(500))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
@@ -339,6 +348,9 @@ class SpokenAnswer(Base):
 
     __table_args__ = (
         CheckConstraint("self_rating BETWEEN 1 AND 5", name="self_rating"),
+        CheckConstraint(
+            "timing IN ('voice', 'self-timed', 'prompt-to-click', 'untimed')", name="timing"
+        ),
         Index("ix_spoken_answers_member", "member_id"),
     )
 
@@ -538,8 +550,12 @@ class Number(Base):
     member_id: Mapped[int] = mapped_column(ForeignKey("members.id", ondelete="CASCADE"))
     server: Mapped[str] = mapped_column(String(32))
     metric: Mapped[str] = mapped_column(String(32))
-    value: Mapped[float] = mapped_column(Float)
+    value: Mapped[float] = mapped_column(Float)  # in `unit` (tokens/s): what is compared
     unit: Mapped[str] = mapped_column(String(32))
+    # A typed-in figure as typed: the number (digits kept) and its unit (tok/s or ms/token),
+    # shown back so; None for measured figures and those typed before this was kept.
+    typed_value: Mapped[str | None] = mapped_column(String(40))
+    typed_unit: Mapped[str | None] = mapped_column(String(16))
     source: Mapped[str] = mapped_column(String(16))
     model: Mapped[str | None] = mapped_column(String(300))
     preset: Mapped[str | None] = mapped_column(String(64))
@@ -562,6 +578,28 @@ class Number(Base):
 
 
 # ----------------------------------------------------------------------------- posts
+
+
+class ChatPost(Base):
+    """A message the bot posted about a member (their spoken answer, a result), so that
+    deleting the member deletes it too. On deletion the row loses its member and waits, marked,
+    until the bot has removed the message."""
+
+    __tablename__ = "chat_posts"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    member_id: Mapped[int | None] = mapped_column(ForeignKey("members.id", ondelete="SET NULL"))
+    channel_id: Mapped[str] = mapped_column(String(32))
+    message_id: Mapped[str] = mapped_column(String(32))
+    about: Mapped[str] = mapped_column(String(32))  # what the post shows: "spoken answer", ...
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    delete_requested_at: Mapped[datetime | None] = mapped_column()
+
+    __table_args__ = (
+        UniqueConstraint("channel_id", "message_id"),
+        Index("ix_chat_posts_member", "member_id"),
+        Index("ix_chat_posts_delete", "delete_requested_at"),
+    )
 
 
 class Post(Base):

@@ -58,6 +58,12 @@ _GRADE_WORDS = {
 }
 
 
+# What a member reads when their own row went away mid-press (deleted a moment before).
+_NO_MEMBER = (
+    "felab holds nothing about you any more (your data was deleted): press again to start afresh"
+)
+
+
 def parse_grade(text: str | int | Grade) -> Grade:
     """'again'/'a'/1 ... 'easy'/'e'/4 -> Grade."""
     if isinstance(text, Grade):
@@ -205,7 +211,10 @@ def rate_card(
     if isinstance(card, str):
         card = card_by_key(session, card)
     if card.retired:
-        raise Invalid(f"card {card.key!r} was removed from the course; it can no longer be rated")
+        raise Invalid(
+            "this card was removed from the course, so it can no longer be rated: `/drill` "
+            "shows the cards you have now"
+        )
     if duration_ms is not None and duration_ms < 0:
         raise Invalid("a review cannot take negative time")
     now = now.astimezone(UTC)
@@ -213,7 +222,7 @@ def rate_card(
     # Lock the member row (PostgreSQL): one rating at a time per member keeps streaks exact.
     locked = session.get(m.Member, member.id, with_for_update=True, populate_existing=True)
     if locked is None:
-        raise NotFound(f"no member {member.id}")
+        raise NotFound(_NO_MEMBER)
     member = locked
     state = session.scalar(
         select(m.CardState)
@@ -385,7 +394,9 @@ def day_cards(session: Session, day: m.ContentDay) -> list[m.Card]:
 def card_by_id(session: Session, card_id: int) -> m.Card:
     card = session.get(m.Card, card_id)
     if card is None:
-        raise NotFound(f"no card {card_id}; it may have been removed from the course")
+        raise NotFound(
+            "this card is no longer in the course: `/drill` shows the cards you have now"
+        )
     return card
 
 
@@ -419,7 +430,7 @@ def rate_card_once(
     grade = parse_grade(grade)
     locked = session.get(m.Member, member.id, with_for_update=True, populate_existing=True)
     if locked is None:
-        raise NotFound(f"no member {member.id}")
+        raise NotFound(_NO_MEMBER)
     state = session.scalar(
         select(m.CardState).where(
             m.CardState.member_id == locked.id, m.CardState.card_id == card.id
@@ -445,5 +456,7 @@ def day_whiteboards(session: Session, day: m.ContentDay) -> list[m.Whiteboard]:
 def whiteboard_by_id(session: Session, board_id: int) -> m.Whiteboard:
     board = session.get(m.Whiteboard, board_id)
     if board is None or board.retired:
-        raise NotFound(f"no whiteboard {board_id}; it may have been removed from the course")
+        raise NotFound(
+            "this whiteboard is no longer in the course; today's post has the current ones"
+        )
     return board

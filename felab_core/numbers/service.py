@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any
 
@@ -57,12 +58,40 @@ _NUMBER = re.compile(
 )
 
 
+TPS_UNIT = "tok/s"
+MS_PER_TOKEN_UNIT = "ms/token"
+
+
 @dataclass(frozen=True)
 class Speed:
-    """A writing speed in tokens per second, and how it was written."""
+    """A writing speed in tokens per second, and how it was written: the number as typed
+    (digits kept, thousands separators dropped) in its unit, tok/s or ms/token."""
 
     tokens_per_s: float
     note: str = ""
+    typed_value: str = ""
+    typed_unit: str = TPS_UNIT
+
+    @property
+    def typed(self) -> str:
+        return as_typed(self.typed_value, self.typed_unit)
+
+
+def as_typed(value: str, unit: str) -> str:
+    """A figure as the member typed it: '44.6' (tokens per second), '22.4 ms/token'."""
+    return value if unit == TPS_UNIT else f"{value} {unit}"
+
+
+def typed_text(number: m.Number) -> str:
+    """How a typed-in number is shown back: as typed, with tokens per second beside a figure
+    typed in another unit ('22.4 ms/token (44.6 tok/s)'); a figure recorded before felab kept
+    the typing, or a measured one, in tokens per second."""
+    tps = f"{number.value:.1f} tok/s"
+    if not number.typed_value:
+        return tps
+    if (number.typed_unit or TPS_UNIT) == TPS_UNIT:
+        return f"{number.typed_value} tok/s"
+    return f"{as_typed(number.typed_value, number.typed_unit or TPS_UNIT)} ({tps})"
 
 
 def parse_speed(value: str | float | int, unit: str | None = None) -> Speed:
@@ -75,6 +104,7 @@ def parse_speed(value: str | float | int, unit: str | None = None) -> Speed:
         raise Invalid("expected a number of tokens per second, got a yes/no value")
     if isinstance(value, int | float):
         number = float(value)
+        digits = repr(value) if isinstance(value, float) else str(value)
         rest = unit or ""
         if math.isnan(number) or math.isinf(number):
             raise Invalid(f"expected a finite number of tokens per second, got {value}")
@@ -90,17 +120,22 @@ def parse_speed(value: str | float | int, unit: str | None = None) -> Speed:
                 f"could not read {value!r} as a writing speed: write a number of tokens per "
                 "second, such as 44.6"
             )
-        number = float(match.group(1).replace(",", ""))
+        digits = match.group(1).replace(",", "")
+        if len(digits) > 30:
+            raise Invalid(f"{digits[:12]}… has more digits than any timing script prints")
+        number = float(digits)
         rest = match.group(2) or unit or ""
     unit_text = " ".join(rest.lower().split())
     note = ""
+    typed_unit = TPS_UNIT
     if unit_text in ("", *_TPS_UNITS):
         tps = number
     elif unit_text in _MS_PER_TOKEN_UNITS:
         if number <= 0:
             raise Invalid("time per token must be more than zero milliseconds")
         tps = 1000.0 / number
-        note = f"{number:g} ms per token = {tps:.1f} tokens per second"
+        typed_unit = MS_PER_TOKEN_UNIT
+        note = f"{digits} ms per token = {tps:.1f} tokens per second"
     elif "word" in unit_text:
         raise Invalid(
             "felab records tokens per second, not words: a token is about three quarters of a "
@@ -118,7 +153,7 @@ def parse_speed(value: str | float | int, unit: str | None = None) -> Speed:
             f"{tps:,.0f} tokens per second is beyond any single conversation on any machine; "
             "check the unit (per second, not per minute) and that it is one person's speed"
         )
-    return Speed(tps, note)
+    return Speed(tps, note, digits, typed_unit)
 
 
 # ----------------------------------------------------------------------------- speed limit
@@ -182,6 +217,20 @@ class Recorded:
     number: m.Number
     comparison: LimitComparison
     note: str = ""
+    unchanged: bool = False  # the same figure as the latest typed in: nothing new was stored
+
+
+def _same_typing(latest: m.Number, speed: Speed) -> bool:
+    """Whether a figure is the one typed last time: the same number (22.40 is 22.4) in the
+    same unit; for a figure stored before felab kept the typing, the same text it was shown
+    back as."""
+    if latest.typed_value:
+        try:
+            same = Decimal(latest.typed_value) == Decimal(speed.typed_value)
+        except InvalidOperation:
+            same = latest.typed_value == speed.typed_value
+        return same and (latest.typed_unit or TPS_UNIT) == speed.typed_unit
+    return speed.typed_unit == TPS_UNIT and f"{latest.value:g}" == speed.typed_value
 
 
 def record_entered(
@@ -192,9 +241,14 @@ def record_entered(
     *,
     unit: str | None = None,
     field_key: str | None = None,
+    skip_unchanged: bool = False,
     now: datetime | None = None,
 ) -> Recorded:
-    """Store a writing speed the member typed, checked, and compared with the speed limit."""
+    """Store a writing speed the member typed, checked, and compared with the speed limit.
+
+    Kept as typed (the number and its unit) beside its value in tokens per second, so it is
+    shown back exactly as typed and never drifts through a conversion. `skip_unchanged`: a
+    form sent again with the figure it showed stores nothing (`Recorded.unchanged`)."""
     server = validate_server(server)
     metric = "writing_tps"
     if field_key is not None:
@@ -207,6 +261,15 @@ def record_entered(
     if metric != "writing_tps":
         raise Invalid(f"only writing speeds can be typed in so far (field asks for {metric})")
     speed = parse_speed(value, unit)
+    if skip_unchanged:
+        latest = _latest(session, member, server, metric, "entered")
+        if latest is not None and _same_typing(latest, speed):
+            return Recorded(
+                latest,
+                compare_with_limit(session, member, server, latest.value),
+                speed.note,
+                unchanged=True,
+            )
     model = session.scalar(
         select(m.MemberServer.model).where(
             m.MemberServer.member_id == member.id, m.MemberServer.server == server
@@ -218,6 +281,8 @@ def record_entered(
         metric=metric,
         value=speed.tokens_per_s,
         unit="tokens/s",
+        typed_value=speed.typed_value,
+        typed_unit=speed.typed_unit,
         source="entered",
         model=model,
         field_key=field_key,

@@ -9,6 +9,9 @@ pairing codes, workers, and jobs with their results and outbox rows, each by an 
 database enforces). Jobs they asked for on someone else's machine stay that owner's, with who
 asked cleared. Cohort-level rows (daily posts) hold nothing personal and stay. A job's PNG chart
 is exported as {"base64": ...}.
+
+The bot's messages about the member in Discord (felab_core.people.chat_posts) are exported, and
+deleting the member marks each for removal: the bot deletes them from Discord.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from sqlalchemy.orm import Session
 
 from felab_core.db import models as m
 from felab_core.errors import Forbidden, Invalid
-from felab_core.people.service import get_member
+from felab_core.people.chat_posts import mark_for_deletion
+from felab_core.people.service import get_member, keep_an_instructor
 
 EXPORT_FORMAT = "felab.member-export/1"
 
@@ -99,6 +103,7 @@ def export_member(session: Session, member_id: int) -> dict[str, Any]:
         "job_outbox": outbox,
         "bench_jobs_requested": requested,
         "pair_codes": codes,
+        "chat_posts": rows(m.ChatPost, m.ChatPost.member_id),
     }
 
 
@@ -118,6 +123,7 @@ def delete_member(
         and (by.role != "instructor" or by.cohort_id != member.cohort_id)
     ):
         raise Forbidden("only the member themselves or their cohort's instructor can do this")
+    keep_an_instructor(session, member, leaving=True)
     if confirm != member.discord_id:
         raise Invalid(
             f"to delete everything felab holds about this member, confirm with their id "
@@ -158,6 +164,8 @@ def delete_member(
     for name, stmt in steps:
         result = session.execute(stmt, execution_options={"synchronize_session": False})
         counts[name] = int(getattr(result, "rowcount", 0) or 0)
+    # Not deleted here: the bot removes each message from Discord, then forgets it.
+    counts["chat_posts"] = len(mark_for_deletion(session, member_id))
     session.expunge(member)
     session.execute(delete(m.Member).where(m.Member.id == member_id))
     counts["members"] = 1

@@ -175,26 +175,39 @@ def add_member(
     existing = find_member(session, cohort.id, discord_id)
     if existing is not None:
         if existing.role != role:
+            if role not in ROLES:
+                raise Invalid(f"role must be student or instructor, got {role!r}")
+            keep_an_instructor(session, existing)
             existing.role = role
             session.flush()
         return existing
     return _new_member(session, cohort, discord_id, display_name, role, timezone, now)
 
 
+def keep_an_instructor(session: Session, member: m.Member, *, leaving: bool = False) -> None:
+    """Refuse to demote (or, `leaving`, remove) a cohort's last instructor: a cohort keeps one.
+    A last instructor who is the cohort's only member may leave (nobody is left to instruct)."""
+    if member.role != "instructor":
+        return
+    others = select(m.Member.id).where(
+        m.Member.cohort_id == member.cohort_id, m.Member.id != member.id
+    )
+    if session.scalar(others.where(m.Member.role == "instructor").limit(1)) is not None:
+        return
+    if leaving and session.scalar(others.limit(1)) is None:
+        return
+    raise Invalid(
+        "a cohort keeps at least one instructor and this is its last: make someone else an "
+        "instructor first (`/setup member role:instructor`)"
+    )
+
+
 def set_role(session: Session, member: m.Member, role: str, *, by: m.Member) -> m.Member:
     require_instructor(by)
     if role not in ROLES:
         raise Invalid(f"role must be student or instructor, got {role!r}")
-    if member.role == "instructor" and role != "instructor":
-        others = session.scalar(
-            select(m.Member.id).where(
-                m.Member.cohort_id == member.cohort_id,
-                m.Member.role == "instructor",
-                m.Member.id != member.id,
-            )
-        )
-        if others is None:
-            raise Invalid("a cohort keeps at least one instructor; add another one first")
+    if role != member.role:
+        keep_an_instructor(session, member)
     member.role = role
     session.flush()
     return member

@@ -21,6 +21,7 @@ from felab_core.db import models as m
 from felab_core.errors import Forbidden
 from felab_core.people.service import cohort_for_channel, find_member
 from felab_core.reports.progress import cohort_progress
+from felab_core.text import literal
 
 KIND = "weekly"
 TOP = 3
@@ -82,7 +83,10 @@ def weekly_summary(session: Session, cohort: m.Cohort, now: datetime) -> str:
         (r for r in rows if r.public_numbers and r.streak > 0), key=lambda r: (-r.streak, r.name)
     )[:TOP]
     if streaks:
-        named = ", ".join(f"{r.name or 'member ' + r.discord_id} {r.streak} d" for r in streaks)
+        named = ", ".join(
+            f"{literal(r.name) if r.name else 'member ' + r.discord_id} {r.streak} d"
+            for r in streaks
+        )
         lines.append(f"Longest streaks: {named}.")
     lines.append("`/drill` shows what is ready for you now.")
     return "\n".join(lines)[:2000]

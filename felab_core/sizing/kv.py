@@ -14,10 +14,10 @@ from felab_core.sizing.errors import SizingError
 from felab_core.sizing.model_shape import ModelShape
 from felab_core.sizing.units import (
     binary_size_text,
+    bytes_text,
     gb_text,
     mib_text,
     require_whole,
-    tidy_text,
     whole_text,
 )
 
@@ -90,18 +90,18 @@ class KvPerToken:
         if s.latent_cache_dim is not None:
             return (
                 f"{s.n_layers} layers x {s.latent_cache_dim} numbers x "
-                f"{tidy_text(k.bytes_per_element)} bytes = {tidy_text(self.bytes)} bytes"
+                f"{bytes_text(k.bytes_per_element)} = {bytes_text(self.bytes)}"
             )
         if s.kv_heads_by_layer is None and s.head_dim_k == s.head_dim_v and k == v:
             return (
                 f"2 x {s.n_layers} layers x {s.n_kv_heads} KV heads x {s.head_dim_k} numbers x "
-                f"{tidy_text(k.bytes_per_element)} bytes = {tidy_text(self.bytes)} bytes"
+                f"{bytes_text(k.bytes_per_element)} = {bytes_text(self.bytes)}"
             )
         heads = sum(s.kv_heads_by_layer) if s.kv_heads_by_layer else s.n_layers * s.n_kv_heads
         return (
             f"{heads} KV heads over all layers x ({s.head_dim_k} key numbers x "
-            f"{tidy_text(k.bytes_per_element)} bytes + {s.head_dim_v} value numbers x "
-            f"{tidy_text(v.bytes_per_element)} bytes) = {tidy_text(self.bytes)} bytes"
+            f"{bytes_text(k.bytes_per_element)} + {s.head_dim_v} value numbers x "
+            f"{bytes_text(v.bytes_per_element)}) = {bytes_text(self.bytes)}"
         )
 
     @property

@@ -154,6 +154,18 @@ def _load_json(path: Path) -> dict[str, Any]:
     return data
 
 
+def uses_sliding_window(cfg: Mapping[str, Any]) -> bool:
+    """Whether some layers keep only a window of recent tokens, as transformers reads a config:
+    `layer_types` when it lists them, else a `sliding_window` size that `use_sliding_window`
+    does not switch off (Qwen2.5 ships `"use_sliding_window": false` beside a window size)."""
+    types = cfg.get("layer_types")
+    if isinstance(types, list) and types:
+        return any("sliding" in str(t) for t in types)
+    if cfg.get("use_sliding_window") is False:
+        return False
+    return bool(cfg.get("sliding_window"))
+
+
 def from_hf_config(source: str | Path | Mapping[str, Any], name: str | None = None) -> ModelShape:
     """Read a model's shape from a Hugging Face config.json (a file, its folder, or a dict).
 
@@ -251,7 +263,7 @@ def from_hf_config(source: str | Path | Mapping[str, Any], name: str | None = No
     used_hit = _first(cfg, _EXPERT_USED_KEYS)
     n_experts = int(experts_hit[1]) if experts_hit and isinstance(experts_hit[1], int) else None
     n_used = int(used_hit[1]) if used_hit and isinstance(used_hit[1], int) else None
-    if cfg.get("sliding_window") or cfg.get("layer_types"):
+    if uses_sliding_window(cfg):
         notes.append(
             "some layers use a sliding window and keep fewer tokens; figures here are the "
             "full-length upper bound"

@@ -55,6 +55,7 @@ def _chip(
 _APPLE = "Apple's published tech specs for Macs with this chip (memory bandwidth)"
 _NV = "NVIDIA's product datasheet"
 _NVC = "NVIDIA's GeForce specifications page (memory bandwidth)"
+_AMD = "AMD's Instinct product page and datasheet (peak memory bandwidth)"
 
 CHIPS: tuple[Chip, ...] = (
     _chip("M1", "Apple M-series", "68.25", "up to 16 GB", _APPLE),
@@ -139,6 +140,22 @@ CHIPS: tuple[Chip, ...] = (
         _NV,
         ("HGX B200",),
     ),
+    # AMD Instinct: peak memory bandwidth and HBM as AMD's product pages and datasheets give
+    # them (amd.com/en/products/accelerators/instinct/mi200/mi250x.html, .../mi300/mi300x.html,
+    # .../mi300/mi325x.html, .../mi350/mi355x.html). The MI250X's 3.2768 TB/s is its
+    # datasheet's peak (the product page rounds it to 3.2 TB/s) over two dies that software
+    # sees as two GPUs, each with half: one conversation on one of them gets 1,638.4 GB/s.
+    _chip(
+        "MI250X",
+        "AMD Instinct",
+        "3276.8",
+        "128 GB HBM2e: two GPUs of 64 GB and 1,638.4 GB/s each",
+        _AMD,
+        ("Instinct MI250X",),
+    ),
+    _chip("MI300X", "AMD Instinct", "5300", "192 GB HBM3", _AMD, ("Instinct MI300X",)),
+    _chip("MI325X", "AMD Instinct", "6000", "256 GB HBM3E", _AMD, ("Instinct MI325X",)),
+    _chip("MI355X", "AMD Instinct", "8000", "288 GB HBM3E", _AMD, ("Instinct MI355X",)),
     _chip("RTX 3090", "NVIDIA consumer", "936", "24 GB GDDR6X", _NVC, ("3090",)),
     _chip("RTX 3090 Ti", "NVIDIA consumer", "1008", "24 GB GDDR6X", _NVC),
     _chip("RTX 4070", "NVIDIA consumer", "504", "12 GB GDDR6X", _NVC),
@@ -161,7 +178,11 @@ CHIPS: tuple[Chip, ...] = (
 
 
 def _key(name: str) -> str:
-    return re.sub(r"[\s_\-()]+", "", name.lower()).removeprefix("apple").removeprefix("nvidia")
+    """A name as looked up: no spaces, dashes or brackets, no maker ('AMD Instinct MI300X')."""
+    key = re.sub(r"[\s_\-()]+", "", name.lower())
+    for maker in ("apple", "nvidia", "amd", "instinct"):
+        key = key.removeprefix(maker)
+    return key
 
 
 def find_chip(name: str) -> Chip:

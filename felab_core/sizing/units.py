@@ -124,6 +124,11 @@ def article(value: Number) -> str:
     return "an" if lead.startswith("8") or lead in ("11", "18") else "a"
 
 
+def bytes_text(value: Number) -> str:
+    """A byte count with its word: '1 byte', '2 bytes', '0.5 bytes', '131,072 bytes'."""
+    return f"{tidy_text(value)} {'byte' if Fraction(value) == 1 else 'bytes'}"
+
+
 def about_text(value: Number) -> str:
     """Show a rate the way the course does: 'about 56' (whole numbers, rounded half up)."""
     return f"about {whole_text(value)}"

@@ -63,7 +63,7 @@ class _Channel:
         self.sent: list[tuple[str, Any]] = []
         self.fail = fail
 
-    async def send(self, text: str, view: Any = None) -> Any:
+    async def send(self, text: str, view: Any = None, allowed_mentions: Any = None) -> Any:
         if self.fail:
             raise discord.HTTPException(_Response(), {"message": "Missing Access", "code": 50001})
         self.sent.append((text, view))

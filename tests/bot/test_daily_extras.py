@@ -40,7 +40,9 @@ def chat_cohort(db: Session, day2: None) -> m.Cohort:
     )
 
 
-def _said(db: Session, cohort: m.Cohort, prompt_id: int, when: Any = NOW) -> drills.SaidReply:
+def _said(
+    db: Session, cohort: m.Cohort, prompt_id: int, when: Any = NOW, shown_at: Any = None
+) -> drills.SaidReply:
     return drills.said_text(
         db,
         guild_id=int(cohort.guild_id or 0),
@@ -49,6 +51,7 @@ def _said(db: Session, cohort: m.Cohort, prompt_id: int, when: Any = NOW) -> dri
         display_name="Ada",
         prompt_id=prompt_id,
         now=when,
+        shown_at=shown_at,
     )
 
 
@@ -76,6 +79,7 @@ def test_the_daily_post_carries_the_prompt_and_each_whiteboard(
     assert prompt is not None and prompt.key == "d02.prompt.is-ollama-enough"
     assert post.prompts[0].text.startswith("**Day 2 · say it out loud** (20 s)")
     assert prompt.question in post.prompts[0].text and "Said it" in post.prompts[0].text
+    assert "Record yourself once and listen back." in post.prompts[0].text
     first = post.boards[0].text
     assert first.startswith("**Day 2 · whiteboard 1 of 2** (Serving With vLLM, 2:56)")
     assert "**Given**\nA block is" in first and "Reveal the answer" in first
@@ -90,10 +94,15 @@ def test_said_it_records_once_a_day_and_asks_for_a_rating(
 ) -> None:
     (post,) = drills.claim_due_posts(db, NOW)
     prompt_id = post.prompts[0].item_id
-    reply = _said(db, chat_cohort, prompt_id)
-    assert reply.text.startswith("Recorded: you said it out loud.") and "1 (lost)" in reply.text
+    reply = _said(db, chat_cohort, prompt_id, shown_at=NOW - timedelta(seconds=16))
+    assert reply.text.startswith(
+        "Recorded: you said it out loud, 16 s from the prompt to your click (reading the "
+        "question included)."
+    )
+    assert "1 (lost)" in reply.text
     (answer,) = _answers(db)
     assert reply.answer_id == answer.id and answer.self_rating is None
+    assert (answer.duration_s, answer.timing) == (16, "prompt-to-click")
     again = _said(db, chat_cohort, prompt_id, NOW + timedelta(minutes=5))
     assert again.text.startswith("Already recorded today") and again.answer_id == answer.id
     assert len(_answers(db)) == 1
@@ -104,8 +113,9 @@ def test_said_it_records_once_a_day_and_asks_for_a_rating(
     done = _said(db, chat_cohort, prompt_id, NOW + timedelta(minutes=9))
     assert done.answer_id is None and "rated 4/5" in done.text and "course's answer" in done.text
     assert [a.self_rating for a in _answers(db)] == [4]
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFound) as gone:
         _said(db, chat_cohort, 10**9)
+    assert str(10**9) not in str(gone.value)  # named as the member knows it, not by its id
 
 
 def test_a_whiteboard_reveal_shows_answer_working_and_note_within_the_limit(
@@ -146,7 +156,7 @@ class _Channel:
     def __init__(self) -> None:
         self.sent: list[tuple[str, Any]] = []
 
-    async def send(self, text: str, view: Any = None) -> Any:
+    async def send(self, text: str, view: Any = None, allowed_mentions: Any = None) -> Any:
         self.sent.append((text, view))
         return type("Msg", (), {"id": 9000 + len(self.sent)})()
 
@@ -171,6 +181,8 @@ class _Interaction:
         self.guild_id = guild_id
         self.channel_id = CHANNEL
         self.user = type("U", (), {"id": USER, "display_name": "Ada"})()
+        # the message the button is on: the daily post, made 12 s before the press
+        self.message = type("M", (), {"created_at": NOW - timedelta(seconds=12)})()
         self.sent: list[tuple[str, dict[str, Any]]] = []
         outer = self
 
@@ -202,7 +214,8 @@ async def test_post_due_sends_the_extras_after_the_cards_and_they_answer(
     it = _Interaction(bot, int(chat_cohort.guild_id or 0))
     await prompt_button.callback(it)
     text, kw = it.sent[-1]
-    assert text.startswith("Recorded: you said it out loud.") and kw["ephemeral"] is True
+    assert text.startswith("Recorded: you said it out loud, 12 s from the prompt to your click")
+    assert kw["ephemeral"] is True
     rates = [c for c in kw["view"].children if isinstance(c, RateButton)]
     (answer,) = db.scalars(select(m.SpokenAnswer)).all()
     assert [r.custom_id for r in rates] == [f"felab:speak:{answer.id}:{i}" for i in range(1, 6)]

@@ -11,7 +11,7 @@ import aiohttp
 import httpx
 import pytest
 
-from tests.fakediscord import FakeDiscord, User
+from tests.fakediscord import FakeDiscord, Pings, User
 
 ADA = User("100000000000001001", "ada")
 
@@ -247,3 +247,36 @@ def test_member_messages_follow_the_intents(fake: FakeDiscord) -> None:
     fake.portal_message_content = False
     _, closed = _gateway_events(fake, guilds | messages | content, lambda: None)
     assert closed == 4014
+
+
+def test_mentions_resolve_as_discord_does(fake: FakeDiscord, api: httpx.Client) -> None:
+    text = "<@&1> x, <@2>, <@!3> and @everyone"
+    loud = _post(api, fake, {"content": text}).json()  # no allowed_mentions: all of it pings
+    assert fake.pings(loud) == Pings(frozenset({"2", "3"}), frozenset({"1"}), True)
+    quiet = _post(api, fake, {"content": text, "allowed_mentions": {"parse": []}}).json()
+    assert not fake.pings(quiet) and quiet["content"] == text
+    one = {"parse": [], "users": ["3"], "roles": ["1"]}
+    some = _post(api, fake, {"content": text, "allowed_mentions": one}).json()
+    assert fake.pings(some) == Pings(frozenset({"3"}), frozenset({"1"}), False)
+    clash = _post(
+        api, fake, {"content": text, "allowed_mentions": {"parse": ["users"], "users": ["2"]}}
+    )
+    assert clash.status_code == 400
+    assert "MENTIONS_PARSE_MUTUALLY_EXCLUSIVE" in str(clash.json())
+    escaped = _post(api, fake, {"content": "<@\u200b&1> x"}).json()
+    assert not fake.pings(escaped)
+    # a reply pings the replied-to author unless replied_user is false
+    mine = fake.member_message(ADA, "hi")
+    ref = {"message_id": mine["id"]}
+    reply = _post(api, fake, {"content": "ok", "message_reference": ref}).json()
+    assert fake.pings(reply).users == {ADA.id}
+    no_ping = {"parse": [], "replied_user": False}
+    reply = _post(
+        api, fake, {"content": "ok", "message_reference": ref, "allowed_mentions": no_ping}
+    ).json()
+    assert not fake.pings(reply)
+    assert [p.allowed_mentions for p in fake.message_payloads()][-1] == no_ping
+    gone = api.delete(f"/channels/{fake.channel_ids[0]}/messages/{reply['id']}")
+    assert gone.status_code == 204 and reply["id"] in fake.deleted
+    again = api.delete(f"/channels/{fake.channel_ids[0]}/messages/{reply['id']}")
+    assert again.status_code == 404 and again.json()["code"] == 10008

@@ -104,6 +104,32 @@ def test_a_prefilled_form_shows_the_last_typed_figure(db: Session, cohort: m.Coh
     assert form.fields[0].current == "44.6" and form.fields[1].current == ""
 
 
+def test_a_resubmitted_form_records_only_what_changed_and_never_drifts(
+    db: Session, cohort: m.Cohort
+) -> None:
+    who = who_in(cohort)
+    first = numbers.enter_numbers(db, who, {OLLAMA: "44.6", LLAMACPP: "22.4 ms/token"}, NOW)
+    assert "recorded 22.4 ms/token (44.6 tok/s)" in first
+    for _ in range(5):  # open the form and send it back as it came, five times
+        form = numbers.numbers_form(db, who, NOW)
+        sent = {f.key: f.current for f in form.fields}
+        assert sent == {OLLAMA: "44.6", LLAMACPP: "22.4 ms/token", MLX: ""}
+        again = numbers.enter_numbers(db, who, sent, NOW)
+        assert again.startswith("Nothing changed, so nothing new was recorded")
+    rows = db.scalars(select(m.Number).where(m.Number.source == "entered")).all()
+    assert len(rows) == 2
+    llama = next(r for r in rows if r.server == "llamacpp")
+    assert (llama.typed_value, llama.typed_unit) == ("22.4", "ms/token")
+    shown = numbers.show_numbers(db, who, NOW)
+    assert "- llamacpp: typed as 22.4 ms/token (44.6 tok/s)" in shown
+    # Only the changed field is recorded; 22.40 is the same figure as 22.4.
+    changed = numbers.enter_numbers(
+        db, who, {OLLAMA: "45.1", LLAMACPP: "22.40 ms/token", MLX: ""}, NOW
+    )
+    assert "recorded 45.1 tok/s" in changed and "Unchanged, so not recorded again" in changed
+    assert len(db.scalars(select(m.Number).where(m.Number.source == "entered")).all()) == 3
+
+
 class _Response:
     def __init__(self) -> None:
         self.calls: list[tuple[str, Any]] = []

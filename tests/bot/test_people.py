@@ -17,7 +17,7 @@ from felab_bot.cogs.people import ConfirmDelete
 from felab_core.db import models as m
 from felab_core.errors import Forbidden, Invalid, NotFound
 from felab_core.people.service import find_member
-from tests.bot.support import USER, FakeBot, chat_cohort, who_in
+from tests.bot.support import CHANNEL, USER, FakeBot, chat_cohort, who_in
 from tests.db_support import NOW
 
 OLLAMA = "d02.num.ollama-writing"
@@ -99,11 +99,21 @@ def test_export_is_json_with_the_numbers(db: Session, cohort: m.Cohort) -> None:
 def test_delete_removes_the_member(db: Session, cohort: m.Cohort) -> None:
     who = who_in(cohort)
     numbers.enter_numbers(db, who, {OLLAMA: "44.6"}, NOW)
-    text = people.delete(db, who)
-    assert text.startswith("Deleted everything") and "1 numbers" in text
+    member = find_member(db, cohort.id, str(USER))
+    assert member is not None
+    people.posted_about(db, member.id, CHANNEL, 5551, "spoken answer", NOW)
+    assert people.export(db, who, NOW).data.count(b'"message_id": "5551"') == 1
+    deleted = people.delete(db, who)
+    assert deleted.text.startswith("Deleted everything") and "1 numbers" in deleted.text
     assert find_member(db, cohort.id, str(USER)) is None
     assert (db.scalar(select(func.count(m.Number.id))) or 0) == 0
-    assert "holds nothing" in people.delete(db, who)
+    # The post is no longer anyone's, and waits for the bot to remove it from Discord.
+    [waiting] = people.posts_to_remove(db, deleted.post_ids)
+    assert (waiting.channel_id, waiting.message_id) == (CHANNEL, 5551)
+    people.removed_post(db, waiting.post_id)
+    assert people.posts_to_remove(db) == []
+    assert "holds nothing" in people.delete(db, who).text
+    assert people.removed_text(2, 0, 1).startswith("Removed 2 of 3 messages")
 
 
 async def test_delete_asks_first_and_only_the_asker_may_confirm(

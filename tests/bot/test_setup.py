@@ -4,6 +4,7 @@ first instructor), instructors adding people, and join codes."""
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime
 
 import pytest
 from sqlalchemy import select
@@ -89,3 +90,57 @@ def test_weekly_summary_on_and_off_by_instructors(db: Session, guild: int) -> No
         setup.weekly(db, _who(guild, ADA), False)
     assert setup.weekly(db, _who(guild, PROF), False) == "Spring gets no weekly summary."
     assert not cohort.weekly_summary
+
+
+def _cohort(db: Session, guild: int) -> m.Cohort:
+    return db.scalars(select(m.Cohort).where(m.Cohort.guild_id == str(guild))).one()
+
+
+def test_instructors_see_and_change_the_settings_from_chat(db: Session, guild: int) -> None:
+    from felab_core.people.cohort_settings import Change
+
+    _setup(db, guild, post_time="09:00")  # NOW is 12:00 UTC, 12:00 in London: today's is due
+    setup.join(db, _who(guild, ADA, "Ada"), None, NOW)
+    shown = setup.show_settings(db, _who(guild, PROF), NOW)
+    assert "**Spring**: settings" in shown and "- Time zone: Europe/London" in shown
+    assert "- Daily post: on, at 09:00 Europe/London, pinging no one" in shown
+    assert "- Next daily post: due now" in shown
+    for refused in (
+        lambda: setup.show_settings(db, _who(guild, ADA), NOW),
+        lambda: setup.change(db, _who(guild, ADA), Change(post_time="10:00"), NOW),
+        lambda: setup.change(db, _who(guild, BEA), Change(post_time="10:00"), NOW),
+    ):
+        with pytest.raises(Forbidden, match="only the cohort's instructors"):
+            refused()
+    # One bad value changes nothing.
+    for bad, why in (
+        (Change(post_time="13:00", timezone="Mars/Olympus"), "not a time zone"),
+        (Change(post_time="1pm"), "not a time of day"),
+        (Change(post_role_id=str(guild)), "@everyone"),
+        (Change(), "name a setting"),
+    ):
+        with pytest.raises(Invalid, match=why):
+            setup.change(db, _who(guild, PROF), bad, NOW)
+    assert _cohort(db, guild).post_time.hour == 9
+    # A later time today: the next post follows it, today at 15:30 London (UTC+0 in March).
+    text = setup.change(db, _who(guild, PROF), Change(post_time="15:30", post_role_id="4242"), NOW)
+    at = int(datetime(2026, 3, 3, 15, 30, tzinfo=UTC).timestamp())
+    assert text.startswith("Changed. **Spring** now:") and f"<t:{at}:F>" in text
+    assert "pinging <@&4242>" in text
+    # Moved to a channel of its own; a channel hosting another cohort is refused.
+    other = setup.setup_cohort(
+        db,
+        Who(guild, CHANNEL + 5, PROF, "Prof"),
+        can_manage_server=True,
+        name="Autumn",
+        timezone="UTC",
+        start_date="2026-09-07",
+        now=NOW,
+    )
+    assert "Autumn" in other
+    with pytest.raises(Invalid, match="already hosts cohort 'Autumn'"):
+        setup.change(db, _who(guild, PROF), Change(channel_id=str(CHANNEL + 5)), NOW)
+    setup.change(db, _who(guild, PROF), Change(channel_id=str(CHANNEL + 6), daily_post=False), NOW)
+    moved = Who(guild, CHANNEL + 6, PROF, "Prof")
+    assert "- Daily post: off" in setup.show_settings(db, moved, NOW)
+    assert "- Next daily post: none: the daily post is off" in setup.show_settings(db, moved, NOW)

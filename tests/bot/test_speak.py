@@ -28,14 +28,21 @@ def cohort(db: Session, day2: None) -> m.Cohort:
 
 def test_prompt_answer_and_peer_rating(db: Session, cohort: m.Cohort) -> None:
     who = who_in(cohort)
-    text = speak.prompt_text(db, who, NOW)
+    reply = speak.prompt_text(db, who, NOW)
+    text = reply.text
     assert "Say it out loud** (20 s)" in text and "good enough for customers" in text
+    assert "Record yourself once and listen back." in text
+    assert db.get(m.SpeakPrompt, reply.prompt_id) is not None  # its Said it button's prompt
     spoken = speak.answer(db, who, 18.5, 4, "https://cdn.invalid/voice.ogg", NOW)
     assert "18.5 s of 20: in time" in spoken.private
     assert "Ollama is llama.cpp with the flags hidden" in spoken.private
     assert "**Ada** answered aloud in 18.5 s" in spoken.public and "voice.ogg" in spoken.public
     row = db.get(m.SpokenAnswer, spoken.answer_id)
-    assert row is not None and (row.duration_s, row.self_rating) == (18.5, 4)
+    assert row is not None and (row.duration_s, row.timing, row.self_rating) == (
+        18.5,
+        "self-timed",
+        4,
+    )
     over = speak.answer(db, who, 31, 2, None, NOW)
     assert "over the 20 s" in over.private
 
@@ -107,8 +114,8 @@ def test_voice_without_intent_or_cohort(db: Session, cohort: m.Cohort) -> None:
 
 
 def test_prompt_mentions_voice_messages_only_with_the_intent(db: Session, cohort: m.Cohort) -> None:
-    assert "voice message" not in speak.prompt_text(db, who_in(cohort), NOW)
-    assert "Answer with a voice message" in speak.prompt_text(db, who_in(cohort), NOW, True)
+    assert "voice message" not in speak.prompt_text(db, who_in(cohort), NOW).text
+    assert "Answer with a voice message" in speak.prompt_text(db, who_in(cohort), NOW, True).text
 
 
 class _Message:
@@ -122,8 +129,9 @@ class _Message:
         self.attachments = attachments
         self.replies: list[tuple[str, dict[str, Any]]] = []
 
-    async def reply(self, text: str, **kw: Any) -> None:
+    async def reply(self, text: str, **kw: Any) -> Any:
         self.replies.append((text, kw))
+        return SimpleNamespace(id=8000 + len(self.replies), channel=self.channel)
 
 
 async def test_cog_reads_the_voice_message(db: Session, cohort: m.Cohort) -> None:
@@ -141,3 +149,19 @@ async def test_cog_reads_the_voice_message(db: Session, cohort: m.Cohort) -> Non
     await cog.on_message(plain)  # type: ignore[arg-type]
     assert plain.replies == []
     assert len(db.scalars(select(m.SpokenAnswer)).all()) == 1
+    # The reply about Ada is remembered (her deletion removes it); the no-intent one is not.
+    [post] = db.scalars(select(m.ChatPost)).all()
+    assert (post.message_id, post.about) == ("8001", "spoken answer")
+
+
+def test_rating_a_deleted_answer_names_the_answer_not_its_id(db: Session, cohort: m.Cohort) -> None:
+    from felab_core.errors import NotFound
+
+    spoken = speak.answer(db, who_in(cohort), 18.5, 4, None, NOW)
+    db.delete(db.get(m.SpokenAnswer, spoken.answer_id))
+    db.flush()
+    peer = who_in(cohort, user=USER + 1, name="Bea")
+    with pytest.raises(NotFound) as gone:
+        speak.rate(db, peer, spoken.answer_id, 3, NOW)
+    assert str(gone.value).startswith("this spoken answer is no longer here")
+    assert str(spoken.answer_id) not in str(gone.value)

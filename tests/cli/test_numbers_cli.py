@@ -361,3 +361,20 @@ def test_privacy_export_and_delete(tmp_path: Path) -> None:
     assert "the member record" in out
     assert numbers() == [] and count(m.BenchJob) == 0 and count(m.BenchResult) == 0
     assert count(m.MemberServer) == 0 and count(m.Member) == 0
+
+
+def test_show_in_every_format_says_the_same() -> None:
+    assert felab("machine", "--chip", "M4 Pro")[0] == 0
+    assert felab("model", "ollama", "--bytes", "4.9GB", "--name", "llama3.1:8b")[0] == 0
+    assert felab("enter", "ollama", "44.6")[0] == 0
+    shown = {f: runner.invoke(app, ["numbers", "show", "-o", f]) for f in ("json", "csv", "md")}
+    assert all(r.exit_code == 0 for r in shown.values())
+    records = json.loads(shown["json"].stdout)
+    ollama = next(r for r in records if r["server"] == "ollama")
+    assert (ollama["entered_tps"], ollama["limit_tps"], ollama["entered_pct"]) == (44.6, 55.71, 80)
+    csv_lines = shown["csv"].stdout.splitlines()
+    assert csv_lines[0].startswith("field,server,entered_tps,measured_tps")
+    assert "Ollama: writing speed,ollama,44.6,,,,55.71,80,,typed in only" in csv_lines
+    md = [line for line in shown["md"].stdout.splitlines() if line.startswith("|")]
+    assert md[1].startswith("|---|") and "| Ollama: writing speed | 44.6 tok/s |" in md[2]
+    assert "Done when" in shown["json"].stderr and "Done when" not in shown["json"].stdout

@@ -157,3 +157,27 @@ def test_two_bots_claiming_at_once_post_once(db_engine: Engine) -> None:
         with factory.begin() as cleanup:
             gone = cleanup.get(m.Cohort, cohort_id)
             cleanup.delete(gone)
+
+
+def test_the_next_daily_post_follows_the_settings(db: Session) -> None:
+    from felab_core.content.calendar import next_daily_post
+
+    cohort = create_cohort(
+        db, "c", timezone="Europe/Paris", start_date=date(2026, 3, 2), post_time=time(14, 0)
+    )  # NOW is Tuesday 12:00 UTC, 13:00 in Paris: day 2
+    assert next_daily_post(db, cohort, NOW) == datetime(2026, 3, 3, 13, 0, tzinfo=UTC)
+    cohort.post_time = time(9, 0)  # already past today, and today's not posted: due now
+    assert next_daily_post(db, cohort, NOW) == NOW
+    claim_daily_post(db, cohort, NOW)  # posted: tomorrow at 09:00 Paris
+    assert next_daily_post(db, cohort, NOW) == datetime(2026, 3, 4, 8, 0, tzinfo=UTC)
+    cohort.advance = "weekdays"
+    friday = datetime(2026, 3, 6, 12, 0, tzinfo=UTC)
+    claim_daily_post(db, cohort, friday)
+    assert next_daily_post(db, cohort, friday) == datetime(2026, 3, 9, 8, 0, tzinfo=UTC)
+    cohort.advance = "manual"  # day 1 of a manual cohort was never posted: due now
+    assert next_daily_post(db, cohort, NOW) == NOW
+    claim_daily_post(db, cohort, NOW)
+    assert next_daily_post(db, cohort, NOW) is None  # waits for the day to be advanced
+    cohort.advance, cohort.daily_post = "daily", False
+    assert next_daily_post(db, cohort, NOW) is None
+    assert cohorts_due_for_post(db, NOW + timedelta(days=3)) == []  # off: never due

@@ -65,6 +65,10 @@ def test_roles_and_instructors(
         set_role(db, instructor, "student", by=student)
     with pytest.raises(Invalid, match="at least one instructor"):
         set_role(db, instructor, "student", by=instructor)
+    # Adding the last instructor again as a student (`/setup member`) is a demotion too.
+    with pytest.raises(Invalid, match="at least one instructor"):
+        add_member(db, cohort, instructor.discord_id, role="student", by=instructor)
+    assert instructor.role == "instructor"
     set_role(db, student, "instructor", by=instructor)
     set_role(db, instructor, "student", by=student)
     assert [i.id for i in instructors(db, cohort.id)] == [student.id]
@@ -170,6 +174,10 @@ def test_export_and_delete_of_who_asked_for_a_job_on_another_machine(
     json.dumps(data)
     (asked,) = data["bench_jobs_requested"]
     assert asked["member_id"] == student.id and data["bench_jobs"] == []
+    # The cohort's last instructor cannot leave it without one; with a second, they may.
+    with pytest.raises(Invalid, match="keeps at least one instructor"):
+        delete_member(db, instructor.id, confirm=instructor.discord_id)
+    add_member(db, cohort, "3004", role="instructor", by=instructor)
     counts = delete_member(db, instructor.id, confirm=instructor.discord_id)
     assert counts["bench_jobs_requested"] == 1 and counts["bench_jobs"] == 0
     job = db.get(m.BenchJob, asked["id"])

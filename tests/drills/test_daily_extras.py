@@ -41,8 +41,10 @@ def test_said_it_records_one_answer_per_local_day(
     db: Session, student: m.Member, day2: None
 ) -> None:
     prompt = day_prompts(db, _day2(db))[0]
-    first, new = said_it(db, student, prompt, NOW)
-    assert new and first.self_rating is None and first.duration_s == prompt.seconds
+    first, new = said_it(db, student, prompt, NOW, shown_at=NOW - timedelta(seconds=14.25))
+    assert new and first.self_rating is None
+    # What was measured, labelled as such: never the prompt's 20 s limit.
+    assert (first.duration_s, first.timing) == (14.2, "prompt-to-click")
     again, new_again = said_it(db, student, prompt, NOW + timedelta(hours=2))
     assert again.id == first.id and not new_again
     set_self_rating(db, student, first.id, 4)
@@ -52,3 +54,9 @@ def test_said_it_records_one_answer_per_local_day(
         select(func.count(m.SpokenAnswer.id)).where(m.SpokenAnswer.member_id == student.id)
     )
     assert count == 2
+    # Pressed hours after the prompt was posted (or with no prompt time): kept, untimed.
+    assert (tomorrow.duration_s, tomorrow.timing) == (None, "untimed")
+    later, _ = said_it(
+        db, student, prompt, NOW + timedelta(days=2), shown_at=NOW + timedelta(days=1, hours=23)
+    )
+    assert (later.duration_s, later.timing) == (None, "untimed")

@@ -125,8 +125,21 @@ def test_commands_end_to_end(world: BotWorld) -> None:  # noqa: F811
     assert "Day 2: your numbers" in shown and "Not yet:" in shown
 
     # Say it out loud: the prompt, an answer, a post with rating buttons, a peer's rating.
-    prompt = reply(world, fake.slash("speak", ADA, options=sub("prompt")))["content"]
-    assert "Say it out loud** (20 s)" in prompt
+    asked = fake.slash("speak", ADA, options=sub("prompt"))
+    shown = reply(world, asked)
+    prompt = shown["content"]
+    assert (
+        "Say it out loud** (20 s)" in prompt and "Record yourself once and listen back." in prompt
+    )
+    # Said it under the prompt: timed from the prompt shown to the click, labelled as such.
+    said = shown["components"][0]["components"][0]
+    assert said["label"] == "Said it"
+    time.sleep(1.2)
+    text = reply(world, fake.click(shown["id"], said["custom_id"], ADA))["content"]
+    assert " s from the prompt to your click" in text
+    with session_scope(world.sessions) as s:
+        spoken = s.scalars(select(m.SpokenAnswer)).one()
+        assert spoken.timing == "prompt-to-click" and 1.2 <= (spoken.duration_s or 0) < 10
     it = fake.slash(
         "speak", ADA, options=sub("answer", opt("seconds", 18.5, 10), opt("rating", 4, 4))
     )
@@ -140,6 +153,12 @@ def test_commands_end_to_end(world: BotWorld) -> None:  # noqa: F811
     assert "rated this answer 4/5" in rated
     with session_scope(world.sessions) as s:
         assert s.scalars(select(m.PeerRating.rating)).all() == [4]
+    ada_post = post["id"]  # her answer in the channel: her deletion removes it
+    it = fake.slash(
+        "speak", BOB, options=sub("answer", opt("seconds", 15, 10), opt("rating", 3, 4))
+    )
+    reply(world, it)
+    bob_post = world.wait(lambda: it.followups, 10, "Bob's answer in the channel")[-1]["id"]
 
     # /bench with no worker: acknowledged at once, then a clear answer.
     text = followed_up(world, fake.slash("bench", ADA, options=sub("run", opt("targets", "mlx"))))
@@ -231,14 +250,34 @@ def test_commands_end_to_end(world: BotWorld) -> None:  # noqa: F811
 
     # /me: export as a file, then delete after the confirmation press.
     export = reply(world, fake.slash("me", ADA, options=sub("export")))
-    assert b"44.6" in attachments(world, export)["felab-export.json"]
+    exported = attachments(world, export)["felab-export.json"]
+    assert b"44.6" in exported and f'"message_id": "{ada_post}"'.encode() in exported
     ask = reply(world, fake.slash("me", ADA, options=sub("delete")))
     confirm = ask["components"][0]["components"][0]
     assert confirm["label"] == "Delete everything"
     gone = reply(world, fake.click(ask["id"], confirm["custom_id"], ADA))
     assert gone["content"].startswith("Deleted everything")
+    assert "Removed 1 of 1 message felab posted about you." in gone["content"]
+    assert ada_post in fake.deleted and ada_post not in fake.messages
+    assert bob_post in fake.messages  # only hers
     with session_scope(world.sessions) as s:
         assert s.scalars(select(m.Member).where(m.Member.discord_id == ADA.id)).first() is None
+        cohort_id = s.scalars(select(m.Member.cohort_id).where(m.Member.discord_id == BOB.id)).one()
+
+    # Deleted from a terminal: the bot removes Bob's answer from the channel at its next look.
+    out = subprocess.run(
+        [FELAB, "numbers", "delete", "--member", BOB.id, "--cohort", str(cohort_id), "--yes"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "The bot removes the 1 message it posted about them in Discord" in out.stdout
+    world.wait(lambda: bob_post in fake.deleted, 10, "the bot to remove Bob's answer")
+    with session_scope(world.sessions) as s:
+        assert s.scalar(select(func.count(m.ChatPost.id))) == 0
 
     # /setup in another channel: a new cohort there, its maker the instructor.
     other = "700000000000000011"

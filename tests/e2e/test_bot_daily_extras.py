@@ -30,14 +30,23 @@ def _ids(data: dict[str, object]) -> list[str]:
     return [c["custom_id"] for row in rows for c in row["components"]]  # type: ignore[attr-defined,index,union-attr]
 
 
-def _spoken(w: BotWorld) -> list[tuple[str, float, int | None]]:
+def _spoken(w: BotWorld) -> list[tuple[str, str, int | None]]:
+    """(who, how the length was measured, self-rating) of each answer; every length is what was
+    measured, from the post to the click: seconds here, never the prompt's 20 s limit."""
     with session_scope(w.sessions) as s:
         rows = s.execute(
-            select(m.Member.discord_id, m.SpokenAnswer.duration_s, m.SpokenAnswer.self_rating)
+            select(
+                m.Member.discord_id,
+                m.SpokenAnswer.duration_s,
+                m.SpokenAnswer.timing,
+                m.SpokenAnswer.self_rating,
+            )
             .join(m.Member, m.Member.id == m.SpokenAnswer.member_id)
             .order_by(m.SpokenAnswer.id)
         ).all()
-    return [(r[0], r[1], r[2]) for r in rows]
+    for r in rows:
+        assert r[1] is not None and 0 < r[1] < 30 and r[1] != 20.0, r
+    return [(r[0], r[2], r[3]) for r in rows]
 
 
 def test_said_it_self_rating_and_whiteboard_reveal(world: BotWorld) -> None:  # noqa: F811
@@ -71,8 +80,9 @@ def test_said_it_self_rating_and_whiteboard_reveal(world: BotWorld) -> None:  # 
     for reply in replies:
         assert reply["type"] == 4 and reply["data"]["flags"] & EPHEMERAL
     assert already["data"]["content"].startswith("Already recorded today")
-    assert recorded["data"]["content"].startswith("Recorded: you said it out loud.")
-    assert _spoken(world) == [(ADA.id, 20.0, None)]
+    assert recorded["data"]["content"].startswith("Recorded: you said it out loud, ")
+    assert " s from the prompt to your click" in recorded["data"]["content"]
+    assert _spoken(world) == [(ADA.id, "prompt-to-click", None)]
     with session_scope(world.sessions) as s:
         answer_id = s.scalars(select(m.SpokenAnswer.id)).one()
     rate_ids = _ids(recorded["data"])
@@ -85,7 +95,7 @@ def test_said_it_self_rating_and_whiteboard_reveal(world: BotWorld) -> None:  # 
     assert rated["data"]["flags"] & EPHEMERAL
     assert rated["data"]["content"].startswith("Recorded your own rating: 4/5")
     assert "The course's answer" in rated["data"]["content"]
-    assert _spoken(world) == [(ADA.id, 20.0, 4)]
+    assert _spoken(world) == [(ADA.id, "prompt-to-click", 4)]
 
     # Said it again the same day: nothing recorded twice, the rating and answer shown.
     again = answered(world, fake.click(prompt_msg["id"], said_id, ADA))
@@ -93,8 +103,8 @@ def test_said_it_self_rating_and_whiteboard_reveal(world: BotWorld) -> None:  # 
     assert not again["data"].get("components")
     # Another member's press is their own answer.
     bob = answered(world, fake.click(prompt_msg["id"], said_id, BOB))
-    assert bob["data"]["content"].startswith("Recorded: you said it out loud.")
-    assert _spoken(world) == [(ADA.id, 20.0, 4), (BOB.id, 20.0, None)]
+    assert bob["data"]["content"].startswith("Recorded: you said it out loud, ")
+    assert _spoken(world) == [(ADA.id, "prompt-to-click", 4), (BOB.id, "prompt-to-click", None)]
 
     # Reveal a whiteboard: the answer, the working and the careful note, ephemerally.
     for board in boards:
@@ -120,8 +130,8 @@ def test_prompt_and_board_buttons_survive_a_restart(world: BotWorld) -> None:  #
     assert len(world.channel()) == before  # not posted twice
     (prompt_msg,) = world.messages_with("felab:prompt:")
     said = answered(world, fake.click(prompt_msg["id"], _ids(prompt_msg)[0], ADA))
-    assert said["data"]["content"].startswith("Recorded: you said it out loud.")
+    assert said["data"]["content"].startswith("Recorded: you said it out loud, ")
     board = world.messages_with("felab:board:")[-1]
     shown = answered(world, fake.click(board["id"], buttons(board)["reveal"], ADA))
     assert shown["data"]["content"].startswith("**The answer**")
-    assert _spoken(world) == [(ADA.id, 20.0, None)]
+    assert _spoken(world) == [(ADA.id, "prompt-to-click", None)]

@@ -59,7 +59,7 @@ def test_voice_message_is_a_spoken_answer_with_the_intent(world: BotWorld) -> No
     assert "a little over the 20 s" in text
     with session_scope(world.sessions) as s:
         row = s.scalars(select(m.SpokenAnswer)).one()
-        assert (row.duration_s, row.self_rating) == (24.5, None)
+        assert (row.duration_s, row.timing, row.self_rating) == (24.5, "voice", None)
         assert row.recording_ref == "https://cdn.invalid/attachments/voice-message.ogg"
         answer_id = row.id
     ids = [c["custom_id"] for c in reply["components"][0]["components"]]

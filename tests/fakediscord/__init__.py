@@ -7,6 +7,6 @@ fake.slash("drill", user)                   # inject INTERACTION_CREATE (a slash
 fake.wait_for(lambda: ..., timeout)         # every request is recorded in fake.requests
 """
 
-from tests.fakediscord.server import FakeDiscord, Recorded, User
+from tests.fakediscord.server import FakeDiscord, Payload, Pings, Recorded, User, pings_of
 
-__all__ = ["FakeDiscord", "Recorded", "User"]
+__all__ = ["FakeDiscord", "Payload", "Pings", "Recorded", "User", "pings_of"]

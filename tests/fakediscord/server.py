@@ -18,7 +18,15 @@ What it enforces, as Discord does (with Discord's error shapes):
   filled in (type 5 MODAL_SUBMIT), as Discord does when the member presses Submit;
 - attachments (multipart `files[n]`) are kept: `attachment(message, name)` gives their bytes;
 - direct messages: POST /users/@me/channels opens a DM channel the bot can post to
-  (`dm_messages(user_id)`), GET /users/{id} gives a user.
+  (`dm_messages(user_id)`), GET /users/{id} gives a user;
+- mentions, as Discord resolves them: every message payload (a channel post, an interaction's
+  message response or update, a followup, an edit) is kept in `payloads` with its
+  `allowed_mentions` as sent; the message it makes carries who it pings in `mentions`,
+  `mention_roles` and `mention_everyone` (no `allowed_mentions`: everything in the content
+  pings, and a reply pings the replied-to author); `parse` together with an explicit `users` or
+  `roles` list is refused with 400, as Discord does;
+- DELETE /channels/{c}/messages/{m} removes a message (`deleted` lists them); 404 code 10008 for
+  one that is not there.
 
 Messages from members (`voice_message`, `member_message`) reach the bot as MESSAGE_CREATE only
 when it asked for the guild-messages intent (1 << 9), and, as Discord does, with content,
@@ -56,6 +64,8 @@ GUILD_MESSAGES = 1 << 9
 MESSAGE_CONTENT = 1 << 15
 ALL_PERMISSIONS = str((1 << 50) - 1)
 BODY = web.RequestKey("body", object)
+_MENTION = re.compile(r"<@!?(?P<user>[0-9]+)>|<@&(?P<role>[0-9]+)>|@(?P<all>everyone|here)")
+MENTION_KINDS = ("users", "roles", "everyone")
 
 
 def _now_iso() -> str:
@@ -114,6 +124,83 @@ class RateLimit:
     retry_after: float
 
 
+@dataclass(frozen=True)
+class Pings:
+    """Whom a message notifies: user ids, role ids, and @everyone/@here."""
+
+    users: frozenset[str] = frozenset()
+    roles: frozenset[str] = frozenset()
+    everyone: bool = False
+
+    def __bool__(self) -> bool:
+        return bool(self.users or self.roles or self.everyone)
+
+
+@dataclass
+class Payload:
+    """One message payload the bot sent: how (`route`), the body as sent, the message it made."""
+
+    route: str  # "channel", "callback", "followup", "edit", "edit-original"
+    body: dict[str, Any]
+    message_id: str | None = None
+
+    @property
+    def allowed_mentions(self) -> dict[str, Any] | None:
+        value = self.body.get("allowed_mentions")
+        return value if isinstance(value, dict) else None
+
+
+def check_allowed_mentions(am: Any) -> dict[str, Any] | None:
+    """Discord's refusal of an allowed_mentions object, or None when it is well formed."""
+    if am is None:
+        return None
+    if not isinstance(am, dict):
+        return form_error("allowed_mentions", "MODEL_TYPE_CONVERT", "Only dictionaries allowed")
+    parse = am.get("parse") or []
+    for kind in parse:
+        if kind not in MENTION_KINDS:
+            return form_error(
+                "allowed_mentions.parse", "ENUM_TYPE_COERCE", f"Value {kind!r} is not valid."
+            )
+    for kind in ("users", "roles"):
+        if kind in parse and am.get(kind):
+            return form_error(
+                "allowed_mentions",
+                "MENTIONS_PARSE_MUTUALLY_EXCLUSIVE",
+                f'parse:["{kind}"] and {kind}: [ids...] are mutually exclusive.',
+            )
+    return None
+
+
+def pings_of(body: dict[str, Any], replied_author: str | None = None) -> Pings:
+    """Whom Discord would notify for this message body (content, allowed_mentions, reply)."""
+    content = str(body.get("content") or "")
+    found_users: set[str] = set()
+    found_roles: set[str] = set()
+    found_all = False
+    for match in _MENTION.finditer(content):
+        if match["user"]:
+            found_users.add(match["user"])
+        elif match["role"]:
+            found_roles.add(match["role"])
+        else:
+            found_all = True
+    am = body.get("allowed_mentions")
+    if not isinstance(am, dict):  # Discord's default: everything in the content pings
+        users = found_users | ({replied_author} if replied_author else set())
+        return Pings(frozenset(users), frozenset(found_roles), found_all)
+    parse = set(am.get("parse") or [])
+    users = {
+        u for u in found_users if "users" in parse or u in {str(x) for x in am.get("users") or []}
+    }
+    if replied_author and am.get("replied_user"):
+        users.add(replied_author)
+    roles = {
+        r for r in found_roles if "roles" in parse or r in {str(x) for x in am.get("roles") or []}
+    }
+    return Pings(frozenset(users), frozenset(roles), found_all and "everyone" in parse)
+
+
 def form_error(path: str, code: str, message: str) -> dict[str, Any]:
     """Discord's 400 "Invalid Form Body" with one error at a dotted field path."""
     errors: dict[str, Any] = {"_errors": [{"code": code, "message": message}]}
@@ -125,6 +212,9 @@ def form_error(path: str, code: str, message: str) -> dict[str, Any]:
 def check_message(body: dict[str, Any]) -> dict[str, Any] | None:
     """The first limit a message body breaks, as Discord's error payload; None when it is fine."""
     content = body.get("content")
+    refused = check_allowed_mentions(body.get("allowed_mentions"))
+    if refused is not None:
+        return refused
     if content is not None and len(str(content)) > 2000:
         return form_error("content", "BASE_TYPE_MAX_LENGTH", "Must be 2000 or fewer in length.")
     embeds = body.get("embeds") or []
@@ -297,6 +387,8 @@ class FakeDiscord:
         self.followup_valid_s = followup_valid_s
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.requests: list[Recorded] = []
+        self.payloads: list[Payload] = []  # every message payload the bot sent, as sent
+        self.deleted: list[str] = []  # ids of messages deleted through the API
         self.messages: dict[str, dict[str, Any]] = {}
         self.interactions: dict[str, Interaction] = {}
         self.commands: dict[str, list[dict[str, Any]]] = {}  # "global" or guild id -> commands
@@ -379,6 +471,7 @@ class FakeDiscord:
         r.add_post(f"{api}/channels/{{channel}}/messages", self._post_message)
         r.add_get(f"{api}/channels/{{channel}}/messages/{{message}}", self._get_message)
         r.add_patch(f"{api}/channels/{{channel}}/messages/{{message}}", self._edit_message)
+        r.add_delete(f"{api}/channels/{{channel}}/messages/{{message}}", self._delete_message)
         r.add_post(f"{api}/interactions/{{iid}}/{{token}}/callback", self._callback)
         r.add_post(f"{api}/webhooks/{{app}}/{{token}}", self._followup)
         r.add_patch(f"{api}/webhooks/{{app}}/{{token}}/messages/{{message}}", self._edit_original)
@@ -411,6 +504,20 @@ class FakeDiscord:
             if (method is None or r.method == method)
             and (pattern is None or re.search(pattern, r.path))
         ]
+
+    def message_payloads(self) -> list[Payload]:
+        """Every message payload the bot has sent so far (posts, responses, followups, edits)."""
+        with self._lock:
+            return list(self.payloads)
+
+    @staticmethod
+    def pings(message: dict[str, Any]) -> Pings:
+        """Whom a stored message notified (as the fake resolved it when it was sent)."""
+        return Pings(
+            frozenset(u["id"] for u in message.get("mentions") or []),
+            frozenset(message.get("mention_roles") or []),
+            bool(message.get("mention_everyone")),
+        )
 
     def channel_messages(self, channel_id: str) -> list[dict[str, Any]]:
         with self._lock:
@@ -605,9 +712,55 @@ class FakeDiscord:
             "guild_id": self.guild_id,
             "options": options or [],
         }
+        # As Discord does: the users, channels and roles options name come resolved with it.
+        resolved: dict[str, Any] = {}
+        users = self._options_of(options or [], 6)
+        if users:
+            members = {}
+            for uid in users:
+                member = self._member_payload(User(uid, "member"))
+                del member["user"]
+                members[uid] = member
+            resolved["users"] = {uid: User(uid, "member").payload() for uid in users}
+            resolved["members"] = members
+        channels = self._options_of(options or [], 7)
+        if channels:
+            resolved["channels"] = {
+                cid: {**self._channel_payload(cid), "permissions": ALL_PERMISSIONS}
+                for cid in channels
+            }
+        roles = self._options_of(options or [], 8)
+        if roles:
+            resolved["roles"] = {rid: self._role_payload(rid) for rid in roles}
+        if resolved:
+            data["resolved"] = resolved
         return self._interact(
             4 if autocomplete else 2, data, user, channel_id or self.channel_ids[0]
         )
+
+    def _options_of(self, options: list[dict[str, Any]], kind: int) -> list[str]:
+        """The ids named by options of one type (6 user, 7 channel, 8 role), sub-commands
+        included."""
+        out = []
+        for o in options:
+            if o.get("type") == kind:
+                out.append(str(o["value"]))
+            out.extend(self._options_of(o.get("options") or [], kind))
+        return out
+
+    def _role_payload(self, role_id: str) -> dict[str, Any]:
+        everyone = role_id == self.guild_id
+        return {
+            "id": role_id,
+            "name": "@everyone" if everyone else f"role-{role_id[-4:]}",
+            "color": 0,
+            "hoist": False,
+            "position": 0 if everyone else 1,
+            "permissions": "0",
+            "managed": False,
+            "mentionable": True,
+            "flags": 0,
+        }
 
     def _interact(
         self,
@@ -753,6 +906,7 @@ class FakeDiscord:
     ) -> dict[str, Any]:
         msg = self._plain_message(channel_id, body, author=author)
         ref = body.get("message_reference")
+        replied_author = None
         if ref:  # as Discord fills it in; absent when the message replies to nothing
             msg["message_reference"] = {
                 "type": 0,
@@ -760,7 +914,17 @@ class FakeDiscord:
                 "guild_id": self.guild_id,
                 **{k: v for k, v in ref.items() if v is not None},
             }
+            with self._lock:
+                replied = self.messages.get(str(ref.get("message_id")))
+            replied_author = replied["author"]["id"] if replied else None
+        if author is None:  # the bot's message: who it notifies, as Discord resolves it
+            self._set_mentions(msg, pings_of(body, replied_author))
         return msg
+
+    def _set_mentions(self, msg: dict[str, Any], pinged: Pings) -> None:
+        msg["mentions"] = [User(u, "member").payload() for u in sorted(pinged.users)]
+        msg["mention_roles"] = sorted(pinged.roles)
+        msg["mention_everyone"] = pinged.everyone
 
     def _plain_message(
         self, channel_id: str, body: dict[str, Any], *, author: User | None = None
@@ -986,7 +1150,18 @@ class FakeDiscord:
         with self._lock:
             self.messages[msg["id"]] = msg
             self.files[msg["id"]] = dict(body.get("_files") or {})
+            self.payloads.append(Payload("channel", body, msg["id"]))
         return _json(msg)
+
+    async def _delete_message(self, request: web.Request) -> web.Response:
+        mid = request.match_info["message"]
+        with self._lock:
+            msg = self.messages.get(mid)
+            if msg is None or msg["channel_id"] != request.match_info["channel"]:
+                return self._error(404, {"message": "Unknown Message", "code": 10008})
+            del self.messages[mid]
+            self.deleted.append(mid)
+        return web.Response(status=204)
 
     async def _get_message(self, request: web.Request) -> web.Response:
         with self._lock:
@@ -1005,12 +1180,15 @@ class FakeDiscord:
             **msg,
             **{k: v for k, v in body.items() if k in ("content", "embeds", "components")},
         }
-        problem = check_message(merged)
+        problem = check_message({**merged, "allowed_mentions": body.get("allowed_mentions")})
         if problem is not None:
             return self._error(400, problem)
         merged["edited_timestamp"] = _now_iso()
+        if "content" in body:
+            self._set_mentions(merged, pings_of(body))
         with self._lock:
             self.messages[msg["id"]] = merged
+            self.payloads.append(Payload("edit", body, msg["id"]))
         return _json(merged)
 
     async def _callback(self, request: web.Request) -> web.Response:
@@ -1067,12 +1245,18 @@ class FakeDiscord:
             it.message_id = msg["id"]
             result["interaction"]["response_message_id"] = msg["id"]
             result["resource"] = {"type": kind, "message": msg}
+            if kind == 4:
+                with self._lock:
+                    self.payloads.append(Payload("callback", data, msg["id"]))
         elif kind == 7 and "message" in it.payload:
             mid = it.payload["message"]["id"]
             with self._lock:
                 old = self.messages[mid]
                 self.messages[mid] = {**old, **data, "edited_timestamp": _now_iso()}
                 msg = self.messages[mid]
+                if "content" in data:
+                    self._set_mentions(msg, pings_of(data))
+                self.payloads.append(Payload("callback", data, mid))
             result["interaction"]["response_message_id"] = mid
             result["resource"] = {"type": kind, "message": msg}
         if request.query.get("with_response") in ("1", "true", "True"):
@@ -1104,6 +1288,7 @@ class FakeDiscord:
             self.messages[msg["id"]] = msg
             self.files[msg["id"]] = dict(body.get("_files") or {})
             it.followups.append(msg)
+            self.payloads.append(Payload("followup", body, msg["id"]))
         return _json(msg)
 
     async def _edit_original(self, request: web.Request) -> web.Response:
@@ -1117,6 +1302,7 @@ class FakeDiscord:
         msg = self._message_payload(it.payload["channel_id"], body)
         with self._lock:
             it.followups.append(msg)
+            self.payloads.append(Payload("edit-original", body, msg["id"]))
         return _json(msg)
 
     async def _unknown(self, request: web.Request) -> web.Response:

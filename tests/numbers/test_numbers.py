@@ -326,3 +326,32 @@ def test_update_server_model_keeps_what_is_not_given(db: Session, student: m.Mem
     assert (row.model, row.model_bytes, row.model_label) == ("llama3.1:8b", 4_900_000_000, "l8b")
     row = update_server_model(db, student, "ollama", model="other", model_label="")
     assert (row.model, row.model_bytes, row.model_label) == ("other", 4_900_000_000, None)
+
+
+@pytest.mark.parametrize(
+    ("text", "typed"),
+    [
+        ("44.6", ("44.6", "tok/s")),
+        ("1,234.50 tok/s", ("1234.50", "tok/s")),
+        ("22.4 ms/token", ("22.4", "ms/token")),
+        (".5 t/s", (".5", "tok/s")),
+    ],
+)
+def test_a_typed_speed_keeps_its_digits_and_unit(text: str, typed: tuple[str, str]) -> None:
+    speed = parse_speed(text)
+    assert (speed.typed_value, speed.typed_unit) == typed
+
+
+def test_an_unchanged_figure_is_not_stored_again(db: Session, student: m.Member) -> None:
+    first = record_entered(db, student, "llamacpp", "22.4 ms/token", skip_unchanged=True)
+    assert not first.unchanged and first.number.typed_value == "22.4"
+    same = record_entered(db, student, "llamacpp", "22.40 ms/token", skip_unchanged=True)
+    assert same.unchanged and same.number.id == first.number.id
+    other_unit = record_entered(db, student, "llamacpp", "22.4", skip_unchanged=True)
+    assert not other_unit.unchanged  # 22.4 tok/s is another figure
+    # A figure stored before the typing was kept: the same as the text it was shown back as.
+    legacy = record_entered(db, student, "mlx", "61.2")
+    legacy.number.typed_value = legacy.number.typed_unit = None
+    legacy.number.value = 1000 / 22.4
+    db.flush()
+    assert record_entered(db, student, "mlx", "44.6429", skip_unchanged=True).unchanged

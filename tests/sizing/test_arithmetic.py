@@ -213,3 +213,14 @@ def test_what_if_needs_a_change() -> None:
 def test_change_refuses_zero() -> None:
     with pytest.raises(SizingError, match="more than zero"):
         change.compare(0, 5)
+
+
+def test_one_byte_is_a_byte() -> None:
+    """The fp8 working reads "x 1 byte", not "x 1 bytes"."""
+    from felab_core.sizing import kv
+    from felab_core.sizing.model_shape import known_model
+    from felab_core.sizing.units import bytes_text
+
+    per = kv.kv_bytes_per_token(known_model("Llama 3.1 8B"), "fp8")
+    assert "x 1 byte = 65,536 bytes" in per.explanation and "1 bytes" not in per.explanation
+    assert [bytes_text(v) for v in (1, 2, 0.5)] == ["1 byte", "2 bytes", "0.5 bytes"]

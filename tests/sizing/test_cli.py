@@ -89,6 +89,18 @@ def test_limit_with_a_chip_and_a_measured_speed() -> None:
     assert "impossible" in out and "prompt tokens were counted" in out
 
 
+def test_limit_on_an_mi300x() -> None:
+    code, out = size("limit", "--chip", "mi300x", "--model-bytes", "4.9GB")
+    assert code == 0, out
+    assert "MI300X" in out and "5,300 GB/s ÷ 4.9 GB = about 1,082 tokens per second" in out
+
+
+def test_kv_for_qwen25_says_nothing_of_sliding_windows() -> None:
+    code, out = size("kv", "--config", str(FIXTURES / "qwen2.5-7b-instruct"))
+    assert code == 0, out
+    assert "57,344 bytes" in out and "sliding" not in out
+
+
 def test_chips_table_with_ceilings() -> None:
     code, out = size("chips", "--model-bytes", "4.9GB", "--family", "DGX")
     assert code == 0, out

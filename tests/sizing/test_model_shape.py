@@ -271,3 +271,28 @@ def test_unknown_model_and_ambiguous_sources_are_refused(tmp_path: Path) -> None
         resolve_shape()
     with pytest.raises(SizingError, match="exactly one way"):
         resolve_shape(model="llama-3.1-8b", gguf=tmp_path / "x.gguf")
+
+
+QWEN25 = Path(__file__).parent / "fixtures" / "qwen2.5-7b-instruct"
+
+
+def test_a_switched_off_sliding_window_warns_nothing(tmp_path: Path) -> None:
+    """Qwen2.5 names a window size beside "use_sliding_window": false: no layer slides."""
+    shape = from_hf_config(QWEN25)
+    assert (shape.n_layers, shape.n_kv_heads, shape.head_dim_k) == (28, 4, 128)
+    assert not any("sliding" in n for n in shape.notes)
+    config = json.loads((QWEN25 / "config.json").read_text())
+
+    def notes(**changes: Any) -> tuple[str, ...]:
+        path = tmp_path / "config.json"
+        path.write_text(json.dumps({**config, **changes}))
+        return from_hf_config(path).notes
+
+    assert any("sliding" in n for n in notes(use_sliding_window=True))
+    full = ["full_attention"] * 28
+    assert not any("sliding" in n for n in notes(layer_types=full))  # newer configs list them
+    mixed = ["sliding_attention", *full[1:]]
+    assert any("sliding" in n for n in notes(layer_types=mixed, use_sliding_window=True))
+    mistral = {k: v for k, v in config.items() if k != "use_sliding_window"}
+    (tmp_path / "config.json").write_text(json.dumps({**mistral, "sliding_window": 4096}))
+    assert any("sliding" in n for n in from_hf_config(tmp_path / "config.json").notes)

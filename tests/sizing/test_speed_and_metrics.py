@@ -33,6 +33,7 @@ def test_every_chip_has_a_source_and_a_positive_bandwidth() -> None:
         "NVIDIA data center",
         "NVIDIA consumer",
         "NVIDIA DGX Spark",
+        "AMD Instinct",
     } <= families
     for chip in speed_limit.CHIPS:
         assert chip.bandwidth_gb_s > 0 and chip.source
@@ -44,6 +45,23 @@ def test_every_chip_has_a_source_and_a_positive_bandwidth() -> None:
 )
 def test_ceilings_match_the_figures_people_cite(chip: str, about: int) -> None:
     assert round(_limit(chip).tokens_per_second) == about
+
+
+@pytest.mark.parametrize(
+    ("name", "gb_s", "memory"),
+    [
+        ("mi250x", Fraction("3276.8"), "128 GB HBM2e"),
+        ("MI300X", 5300, "192 GB HBM3"),
+        ("AMD Instinct MI325X", 6000, "256 GB HBM3E"),
+        ("amd mi355x", 8000, "288 GB HBM3E"),
+    ],
+)
+def test_amd_instinct_chips_with_their_public_figures(
+    name: str, gb_s: Fraction | int, memory: str
+) -> None:
+    chip = speed_limit.find_chip(name)
+    assert chip.family == "AMD Instinct" and chip.bandwidth_gb_s == gb_s
+    assert chip.memory.startswith(memory) and "AMD" in chip.source
 
 
 def test_chip_lookup_forgives_spelling_and_refuses_unknowns() -> None:
