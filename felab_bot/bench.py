@@ -198,6 +198,7 @@ class ResultPost:
     """One finished job to post: where, and what (felab_core.jobs.render, as the demo shows it)."""
 
     outbox_id: int
+    member_id: int  # whose machine: deleting their data deletes this post too
     channel_id: int | None  # the cohort's channel; None: only the member can see it
     user_id: int  # the member who owns the worker (Discord id), for a private post or a ping
     private: bool
@@ -222,7 +223,12 @@ def claim_results(session: Session, now: datetime) -> list[ResultPost]:
         user_id = int(owner.discord_id) if owner.discord_id.isdigit() else 0
         out.append(
             ResultPost(
-                entry.id, channel, user_id, not owner.public_numbers, render_job(session, job)
+                entry.id,
+                owner.id,
+                channel,
+                user_id,
+                not owner.public_numbers,
+                render_job(session, job),
             )
         )
     return out

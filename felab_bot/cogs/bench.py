@@ -17,7 +17,7 @@ import discord
 from discord import app_commands
 from discord.ext import commands, tasks
 
-from felab_bot import bench
+from felab_bot import bench, people
 from felab_bot.cogs.common import Out, now, respond, who
 from felab_core.errors import ServiceError
 
@@ -205,6 +205,10 @@ class BenchCog(commands.Cog, name="Bench"):
                 await self._refused(post, f"{type(exc).__name__}: {exc}")
                 continue
             await self.bot.db(bench.posted, post.outbox_id, str(msg.id), now())
+            await self.bot.db(  # theirs: deleting their data deletes it too
+                people.posted_about, post.member_id, msg.channel.id, msg.id,
+                "benchmark result", now(),
+            )  # fmt: skip
             count += 1
         return count
 

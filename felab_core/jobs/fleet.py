@@ -133,17 +133,29 @@ def list_workers(
 
 
 def find_worker(session: Session, member: m.Member, name: str) -> m.Worker:
-    """One of the member's machines by name (instructors: any machine in their cohort)."""
+    """One of the member's machines by name; an instructor may name any machine in their
+    cohort, as `owner/name` when two members gave theirs the same name."""
+    owner_hint = None
+    if "/" in name:
+        owner_hint, name = name.split("/", 1)
     q = (
-        select(m.Worker)
+        select(m.Worker, m.Member)
         .join(m.Member, m.Worker.member_id == m.Member.id)
-        .where(m.Worker.name == name)
+        .where(m.Worker.name == name, m.Member.cohort_id == member.cohort_id)
+        .order_by(m.Worker.id)
     )
-    q = q.where(m.Member.cohort_id == member.cohort_id)
-    rows = session.scalars(q).all()
-    own = [w for w in rows if w.member_id == member.id]
-    if own:
+    rows: list[tuple[m.Worker, m.Member]] = [(w, o) for w, o in session.execute(q).all()]
+    own = [w for w, _ in rows if w.member_id == member.id]
+    if own and owner_hint is None:
         return own[0]
     if rows and member.role == "instructor":
-        return rows[0]
+        if owner_hint is not None:
+            rows = [(w, o) for w, o in rows if owner_hint in (o.display_name, o.discord_id)]
+        if len(rows) == 1:
+            return rows[0][0]
+        if len(rows) > 1:
+            choices = ", ".join(f"{o.display_name or o.discord_id}/{w.name}" for w, o in rows)
+            raise Invalid(
+                f"{len(rows)} machines are named {name!r}: name one as owner/name ({choices})"
+            )
     raise NotFound(f"you have no worker named {name!r}: `felab worker list` shows your machines")

@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 
 from felab_core.db import models as m
 from felab_core.engine.results import short_model
+from felab_core.text import in_code, literal
 
 #: Discord refuses a message longer than this.
 MAX_MESSAGE = 2000
@@ -51,7 +52,7 @@ def fit(text: str, limit: int = MAX_MESSAGE) -> str:
 
 def code(text: str) -> str:
     """Text from a machine as an inline code span: no markdown, no mention, one line."""
-    clean = " ".join(str(text).replace("`", "'").split())[:120]
+    clean = " ".join(in_code(str(text)).split())[:120]
     return f"`{clean}`" if clean else "`?`"
 
 
@@ -59,7 +60,7 @@ def mention_of(member: m.Member) -> str:
     """How a post names the machine's owner: a Discord mention, or their name outside Discord."""
     if member.discord_id.isdigit():
         return f"<@{member.discord_id}>"
-    return member.display_name or "you"
+    return literal(member.display_name) if member.display_name else "you"
 
 
 def _num(row: dict[str, str], key: str, scale: float = 1.0) -> float | None:

@@ -71,4 +71,5 @@ class Place:
     async def send(self, text: str, files: Any = None, **kw: Any) -> Any:
         self.sent.append((text, list(files or [])))
         self.mentions.append(kw.get("allowed_mentions"))
-        return type("Msg", (), {"id": 9000 + len(self.sent)})()
+        channel = type("Channel", (), {"id": 7000})()
+        return type("Msg", (), {"id": 9000 + len(self.sent), "channel": channel})()

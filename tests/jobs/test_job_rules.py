@@ -278,3 +278,18 @@ def test_a_worker_that_never_reported_takes_any_target_name(db: Session, student
     w = _worker(db, _paired(db, student))
     assert worker_targets(w) is None
     assert queue_bench_job(db, student, w, "anything", now=NOW, settings=S).job.target == "anything"
+
+
+def test_an_instructor_naming_a_shared_machine_name_is_asked_which(
+    db: Session, student: m.Member, instructor: m.Member, cohort: m.Cohort
+) -> None:
+    from felab_core.jobs.fleet import find_worker
+    from felab_core.people.service import add_member
+
+    bob = add_member(db, cohort, "2004", display_name="Bob")
+    mine = _worker(db, _paired(db, student, "mac"))
+    bobs = _worker(db, _paired(db, bob, "mac"))
+    assert find_worker(db, student, "mac").id == mine.id  # a student's own, always
+    with pytest.raises(Invalid, match=r"2 machines are named 'mac'.*Ada/mac, Bob/mac"):
+        find_worker(db, instructor, "mac")
+    assert find_worker(db, instructor, "Bob/mac").id == bobs.id
