@@ -9,6 +9,7 @@ prints, and after pairing only its own user, exactly what a cohort member would 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -345,3 +346,85 @@ def fleet_fixture(tmp: Path, *, tls: bool = False) -> Iterator[Fleet]:
         redis.stop()
         engine.dispose()
         drop()
+
+
+class TcpProxy:
+    """A TCP relay the test can cut and restore: PostgreSQL going away under a running process,
+    then coming back (the server itself keeps serving everyone else)."""
+
+    def __init__(self, target_port: int, target_host: str = "127.0.0.1") -> None:
+        import threading
+
+        self.target = (target_host, target_port)
+        self.port = free_port()
+        self._lock = threading.Lock()
+        self._conns: list[socket.socket] = []
+        self._server: socket.socket | None = None
+        self._threads: list[threading.Thread] = []
+        self.restore()
+
+    def _accept(self, server: socket.socket) -> None:
+        import threading
+
+        while True:
+            try:
+                client, _ = server.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(self.target, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._conns += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                with contextlib.suppress(OSError):
+                    s.close()
+
+    def cut(self) -> None:
+        """Refuse new connections and drop every open one."""
+        if self._server is not None:
+            with contextlib.suppress(OSError):  # wakes the thread blocked in accept()
+                self._server.shutdown(socket.SHUT_RDWR)
+            self._server.close()
+            self._server = None
+        with self._lock:
+            for s in self._conns:
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                    s.close()
+                except OSError:
+                    pass
+            self._conns.clear()
+
+    def restore(self) -> None:
+        import threading
+
+        server = socket.socket()
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", self.port))
+        server.listen(64)
+        self._server = server
+        threading.Thread(target=self._accept, args=(server,), daemon=True).start()
+
+    def url_for(self, url: str) -> str:
+        """`url` (a database URL on the target) through this proxy."""
+        from sqlalchemy.engine import make_url
+
+        return (
+            make_url(url)
+            .set(host="127.0.0.1", port=self.port)
+            .render_as_string(hide_password=False)
+        )

@@ -257,7 +257,8 @@ def test_commands_end_to_end(world: BotWorld) -> None:  # noqa: F811
     assert confirm["label"] == "Delete everything"
     gone = reply(world, fake.click(ask["id"], confirm["custom_id"], ADA))
     assert gone["content"].startswith("Deleted everything")
-    assert "Removed 1 of 1 message felab posted about you." in gone["content"]
+    # Her spoken answer's post and her two benchmark results' posts.
+    assert "Removed 3 of 3 messages felab posted about you." in gone["content"]
     assert ada_post in fake.deleted and ada_post not in fake.messages
     assert bob_post in fake.messages  # only hers
     with session_scope(world.sessions) as s:

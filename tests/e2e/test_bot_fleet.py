@@ -141,7 +141,8 @@ def test_bench_from_chat_to_a_posted_result(world: BotWorld, tmp_path: Path) -> 
             # Byte for byte the text felab_core.jobs.render makes (what `felab demo` prints).
             assert good["content"] == render_job(s, job).text
         assert ": done" in str(good["content"]) and "`mlx`" in str(good["content"])
-        assert "serving `@everyone <@&1>`" in str(good["content"])
+        # (shown as typed, with a zero-width space after each @ so it cannot even look like one)
+        assert "serving `@\u200beveryone <@\u200b&1>`" in str(good["content"])
         # Only Ada, whose machine it is, may be pinged by it; nothing else in it can ping.
         mentions = good["_allowed_mentions"]
         assert isinstance(mentions, dict) and mentions.get("parse") == []

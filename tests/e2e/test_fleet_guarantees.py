@@ -174,3 +174,35 @@ def test_cancel_stops_the_run_on_the_machine_within_5_s(fleet: Fleet, member: m.
             )
     finally:
         srv.stop_thread()
+
+
+def test_a_database_away_for_seconds_is_waited_out(fleet: Fleet, member: m.Member) -> None:
+    """The ingest's database goes away while a result arrives: the ingest retries with backoff
+    and the result lands once when the database is back."""
+    from sqlalchemy.engine import make_url
+
+    from tests.e2e.fleet import TcpProxy
+
+    srv = ScriptedServer(Script(persona="mlx", ttft_s=0.001, itl_s=0.05)).start_in_thread()
+    proxy = TcpProxy(make_url(fleet.db_url).port or 5432)
+    try:
+        if fleet.ingest is not None:
+            fleet.ingest.kill()
+        ingest = fleet.start_ingest(FELAB_DATABASE_URL=proxy.url_for(fleet.db_url))
+        wid = _machine(fleet, member, "patient", f"http://127.0.0.1:{srv.port}")
+        job_id = _queue(fleet, member, wid, requests=3, max_tokens=40)  # ~6 s of measuring
+        wait_for(lambda: fleet.job(job_id).progress_done >= 1, 30, "the run to be going")
+        proxy.cut()
+        wait_for(lambda: "OperationalError" in ingest.text(), 60, "the ingest to hit the outage")
+        time.sleep(8)
+        proxy.restore()
+        job = wait_for(lambda: _ended(fleet, job_id), 120, "the result after the outage")
+        assert job.status == "done", job.error
+        assert "Retry in" in ingest.text()  # waited out with backoff, not dropped
+        with session_scope(fleet.sessions) as s:
+            assert s.query(m.BenchResult).filter_by(job_id=job_id).count() == 1
+    finally:
+        proxy.cut()
+        srv.stop_thread()
+        if fleet.ingest is not None:
+            fleet.ingest.kill()
