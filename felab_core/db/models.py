@@ -28,6 +28,7 @@ from sqlalchemy import (
     MetaData,
     String,
     Text,
+    text,
     Time,
     UniqueConstraint,
     false,
@@ -427,7 +428,16 @@ class BrokerUser(Base):
     shared_secret: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
-    __table_args__ = (CheckConstraint("role IN ('pairing', 'machine')", name="role"),)
+    __table_args__ = (
+        CheckConstraint("role IN ('pairing', 'machine')", name="role"),
+        Index(
+            "uq_broker_users_pairing",
+            "role",
+            unique=True,
+            postgresql_where=text("role = 'pairing'"),
+            sqlite_where=text("role = 'pairing'"),
+        ),
+    )
 
 
 JOB_STATUSES = ("queued", "running", "ready", "done", "failed", "cancelled", "expired")

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from felab_core.db import models as m
@@ -175,14 +176,34 @@ def pairing_password(session: Session, *, rotate: bool = False) -> str:
     """
     row = session.scalar(select(m.BrokerUser).where(m.BrokerUser.role == "pairing"))
     if row is None:
-        row = m.BrokerUser(role="pairing", worker_id=None, created_at=utcnow())
-        session.add(row)
-        rotate = True
+        row = _first_pairing_row(session)
+        rotate = not row.shared_secret
     if rotate or not row.shared_secret:
         row.shared_secret = secrets.token_urlsafe(24)
         row.secret_hash = secret_hash(row.shared_secret)
     session.flush()
     return row.shared_secret
+
+
+def _first_pairing_row(session: Session) -> m.BrokerUser:
+    """Make the pairing row, or take the one another process made a moment ago (the ingest and
+    `felab broker setup` can start together; a unique index lets only one row in)."""
+    secret = secrets.token_urlsafe(24)
+    try:
+        with session.begin_nested():
+            row = m.BrokerUser(
+                role="pairing",
+                worker_id=None,
+                secret_hash=secret_hash(secret),
+                shared_secret=secret,
+                created_at=utcnow(),
+            )
+            session.add(row)
+        return row
+    except IntegrityError:
+        theirs = session.scalar(select(m.BrokerUser).where(m.BrokerUser.role == "pairing"))
+        assert theirs is not None
+        return theirs
 
 
 def pairing_secret_hash(session: Session) -> str:
