@@ -28,10 +28,10 @@ from sqlalchemy import (
     MetaData,
     String,
     Text,
-    text,
     Time,
     UniqueConstraint,
     false,
+    text,
     true,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
