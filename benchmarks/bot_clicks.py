@@ -38,7 +38,7 @@ from sqlalchemy import func, select  # noqa: E402
 from felab_core.content.store import load_folder  # noqa: E402
 from felab_core.db import models as m  # noqa: E402
 from felab_core.db.session import make_engine, session_factory, session_scope, upgrade  # noqa: E402
-from felab_core.people.service import create_cohort  # noqa: E402
+from felab_core.people.members import create_cohort  # noqa: E402
 from tests.fakediscord import FakeDiscord, User  # noqa: E402
 from tests.fakediscord.server import Interaction  # noqa: E402
 

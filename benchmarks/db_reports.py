@@ -35,8 +35,8 @@ from sqlalchemy.orm import Session
 
 from felab_core.db import models as m
 from felab_core.db.session import make_engine, session_factory, upgrade
-from felab_core.drills.service import _streak_step, cards_due, end_of_local_day
-from felab_core.people.service import create_cohort
+from felab_core.drills.review import _streak_step, cards_due, end_of_local_day
+from felab_core.people.members import create_cohort
 from felab_core.reports.leaderboard import leaderboard, speed_boards
 from felab_core.reports.progress import cohort_progress, member_progress
 

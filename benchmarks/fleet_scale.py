@@ -53,7 +53,7 @@ from felab_core.jobs.pairing import (  # noqa: E402
     redeem_pair_code,
 )
 from felab_core.jobs.queueing import queue_bench_job  # noqa: E402
-from felab_core.people.service import add_member, create_cohort  # noqa: E402
+from felab_core.people.members import add_member, create_cohort  # noqa: E402
 from felab_worker.dispatch import Dispatcher  # noqa: E402
 from felab_worker.names import INGEST_QUEUE, Names  # noqa: E402
 from tests.e2e.fleet import FELAB, PREFIX, Fleet, fleet_fixture  # noqa: E402

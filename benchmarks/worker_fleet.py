@@ -40,7 +40,7 @@ from felab_core.db import models as m  # noqa: E402
 from felab_core.db.session import session_scope  # noqa: E402
 from felab_core.jobs.queueing import queue_bench_job  # noqa: E402
 from felab_core.lab.scripted_server import Script, ScriptedServer  # noqa: E402
-from felab_core.people.service import add_member, create_cohort  # noqa: E402
+from felab_core.people.members import add_member, create_cohort  # noqa: E402
 from felab_worker.dispatch import Dispatcher  # noqa: E402
 from tests.e2e.fleet import fleet_fixture, wait_for  # noqa: E402
 

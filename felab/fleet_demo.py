@@ -30,13 +30,13 @@ from felab_core.content.store import load_folder
 from felab_core.content.view import CardView, card_view
 from felab_core.db import models as m
 from felab_core.db.session import ensure_schema, make_engine, session_factory, session_scope
-from felab_core.drills.service import cards_due
+from felab_core.drills.review import cards_due
 from felab_core.engine.results import append_csv
 from felab_core.jobs.outbox import claim_outbox, mark_posted
 from felab_core.jobs.pairing import issue_pair_code
 from felab_core.jobs.queueing import queue_bench_job
 from felab_core.jobs.render import RenderedJob, render_job
-from felab_core.people.service import ensure_local_member
+from felab_core.people.members import ensure_local_member
 from felab_core.settings import Settings
 
 Log = Callable[[str], None]

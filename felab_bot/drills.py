@@ -17,7 +17,7 @@ from felab_core.content.calendar import claim_daily_post, cohorts_due_for_post, 
 from felab_core.content.calendar import mark_posted as mark_post_sent
 from felab_core.content.view import card_view, whiteboard_view
 from felab_core.db import models as m
-from felab_core.drills.service import (
+from felab_core.drills.review import (
     Grade,
     card_by_id,
     cards_due,
@@ -28,7 +28,7 @@ from felab_core.drills.service import (
     whiteboard_by_id,
 )
 from felab_core.drills.speaking import ADVICE, TIMINGS, day_prompts, prompt_by_id, said_it
-from felab_core.people.service import cohort_for_channel, join_cohort
+from felab_core.people.members import cohort_for_channel, join_cohort
 
 LIMIT = 2000  # characters in one Discord message
 ACTIONS = ("reveal", "again", "hard", "good", "easy")

@@ -2,7 +2,7 @@
 
 The fields come from the day's content pack (Day 2: Ollama, llama.cpp and MLX writing speed),
 each with the course's sample figure as its placeholder. Every value goes through
-felab_core.numbers.service.record_entered: a value it refuses is named with the reason and
+felab_core.numbers.record_entered: a value it refuses is named with the reason and
 echoed back so the member can paste it again; a value above the speed limit is kept but flagged.
 """
 
@@ -16,15 +16,9 @@ from sqlalchemy.orm import Session
 from felab_bot.drills import fit, member_for
 from felab_core.db import models as m
 from felab_core.errors import ServiceError
-from felab_core.numbers.service import (
-    DayNumbers,
-    as_typed,
-    day_fields,
-    day_numbers,
-    numbers_day,
-    record_entered,
-    typed_text,
-)
+from felab_core.numbers.progress import DayNumbers, day_fields, day_numbers, numbers_day
+from felab_core.numbers.recording import record_entered
+from felab_core.numbers.speeds import as_typed, typed_text
 from felab_core.sizing.units import about_text
 
 MODAL_FIELDS = 5  # Discord: at most five text inputs in one modal

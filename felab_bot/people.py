@@ -1,6 +1,6 @@
 """What the instructors' commands and `/me` say, and the services behind them: no Discord here.
 
-Instructors are checked on every call (felab_core.people.service.require_instructor), never by
+Instructors are checked on every call (felab_core.people.members.require_instructor), never by
 Discord permissions alone: a student who finds `/progress` gets a plain refusal.
 """
 
@@ -26,13 +26,13 @@ from felab_core.people.chat_posts import (
     posts_to_delete,
     remember_post,
 )
-from felab_core.people.privacy import delete_member, export_member
-from felab_core.people.service import (
+from felab_core.people.members import (
     find_member,
     require_instructor,
     set_hardware,
     set_public_numbers,
 )
+from felab_core.people.privacy import delete_member, export_member
 from felab_core.reports.leaderboard import (
     BOARDS,
     Board,
@@ -204,7 +204,7 @@ class Deleted:
 
 def delete(session: Session, who: Who) -> Deleted:
     """Delete the member (after their confirmation press); nothing if they are not known."""
-    from felab_core.people.service import cohort_for_channel
+    from felab_core.people.members import cohort_for_channel
 
     cohort = cohort_for_channel(session, str(who.guild_id or ""), str(who.channel_id or ""))
     member = find_member(session, cohort.id, str(who.user_id))

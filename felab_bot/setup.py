@@ -3,7 +3,7 @@
 A cohort runs in one channel. Nobody is a member before it exists, so whoever may manage the
 Discord server (Discord's Manage Server permission, passed in by the cog) sets it up there and
 becomes its first instructor; after that, instructors add instructors
-(felab_core.people.service.add_member checks it). `/join` is for cohorts that need a code;
+(felab_core.people.members.add_member checks it). `/join` is for cohorts that need a code;
 open cohorts are joined on a member's first command.
 """
 
@@ -18,7 +18,7 @@ from felab_bot.numbers import Who
 from felab_core.db import models as m
 from felab_core.errors import Forbidden, Invalid
 from felab_core.people.cohort_settings import Change, CohortSettings, change_settings, settings_of
-from felab_core.people.service import (
+from felab_core.people.members import (
     add_member,
     cohort_for_channel,
     create_cohort,

@@ -31,7 +31,7 @@ from felab_core.drills.speaking import (
     set_self_rating,
 )
 from felab_core.errors import NotFound
-from felab_core.people.service import cohort_for_channel
+from felab_core.people.members import cohort_for_channel
 from felab_core.text import literal
 
 IS_VOICE_MESSAGE = 1 << 13  # Discord's message flag

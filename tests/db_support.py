@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 from felab_core.content.store import load_folder
 from felab_core.db import models as m
 from felab_core.db.session import make_engine, upgrade
-from felab_core.people.service import add_member, create_cohort
+from felab_core.people.members import add_member, create_cohort
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTENT = ROOT / "content"

@@ -367,7 +367,7 @@ def test_services_run_natively_with_the_compose_environment(native: Native, tmp_
     from felab_core.db.session import make_engine, session_factory, session_scope
     from felab_core.db.types import utcnow
     from felab_core.jobs.pairing import issue_pair_code
-    from felab_core.people.service import ensure_local_member
+    from felab_core.people.members import ensure_local_member
     from tests.fakediscord import FakeDiscord
 
     env, procs = native.env, native.procs

@@ -29,11 +29,11 @@ from felab.cli.output import (
     text,
 )
 from felab_core.engine.apis import Api
+from felab_core.engine.bench import BenchOutcome, run_bench, run_sync, save_outcomes
 from felab_core.engine.client import ClientLimits
 from felab_core.engine.metrics import SLO, Stats
 from felab_core.engine.results import ResultsFileError, default_csv, short_model
 from felab_core.engine.runner import RunResult, TargetResult
-from felab_core.engine.service import BenchOutcome, run_bench, run_sync, save_outcomes
 from felab_core.engine.targets import (
     ServerKind,
     Target,

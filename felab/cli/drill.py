@@ -25,7 +25,7 @@ from felab_core.content.calendar import set_manual_day, today_plan
 from felab_core.content.view import CardView, card_view
 from felab_core.db import models as m
 from felab_core.db.session import session_scope
-from felab_core.drills.service import (
+from felab_core.drills.review import (
     DueCard,
     cards_due,
     next_due_at,
@@ -33,7 +33,7 @@ from felab_core.drills.service import (
     rate_card,
     streak,
 )
-from felab_core.people.service import (
+from felab_core.people.members import (
     LOCAL_COHORT,
     ensure_local_member,
     find_member,

@@ -29,7 +29,7 @@ COHORT = typer.Option(None, "--cohort", help="The member's cohort id.")
 
 
 def _member(discord_id: str | None, cohort_id: int | None) -> m.Member:
-    from felab_core.people.service import ensure_local_member, find_member
+    from felab_core.people.members import ensure_local_member, find_member
 
     factory = sessions()
     with service_errors(), session_scope(factory) as session:

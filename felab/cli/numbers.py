@@ -1,6 +1,6 @@
 """`felab numbers`: "Your numbers" from a terminal, for the day's wrap-up without Discord.
 
-Thin commands over felab_core.numbers.service and felab_core.people (the calls the bot makes):
+Thin commands over felab_core.numbers and felab_core.people (the calls the bot makes):
 the machine and model files that set each server's speed limit, typed-in writing speeds, runs
 measured by `felab bench` imported from its results CSV, the day's table with its "done when",
 and the member's privacy, export and deletion. Without --member they work on this terminal's
@@ -33,21 +33,18 @@ from felab.cli.output import Cell, Column, Format, Grid, emit, format_option
 from felab_core.db import models as m
 from felab_core.db.session import session_scope
 from felab_core.engine.results import default_csv, read_csv
-from felab_core.numbers.service import (
+from felab_core.numbers.importing import ImportReport, import_results
+from felab_core.numbers.progress import (
     DayNumbers,
     DoneWhenStatus,
-    ImportReport,
     day_numbers,
     done_when,
     field_key_for,
-    import_results,
     numbers_day,
-    record_entered,
-    speed_limit_for,
-    typed_text,
 )
-from felab_core.people.privacy import delete_member, export_member
-from felab_core.people.service import (
+from felab_core.numbers.recording import record_entered, speed_limit_for
+from felab_core.numbers.speeds import typed_text
+from felab_core.people.members import (
     bandwidth_bytes_per_s,
     ensure_local_member,
     find_member,
@@ -56,6 +53,7 @@ from felab_core.people.service import (
     set_public_numbers,
     update_server_model,
 )
+from felab_core.people.privacy import delete_member, export_member
 from felab_core.sizing.speed_limit import SpeedCheck
 from felab_core.sizing.units import (
     GB,

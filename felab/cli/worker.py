@@ -182,7 +182,7 @@ PLATFORM = typer.Option(
 
 
 def _service(name: str, platform: str | None) -> Any:
-    from felab_worker.service import service_file
+    from felab_worker.autostart import service_file
 
     settings = get_settings()
     _identity(settings, name)  # paired first: the service starts what pairing made
@@ -192,7 +192,7 @@ def _service(name: str, platform: str | None) -> Any:
 @service_app.command("install")
 def service_install(name: str = NAME, dry_run: bool = DRY, platform: str = PLATFORM) -> None:
     """Write the service file (no secret in it: it points at the identity file) and start it."""
-    from felab_worker.service import ServiceError, install
+    from felab_worker.autostart import ServiceError, install
 
     svc = _service(name, platform)
     if dry_run:
@@ -209,7 +209,7 @@ def service_install(name: str = NAME, dry_run: bool = DRY, platform: str = PLATF
 @service_app.command("uninstall")
 def service_uninstall(name: str = NAME) -> None:
     """Stop the service and remove its file (the identity stays: `felab worker start` works)."""
-    from felab_worker.service import ServiceError, uninstall
+    from felab_worker.autostart import ServiceError, uninstall
 
     svc = _service(name, None)
     try:
@@ -223,7 +223,7 @@ def service_uninstall(name: str = NAME) -> None:
 @service_app.command("status")
 def service_status(name: str = NAME) -> None:
     """Whether the service is installed and running, as the service manager says."""
-    from felab_worker.service import ServiceError, status
+    from felab_worker.autostart import ServiceError, status
 
     svc = _service(name, None)
     try:

@@ -17,7 +17,7 @@ from felab_bot import setup
 from felab_bot.cogs.common import Out, now, respond, who
 from felab_core.content.calendar import ADVANCE_MODES
 from felab_core.people.cohort_settings import Change
-from felab_core.people.service import JOIN_MODES, ROLES
+from felab_core.people.members import JOIN_MODES, ROLES
 
 if TYPE_CHECKING:
     from felab_bot.app import FelabBot

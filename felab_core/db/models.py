@@ -106,7 +106,7 @@ class Member(Base):
 
     The stat columns (streak, reviews, recalled) are kept up to date by each review in the same
     transaction, so leaderboards over thousands of members read one row each;
-    `drills.service.recompute_stats` rebuilds them from the review log.
+    `drills.review.recompute_stats` rebuilds them from the review log.
     """
 
     __tablename__ = "members"

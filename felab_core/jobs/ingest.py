@@ -27,7 +27,7 @@ from felab_core.jobs.lifecycle import TERMINAL, finish, lose, start
 from felab_core.jobs.messages import JobMessage
 from felab_core.jobs.render import chart_png
 from felab_core.jobs.workload import too_large_reason
-from felab_core.numbers.service import record_measured
+from felab_core.numbers.recording import record_measured
 from felab_core.numbers.verdict import judge
 from felab_core.ops import metrics
 from felab_core.settings import Settings, get_settings

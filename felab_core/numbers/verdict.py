@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 
 from felab_core.db import models as m
 from felab_core.errors import Forbidden, Invalid, NotFound
-from felab_core.numbers.service import speed_limit_for
+from felab_core.numbers.recording import speed_limit_for
 from felab_core.sizing.speed_limit import check_speed
 
 RANKED = ("ok", "approved")

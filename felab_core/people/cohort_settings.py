@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from felab_core.content.calendar import next_daily_post, parse_post_time, zone
 from felab_core.db import models as m
 from felab_core.errors import Invalid
-from felab_core.people.service import require_instructor
+from felab_core.people.members import require_instructor
 
 
 @dataclass(frozen=True)

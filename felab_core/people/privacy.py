@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 from felab_core.db import models as m
 from felab_core.errors import Forbidden, Invalid
 from felab_core.people.chat_posts import mark_for_deletion
-from felab_core.people.service import get_member, keep_an_instructor
+from felab_core.people.members import get_member, keep_an_instructor
 
 EXPORT_FORMAT = "felab.member-export/1"
 

@@ -17,14 +17,14 @@ from sqlalchemy.orm import Session
 
 from felab_core.content.calendar import course_day, local_date, zone
 from felab_core.db import models as m
-from felab_core.drills.service import (
+from felab_core.drills.review import (
     end_of_local_day,
     live_streak,
     member_retention,
     retention_of,
     streak,
 )
-from felab_core.people.service import get_cohort
+from felab_core.people.members import get_cohort
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from felab_core.content.calendar import local_date, post_due_at
 from felab_core.db import models as m
 from felab_core.errors import Forbidden
-from felab_core.people.service import cohort_for_channel, find_member
+from felab_core.people.members import cohort_for_channel, find_member
 from felab_core.reports.progress import cohort_progress
 from felab_core.text import literal
 

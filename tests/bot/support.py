@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from felab_bot.numbers import Who
 from felab_core.db import models as m
-from felab_core.people.service import create_cohort
+from felab_core.people.members import create_cohort
 
 CHANNEL = 700000000000000010
 USER = 100000000000001001

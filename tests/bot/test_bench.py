@@ -18,8 +18,8 @@ from felab_bot.numbers import Who
 from felab_core.db import models as m
 from felab_core.errors import Forbidden, Invalid, NotFound
 from felab_core.jobs.render import render_job
-from felab_core.numbers.service import record_measured
-from felab_core.people.service import find_member, set_public_numbers
+from felab_core.numbers.recording import record_measured
+from felab_core.people.members import find_member, set_public_numbers
 from tests.bot.support import CHANNEL, USER, FakeBot, Place, chat_cohort, who_in
 from tests.db_support import NOW
 

@@ -22,7 +22,7 @@ from felab_bot.cogs.drills import CardButton, DrillsCog, card_view
 from felab_bot.endpoints import DISCORD_API, use_api
 from felab_core.db import models as m
 from felab_core.errors import Forbidden
-from felab_core.people.service import create_cohort
+from felab_core.people.members import create_cohort
 from tests.db_support import NOW
 
 CHANNEL = 700000000000000010

@@ -20,7 +20,7 @@ from felab_bot.cogs.drills import BoardButton, DrillsCog, PromptButton, board_vi
 from felab_bot.cogs.speak import RateButton
 from felab_core.db import models as m
 from felab_core.errors import NotFound
-from felab_core.people.service import create_cohort
+from felab_core.people.members import create_cohort
 from tests.db_support import NOW
 
 CHANNEL = 700000000000000010

@@ -12,9 +12,9 @@ from sqlalchemy.orm import Session
 
 from felab_bot import drills
 from felab_core.db import models as m
-from felab_core.drills.service import card_by_key
+from felab_core.drills.review import card_by_key
 from felab_core.errors import Forbidden, NotFound
-from felab_core.people.service import create_cohort, ensure_local_member
+from felab_core.people.members import create_cohort, ensure_local_member
 from tests.db_support import NOW
 
 CHANNEL = 700000000000000010

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from felab_bot import numbers
 from felab_bot.cogs.numbers import NumbersModal
 from felab_core.db import models as m
-from felab_core.people.service import find_member, set_hardware, set_server_model
+from felab_core.people.members import find_member, set_hardware, set_server_model
 from tests.bot.support import FakeBot, chat_cohort, who_in
 from tests.db_support import NOW
 

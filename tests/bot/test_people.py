@@ -16,7 +16,7 @@ from felab_bot import numbers, people
 from felab_bot.cogs.people import ConfirmDelete
 from felab_core.db import models as m
 from felab_core.errors import Forbidden, Invalid, NotFound
-from felab_core.people.service import find_member
+from felab_core.people.members import find_member
 from tests.bot.support import CHANNEL, USER, FakeBot, chat_cohort, who_in
 from tests.db_support import NOW
 

@@ -19,7 +19,7 @@ from felab.cli.main import app
 from felab_core.db import models as m
 from felab_core.db.session import default_sessions, session_scope
 from felab_core.engine.results import CSV_COLUMNS, append_csv
-from felab_core.people.service import add_member, create_cohort
+from felab_core.people.members import add_member, create_cohort
 from felab_core.settings import get_settings
 from tests.db_support import CONTENT
 

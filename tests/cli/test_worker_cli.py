@@ -21,7 +21,7 @@ from felab_core.jobs.keys import new_private_key, public_key_text, sign
 from felab_core.jobs.messages import event
 from felab_core.jobs.pairing import issue_pair_code, redeem_pair_code
 from felab_core.jobs.queueing import queue_bench_job
-from felab_core.people.service import add_member, create_cohort
+from felab_core.people.members import add_member, create_cohort
 from felab_core.settings import get_settings
 
 runner = CliRunner()

@@ -24,7 +24,7 @@ from felab_core.content.calendar import (
 from felab_core.db import models as m
 from felab_core.db.session import session_factory
 from felab_core.errors import Invalid
-from felab_core.people.service import create_cohort
+from felab_core.people.members import create_cohort
 from tests.db_support import NOW
 
 

@@ -17,7 +17,7 @@ from felab_core.content.format import Pack
 from felab_core.content.loader import ContentError, check_dir, parse_pack
 from felab_core.content.store import check_folder, load_folder
 from felab_core.db import models as m
-from felab_core.drills.service import make_scheduler, rate_card
+from felab_core.drills.review import make_scheduler, rate_card
 from tests.db_support import CONTENT, NOW
 
 DAY2 = CONTENT / "day-02.yaml"

@@ -12,12 +12,11 @@ from sqlalchemy.exc import StatementError
 from sqlalchemy.orm import Session
 
 from felab_core.db import models as m
-from felab_core.drills.service import make_scheduler, rate_card
+from felab_core.drills.review import make_scheduler, rate_card
 from felab_core.drills.speaking import rate_spoken_answer, record_spoken_answer
 from felab_core.errors import Forbidden, Invalid
-from felab_core.numbers.service import create_job, record_entered, record_measured
-from felab_core.people.privacy import delete_member, export_member
-from felab_core.people.service import (
+from felab_core.numbers.recording import create_job, record_entered, record_measured
+from felab_core.people.members import (
     add_member,
     create_cohort,
     instructors,
@@ -26,6 +25,7 @@ from felab_core.people.service import (
     set_role,
     set_server_model,
 )
+from felab_core.people.privacy import delete_member, export_member
 from tests.db_support import NOW
 
 

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from felab_core.content.view import whiteboard_view
 from felab_core.db import models as m
-from felab_core.drills.service import day_whiteboards, whiteboard_by_id
+from felab_core.drills.review import day_whiteboards, whiteboard_by_id
 from felab_core.drills.speaking import day_prompts, prompt_by_id, said_it, set_self_rating
 from felab_core.errors import NotFound
 from tests.db_support import NOW

@@ -15,8 +15,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from felab_core.content.store import load_folder
 from felab_core.db import models as m
 from felab_core.db.session import make_engine, session_factory, session_scope, upgrade
-from felab_core.drills.service import OnceOutcome, card_by_key, make_scheduler, rate_card_once
-from felab_core.people.service import add_member, create_cohort
+from felab_core.drills.review import OnceOutcome, card_by_key, make_scheduler, rate_card_once
+from felab_core.people.members import add_member, create_cohort
 from tests.db_support import BACKENDS, CONTENT, NOW, empty_database_url
 
 

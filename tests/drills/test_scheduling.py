@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from felab_core.content.loader import parse_pack
 from felab_core.content.store import LoadReport, load_packs
 from felab_core.db import models as m
-from felab_core.drills.service import (
+from felab_core.drills.review import (
     Grade,
     _streak_step,
     card_retention,
@@ -28,7 +28,7 @@ from felab_core.drills.service import (
     streak,
 )
 from felab_core.errors import Invalid
-from felab_core.people.service import add_member, set_timezone
+from felab_core.people.members import add_member, set_timezone
 from tests.db_support import NOW
 
 SCHED = make_scheduler(fuzz=False)

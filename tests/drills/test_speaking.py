@@ -8,7 +8,7 @@ from sqlalchemy.orm import Session
 from felab_core.db import models as m
 from felab_core.drills.speaking import rate_spoken_answer, record_spoken_answer
 from felab_core.errors import Forbidden, Invalid, NotFound
-from felab_core.people.service import add_member, create_cohort
+from felab_core.people.members import add_member, create_cohort
 from tests.db_support import NOW
 
 PROMPT = "d02.prompt.is-ollama-enough"

@@ -16,7 +16,7 @@ from felab_core.db.session import session_scope
 from felab_core.jobs.ingest import ingest_event
 from felab_core.jobs.keys import new_private_key, public_key_text, sign
 from felab_core.jobs.pairing import redeem_pair_code
-from felab_core.people.service import set_hardware, set_server_model
+from felab_core.people.members import set_hardware, set_server_model
 from tests.e2e.test_bot_process import (  # noqa: F401 (the `world` fixture)
     ADA,
     BOB,

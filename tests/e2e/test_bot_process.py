@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from felab_core.content.store import load_folder
 from felab_core.db import models as m
 from felab_core.db.session import make_engine, session_factory, session_scope, upgrade
-from felab_core.people.service import create_cohort
+from felab_core.people.members import create_cohort
 from tests.fakediscord import FakeDiscord, User
 
 ROOT = Path(__file__).resolve().parents[2]

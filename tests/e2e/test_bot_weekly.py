@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 
 from felab_core.db import models as m
 from felab_core.db.session import session_scope
-from felab_core.people.service import add_member
+from felab_core.people.members import add_member
 from tests.e2e.test_bot_process import (  # noqa: F401 (the `world` fixture)
     ADA,
     FELAB,

@@ -14,7 +14,7 @@ from felab_core.db.types import utcnow
 from felab_core.jobs.pairing import issue_pair_code
 from felab_core.jobs.queueing import queue_bench_job
 from felab_core.lab.scripted_server import Script, ScriptedServer
-from felab_core.people.service import ensure_local_member
+from felab_core.people.members import ensure_local_member
 from felab_core.settings import Settings
 from felab_worker.dispatch import Dispatcher
 from tests.e2e.fleet import FELAB, ROOT, base_env, spawn, wait_for

@@ -17,7 +17,7 @@ from felab_core.db import models as m
 from felab_core.db.session import session_scope
 from felab_core.jobs.queueing import queue_bench_job
 from felab_core.lab.scripted_server import Script, ScriptedServer
-from felab_core.people.service import add_member, create_cohort
+from felab_core.people.members import add_member, create_cohort
 from felab_worker.dispatch import Dispatcher
 from tests.e2e.fleet import Fleet, fleet_fixture, wait_for
 

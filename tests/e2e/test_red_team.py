@@ -31,7 +31,7 @@ from felab_core.jobs.keys import Identity, new_private_key, sign
 from felab_core.jobs.messages import JobMessage, event
 from felab_core.jobs.queueing import queue_bench_job
 from felab_core.lab.scripted_server import Script, ScriptedServer
-from felab_core.people.service import add_member, create_cohort, set_hardware, set_server_model
+from felab_core.people.members import add_member, create_cohort, set_hardware, set_server_model
 from felab_core.reports.leaderboard import speed_boards, unranked
 from felab_worker.dispatch import Dispatcher
 from felab_worker.names import INGEST_QUEUE, PAIRING_QUEUE, Names

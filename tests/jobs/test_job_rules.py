@@ -52,7 +52,7 @@ def test_a_code_pairs_once_and_expires(db: Session, student: m.Member) -> None:
 def test_queue_refuses_urls_strangers_and_excess(
     db: Session, student: m.Member, instructor: m.Member, cohort: m.Cohort
 ) -> None:
-    from felab_core.people.service import add_member
+    from felab_core.people.members import add_member
 
     w = _worker(db, _paired(db, student))
     for bad in ("http://169.254.169.254", "127.0.0.1:8080", "../etc"):
@@ -90,7 +90,7 @@ def _row(tps: str = "40") -> dict[str, str]:
 def test_ingest_checks_signature_worker_and_attempt(
     db: Session, student: m.Member, cohort: m.Cohort
 ) -> None:
-    from felab_core.people.service import add_member
+    from felab_core.people.members import add_member
 
     ident = _paired(db, student)
     w = _worker(db, ident)
@@ -191,7 +191,7 @@ def test_list_jobs_and_cancel(
     db: Session, student: m.Member, instructor: m.Member, cohort: m.Cohort
 ) -> None:
     from felab_core.jobs.queueing import cancel_job, list_jobs
-    from felab_core.people.service import add_member
+    from felab_core.people.members import add_member
 
     ident = _paired(db, student)
     w = _worker(db, ident)
@@ -284,7 +284,7 @@ def test_an_instructor_naming_a_shared_machine_name_is_asked_which(
     db: Session, student: m.Member, instructor: m.Member, cohort: m.Cohort
 ) -> None:
     from felab_core.jobs.fleet import find_worker
-    from felab_core.people.service import add_member
+    from felab_core.people.members import add_member
 
     bob = add_member(db, cohort, "2004", display_name="Bob")
     mine = _worker(db, _paired(db, student, "mac"))

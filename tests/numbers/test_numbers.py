@@ -14,21 +14,22 @@ from sqlalchemy.orm import Session
 from felab_core.db import models as m
 from felab_core.engine.results import CSV_COLUMNS
 from felab_core.errors import Invalid, NotFound
-from felab_core.numbers.service import (
-    MAX_PLAUSIBLE_TPS,
-    create_job,
+from felab_core.numbers.importing import import_results
+from felab_core.numbers.progress import (
     day_fields,
     day_numbers,
     done_when,
     field_key_for,
-    import_results,
     numbers_day,
-    parse_speed,
+)
+from felab_core.numbers.recording import (
+    create_job,
     record_entered,
     record_measured,
     speed_limit_for,
 )
-from felab_core.people.service import (
+from felab_core.numbers.speeds import MAX_PLAUSIBLE_TPS, parse_speed
+from felab_core.people.members import (
     set_hardware,
     set_server_model,
     update_server_model,

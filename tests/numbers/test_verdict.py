@@ -8,7 +8,7 @@ from sqlalchemy.orm import Session
 from felab_core.db import models as m
 from felab_core.errors import Forbidden, Invalid
 from felab_core.numbers.verdict import against_record, approve, judge
-from felab_core.people.service import set_hardware, set_server_model
+from felab_core.people.members import set_hardware, set_server_model
 
 
 def _record(speeds: list[float], *, tokens: int = 16, e2e: float = 1.0) -> dict[str, object]:

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from felab.cli.main import app
 from felab_core.db import models as m
 from felab_core.db.session import make_engine, session_factory, session_scope, upgrade
-from felab_core.people.service import add_member, create_cohort
+from felab_core.people.members import add_member, create_cohort
 from felab_core.settings import get_settings
 from tests.db_support import postgres_base_url
 

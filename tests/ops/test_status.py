@@ -20,7 +20,7 @@ from felab_core.jobs.keys import Identity, new_private_key
 from felab_core.jobs.pairing import issue_pair_code, redeem_pair_code
 from felab_core.jobs.queueing import queue_bench_job
 from felab_core.ops.status import fleet_status
-from felab_core.people.service import ensure_local_member
+from felab_core.people.members import ensure_local_member
 from felab_core.settings import Settings, get_settings
 from tests.db_support import NOW
 

@@ -10,11 +10,11 @@ import pytest
 from sqlalchemy.orm import Session
 
 from felab_core.db import models as m
-from felab_core.drills.service import make_scheduler, rate_card
+from felab_core.drills.review import make_scheduler, rate_card
 from felab_core.drills.speaking import rate_spoken_answer, record_spoken_answer
 from felab_core.errors import Invalid
-from felab_core.numbers.service import create_job, record_entered, record_measured
-from felab_core.people.service import add_member, set_public_numbers
+from felab_core.numbers.recording import create_job, record_entered, record_measured
+from felab_core.people.members import add_member, set_public_numbers
 from felab_core.reports.leaderboard import boards_csv, leaderboard, speed_boards
 from felab_core.reports.progress import (
     cohort_progress,

@@ -10,10 +10,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from felab_core.db import models as m
-from felab_core.drills.service import rate_card
+from felab_core.drills.review import rate_card
 from felab_core.drills.speaking import record_spoken_answer
 from felab_core.errors import Forbidden
-from felab_core.people.service import add_member, set_public_numbers
+from felab_core.people.members import add_member, set_public_numbers
 from felab_core.reports.weekly import claim_weekly_posts, set_weekly_summary, weekly_due
 from tests.bot.support import chat_cohort
 

@@ -1,0 +1,129 @@
+"""Typed speeds: a figure as a member wrote it, read strictly into tokens per second."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from felab_core.db import models as m
+from felab_core.errors import Invalid
+
+MAX_PLAUSIBLE_TPS = 100_000.0
+
+_TPS_UNITS = {
+    "tokens/s",
+    "token/s",
+    "tok/s",
+    "t/s",
+    "tps",
+    "tokens per second",
+    "tokens/sec",
+    "tok/sec",
+    "tokens a second",
+}
+_MS_PER_TOKEN_UNITS = {"ms/token", "ms/tok", "ms per token"}
+_NUMBER = re.compile(
+    r"^\s*(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)(?![\d,.]|[eE][-+]?\d)\s*(.*?)\s*$"
+)
+
+
+TPS_UNIT = "tok/s"
+MS_PER_TOKEN_UNIT = "ms/token"
+
+
+@dataclass(frozen=True)
+class Speed:
+    """A writing speed in tokens per second, and how it was written: the number as typed
+    (digits kept, thousands separators dropped) in its unit, tok/s or ms/token."""
+
+    tokens_per_s: float
+    note: str = ""
+    typed_value: str = ""
+    typed_unit: str = TPS_UNIT
+
+    @property
+    def typed(self) -> str:
+        return as_typed(self.typed_value, self.typed_unit)
+
+
+def as_typed(value: str, unit: str) -> str:
+    """A figure as the member typed it: '44.6' (tokens per second), '22.4 ms/token'."""
+    return value if unit == TPS_UNIT else f"{value} {unit}"
+
+
+def typed_text(number: m.Number) -> str:
+    """How a typed-in number is shown back: as typed, with tokens per second beside a figure
+    typed in another unit ('22.4 ms/token (44.6 tok/s)'); a figure recorded before felab kept
+    the typing, or a measured one, in tokens per second."""
+    tps = f"{number.value:.1f} tok/s"
+    if not number.typed_value:
+        return tps
+    if (number.typed_unit or TPS_UNIT) == TPS_UNIT:
+        return f"{number.typed_value} tok/s"
+    return f"{as_typed(number.typed_value, number.typed_unit or TPS_UNIT)} ({tps})"
+
+
+def parse_speed(value: str | float | int, unit: str | None = None) -> Speed:
+    """Read a typed writing speed: '44.6', '44.6 tok/s', '22.4 ms/token' (converted).
+
+    Refuses words per second (not the course's measure), unknown units, zero, negatives,
+    infinities and figures no single conversation can reach.
+    """
+    if isinstance(value, bool):
+        raise Invalid("expected a number of tokens per second, got a yes/no value")
+    if isinstance(value, int | float):
+        number = float(value)
+        digits = repr(value) if isinstance(value, float) else str(value)
+        rest = unit or ""
+        if math.isnan(number) or math.isinf(number):
+            raise Invalid(f"expected a finite number of tokens per second, got {value}")
+        if number <= 0:
+            raise Invalid(f"a writing speed must be more than zero tokens per second, got {value}")
+    else:
+        text = value.strip()
+        if text.startswith("-"):
+            raise Invalid(f"a writing speed must be more than zero tokens per second, got {text!r}")
+        match = _NUMBER.match(text)
+        if not match:
+            raise Invalid(
+                f"could not read {value!r} as a writing speed: write a number of tokens per "
+                "second, such as 44.6"
+            )
+        digits = match.group(1).replace(",", "")
+        if len(digits) > 30:
+            raise Invalid(f"{digits[:12]}… has more digits than any timing script prints")
+        number = float(digits)
+        rest = match.group(2) or unit or ""
+    unit_text = " ".join(rest.lower().split())
+    note = ""
+    typed_unit = TPS_UNIT
+    if unit_text in ("", *_TPS_UNITS):
+        tps = number
+    elif unit_text in _MS_PER_TOKEN_UNITS:
+        if number <= 0:
+            raise Invalid("time per token must be more than zero milliseconds")
+        tps = 1000.0 / number
+        typed_unit = MS_PER_TOKEN_UNIT
+        note = f"{digits} ms per token = {tps:.1f} tokens per second"
+    elif "word" in unit_text:
+        raise Invalid(
+            "felab records tokens per second, not words: a token is about three quarters of a "
+            "word, so give the tokens/s figure your timing script printed"
+        )
+    else:
+        raise Invalid(
+            f"unknown unit {rest!r}: give tokens per second (tokens/s, tok/s) or "
+            "milliseconds per token (ms/token)"
+        )
+    if tps <= 0:
+        raise Invalid(f"a writing speed must be more than zero tokens per second, got {value}")
+    if tps > MAX_PLAUSIBLE_TPS:
+        raise Invalid(
+            f"{tps:,.0f} tokens per second is beyond any single conversation on any machine; "
+            "check the unit (per second, not per minute) and that it is one person's speed"
+        )
+    return Speed(tps, note, digits, typed_unit)
+
+
+# ----------------------------------------------------------------------------- speed limit
