@@ -23,6 +23,7 @@ COMMANDS: dict[str, Entry] = {
     ),
     "size": Entry("felab.cli.size:size_app", group=True),
     "memo": Entry("felab.cli.memo:memo"),
+    "compare": Entry("felab.cli.compare:compare"),
     "demo": Entry("felab.cli.demo:demo"),
     "content": Entry("felab.cli.content:content_app", group=True),
     "db": Entry("felab.cli.db:db_app", group=True),

@@ -1,0 +1,119 @@
+"""`felab compare A.json B.json`: did a change help, beyond the runs' own noise?
+
+A thin adapter over felab_core.engine.compare: it reads the two records, prints one table per
+load, says how the workloads differ before any figure, and draws the chart when asked.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from felab.cli.errors import EXIT_USAGE, err
+from felab.cli.output import Column, Format, Grid, emit, format_option, number, text
+from felab_core.engine.compare import (
+    DEFAULT_MIN_EFFECT,
+    CompareError,
+    Comparison,
+    compare_records,
+    load_record,
+)
+
+_STYLE = {"better": "green", "worse": "red"}
+
+
+def _percent(value: str) -> float:
+    raw = value.strip().removesuffix("%").strip()
+    try:
+        share = float(raw) / 100
+    except ValueError:
+        raise CompareError(f"--min-effect {value!r}: give a percentage, e.g. 2%") from None
+    return share
+
+
+def grids(comparison: Comparison) -> list[Grid]:
+    """One grid per load: each figure in A and B, the change, its interval, the verdict."""
+    out = []
+    a, b = comparison.a_name, comparison.b_name
+    for pair in comparison.runs:
+        grid = Grid(
+            f"{pair.load}: {a} ({pair.requests_a} requests) vs {b} ({pair.requests_b})",
+            [
+                Column("figure", "figure"),
+                Column("unit", "unit"),
+                Column("a", "A", numeric=True),
+                Column("b", "B", numeric=True),
+                Column("change", "B - A", numeric=True),
+                Column("change_pct", "change %", numeric=True),
+                Column("low", "95 % from", numeric=True),
+                Column("high", "95 % to", numeric=True),
+                Column("verdict", "verdict"),
+            ],
+            caption=f"beyond noise: the interval leaves out 0 and the change is at least "
+            f"{comparison.min_effect * 100:g} % of A",
+        )
+        for c in pair.changes:
+            digits = 1 if c.figure.unit in ("tok/s",) else (3 if c.figure.unit == "s" else 2)
+            rel = None if c.relative is None else c.relative * 100
+            grid.add(
+                text(c.figure.label),
+                text(c.figure.unit),
+                number(c.a, digits),
+                number(c.b, digits),
+                number(c.diff, digits),
+                number(rel, 1),
+                number(c.low, digits),
+                number(c.high, digits),
+                text(c.verdict, _STYLE.get(c.verdict)),
+            )
+        out.append(grid)
+    return out
+
+
+def compare(
+    a_path: Path = typer.Argument(
+        ..., metavar="A.json", help="The baseline: a `felab bench --json` file."
+    ),
+    b_path: Path = typer.Argument(
+        ..., metavar="B.json", help="The change to judge, the same load."
+    ),
+    min_effect: str = typer.Option(
+        f"{DEFAULT_MIN_EFFECT * 100:g}%",
+        "--min-effect",
+        help="The smallest change worth naming, in percent of A (0-99 %). Smaller differences "
+        "are 'within noise' even when the interval leaves out zero.",
+    ),
+    chart: Path | None = typer.Option(
+        None, "--chart", help="Also draw the changes with their intervals to this PNG."
+    ),
+    fmt: Format = format_option(),
+) -> None:
+    """Compare two `felab bench --json` records: for TTFT, ITL, TPOT, end-to-end and writing
+    speed, the change from A to B with a 95 % bootstrap interval over requests, and a verdict
+    (better, worse, within noise). Runs are matched by load (the same --concurrency or --rate).
+
+    Run `felab bench --target llamacpp -c 8 --json a.json`; change one server flag;
+
+    run it again with `--json b.json`; then `felab compare a.json b.json --chart change.png`.
+    """
+    console = Console(stderr=fmt.is_data, highlight=False)
+    try:
+        comparison = compare_records(
+            load_record(a_path),
+            load_record(b_path),
+            a_name=a_path.name,
+            b_name=b_path.name,
+            min_effect=_percent(min_effect),
+        )
+    except CompareError as exc:
+        err(str(exc))
+        raise typer.Exit(EXIT_USAGE) from None
+    for caveat in comparison.caveats:
+        console.print(f"[yellow]note:[/] {caveat}")
+    emit(grids(comparison), fmt)
+    if chart is not None:
+        from felab_core.reports.compare_chart import draw_comparison
+
+        console.print(f"chart: {draw_comparison(comparison, chart)}")

@@ -1,0 +1,141 @@
+"""felab_core.engine.compare: a change is named only when it is beyond the runs' own noise."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from felab_core.engine.compare import (
+    CompareError,
+    compare_records,
+    compare_runs,
+    load_record,
+)
+from felab_core.engine.runner import SCHEMA
+
+
+def _requests(ttfts: list[float], gap: float = 0.01, tokens: int = 8) -> list[dict[str, Any]]:
+    return [
+        {
+            "ok": True,
+            "cold": False,
+            "ttft_s": t,
+            "tpot_s": gap,
+            "e2e_s": t + gap * (tokens - 1),
+            "writing_tps": 1 / gap,
+            "itl_s": [gap] * (tokens - 1),
+        }
+        for t in ttfts
+    ]
+
+
+def _record(runs: list[tuple[int, list[dict[str, Any]]]], **workload: Any) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA,
+        "target": {"model": "m", "api": "openai-chat"},
+        "server": {"kind": "llamacpp", "version": "b1"},
+        "workload": {"preset": "sweep", "prompt_tokens": 256, "max_tokens": 8, **workload},
+        "runs": [{"concurrency": c, "rate": None, "requests": reqs} for c, reqs in runs],
+    }
+
+
+def _by_key(changes: list[Any]) -> dict[str, Any]:
+    return {c.figure.key: c for c in changes}
+
+
+def test_the_same_requests_are_within_noise() -> None:
+    rng = np.random.default_rng(1)
+    reqs = _requests(list(0.05 + rng.normal(0, 0.002, 200)))
+    for change in compare_runs(reqs, reqs):
+        assert change.verdict == "within noise", change
+        assert change.diff == 0
+        assert change.low is not None and change.high is not None
+        assert change.low <= 0 <= change.high
+
+
+def test_a_slower_first_token_is_named_worse_with_an_interval_around_the_truth() -> None:
+    rng = np.random.default_rng(2)
+    a = _requests(list(0.050 + rng.normal(0, 0.003, 300)))
+    b = _requests(list(0.060 + rng.normal(0, 0.003, 300)))
+    c = _by_key(compare_runs(a, b))
+    ttft = c["ttft_p50"]
+    assert ttft.verdict == "worse"
+    assert ttft.low < 10.0 < ttft.high  # milliseconds: the true shift is 10 ms
+    assert 8.5 < ttft.diff < 11.5
+    assert c["itl_p50"].verdict == "within noise"  # the gaps did not change
+    faster = _by_key(compare_runs(b, a))["ttft_p50"]
+    assert faster.verdict == "better" and faster.diff < 0
+
+
+def test_a_tiny_real_shift_is_not_worth_naming() -> None:
+    rng = np.random.default_rng(3)
+    base = 0.050 + rng.normal(0, 0.0002, 2000)
+    a, b = _requests(list(base)), _requests(list(base + 0.0003))  # +0.6 %, tightly measured
+    ttft = _by_key(compare_runs(a, b))["ttft_p50"]
+    assert ttft.low is not None and ttft.low > 0  # statistically real...
+    assert ttft.verdict == "within noise"  # ...but under the 2 % worth naming
+    named = _by_key(compare_runs(a, b, min_effect=0.001))["ttft_p50"]
+    assert named.verdict == "worse"
+
+
+def test_writing_speed_higher_is_better() -> None:
+    a = _requests([0.05] * 50, gap=0.010)
+    b = _requests([0.05] * 50, gap=0.008)
+    c = _by_key(compare_runs(a, b))
+    assert c["writing_tps_p50"].verdict == "better"
+    assert c["itl_p50"].verdict == "better"
+
+
+def test_failed_and_cold_requests_are_left_out() -> None:
+    a = _requests([0.05] * 30)
+    odd = [{"ok": False, "ttft_s": 9.0}, {"ok": True, "cold": True, "ttft_s": 9.0}]
+    b = [*_requests([0.05] * 30), *odd]
+    comparison = compare_records(_record([(4, a)]), _record([(4, b)]))
+    (pair,) = comparison.runs
+    assert (pair.requests_a, pair.requests_b) == (30, 30)
+    assert _by_key(pair.changes)["ttft_p95"].verdict == "within noise"
+
+
+def test_runs_are_matched_by_load_and_differences_are_said() -> None:
+    a = _record([(1, _requests([0.05] * 10)), (4, _requests([0.05] * 10))])
+    b = _record([(4, _requests([0.05] * 10)), (16, _requests([0.05] * 10))], max_tokens=64)
+    comparison = compare_records(a, b)
+    assert [p.load for p in comparison.runs] == ["4 streams"]
+    said = " ".join(comparison.caveats)
+    assert "max_tokens differs: 8 in A, 64 in B" in said
+    assert "1 streams is only in A" in said and "16 streams is only in B" in said
+    with pytest.raises(CompareError, match="share no load"):
+        compare_records(
+            _record([(1, _requests([0.05] * 5))]), _record([(2, _requests([0.05] * 5))])
+        )
+
+
+def test_files_that_are_not_records_are_refused_in_words(tmp_path: Path) -> None:
+    with pytest.raises(CompareError, match="no such file"):
+        load_record(tmp_path / "missing.json")
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(CompareError, match="not a JSON file"):
+        load_record(tmp_path / "bad.json")
+    (tmp_path / "other.json").write_text(json.dumps({"schema": "aiperf/1"}))
+    with pytest.raises(CompareError, match="not a felab bench record"):
+        load_record(tmp_path / "other.json")
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.lists(st.floats(0.001, 5.0), min_size=2, max_size=40),
+    st.floats(0.0, 0.5),
+)
+def test_a_constant_shift_is_found_exactly(values: list[float], shift: float) -> None:
+    """The reported change is exactly the shift of each figure, whatever the data."""
+    a = _requests(values)
+    b = _requests([v + shift for v in values])
+    ttft = _by_key(compare_runs(a, b))["ttft_p50"]
+    assert ttft.diff == pytest.approx(shift * 1e3, abs=1e-6)
+    assert ttft.a == pytest.approx(float(np.quantile(values, 0.5)) * 1e3)
