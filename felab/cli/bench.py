@@ -41,6 +41,7 @@ from felab_core.engine.targets import (
     load_targets,
     resolve_target,
 )
+from felab_core.engine.trace import load_trace
 from felab_core.engine.workloads import PRESETS, Workload
 from felab_core.settings import get_settings
 
@@ -209,6 +210,11 @@ def _print_details(outcomes: list[BenchOutcome], out: Console) -> None:
                     f"{r.target.name} c={run.concurrency}: the server's /metrics: "
                     f"{run.server_metrics['explanation']}"
                 )
+            if s.cached_share is not None:
+                say(
+                    f"{r.target.name} c={run.concurrency}: prefix cache: "
+                    f"{s.cached_share * 100:.0f}% of prompt tokens were cached (the server's count)"
+                )
             if s.goodput_rps is not None:
                 say(
                     f"{r.target.name} c={run.concurrency}: goodput {s.goodput_rps:.2f} req/s "
@@ -258,6 +264,18 @@ def bench(
         None, "--shared-prefix-tokens", help="Every prompt opens with the same P tokens."
     ),
     seed: int | None = typer.Option(None, "--seed", help="Seed for prompts and arrivals."),
+    trace: Path | None = typer.Option(
+        None,
+        "--trace",
+        help="Replay a Mooncake-style JSONL trace (timestamp ms, input_length, output_length, "
+        "hash_ids): its arrival times, lengths and shared prompt blocks. -c caps in-flight.",
+    ),
+    trace_speed: float = typer.Option(
+        1.0, "--trace-speed", help="Replay speed: 2 sends the trace twice as fast (0.001-1000)."
+    ),
+    trace_block_size: int = typer.Option(
+        512, "--trace-block-size", help="Prompt tokens per hash_id (512 in Mooncake's traces)."
+    ),
     slo: str | None = typer.Option(
         None, "--slo", help="Goodput objective in seconds, e.g. ttft=0.5,tpot=0.05."
     ),
@@ -289,6 +307,7 @@ def bench(
       felab bench --url http://127.0.0.1:8080 --api openai-chat --model m
       felab bench vllm -c 1,4,16 --prompt-tokens 512 --max-tokens 128
       felab bench vllm --rate 8 --duration 60 -c 64 --slo ttft=0.5,tpot=0.05
+      felab bench vllm --trace mooncake.jsonl --trace-speed 2  (replay a recorded day)
       felab bench ollama llamacpp mlx -o md        (a GitHub table to paste; csv, json too)
     """
     if preset not in PRESETS:
@@ -301,6 +320,9 @@ def bench(
             resolve_target(n, targets=table, url=url, api=api, model=model, kind=kind)
             for n in names
         ]
+        replay = (
+            load_trace(trace, block_size=trace_block_size, speed=trace_speed) if trace else None
+        )
         workload: Workload = PRESETS[preset].workload.with_overrides(
             concurrency=_parse_concurrency(concurrency) if concurrency else None,
             rate=rate,
@@ -312,7 +334,15 @@ def bench(
             prompt_tokens=prompt_tokens,
             shared_prefix_tokens=shared_prefix_tokens,
             seed=seed,
+            trace=replay,
         )
+        if replay is not None:
+            workload = replace(
+                workload,
+                preset=f"trace:{replay.name}",
+                requests=requests,  # the whole trace unless -n cuts it
+                concurrency=workload.concurrency if concurrency else (0,),
+            )
         if rate is not None and concurrency is None:
             workload = replace(workload, concurrency=(0,))  # open loop, no cap on in-flight
         if duration is not None and requests is None:

@@ -90,6 +90,10 @@ def _usage(obj: dict[str, Any]) -> dict[str, int] | None:
         value = usage.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
             out[key] = value
+    details = usage.get("prompt_tokens_details")  # OpenAI, vLLM, SGLang: the prefix cache's hits
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    if isinstance(cached, int) and not isinstance(cached, bool) and cached >= 0:
+        out["cached_tokens"] = cached
     return out or None
 
 

@@ -73,6 +73,7 @@ class RequestMetrics:
     counted_chunks: int = 0
     first_chunk_tokens: float | None = None
     prompt_tokens: int | None = None
+    cached_tokens: int | None = None  # of the prompt, served from the server's prefix cache
     server_tps: float | None = None
     server_load_s: float | None = None
     server_timings: dict[str, float] | None = None  # as the server sent them
@@ -126,6 +127,9 @@ def request_metrics(tl: RequestTimeline, *, api_is_ollama: bool = False) -> Requ
         m.server_load_s = tl.server_timings["load_duration"] / NS
     if tl.usage:
         m.prompt_tokens = tl.usage.get("prompt_tokens")
+        m.cached_tokens = tl.usage.get("cached_tokens")
+    if m.cached_tokens is None and tl.server_timings and "cache_n" in tl.server_timings:
+        m.cached_tokens = int(tl.server_timings["cache_n"])  # llama.cpp's own count
     m.output_tokens, m.token_source = output_tokens(tl, api_is_ollama)
     if tl.sent_ns is not None:
         m.chunk_times_s = [(c.t_ns - tl.sent_ns) / NS for c in content]
@@ -218,6 +222,7 @@ class RunSummary:
     slo: str | None = None
     cold_starts: list[dict[str, Any]] = field(default_factory=list)
     errors: dict[str, int] = field(default_factory=dict)
+    cached_share: float | None = None  # prompt tokens the server said it had cached, of all
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -246,6 +251,13 @@ def detect_cold(metrics: Sequence[RequestMetrics]) -> set[int]:
         if first.ttft_s > 4 * rest_ttft and first.ttft_s - rest_ttft > 0.25:
             cold.add(first.index)
     return cold
+
+
+def _cached_share(ok: Sequence[RequestMetrics]) -> float | None:
+    """Cached prompt tokens over all prompt tokens, counting requests the server told both."""
+    told = [m for m in ok if m.cached_tokens is not None and m.prompt_tokens]
+    prompt = sum(m.prompt_tokens or 0 for m in told)
+    return sum(m.cached_tokens or 0 for m in told) / prompt if prompt else None
 
 
 def summarize(
@@ -291,6 +303,7 @@ def summarize(
         token_source=token_source,
         counted_chunks=sum(m.counted_chunks for m in ok),
         prompt_tokens_mean=float(np.mean(prompt_counts)) if prompt_counts else None,
+        cached_share=_cached_share(ok),
         cold_starts=[
             {"index": m.index, "ttft_s": m.ttft_s, "load_s": m.server_load_s}
             for m in metrics

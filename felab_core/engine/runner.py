@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import gc
 import platform
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -38,6 +38,7 @@ from felab_core.engine.targets import (
     per_chunk_usage_extra,
 )
 from felab_core.engine.timeline import RequestTimeline
+from felab_core.engine.trace import TracePrompts
 from felab_core.engine.workloads import Workload, arrival_offsets_s
 from felab_core.sizing.errors import SizingError
 from felab_core.sizing.metrics_scrape import Snapshot, diff, scrape
@@ -143,6 +144,7 @@ class TargetResult:
                 "shared_prefix_tokens": w.shared_prefix_tokens,
                 "seed": w.seed,
                 "temperature": w.temperature,
+                "trace": None if w.trace is None else w.trace.summary(),
             },
             "notes": self.notes,
             "interrupted": self.interrupted,
@@ -255,14 +257,20 @@ def _client_check(
 
 
 def generation_request(
-    workload: Workload, target: Target, model: str | None, prompt: str
+    workload: Workload,
+    target: Target,
+    model: str | None,
+    prompt: str,
+    max_tokens: int | None = None,
 ) -> GenerationRequest:
+    """One request's body; `max_tokens` overrides the workload's (a trace's own lengths)."""
+    length = max_tokens if max_tokens is not None else workload.max_tokens
     extra: dict[str, Any] = dict(per_chunk_usage_extra(target))
-    if workload.max_tokens is not None:
+    if length is not None:
         extra.update(force_length_extra(target.kind))
     return GenerationRequest(
         prompt=prompt,
-        max_tokens=workload.max_tokens,
+        max_tokens=length,
         model=model,
         temperature=workload.temperature,
         seed=workload.seed,
@@ -278,10 +286,20 @@ class _Sender:
     workload: Workload
     limits: ClientLimits
     prompts: Iterator[str]
+    trace: TracePrompts | None = None
 
     async def send(self, tl: RequestTimeline, client: httpx.AsyncClient) -> RequestTimeline:
         adapter = adapter_for(self.target.api)
-        req = generation_request(self.workload, self.target, self.model, next(self.prompts))
+        if self.trace is not None and tl.index >= 0:  # warm-up keeps the ordinary prompts
+            req = generation_request(
+                self.workload,
+                self.target,
+                self.model,
+                self.trace.prompt(tl.index),
+                self.trace.max_tokens(tl.index),
+            )
+        else:
+            req = generation_request(self.workload, self.target, self.model, next(self.prompts))
         url = self.target.url + adapter.path
         payload = adapter.payload(req)
         return await stream_request(client, url, adapter, payload, tl, self.limits)
@@ -320,15 +338,22 @@ async def _open_loop(
     progress: Progress | None,
     done: list[RequestTimeline],
 ) -> None:
-    assert workload.rate is not None
     total = workload.requests
-    offsets = arrival_offsets_s(
-        workload.rate,
-        workload.burstiness,
-        workload.seed,
-        count=total,
-        duration_s=workload.duration_s,
-    )
+    offsets: Iterable[float]
+    if workload.trace is not None:
+        times = workload.trace.offsets_s(total)
+        if workload.duration_s is not None:
+            times = [t for t in times if t < workload.duration_s]
+        offsets, total = times, len(times)
+    else:
+        assert workload.rate is not None
+        offsets = arrival_offsets_s(
+            workload.rate,
+            workload.burstiness,
+            workload.seed,
+            count=total,
+            duration_s=workload.duration_s,
+        )
     limit = asyncio.Semaphore(cap) if cap > 0 else None
 
     async def send(tl: RequestTimeline) -> None:
@@ -366,6 +391,15 @@ async def _open_loop(
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _run_label(workload: Workload, concurrency: int) -> str:
+    """What the progress bar calls a run."""
+    if workload.trace is not None:
+        return f"trace x{workload.trace.speed:g}"
+    if workload.rate is not None:
+        return f"rate {workload.rate:g}/s"
+    return f"c={concurrency}"
 
 
 def resolve_model(target: Target, identity: ServerIdentity | None) -> str | None:
@@ -410,6 +444,7 @@ async def bench_target(
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     is_ollama = target.api is Api.OLLAMA
     prompts = workload.prompt_plan().prompts()
+    trace_prompts = TracePrompts(workload.trace, workload.seed) if workload.trace else None
 
     warm: list[RequestMetrics] = []
     interrupted = False
@@ -433,8 +468,8 @@ async def bench_target(
     runs: list[RunResult] = []
     for concurrency in () if interrupted else workload.concurrency:
         async with Lanes(limits) as lanes:
-            sender = _Sender(lanes, target, model, workload, limits, prompts)
-            label = f"rate {workload.rate:g}/s" if workload.rate is not None else f"c={concurrency}"
+            sender = _Sender(lanes, target, model, workload, limits, prompts, trace_prompts)
+            label = _run_label(workload, concurrency)
 
             def tick(done: int, total: int | None, label: str = label) -> None:
                 if progress:
@@ -445,7 +480,7 @@ async def bench_target(
             with _LoopLagProbe() as probe, _collector_paused():
                 t_start = now_ns()
                 try:
-                    if workload.rate is None:
+                    if not workload.open_loop:
                         await _closed_loop(sender, concurrency, workload, tick, done)
                     else:
                         await _open_loop(sender, concurrency, workload, tick, done)

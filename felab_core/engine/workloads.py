@@ -9,7 +9,10 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from felab_core.engine.trace import Trace
 
 # Common English words that most LLM tokenizers (Llama 3, Qwen, Mistral) keep as one token each
 # when preceded by a space, so N words is "about N tokens" for a synthetic prompt.
@@ -104,20 +107,28 @@ class Workload:
     seed: int = 0
     temperature: float | None = 0.0
     preset: str | None = None
+    trace: Trace | None = None  # replay these arrival times, lengths and shared blocks
+
+    @property
+    def open_loop(self) -> bool:
+        """Requests leave on a schedule (a rate, or a trace's times), not as users free up."""
+        return self.rate is not None or self.trace is not None
 
     def prompt_plan(self) -> PromptPlan:
         return PromptPlan(self.prompt_tokens, self.shared_prefix_tokens, self.seed)
 
     def validate(self) -> None:
         problems = []
-        lowest = 0 if self.rate is not None else 1  # open loop: 0 means no cap on in-flight
+        lowest = 0 if self.open_loop else 1  # open loop: 0 means no cap on in-flight
         if not self.concurrency or any(c < lowest for c in self.concurrency):
             problems.append("concurrency must be whole numbers of 1 or more, e.g. 1,4,16")
         if self.rate is not None and self.rate <= 0:
             problems.append("--rate must be a positive number of requests per second")
         if self.burstiness <= 0:
             problems.append("--burstiness must be positive (1 = Poisson)")
-        if self.requests is None and self.duration_s is None:
+        if self.trace is not None and self.rate is not None:
+            problems.append("--trace sets the arrival times: drop --rate (or use --trace-speed)")
+        if self.requests is None and self.duration_s is None and self.trace is None:
             problems.append("give --requests N or --duration SECONDS")
         if self.requests is not None and self.requests < 1:
             problems.append("--requests must be 1 or more")

@@ -60,6 +60,12 @@ class Script:
     cold_load_s: float = 0.0  # Ollama persona: load_duration reported on the first request
     model: str = "felab-scripted"
     version: str = "0.0-scripted"
+    # A known prefill cost and prefix cache: each prompt word (one "token") not already cached
+    # adds `prefill_s_per_token` to TTFT; a prompt's leading words shared with an earlier one
+    # are cached in whole blocks of `cache_block` words and reported as cached_tokens.
+    prefill_s_per_token: float = 0.0
+    prefix_cache: bool = False
+    cache_block: int = 16
 
 
 @dataclass(slots=True)
@@ -85,6 +91,7 @@ class ScriptedServer:
         self.active_streams = 0
         self.max_active_streams = 0
         self._writers: set[asyncio.StreamWriter] = set()
+        self._seen_prompts: list[list[str]] = []
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -306,7 +313,9 @@ class ScriptedServer:
             writer.write(_chunked(b": keepalive\n\n"))
         await writer.drain()
         plan = list(self._plan(body, "max_tokens"))
-        first = received + int(s.ttft_s * 1e9)
+        prompt_n, cached_n = self._prefill(body)
+        prefill_s = s.prefill_s_per_token * (prompt_n - cached_n)
+        first = received + int((s.ttft_s + prefill_s) * 1e9)
         produced = 0
         for k, n in enumerate(plan):
             await self._sleep_until(first + int(k * s.itl_s * 1e9))
@@ -338,11 +347,13 @@ class ScriptedServer:
                 **base,
                 "choices": [],
                 "usage": {
-                    "prompt_tokens": 7,
+                    "prompt_tokens": prompt_n,
                     "completion_tokens": produced,
-                    "total_tokens": 7 + produced,
+                    "total_tokens": prompt_n + produced,
                 },
             }
+            if s.prefix_cache:
+                final["usage"]["prompt_tokens_details"] = {"cached_tokens": cached_n}
             if s.persona == "llamacpp":
                 dur_ms = max(1e-3, (len(plan) - 1) * s.itl_s * 1e3)
                 final["timings"] = {
@@ -356,6 +367,30 @@ class ScriptedServer:
         writer.write(_chunked(b"data: [DONE]\n\n") + b"0\r\n\r\n")
         await writer.drain()
         return True
+
+    def _prefill(self, body: dict[str, Any]) -> tuple[int, int]:
+        """(prompt tokens, of which cached): words stand for tokens. Without a prompt-length
+        model (prefill_s_per_token 0 and no cache) the old fixed count of 7 is kept."""
+        s = self.script
+        if not s.prefix_cache and not s.prefill_s_per_token:
+            return 7, 0
+        messages = body.get("messages")
+        if isinstance(messages, list):
+            text = " ".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
+        else:
+            text = str(body.get("prompt", ""))
+        words = text.split()
+        cached = 0
+        if s.prefix_cache:
+            for seen in self._seen_prompts:
+                common = 0
+                for a, b in zip(seen, words, strict=False):
+                    if a != b:
+                        break
+                    common += 1
+                cached = max(cached, common // s.cache_block * s.cache_block)
+            self._seen_prompts.append(words)
+        return len(words), min(cached, max(0, len(words) - 1))
 
     async def _fault(self, writer: asyncio.StreamWriter, event: Any) -> bool:
         s = self.script

@@ -1,0 +1,214 @@
+"""Trace replay: a recorded day of traffic (Mooncake / Bailian JSONL) sent again, on its times.
+
+Each line is one request: `timestamp` (milliseconds from the trace's start; `delay`, the gap
+since the previous line, is read too), `input_length` and `output_length` in tokens, and
+`hash_ids`, one id per block of `block_size` prompt tokens (512 in the published Mooncake
+traces). Two requests that share leading ids shared that much of their prompt, so their prompts
+are rebuilt here from one text per id: the server's prefix cache sees what the trace's users
+shared, and nothing more. A request without ids gets a prompt of its own.
+
+Times are kept on felab's absolute schedule (a late send never pushes later ones back) and can
+be scaled: `speed` 2 replays twice as fast. Tokens are approximated by common English words,
+one token each on the usual tokenizers, as felab's synthetic prompts are.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from felab_core.engine.workloads import synthetic_words
+
+DEFAULT_BLOCK_SIZE = 512
+MAX_LINES = 1_000_000
+MAX_LINE_BYTES = 1 << 20
+MAX_INPUT_TOKENS = 2_000_000
+MAX_OUTPUT_TOKENS = 1_000_000
+
+
+class TraceError(ValueError):
+    """A trace file felab cannot replay, with the line that says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRequest:
+    at_s: float  # from the trace's first request, before scaling
+    input_tokens: int
+    output_tokens: int | None
+    hash_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    """A trace as read: its requests in time order, where it came from, how to replay it."""
+
+    name: str
+    sha256: str
+    requests: tuple[TraceRequest, ...]
+    block_size: int = DEFAULT_BLOCK_SIZE
+    speed: float = 1.0
+
+    def offsets_s(self, count: int | None = None) -> list[float]:
+        """Send times from the start of the run, scaled by `speed`."""
+        picked = self.requests if count is None else self.requests[:count]
+        return [r.at_s / self.speed for r in picked]
+
+    @property
+    def span_s(self) -> float:
+        return self.requests[-1].at_s / self.speed if self.requests else 0.0
+
+    def summary(self) -> dict[str, object]:
+        """What the JSON record keeps of the trace (enough to find the same file again)."""
+        shared = sum(1 for r in self.requests if r.hash_ids)
+        return {
+            "name": self.name,
+            "sha256": self.sha256,
+            "requests": len(self.requests),
+            "with_hash_ids": shared,
+            "block_size": self.block_size,
+            "speed": self.speed,
+            "span_s": round(self.span_s, 3),
+        }
+
+
+def _int(row: dict[str, object], names: tuple[str, ...], line: int, *, needed: bool) -> int | None:
+    for name in names:
+        if name in row and row[name] is not None:
+            value = row[name]
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise TraceError(f"line {line}: {name} must be a number, not {value!r}")
+            if not math.isfinite(value) or value < 0 or value != int(value):
+                raise TraceError(f"line {line}: {name} must be a whole number >= 0, not {value}")
+            return int(value)
+    if needed:
+        raise TraceError(f"line {line}: no {names[0]} (the prompt length in tokens)")
+    return None
+
+
+def _time_ms(row: dict[str, object], names: tuple[str, ...], line: int) -> float | None:
+    for name in names:
+        if name in row and row[name] is not None:
+            value = row[name]
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise TraceError(f"line {line}: {name} must be milliseconds, not {value!r}")
+            if not math.isfinite(value) or value < 0:
+                raise TraceError(f"line {line}: {name} must be finite and >= 0, not {value}")
+            return float(value)
+    return None
+
+
+def parse_trace(
+    text: str,
+    *,
+    name: str = "trace",
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    speed: float = 1.0,
+) -> Trace:
+    """Read JSONL trace text; every refusal names its line."""
+    if not (isinstance(block_size, int) and 1 <= block_size <= 65_536):
+        raise TraceError(f"the block size must be 1-65536 tokens, not {block_size}")
+    if not (math.isfinite(speed) and 0.001 <= speed <= 1000):
+        raise TraceError(f"the replay speed must be 0.001-1000 (2 = twice as fast), not {speed}")
+    requests: list[TraceRequest] = []
+    clock_ms = 0.0
+    first_ms: float | None = None
+    unordered = False
+    for line_no, raw in enumerate(text.splitlines(), 1):
+        if not raw.strip():
+            continue
+        if len(requests) >= MAX_LINES:
+            raise TraceError(f"more than {MAX_LINES:,} requests: cut the trace (head -n)")
+        if len(raw) > MAX_LINE_BYTES:
+            raise TraceError(f"line {line_no}: longer than {MAX_LINE_BYTES:,} bytes")
+        try:
+            row = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise TraceError(f"line {line_no}: not JSON ({exc.msg})") from None
+        if not isinstance(row, dict):
+            raise TraceError(f'line {line_no}: expected an object such as {{"timestamp": 0, ...}}')
+        stamp = _time_ms(row, ("timestamp", "created_time"), line_no)
+        delay = _time_ms(row, ("delay", "delay_ms"), line_no)
+        if stamp is None and delay is None and requests:
+            raise TraceError(f"line {line_no}: no timestamp (ms) or delay (ms since the last)")
+        at_ms = stamp if stamp is not None else clock_ms + (delay or 0.0)
+        if first_ms is None:
+            first_ms = at_ms
+        if requests and at_ms < clock_ms:
+            unordered = True
+        clock_ms = at_ms
+        input_tokens = _int(row, ("input_length", "input_tokens"), line_no, needed=True)
+        assert input_tokens is not None
+        if not 1 <= input_tokens <= MAX_INPUT_TOKENS:
+            raise TraceError(f"line {line_no}: input_length must be 1-{MAX_INPUT_TOKENS:,}")
+        output_tokens = _int(row, ("output_length", "output_tokens"), line_no, needed=False)
+        if output_tokens is not None and not 1 <= output_tokens <= MAX_OUTPUT_TOKENS:
+            raise TraceError(f"line {line_no}: output_length must be 1-{MAX_OUTPUT_TOKENS:,}")
+        ids = row.get("hash_ids") or []
+        if not isinstance(ids, list) or not all(
+            isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids
+        ):
+            raise TraceError(f"line {line_no}: hash_ids must be a list of whole numbers >= 0")
+        if len(ids) > math.ceil(input_tokens / block_size):
+            raise TraceError(
+                f"line {line_no}: {len(ids)} hash_ids cover more than input_length "
+                f"{input_tokens} at {block_size} tokens a block: is --trace-block-size right?"
+            )
+        requests.append(TraceRequest(at_ms, input_tokens, output_tokens, tuple(ids)))
+    if not requests:
+        raise TraceError("the trace has no requests (one JSON object per line)")
+    start = min(r.at_s for r in requests) if unordered else requests[0].at_s
+    ordered = sorted(requests, key=lambda r: r.at_s) if unordered else requests
+    rebased = tuple(
+        TraceRequest((r.at_s - start) / 1000, r.input_tokens, r.output_tokens, r.hash_ids)
+        for r in ordered
+    )
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    return Trace(name, digest, rebased, block_size, speed)
+
+
+def load_trace(path: Path, *, block_size: int = DEFAULT_BLOCK_SIZE, speed: float = 1.0) -> Trace:
+    """Read a trace file (see parse_trace)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TraceError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TraceError(f"{path}: cannot be read as text ({exc})") from None
+    return parse_trace(text, name=path.name, block_size=block_size, speed=speed)
+
+
+class TracePrompts:
+    """Prompts rebuilt from hash_ids: the same id always gives the same block of words."""
+
+    def __init__(self, trace: Trace, seed: int = 0) -> None:
+        self.trace = trace
+        self.seed = seed
+        self._blocks: dict[int, str] = {}
+
+    def _block(self, block_id: int) -> str:
+        text = self._blocks.get(block_id)
+        if text is None:
+            rng = random.Random(f"trace-block-{self.seed}-{block_id}")
+            text = synthetic_words(rng, self.trace.block_size)
+            self._blocks[block_id] = text
+        return text
+
+    def prompt(self, index: int) -> str:
+        """Request `index`'s prompt: its blocks in order, then words of its own to its length."""
+        req = self.trace.requests[index]
+        words: list[str] = []
+        for block_id in req.hash_ids:
+            words.extend(self._block(block_id).split()[: max(0, req.input_tokens - len(words))])
+        if len(words) < req.input_tokens:
+            rng = random.Random(f"trace-own-{self.seed}-{index}")
+            own = f"[trace request {index}] " if not req.hash_ids else ""
+            rest = req.input_tokens - len(words) - (3 if own else 0)
+            words.extend((own + synthetic_words(rng, rest)).split())
+        return " ".join(words)
+
+    def max_tokens(self, index: int) -> int | None:
+        return self.trace.requests[index].output_tokens

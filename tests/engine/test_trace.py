@@ -1,0 +1,187 @@
+"""Trace replay (felab_core.engine.trace): a Mooncake-format file sent again on its own times,
+with prompts that share exactly what the trace's users shared."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from felab.cli.main import app
+from felab_core.engine.trace import TraceError, TracePrompts, load_trace, parse_trace
+from felab_core.lab.scripted_server import Script, ScriptedServer
+
+runner = CliRunner()
+
+
+def _jsonl(rows: list[dict[str, object]]) -> str:
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+def test_the_published_format_reads_with_its_aliases() -> None:
+    text = _jsonl(
+        [
+            {"timestamp": 1000, "input_length": 1000, "output_length": 10, "hash_ids": [0, 1]},
+            {"timestamp": 1250.5, "input_tokens": 600, "output_tokens": 5, "hash_ids": [0, 2]},
+            {"delay": 100, "input_length": 30},
+        ]
+    )
+    trace = parse_trace(text, name="t.jsonl", speed=2)
+    assert [r.at_s for r in trace.requests] == [0.0, 0.2505, 0.3505]
+    assert trace.offsets_s() == [0.0, 0.12525, 0.17525]
+    assert trace.requests[2].output_tokens is None and trace.requests[2].hash_ids == ()
+    assert trace.summary()["with_hash_ids"] == 2
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ("not json", "line 1: not JSON"),
+        ("[1, 2]", "line 1: expected an object"),
+        ('{"timestamp": 0}', "line 1: no input_length"),
+        ('{"timestamp": 0, "input_length": -5}', "line 1: input_length must be a whole number"),
+        ('{"timestamp": "soon", "input_length": 5}', "line 1: timestamp must be milliseconds"),
+        ('{"timestamp": NaN, "input_length": 5}', "line 1: timestamp must be finite"),
+        ('{"timestamp": 0, "input_length": 5, "hash_ids": [1, "x"]}', "line 1: hash_ids"),
+        (
+            '{"timestamp": 0, "input_length": 100, "hash_ids": [1, 2, 3, 4, 5, 6, 7, 8]}',
+            "block-size",
+        ),
+        ("", "no requests"),
+    ],
+)
+def test_a_bad_trace_is_refused_naming_its_line(line: str, said: str) -> None:
+    with pytest.raises(TraceError, match=said.replace("(", r"\(")):
+        parse_trace(line + "\n", block_size=16)
+
+
+def test_shared_hash_ids_give_shared_prompt_blocks_and_nothing_more() -> None:
+    trace = parse_trace(
+        _jsonl(
+            [
+                {"timestamp": 0, "input_length": 40, "hash_ids": [7, 8, 9]},
+                {"timestamp": 1, "input_length": 40, "hash_ids": [7, 8, 5]},
+                {"timestamp": 2, "input_length": 40, "hash_ids": [6, 8, 9]},
+                {"timestamp": 3, "input_length": 40},
+                {"timestamp": 4, "input_length": 40},
+            ]
+        ),
+        block_size=16,
+    )
+    prompts = TracePrompts(trace, seed=3)
+    words = [prompts.prompt(i).split() for i in range(5)]
+    assert all(len(w) == 40 for w in words)
+    assert words[0][:32] == words[1][:32] and words[0][32:] != words[1][32:]
+    assert words[0][:16] != words[2][:16]  # another first block: no shared prefix at all
+    assert words[0][16:32] == words[2][16:32]  # the same block id is the same words
+    assert words[3] != words[4]  # requests without ids share nothing
+    assert TracePrompts(trace, seed=3).prompt(1) == prompts.prompt(1)  # reproducible
+
+
+def test_a_missing_file_is_said(tmp_path: Path) -> None:
+    with pytest.raises(TraceError, match="no such file"):
+        load_trace(tmp_path / "none.jsonl")
+
+
+def _replay(server: ScriptedServer, trace: Path, *extra: str) -> dict[str, object]:
+    out = trace.with_suffix(".result.json")
+    result = runner.invoke(
+        app,
+        [
+            "bench",
+            "llamacpp",
+            "--url",
+            server.base_url,
+            "--trace",
+            str(trace),
+            "--warmup",
+            "1",
+            "--no-csv",
+            "--json",
+            str(out),
+            *extra,
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    record: dict[str, object] = json.loads(out.read_text())
+    return record
+
+
+def test_a_trace_replays_on_its_times_scaled(tmp_path: Path) -> None:
+    """Arrival at the server against the trace's times at 2x: the gaps hold to about 1 ms."""
+    rows = [
+        {"timestamp": 37 * i + (i % 3) * 11, "input_length": 20, "output_length": 4}
+        for i in range(40)
+    ]
+    path = tmp_path / "arrivals.jsonl"
+    path.write_text(_jsonl(rows))
+    server = ScriptedServer(Script(persona="llamacpp", ttft_s=0.005, itl_s=0.002))
+    server.start_in_thread()
+    try:
+        record = _replay(server, path, "--trace-speed", "2")
+    finally:
+        server.stop_thread()
+    timed = server.log[1:]  # the first is the warm-up
+    assert len(timed) == 40
+    assert [entry.body["max_tokens"] for entry in timed] == [4] * 40
+    want = [r["timestamp"] / 2 / 1000 for r in rows]  # type: ignore[operator]
+    got = [entry.received_ns / 1e9 for entry in timed]
+    offset = statistics.median(g - w for g, w in zip(got, want, strict=True))
+    errors_ms = sorted(abs(g - w - offset) * 1e3 for g, w in zip(got, want, strict=True))
+    # The server runs in this process (a thread under the same GIL as the client), so its own
+    # stamps carry some of its wait for the GIL; the client's are checked exactly below.
+    assert errors_ms[len(errors_ms) // 2] < 1.0, errors_ms
+    assert errors_ms[int(0.9 * len(errors_ms))] < 5.0, errors_ms
+    (run,) = record["runs"]  # type: ignore[misc]
+    lags_ms = sorted(r["dispatch_lag_s"] * 1e3 for r in run["requests"])
+    assert lags_ms[len(lags_ms) // 2] < 1.0, lags_ms
+    workload = record["workload"]
+    assert isinstance(workload, dict)
+    assert workload["trace"]["requests"] == 40 and workload["trace"]["speed"] == 2
+    assert workload["preset"] == "trace:arrivals.jsonl"
+
+
+def test_the_prefix_cache_sees_what_the_trace_shared(tmp_path: Path) -> None:
+    """A server with a known prefill cost and prefix cache: requests whose hash_ids repeat an
+    earlier request's blocks get those tokens cached, and their TTFT falls by the prefill those
+    tokens no longer cost (0.2 ms a token here)."""
+    rows = []
+    for i in range(12):
+        shared = [100, 101, 102] if i % 2 else []  # odd requests share three 64-token blocks
+        rows.append(
+            {
+                "timestamp": 120 * i,
+                "input_length": 256,
+                "output_length": 3,
+                "hash_ids": shared + [1000 + 4 * i + k for k in range(4 - len(shared))],
+            }
+        )
+    path = tmp_path / "cache.jsonl"
+    path.write_text(_jsonl(rows))
+    script = Script(
+        persona="llamacpp",
+        ttft_s=0.005,
+        itl_s=0.002,
+        prefill_s_per_token=0.0002,
+        prefix_cache=True,
+        cache_block=16,
+    )
+    server = ScriptedServer(script).start_in_thread()
+    try:
+        record = _replay(server, path, "--trace-block-size", "64")
+    finally:
+        server.stop_thread()
+    (run,) = record["runs"]  # type: ignore[misc]
+    requests = sorted(run["requests"], key=lambda r: r["index"])
+    assert [r["prompt_tokens"] for r in requests] == [256] * 12
+    cached = [r["cached_tokens"] for r in requests]
+    assert cached[1] == 0  # the first to use blocks 100-102 finds nothing
+    assert cached[3::2] == [192] * 5  # later ones find all three blocks
+    assert cached[0::2] == [0] * 6  # unshared requests find nothing
+    hit = statistics.median(r["ttft_s"] for r in requests[3::2])
+    miss = statistics.median(r["ttft_s"] for r in requests[0::2])
+    assert (miss - hit) * 1e3 == pytest.approx(192 * 0.2, abs=3.0)  # 38.4 ms of prefill saved
+    assert run["summary"]["cached_share"] == pytest.approx(5 * 192 / (12 * 256))
