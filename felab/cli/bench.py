@@ -215,6 +215,14 @@ def _print_details(outcomes: list[BenchOutcome], out: Console) -> None:
                     f"{r.target.name} c={run.concurrency}: prefix cache: "
                     f"{s.cached_share * 100:.0f}% of prompt tokens were cached (the server's count)"
                 )
+            for turn in s.per_turn:
+                cached = turn["cached_share"]
+                say(
+                    f"{r.target.name} turn {turn['turn']}: TTFT p50 "
+                    f"{_fmt(turn['ttft_p50_s'], 1e3, 1)} ms over {turn['requests']} requests, "
+                    f"prompt {_fmt(turn['prompt_tokens_mean'], 1.0, 0)} tokens"
+                    + ("" if cached is None else f", {cached * 100:.0f}% cached")
+                )
             if s.goodput_rps is not None:
                 say(
                     f"{r.target.name} c={run.concurrency}: goodput {s.goodput_rps:.2f} req/s "
@@ -273,6 +281,16 @@ def bench(
     trace_speed: float = typer.Option(
         1.0, "--trace-speed", help="Replay speed: 2 sends the trace twice as fast (0.001-1000)."
     ),
+    sessions: int | None = typer.Option(
+        None,
+        "--sessions",
+        help="Multi-turn conversations: N of them, -c at a time (all at once by default); "
+        "each turn's prompt holds the whole history, so the prefix cache can pay off.",
+    ),
+    turns: int = typer.Option(4, "--turns", help="Turns per session (with --sessions; 1-1000)."),
+    think_time: float = typer.Option(
+        0.0, "--think-time", help="Seconds a user pauses between an answer and the next turn."
+    ),
     trace_block_size: int = typer.Option(
         512, "--trace-block-size", help="Prompt tokens per hash_id (512 in Mooncake's traces)."
     ),
@@ -308,6 +326,7 @@ def bench(
       felab bench vllm -c 1,4,16 --prompt-tokens 512 --max-tokens 128
       felab bench vllm --rate 8 --duration 60 -c 64 --slo ttft=0.5,tpot=0.05
       felab bench vllm --trace mooncake.jsonl --trace-speed 2  (replay a recorded day)
+      felab bench llamacpp --sessions 8 --turns 5 --think-time 2  (multi-turn chat)
       felab bench ollama llamacpp mlx -o md        (a GitHub table to paste; csv, json too)
     """
     if preset not in PRESETS:
@@ -336,6 +355,16 @@ def bench(
             seed=seed,
             trace=replay,
         )
+        if sessions is not None:
+            workload = replace(
+                workload,
+                sessions=sessions,
+                turns=turns,
+                think_time_s=think_time,
+                preset=f"sessions {sessions}x{turns}",
+                requests=None,
+                concurrency=workload.concurrency if concurrency else (max(1, sessions),),
+            )
         if replay is not None:
             workload = replace(
                 workload,

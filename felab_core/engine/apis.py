@@ -36,6 +36,17 @@ class GenerationRequest:
     seed: int | None = None
     # Server-specific knobs that force the reply to run to max_tokens (ignore_eos, min_tokens).
     extra: dict[str, Any] = field(default_factory=dict)
+    # Earlier turns of a conversation, (role, content), sent before this prompt.
+    history: tuple[tuple[str, str], ...] = ()
+
+    def messages(self) -> list[dict[str, str]]:
+        """The chat messages: the history, then this turn's user prompt."""
+        earlier = [{"role": role, "content": content} for role, content in self.history]
+        return [*earlier, {"role": "user", "content": self.prompt}]
+
+    def flat_prompt(self) -> str:
+        """For a completions API: the history's text, then this prompt."""
+        return "\n".join([*(content for _, content in self.history), self.prompt])
 
 
 @dataclass(slots=True)
@@ -177,7 +188,7 @@ class OpenAIChat(_OpenAIBase):
     path = "/v1/chat/completions"
 
     def payload(self, req: GenerationRequest) -> dict[str, Any]:
-        return _openai_extra(req, {"messages": [{"role": "user", "content": req.prompt}]})
+        return _openai_extra(req, {"messages": req.messages()})
 
     def interpret(self, frame: Frame) -> FrameInfo:
         if frame.data.strip() == "[DONE]":
@@ -190,7 +201,7 @@ class OpenAICompletions(_OpenAIBase):
     path = "/v1/completions"
 
     def payload(self, req: GenerationRequest) -> dict[str, Any]:
-        return _openai_extra(req, {"prompt": req.prompt})
+        return _openai_extra(req, {"prompt": req.flat_prompt()})
 
     def interpret(self, frame: Frame) -> FrameInfo:
         if frame.data.strip() == "[DONE]":
@@ -226,7 +237,7 @@ class Ollama:
         options.update(req.extra.get("options", {}))
         body: dict[str, Any] = {
             "model": req.model or "",
-            "messages": [{"role": "user", "content": req.prompt}],
+            "messages": req.messages(),
             "stream": True,
         }
         if options:

@@ -80,6 +80,7 @@ class RequestMetrics:
     chunk_times_s: list[float] = field(default_factory=list)
     cold: bool = False
     retries: int = 0
+    turn: int | None = None  # a multi-turn session's turn, from 1
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -113,7 +114,7 @@ def server_writing_tps(timings: dict[str, float] | None) -> float | None:
 
 
 def request_metrics(tl: RequestTimeline, *, api_is_ollama: bool = False) -> RequestMetrics:
-    m = RequestMetrics(index=tl.index, ok=tl.ok, error=tl.error, retries=tl.retries)
+    m = RequestMetrics(index=tl.index, ok=tl.ok, error=tl.error, retries=tl.retries, turn=tl.turn)
     content = tl.content_chunks()
     m.counted_chunks = len(content)
     m.e2e_s = _s(tl.sent_ns, tl.end_ns)
@@ -223,6 +224,7 @@ class RunSummary:
     cold_starts: list[dict[str, Any]] = field(default_factory=list)
     errors: dict[str, int] = field(default_factory=dict)
     cached_share: float | None = None  # prompt tokens the server said it had cached, of all
+    per_turn: list[dict[str, Any]] = field(default_factory=list)  # multi-turn sessions
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -258,6 +260,27 @@ def _cached_share(ok: Sequence[RequestMetrics]) -> float | None:
     told = [m for m in ok if m.cached_tokens is not None and m.prompt_tokens]
     prompt = sum(m.prompt_tokens or 0 for m in told)
     return sum(m.cached_tokens or 0 for m in told) / prompt if prompt else None
+
+
+def _per_turn(ok: Sequence[RequestMetrics], warm: Sequence[RequestMetrics]) -> list[dict[str, Any]]:
+    """TTFT and the prefix cache's share turn by turn: does the history's cache pay off?"""
+    turns = sorted({m.turn for m in ok if m.turn is not None})
+    out = []
+    for turn in turns:
+        here = [m for m in warm if m.turn == turn]
+        ttft = Stats.of(m.ttft_s for m in here if m.ttft_s is not None)
+        prompts = [m.prompt_tokens for m in here if m.prompt_tokens is not None]
+        out.append(
+            {
+                "turn": turn,
+                "requests": len(here),
+                "ttft_p50_s": None if ttft is None else ttft.p50,
+                "ttft_p95_s": None if ttft is None else ttft.p95,
+                "prompt_tokens_mean": float(np.mean(prompts)) if prompts else None,
+                "cached_share": _cached_share(here),
+            }
+        )
+    return out
 
 
 def summarize(
@@ -304,6 +327,7 @@ def summarize(
         counted_chunks=sum(m.counted_chunks for m in ok),
         prompt_tokens_mean=float(np.mean(prompt_counts)) if prompt_counts else None,
         cached_share=_cached_share(ok),
+        per_turn=_per_turn(ok, warm),
         cold_starts=[
             {"index": m.index, "ttft_s": m.ttft_s, "load_s": m.server_load_s}
             for m in metrics

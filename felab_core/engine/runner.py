@@ -13,7 +13,7 @@ import contextlib
 import gc
 import platform
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -39,7 +39,7 @@ from felab_core.engine.targets import (
 )
 from felab_core.engine.timeline import RequestTimeline
 from felab_core.engine.trace import TracePrompts
-from felab_core.engine.workloads import Workload, arrival_offsets_s
+from felab_core.engine.workloads import Workload, arrival_offsets_s, turn_message
 from felab_core.sizing.errors import SizingError
 from felab_core.sizing.metrics_scrape import Snapshot, diff, scrape
 
@@ -145,6 +145,9 @@ class TargetResult:
                 "seed": w.seed,
                 "temperature": w.temperature,
                 "trace": None if w.trace is None else w.trace.summary(),
+                "sessions": w.sessions,
+                "turns": w.turns if w.sessions is not None else None,
+                "think_time_s": w.think_time_s if w.sessions is not None else None,
             },
             "notes": self.notes,
             "interrupted": self.interrupted,
@@ -288,9 +291,22 @@ class _Sender:
     prompts: Iterator[str]
     trace: TracePrompts | None = None
 
-    async def send(self, tl: RequestTimeline, client: httpx.AsyncClient) -> RequestTimeline:
+    async def send(
+        self,
+        tl: RequestTimeline,
+        client: httpx.AsyncClient,
+        *,
+        prompt: str | None = None,
+        history: tuple[tuple[str, str], ...] = (),
+    ) -> RequestTimeline:
+        """Send one request: `prompt` and `history` are a session's turn, else the workload's."""
         adapter = adapter_for(self.target.api)
-        if self.trace is not None and tl.index >= 0:  # warm-up keeps the ordinary prompts
+        if prompt is not None:
+            req = replace(
+                generation_request(self.workload, self.target, self.model, prompt),
+                history=history,
+            )
+        elif self.trace is not None and tl.index >= 0:  # warm-up keeps the ordinary prompts
             req = generation_request(
                 self.workload,
                 self.target,
@@ -329,6 +345,46 @@ async def _closed_loop(
                 progress(len(done), total)
 
     await asyncio.gather(*(user() for _ in range(concurrency)))
+
+
+async def _sessions_loop(
+    sender: _Sender,
+    concurrency: int,
+    workload: Workload,
+    progress: Progress | None,
+    done: list[RequestTimeline],
+) -> None:
+    """Multi-turn conversations: each sends its turns one after another, the history growing
+    with every user message and answer, a think time between; `concurrency` run at once."""
+    assert workload.sessions is not None
+    waiting = list(range(workload.sessions))
+    total = workload.sessions * workload.turns
+    issued = 0
+
+    async def conversation(session: int, client: httpx.AsyncClient) -> None:
+        nonlocal issued
+        history: tuple[tuple[str, str], ...] = ()
+        for turn in range(1, workload.turns + 1):
+            message = turn_message(workload.seed, session, turn, workload.prompt_tokens)
+            tl = RequestTimeline(index=issued, turn=turn)
+            issued += 1
+            tl.started_ns = tl.dispatched_ns = now_ns()
+            done.append(await sender.send(tl, client, prompt=message, history=history))
+            if progress:
+                progress(len(done), total)
+            if not tl.ok:
+                return  # a conversation cannot go on without its answer
+            answer = "".join(c.text for c in tl.content_chunks())
+            history = (*history, ("user", message), ("assistant", answer))
+            if workload.think_time_s and turn < workload.turns:
+                await asyncio.sleep(workload.think_time_s)
+
+    async def user() -> None:
+        client = sender.lanes.acquire()  # a user keeps its connection across its sessions
+        while waiting:
+            await conversation(waiting.pop(0), client)
+
+    await asyncio.gather(*(user() for _ in range(max(1, concurrency))))
 
 
 async def _open_loop(
@@ -397,6 +453,8 @@ def _run_label(workload: Workload, concurrency: int) -> str:
     """What the progress bar calls a run."""
     if workload.trace is not None:
         return f"trace x{workload.trace.speed:g}"
+    if workload.sessions is not None:
+        return f"{workload.sessions} sessions x {workload.turns} turns, c={concurrency}"
     if workload.rate is not None:
         return f"rate {workload.rate:g}/s"
     return f"c={concurrency}"
@@ -480,7 +538,9 @@ async def bench_target(
             with _LoopLagProbe() as probe, _collector_paused():
                 t_start = now_ns()
                 try:
-                    if not workload.open_loop:
+                    if workload.sessions is not None:
+                        await _sessions_loop(sender, concurrency, workload, tick, done)
+                    elif not workload.open_loop:
                         await _closed_loop(sender, concurrency, workload, tick, done)
                     else:
                         await _open_loop(sender, concurrency, workload, tick, done)

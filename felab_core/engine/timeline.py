@@ -27,6 +27,7 @@ class Chunk:
 @dataclass(slots=True)
 class RequestTimeline:
     index: int
+    turn: int | None = None  # a multi-turn session's turn, from 1
     # Open loop: when the schedule said to send. Closed loop: None.
     scheduled_ns: int | None = None
     # When the request's task began (open loop: late here means the client fell behind).

@@ -69,6 +69,16 @@ class PromptPlan:
             i += 1
 
 
+def turn_message(seed: int, session: int, turn: int, words: int | None) -> str:
+    """A user's message in a multi-turn session: its own words, marked with where it sits."""
+    rng = random.Random(f"turn-{seed}-{session}-{turn}")
+    if words is None:
+        return f"[session {session} turn {turn}] " + (
+            DEFAULT_PROMPT if turn == 1 else "Go on: say more about that, with an example."
+        )
+    return f"[session {session} turn {turn}] " + synthetic_words(rng, max(1, words - 5))
+
+
 def arrival_offsets_s(
     rate: float, burstiness: float, seed: int, *, count: int | None, duration_s: float | None
 ) -> Iterator[float]:
@@ -108,6 +118,9 @@ class Workload:
     temperature: float | None = 0.0
     preset: str | None = None
     trace: Trace | None = None  # replay these arrival times, lengths and shared blocks
+    sessions: int | None = None  # multi-turn conversations, `concurrency` of them at a time
+    turns: int = 1
+    think_time_s: float = 0.0  # a user's pause between an answer and their next turn
 
     @property
     def open_loop(self) -> bool:
@@ -126,9 +139,23 @@ class Workload:
             problems.append("--rate must be a positive number of requests per second")
         if self.burstiness <= 0:
             problems.append("--burstiness must be positive (1 = Poisson)")
+        if self.sessions is not None:
+            if self.sessions < 1:
+                problems.append("--sessions must be 1 or more")
+            if self.open_loop:
+                problems.append("--sessions runs conversations back to back: drop --rate/--trace")
+        if not 1 <= self.turns <= 1000:
+            problems.append("--turns must be 1-1000")
+        if not 0 <= self.think_time_s <= 3600:
+            problems.append("--think-time must be 0-3600 seconds")
         if self.trace is not None and self.rate is not None:
             problems.append("--trace sets the arrival times: drop --rate (or use --trace-speed)")
-        if self.requests is None and self.duration_s is None and self.trace is None:
+        if (
+            self.requests is None
+            and self.duration_s is None
+            and self.trace is None
+            and self.sessions is None
+        ):
             problems.append("give --requests N or --duration SECONDS")
         if self.requests is not None and self.requests < 1:
             problems.append("--requests must be 1 or more")
