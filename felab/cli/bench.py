@@ -291,6 +291,12 @@ def bench(
     think_time: float = typer.Option(
         0.0, "--think-time", help="Seconds a user pauses between an answer and the next turn."
     ),
+    tools: bool = typer.Option(
+        False,
+        "--tools",
+        help="An agentic turn: offer a get_weather function and require a call, so the answer "
+        "streams as tool-call deltas (counted as generated tokens). Chat APIs only.",
+    ),
     trace_block_size: int = typer.Option(
         512, "--trace-block-size", help="Prompt tokens per hash_id (512 in Mooncake's traces)."
     ),
@@ -354,7 +360,10 @@ def bench(
             shared_prefix_tokens=shared_prefix_tokens,
             seed=seed,
             trace=replay,
+            tools=tools or None,
         )
+        if tools and any(t.api is Api.OPENAI_COMPLETIONS for t in chosen):
+            raise ValueError("--tools needs a chat API (openai-chat or ollama), not completions")
         if sessions is not None:
             workload = replace(
                 workload,

@@ -168,7 +168,28 @@ def _chat_text(choice: dict[str, Any]) -> str:
         value = delta.get(key)
         if isinstance(value, str):
             parts.append(value)
+    parts.extend(_tool_call_text(delta.get("tool_calls")))
     return "".join(parts)
+
+
+def _tool_call_text(calls: object) -> list[str]:
+    """What a model generated for its tool calls: each function's name (when it first comes)
+    and its argument text, streamed as deltas. An agentic turn is all of this and no content,
+    so without it a tool call would read as zero tokens."""
+    if not isinstance(calls, list):
+        return []
+    out = []
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict):
+            continue
+        for key in ("name", "arguments"):
+            value = function.get(key)
+            if isinstance(value, str):
+                out.append(value)
+            elif isinstance(value, dict):  # Ollama sends the arguments whole, as an object
+                out.append(json.dumps(value, separators=(",", ":")))
+    return out
 
 
 def _completion_text(choice: dict[str, Any]) -> str:
@@ -256,7 +277,8 @@ class Ollama:
         message = obj.get("message")
         if isinstance(message, dict):
             parts = [message.get(k) for k in ("thinking", "content")]
-            info.text = "".join(p for p in parts if isinstance(p, str))
+            texts = [p for p in parts if isinstance(p, str)]
+            info.text = "".join([*texts, *_tool_call_text(message.get("tool_calls"))])
         if obj.get("done") is True:
             info.done = True
             reason = obj.get("done_reason")

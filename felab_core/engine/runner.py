@@ -39,7 +39,12 @@ from felab_core.engine.targets import (
 )
 from felab_core.engine.timeline import RequestTimeline
 from felab_core.engine.trace import TracePrompts
-from felab_core.engine.workloads import Workload, arrival_offsets_s, turn_message
+from felab_core.engine.workloads import (
+    WEATHER_TOOL,
+    Workload,
+    arrival_offsets_s,
+    turn_message,
+)
 from felab_core.sizing.errors import SizingError
 from felab_core.sizing.metrics_scrape import Snapshot, diff, scrape
 
@@ -271,6 +276,10 @@ def generation_request(
     extra: dict[str, Any] = dict(per_chunk_usage_extra(target))
     if length is not None:
         extra.update(force_length_extra(target.kind))
+    if workload.tools:
+        extra["tools"] = [WEATHER_TOOL]
+        if target.api is not Api.OLLAMA:  # Ollama has no tool_choice; it calls when it can
+            extra["tool_choice"] = "required"
     return GenerationRequest(
         prompt=prompt,
         max_tokens=length,

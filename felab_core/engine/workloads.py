@@ -45,6 +45,7 @@ class PromptPlan:
     prompt_tokens: int | None = None  # None: the default instruction prompt
     shared_prefix_tokens: int = 0
     seed: int = 0
+    default: str = DEFAULT_PROMPT  # the fixed text, when no size is asked for
 
     def prompts(self) -> Iterator[str]:
         """Endless prompts; each opens with the shared prefix, then a per-request nonce.
@@ -60,13 +61,36 @@ class PromptPlan:
         while True:
             nonce = f"[request {i} {rng.randrange(16**6):06x}]"
             if self.prompt_tokens is None:
-                body = DEFAULT_PROMPT
+                body = self.default
             else:
                 # The nonce costs a few tokens; keep the total near the asked-for size.
                 rest = self.prompt_tokens - self.shared_prefix_tokens - 6
                 body = synthetic_words(rng, rest)
             yield f"{prefix}{nonce} {body}".strip()
             i += 1
+
+
+# The function a tool-call workload offers (OpenAI's format; Ollama reads the same).
+WEATHER_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather forecast for a city, day by day.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string", "description": "The city, e.g. Lisbon"},
+                "days": {"type": "integer", "description": "How many days ahead, 1-14"},
+                "notes": {"type": "string", "description": "What the user wants to know"},
+            },
+            "required": ["city", "days", "notes"],
+        },
+    },
+}
+TOOL_PROMPT = (
+    "Call get_weather for Lisbon for the next 7 days, and in notes write, at length, every "
+    "question a traveller packing for a week of walking would want the forecast to answer."
+)
 
 
 def turn_message(seed: int, session: int, turn: int, words: int | None) -> str:
@@ -121,6 +145,7 @@ class Workload:
     sessions: int | None = None  # multi-turn conversations, `concurrency` of them at a time
     turns: int = 1
     think_time_s: float = 0.0  # a user's pause between an answer and their next turn
+    tools: bool = False  # offer a function and require a call: the answer is tool-call deltas
 
     @property
     def open_loop(self) -> bool:
@@ -128,7 +153,8 @@ class Workload:
         return self.rate is not None or self.trace is not None
 
     def prompt_plan(self) -> PromptPlan:
-        return PromptPlan(self.prompt_tokens, self.shared_prefix_tokens, self.seed)
+        default = TOOL_PROMPT if self.tools else DEFAULT_PROMPT
+        return PromptPlan(self.prompt_tokens, self.shared_prefix_tokens, self.seed, default)
 
     def validate(self) -> None:
         problems = []

@@ -296,6 +296,7 @@ class ScriptedServer:
     ) -> bool:
         s = self.script
         chat = path.endswith("chat/completions")
+        tool_mode = chat and bool(body.get("tools"))
         options = body.get("stream_options") or {}
         want_usage = bool(options.get("include_usage"))
         every_chunk = bool(options.get("continuous_usage_stats")) and s.persona == "vllm"
@@ -328,7 +329,15 @@ class ScriptedServer:
             last = k == len(plan) - 1
             reason = "length" if last and s.finish_on_last_content else None
             choice: dict[str, Any] = {"index": 0, "finish_reason": reason}
-            if chat:
+            if tool_mode:  # the answer is a function call: its arguments stream as deltas
+                call: dict[str, Any] = {"index": 0, "function": {"arguments": text}}
+                if k == 0:
+                    call.update(id="call_0", type="function")
+                    call["function"]["name"] = "get_weather"
+                choice["delta"] = {"tool_calls": [call]}
+                if last and s.finish_on_last_content:
+                    choice["finish_reason"] = "tool_calls"
+            elif chat:
                 choice["delta"] = {"content": text}
             else:
                 choice["text"] = text
