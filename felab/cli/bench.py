@@ -215,6 +215,13 @@ def _print_details(outcomes: list[BenchOutcome], out: Console) -> None:
                     f"{r.target.name} c={run.concurrency}: prefix cache: "
                     f"{s.cached_share * 100:.0f}% of prompt tokens were cached (the server's count)"
                 )
+            if s.window is not None:
+                win = s.window
+                say(
+                    f"{r.target.name} c={run.concurrency}: steady window {win['from_s']:g}-"
+                    f"{win['to_s']:.1f} s: {win['kept']} requests in the figures, {win['dropped']} "
+                    "sent in the ramp-up or still running in the ramp-down left out"
+                )
             for turn in s.per_turn:
                 cached = turn["cached_share"]
                 say(
@@ -297,6 +304,17 @@ def bench(
         help="An agentic turn: offer a get_weather function and require a call, so the answer "
         "streams as tool-call deltas (counted as generated tokens). Chat APIs only.",
     ),
+    ramp_up: float = typer.Option(
+        0.0,
+        "--ramp-up",
+        help="Seconds at the start of each run whose requests are sent but left out of the "
+        "figures (the server filling up), for a steady-state window.",
+    ),
+    ramp_down: float = typer.Option(
+        0.0,
+        "--ramp-down",
+        help="Seconds at the end of each run: requests still running then are left out too.",
+    ),
     trace_block_size: int = typer.Option(
         512, "--trace-block-size", help="Prompt tokens per hash_id (512 in Mooncake's traces)."
     ),
@@ -361,6 +379,8 @@ def bench(
             seed=seed,
             trace=replay,
             tools=tools or None,
+            ramp_up_s=ramp_up or None,
+            ramp_down_s=ramp_down or None,
         )
         if tools and any(t.api is Api.OPENAI_COMPLETIONS for t in chosen):
             raise ValueError("--tools needs a chat API (openai-chat or ollama), not completions")

@@ -81,6 +81,7 @@ class RequestMetrics:
     cold: bool = False
     retries: int = 0
     turn: int | None = None  # a multi-turn session's turn, from 1
+    outside_window: bool = False  # sent in the ramp-up or ended in the ramp-down: not counted
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -225,6 +226,7 @@ class RunSummary:
     errors: dict[str, int] = field(default_factory=dict)
     cached_share: float | None = None  # prompt tokens the server said it had cached, of all
     per_turn: list[dict[str, Any]] = field(default_factory=list)  # multi-turn sessions
+    window: dict[str, Any] | None = None  # the steady-state window, when one was cut
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -288,13 +290,14 @@ def summarize(
     *,
     duration_s: float,
     slo: SLO | None = None,
+    window_s: float | None = None,
 ) -> RunSummary:
     """Aggregate one run. Cold-load requests are counted as ok but kept out of the latencies."""
     cold = detect_cold(metrics)
     for m in metrics:
         m.cold = m.index in cold
     ok = [m for m in metrics if m.ok]
-    warm = [m for m in ok if not m.cold]
+    warm = [m for m in ok if not m.cold and not m.outside_window]
     failed = [m for m in metrics if not m.ok]
     sources = Counter(m.token_source for m in ok if m.token_source)
     token_source = None
@@ -336,8 +339,10 @@ def summarize(
         errors=dict(Counter(_error_kind(m.error) for m in failed if m.error)),
     )
     if slo is not None:
+        counted = [m for m in metrics if not m.outside_window]
         good = sum(1 for m in warm if slo.met_by(m))
         summary.slo = str(slo)
-        summary.goodput_rps = good / dur
-        summary.goodput_fraction = good / len(metrics) if metrics else None
+        span = window_s if window_s is not None and window_s > 0 else dur
+        summary.goodput_rps = good / span
+        summary.goodput_fraction = good / len(counted) if counted else None
     return summary

@@ -458,6 +458,32 @@ async def _open_loop(
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
+def steady_window(
+    workload: Workload,
+    metrics: list[RequestMetrics],
+    timelines: list[RequestTimeline],
+    t_start: int,
+    t_end: int,
+) -> dict[str, Any] | None:
+    """Mark requests outside the steady state: sent in the first `ramp_up_s` of the run, or
+    still running in its last `ramp_down_s`. They are counted as sent, not in the figures."""
+    if not workload.ramp_up_s and not workload.ramp_down_s:
+        return None
+    lo = t_start + int(workload.ramp_up_s * 1e9)
+    hi = t_end - int(workload.ramp_down_s * 1e9)
+    for m, tl in zip(metrics, timelines, strict=True):
+        sent = tl.sent_ns or tl.started_ns or t_start
+        ended = tl.end_ns or t_end
+        m.outside_window = sent < lo or ended > hi
+    kept = sum(1 for m in metrics if not m.outside_window)
+    return {
+        "from_s": workload.ramp_up_s,
+        "to_s": max(workload.ramp_up_s, (hi - t_start) / 1e9),
+        "kept": kept,
+        "dropped": len(metrics) - kept,
+    }
+
+
 def _run_label(workload: Workload, concurrency: int) -> str:
     """What the progress bar calls a run."""
     if workload.trace is not None:
@@ -563,7 +589,14 @@ async def bench_target(
             await _metrics_snapshot(target, []) if before is not None and not interrupted else None
         )
         metrics = [request_metrics(t, api_is_ollama=is_ollama) for t in timelines]
-        summary = summarize(metrics, duration_s=(t_end - t_start) / 1e9, slo=slo)
+        window = steady_window(workload, metrics, timelines, t_start, t_end)
+        summary = summarize(
+            metrics,
+            duration_s=(t_end - t_start) / 1e9,
+            slo=slo,
+            window_s=None if window is None else window["to_s"] - window["from_s"],
+        )
+        summary.window = window
         check = _client_check(probe, metrics, timelines)
         run = RunResult(concurrency, workload.rate, summary, metrics, timelines, check)
         if before is not None and after is not None:

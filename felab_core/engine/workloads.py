@@ -146,6 +146,8 @@ class Workload:
     turns: int = 1
     think_time_s: float = 0.0  # a user's pause between an answer and their next turn
     tools: bool = False  # offer a function and require a call: the answer is tool-call deltas
+    ramp_up_s: float = 0.0  # requests sent this early in a run are left out of the figures
+    ramp_down_s: float = 0.0  # ...and those still running this close to its end
 
     @property
     def open_loop(self) -> bool:
@@ -170,6 +172,8 @@ class Workload:
                 problems.append("--sessions must be 1 or more")
             if self.open_loop:
                 problems.append("--sessions runs conversations back to back: drop --rate/--trace")
+        if not (0 <= self.ramp_up_s <= 86_400 and 0 <= self.ramp_down_s <= 86_400):
+            problems.append("--ramp-up and --ramp-down must be 0-86400 seconds")
         if not 1 <= self.turns <= 1000:
             problems.append("--turns must be 1-1000")
         if not 0 <= self.think_time_s <= 3600:

@@ -66,6 +66,10 @@ class Script:
     prefill_s_per_token: float = 0.0
     prefix_cache: bool = False
     cache_block: int = 16
+    # A server still filling up: requests arriving in the first `ramp_s` after its first request
+    # wait `ramp_extra_ttft_s` more for their first token (a steady-state window leaves them out).
+    ramp_s: float = 0.0
+    ramp_extra_ttft_s: float = 0.0
 
 
 @dataclass(slots=True)
@@ -92,6 +96,7 @@ class ScriptedServer:
         self.max_active_streams = 0
         self._writers: set[asyncio.StreamWriter] = set()
         self._seen_prompts: list[list[str]] = []
+        self._first_request_ns: int | None = None
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -316,6 +321,10 @@ class ScriptedServer:
         plan = list(self._plan(body, "max_tokens"))
         prompt_n, cached_n = self._prefill(body)
         prefill_s = s.prefill_s_per_token * (prompt_n - cached_n)
+        if self._first_request_ns is None:
+            self._first_request_ns = received
+        if received - self._first_request_ns < s.ramp_s * 1e9:
+            prefill_s += s.ramp_extra_ttft_s
         first = received + int((s.ttft_s + prefill_s) * 1e9)
         produced = 0
         for k, n in enumerate(plan):
