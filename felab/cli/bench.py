@@ -315,6 +315,13 @@ def bench(
         "--ramp-down",
         help="Seconds at the end of each run: requests still running then are left out too.",
     ),
+    find_max_rate: str | None = typer.Option(
+        None,
+        "--find-max-rate",
+        help="Search the highest request rate whose run meets an objective, e.g. "
+        "ttft_p95=500ms,itl_p95=50ms: rates double from --rate (1 unless given), then bisect; "
+        "each probe lasts --duration (10 s unless given).",
+    ),
     trace_block_size: int = typer.Option(
         512, "--trace-block-size", help="Prompt tokens per hash_id (512 in Mooncake's traces)."
     ),
@@ -415,6 +422,31 @@ def bench(
         raise typer.Exit(EXIT_USAGE)
 
     limits = ClientLimits(total=timeout, stall=stall_timeout)
+    if find_max_rate is not None:
+        from felab.cli.bench_search import search_rate
+        from felab_core.engine.rate_search import parse_objective
+
+        try:
+            bounds = parse_objective(find_max_rate)
+            if len(chosen) != 1 or workload.trace is not None or workload.sessions is not None:
+                raise ValueError("--find-max-rate searches one target with a synthetic workload")
+        except ValueError as exc:
+            err_console.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(EXIT_USAGE) from None
+        probe_workload = replace(
+            workload, requests=None if duration is None else requests, duration_s=duration or 10.0
+        )
+        search_rate(
+            chosen[0],
+            probe_workload,
+            bounds,
+            start=rate or 1.0,
+            limits=limits,
+            check_server=not no_check,
+            fmt=fmt,
+            console=console,
+        )
+        return
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),

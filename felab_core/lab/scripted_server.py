@@ -70,6 +70,9 @@ class Script:
     # wait `ramp_extra_ttft_s` more for their first token (a steady-state window leaves them out).
     ramp_s: float = 0.0
     ramp_extra_ttft_s: float = 0.0
+    # A server of limited capacity: at most `slots` streams at once, the rest wait their turn
+    # (the wait shows in TTFT), as a batch-size-limited engine does. 0: no limit.
+    slots: int = 0
 
 
 @dataclass(slots=True)
@@ -97,6 +100,7 @@ class ScriptedServer:
         self._writers: set[asyncio.StreamWriter] = set()
         self._seen_prompts: list[list[str]] = []
         self._first_request_ns: int | None = None
+        self._slots: asyncio.Semaphore | None = None
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -230,12 +234,22 @@ class ScriptedServer:
         if path not in ("/v1/chat/completions", "/v1/completions", "/api/chat"):
             await self._send_whole(writer, 404, b"no such route", "text/plain")
             return True
+        if s.slots > 0:
+            if self._slots is None:
+                self._slots = asyncio.Semaphore(s.slots)
+            async with self._slots:  # queued: the first token's clock starts when a slot frees
+                return await self._stream(path, body, now_ns(), writer, log)
+        return await self._stream(path, body, received, writer, log)
+
+    async def _stream(
+        self, path: str, body: dict[str, Any], start: int, writer: Any, log: RequestLog
+    ) -> bool:
         self.active_streams += 1
         self.max_active_streams = max(self.max_active_streams, self.active_streams)
         try:
             if path == "/api/chat":
-                return await self._stream_ollama(body, received, writer, log)
-            return await self._stream_openai(path, body, received, writer, log)
+                return await self._stream_ollama(body, start, writer, log)
+            return await self._stream_openai(path, body, start, writer, log)
         finally:
             self.active_streams -= 1
 

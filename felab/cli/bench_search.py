@@ -1,0 +1,101 @@
+"""`felab bench --find-max-rate OBJECTIVE`: the highest rate within a latency objective.
+
+A thin adapter over felab_core.engine.rate_search: each probe is an ordinary open-loop run of
+the chosen workload at one rate, printed as it finishes, then the table of every probe.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import typer
+from rich.console import Console
+
+from felab.cli.output import Column, Format, Grid, emit, number, text
+from felab_core.engine.bench import run_sync
+from felab_core.engine.client import ClientLimits
+from felab_core.engine.metrics import RunSummary, Stats
+from felab_core.engine.probe import IdentityError
+from felab_core.engine.rate_search import Bound, Probe, SearchResult, find_max_rate
+from felab_core.engine.runner import bench_target
+from felab_core.engine.targets import Target
+from felab_core.engine.workloads import Workload
+
+EXIT_NOT_FOUND = 4
+
+
+def _ms(stats: Stats | None, which: str) -> float | None:
+    return None if stats is None else getattr(stats, which) * 1e3
+
+
+def probes_grid(result: SearchResult, bounds: tuple[Bound, ...]) -> Grid:
+    """Every probe: its rate, what it finished, the bounded figures, and why it missed."""
+    grid = Grid(
+        "felab bench --find-max-rate: " + ", ".join(map(str, bounds)),
+        [
+            Column("rate", "asked\nreq/s", numeric=True),
+            Column("finished_rps", "finished\nreq/s", numeric=True),
+            Column("ok", "ok", numeric=True),
+            Column("ttft_p95_ms", "TTFT p95\nms", numeric=True),
+            Column("itl_p95_ms", "ITL p95\nms", numeric=True),
+            Column("verdict", "verdict"),
+        ],
+        caption="passed: every bound held, <= 1 % failed, >= 90 % of the asked rate finished",
+    )
+    for p in sorted(result.probes, key=lambda p: p.rate):
+        s = p.summary
+        grid.add(
+            number(p.rate, 2),
+            number(s.request_tps, 2),
+            number(s.ok, 0),
+            number(_ms(s.ttft_s, "p95"), 1),
+            number(_ms(s.itl_s, "p95"), 2),
+            text("passed" if p.passed else "; ".join(p.misses), None if p.passed else "red"),
+        )
+    return grid
+
+
+def search_rate(
+    target: Target,
+    workload: Workload,
+    bounds: tuple[Bound, ...],
+    *,
+    start: float,
+    limits: ClientLimits,
+    check_server: bool,
+    fmt: Format,
+    console: Console,
+) -> None:
+    """Run the search on one target, print each probe as it ends, then the table and answer."""
+    notes = console if fmt is Format.table else Console(stderr=True, highlight=False)
+    cap = workload.concurrency if workload.concurrency != (1,) else (0,)
+
+    async def run_at(rate: float) -> RunSummary:
+        at = replace(workload, rate=rate, concurrency=cap[:1], preset=f"max-rate {rate:g}")
+        result = await bench_target(target, at, limits=limits, check_server=check_server)
+        return result.runs[0].summary
+
+    def said(p: Probe) -> None:
+        verdict = "passed" if p.passed else "missed: " + "; ".join(p.misses)
+        notes.print(f"probe {p.rate:g} req/s: {verdict}", soft_wrap=True)
+
+    try:
+        result = run_sync(find_max_rate(run_at, bounds, start=start, on_probe=said))
+    except IdentityError as exc:
+        notes.print(f"[red]{target.name}: not timed:[/red] {exc}", soft_wrap=True)
+        raise typer.Exit(3) from None
+    emit(probes_grid(result, bounds), fmt, console)
+    if result.best is None:
+        notes.print(
+            f"[red]no rate down to {min(p.rate for p in result.probes):g} req/s met "
+            f"{', '.join(map(str, bounds))}[/red]: loosen the objective or check the server",
+            soft_wrap=True,
+        )
+        raise typer.Exit(EXIT_NOT_FOUND)
+    best = result.best
+    more = " (the search's ceiling: every probe passed)" if result.capped else ""
+    notes.print(
+        f"[bold]{target.name}: highest rate within {', '.join(map(str, bounds))}: "
+        f"{best.rate:.3g} req/s[/bold]{more} (it finished {best.summary.request_tps:.3g} req/s)",
+        soft_wrap=True,
+    )

@@ -1,0 +1,162 @@
+"""The highest request rate a server sustains within a latency objective (`--find-max-rate`).
+
+The objective is a list of percentile bounds, e.g. `ttft_p95=500ms,itl_p95=50ms`. A probe is one
+open-loop run at a rate; it passes when every bound holds over its requests, no more than 1 % of
+them failed, and the server kept up (it finished at least 90 % of the rate asked: past that
+point the latencies describe a queue, not the server). The search doubles the rate while probes
+pass, then halves the gap between the last pass and the first failure until it is narrower than
+`precision` of the pass, or the probes run out. Every probe is kept, so the output can show the
+curve the answer came from.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from felab_core.engine.metrics import RunSummary, Stats
+
+METRICS = {"ttft": "ttft_s", "itl": "itl_s", "tpot": "tpot_s", "e2e": "e2e_s"}
+PERCENTILES = (50, 90, 95, 99)
+MAX_FAILED = 0.01
+MIN_KEPT_UP = 0.9
+_BOUND = re.compile(r"^(ttft|itl|tpot|e2e)_p(\d+)=([0-9.]+(?:e-?\d+)?)\s*(ms|s)?$")
+
+
+class ObjectiveError(ValueError):
+    """An objective felab cannot read."""
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    metric: str  # ttft, itl, tpot, e2e
+    percentile: int
+    limit_s: float
+
+    def __str__(self) -> str:
+        return f"{self.metric}_p{self.percentile}<={self.limit_s * 1e3:g}ms"
+
+
+def parse_objective(text: str) -> tuple[Bound, ...]:
+    """`ttft_p95=500ms,itl_p95=50ms` (ms or s; seconds when no unit is given)."""
+    bounds = []
+    for part in (p.strip().lower() for p in text.split(",")):
+        if not part:
+            continue
+        match = _BOUND.match(part.replace(" ", ""))
+        if match is None:
+            raise ObjectiveError(
+                f"{part!r}: write METRIC_pNN=LIMIT, e.g. ttft_p95=500ms or itl_p99=0.05 "
+                f"(metrics: {', '.join(METRICS)}; percentiles: {', '.join(map(str, PERCENTILES))})"
+            )
+        metric, pct, value, unit = match.groups()
+        if int(pct) not in PERCENTILES:
+            raise ObjectiveError(f"{part!r}: felab reports p50, p90, p95 and p99, not p{pct}")
+        limit = float(value) / (1000 if unit == "ms" else 1)
+        if not (math.isfinite(limit) and 0 < limit <= 3600):
+            raise ObjectiveError(f"{part!r}: the limit must be above 0 and at most an hour")
+        bounds.append(Bound(metric, int(pct), limit))
+    if not bounds:
+        raise ObjectiveError("the objective is empty: e.g. ttft_p95=500ms,itl_p95=50ms")
+    return tuple(bounds)
+
+
+@dataclass(slots=True)
+class Probe:
+    """One run at one rate, and what it said about the objective."""
+
+    rate: float
+    summary: RunSummary
+    misses: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not self.misses
+
+
+def judge(rate: float, summary: RunSummary, bounds: tuple[Bound, ...]) -> Probe:
+    """A probe's verdict, with each reason it missed in words."""
+    probe = Probe(rate, summary)
+    sent = summary.ok + summary.failed
+    if sent == 0:
+        probe.misses.append("no request finished")
+        return probe
+    if summary.failed / sent > MAX_FAILED:
+        probe.misses.append(f"{summary.failed} of {sent} requests failed")
+    if summary.request_tps < MIN_KEPT_UP * rate:
+        probe.misses.append(
+            f"finished only {summary.request_tps:.2f} req/s of {rate:g} asked: "
+            "the server fell behind"
+        )
+    for bound in bounds:
+        stats: Stats | None = getattr(summary, METRICS[bound.metric])
+        value = None if stats is None else getattr(stats, f"p{bound.percentile}")
+        if value is None:
+            probe.misses.append(f"no {bound.metric} measured")
+        elif value > bound.limit_s:
+            probe.misses.append(
+                f"{bound.metric} p{bound.percentile} {value * 1e3:.1f} ms > "
+                f"{bound.limit_s * 1e3:g} ms"
+            )
+    return probe
+
+
+@dataclass(slots=True)
+class SearchResult:
+    best: Probe | None  # the highest rate that passed
+    probes: list[Probe]
+    capped: bool = False  # every probe up to the ceiling passed
+
+
+async def find_max_rate(
+    run_at: Callable[[float], Awaitable[RunSummary]],
+    bounds: tuple[Bound, ...],
+    *,
+    start: float = 1.0,
+    ceiling: float = 10_000.0,
+    floor: float = 0.01,
+    precision: float = 0.1,
+    max_probes: int = 12,
+    on_probe: Callable[[Probe], None] | None = None,
+) -> SearchResult:
+    """Search the rate: double while probes pass, then bisect the gap to `precision`."""
+    if not (0 < floor <= start <= ceiling) or not (0 < precision < 1) or max_probes < 1:
+        raise ObjectiveError("the search needs 0 < floor <= start <= ceiling and 0 < precision < 1")
+    probes: list[Probe] = []
+
+    async def probe(rate: float) -> Probe:
+        result = judge(rate, await run_at(rate), bounds)
+        probes.append(result)
+        if on_probe:
+            on_probe(result)
+        return result
+
+    good: Probe | None = None
+    bad: float | None = None
+    rate = start
+    while len(probes) < max_probes:  # find a bracket
+        result = await probe(rate)
+        if result.passed:
+            good = result
+            if rate >= ceiling:
+                return SearchResult(good, probes, capped=True)
+            rate = min(ceiling, rate * 2)
+        else:
+            bad = rate
+            if good is not None:
+                break
+            if rate <= floor:
+                return SearchResult(None, probes)
+            rate = max(floor, rate / 2)
+    while good is not None and bad is not None and len(probes) < max_probes:
+        if (bad - good.rate) / good.rate <= precision:
+            break
+        middle = (good.rate + bad) / 2
+        result = await probe(middle)
+        if result.passed:
+            good = result
+        else:
+            bad = middle
+    return SearchResult(good, probes)

@@ -1,0 +1,135 @@
+"""`--find-max-rate`: the highest rate within a latency objective, found by doubling then
+bisecting, against a model of a server and against a scripted server of known capacity."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from felab.cli.main import app
+from felab_core.engine.metrics import RunSummary, Stats
+from felab_core.engine.rate_search import ObjectiveError, find_max_rate, parse_objective
+from felab_core.lab.scripted_server import Script, ScriptedServer
+
+runner = CliRunner()
+
+
+def _stats(value: float) -> Stats:
+    return Stats(value, value, value, value, value, value, 10)
+
+
+def _summary(
+    rate: float, ttft: float, failed: int = 0, finished: float | None = None
+) -> RunSummary:
+    return RunSummary(
+        ok=100 - failed,
+        failed=failed,
+        duration_s=10,
+        ttft_s=_stats(ttft),
+        tpot_s=_stats(0.01),
+        itl_s=_stats(0.01),
+        e2e_s=_stats(ttft + 0.5),
+        writing_tps=_stats(100),
+        ttft_from_schedule_s=None,
+        e2e_from_schedule_s=None,
+        connect_s=None,
+        server_tps=None,
+        output_tokens=1000,
+        output_tps=100,
+        request_tps=rate if finished is None else finished,
+        token_source="usage",
+        counted_chunks=1000,
+        prompt_tokens_mean=None,
+    )
+
+
+def test_objectives_read_and_refuse_in_words() -> None:
+    bounds = parse_objective("ttft_p95=500ms, itl_p99=0.05")
+    assert [str(b) for b in bounds] == ["ttft_p95<=500ms", "itl_p99<=50ms"]
+    for bad, said in (
+        ("ttft=500ms", "METRIC_pNN=LIMIT"),
+        ("ttft_p42=1", "not p42"),
+        ("ttft_p95=0ms", "above 0"),
+        ("", "empty"),
+    ):
+        with pytest.raises(ObjectiveError, match=said):
+            parse_objective(bad)
+
+
+def test_the_search_brackets_then_bisects_to_the_knee() -> None:
+    """A server whose TTFT p95 is 100 ms up to 37 req/s and climbs fast after."""
+    asked: list[float] = []
+
+    async def run_at(rate: float) -> RunSummary:
+        asked.append(rate)
+        return _summary(rate, 0.1 + max(0.0, rate - 37) * 0.1)
+
+    bounds = parse_objective("ttft_p95=400ms")  # met up to 40 req/s
+    result = asyncio.run(find_max_rate(run_at, bounds, start=1, precision=0.05))
+    assert asked[:7] == [1, 2, 4, 8, 16, 32, 64]
+    assert result.best is not None and 38 <= result.best.rate <= 40
+    assert all(p.passed == (p.rate <= 40) for p in result.probes)
+    missed = next(p for p in result.probes if p.rate == 64)
+    assert missed.misses == ["ttft p95 2800.0 ms > 400 ms"]
+
+
+def test_failures_and_a_server_that_fell_behind_fail_a_probe() -> None:
+    async def run_at(rate: float) -> RunSummary:
+        if rate > 10:
+            return _summary(rate, 0.1, finished=rate * 0.5)  # a growing queue
+        return _summary(rate, 0.1, failed=5 if rate > 4 else 0)
+
+    result = asyncio.run(find_max_rate(run_at, parse_objective("ttft_p95=1s"), max_probes=6))
+    assert result.best is not None and result.best.rate <= 4
+    reasons = " ".join(m for p in result.probes for m in p.misses)
+    assert "5 of 100 requests failed" in reasons
+
+
+def test_no_rate_passes_and_it_is_said() -> None:
+    async def run_at(rate: float) -> RunSummary:
+        return _summary(rate, 9.0)
+
+    result = asyncio.run(find_max_rate(run_at, parse_objective("ttft_p50=1s"), start=0.04))
+    assert result.best is None and min(p.rate for p in result.probes) == 0.01
+
+
+def test_a_scripted_server_of_known_capacity(tmp_path: object) -> None:
+    """Two slots, 10 ms to the first token and 10 tokens 4 ms apart: a request holds a slot
+    ~46 ms, so the server serves at most ~43 req/s, and Poisson arrivals queue long before that
+    (measured: TTFT p95 ~130 ms at 30 req/s, ~160 ms at 32)."""
+    script = Script(persona="llamacpp", ttft_s=0.01, itl_s=0.004, slots=2)
+    server = ScriptedServer(script).start_in_thread()
+    try:
+        result = runner.invoke(
+            app,
+            [
+                "bench",
+                "llamacpp",
+                "--url",
+                server.base_url,
+                "--max-tokens",
+                "10",
+                "--find-max-rate",
+                "ttft_p95=150ms",
+                "--rate",
+                "4",
+                "--duration",
+                "1.5",
+                "--no-csv",
+                "-o",
+                "json",
+            ],
+        )
+    finally:
+        server.stop_thread()
+    assert result.exit_code == 0, result.output
+    probes = json.loads(result.stdout)
+    passed = [p["rate"] for p in probes if p["verdict"] == "passed"]
+    assert passed and 16 <= max(passed) <= 45, probes
+    missed = [p["rate"] for p in probes if p["verdict"] != "passed"]
+    assert missed and min(missed) > max(passed), probes  # the knee lies between them
+    assert (min(missed) - max(passed)) / max(passed) <= 0.1  # bisected to 10 %
+    assert "highest rate within ttft_p95<=150ms" in result.output
