@@ -322,6 +322,12 @@ def bench(
         "ttft_p95=500ms,itl_p95=50ms: rates double from --rate (1 unless given), then bisect; "
         "each probe lasts --duration (10 s unless given).",
     ),
+    repeat: int = typer.Option(
+        1,
+        "--repeat",
+        help="Run the whole workload N times (2-100) and print each figure's mean with its 95 % "
+        "interval over the repeats; each repeat is saved as a run (--json FILE.rK.json).",
+    ),
     trace_block_size: int = typer.Option(
         512, "--trace-block-size", help="Prompt tokens per hash_id (512 in Mooncake's traces)."
     ),
@@ -422,6 +428,9 @@ def bench(
         raise typer.Exit(EXIT_USAGE)
 
     limits = ClientLimits(total=timeout, stall=stall_timeout)
+    if not 1 <= repeat <= 100:
+        err_console.print("[red]error:[/red] --repeat must be 1-100")
+        raise typer.Exit(EXIT_USAGE)
     if find_max_rate is not None:
         from felab.cli.bench_search import search_rate
         from felab_core.engine.rate_search import parse_objective
@@ -463,16 +472,37 @@ def bench(
                 tasks[key] = bar.add_task(key, total=total)
             bar.update(tasks[key], completed=done, total=total)
 
-        outcomes = run_sync(
-            run_bench(
-                chosen,
-                workload,
-                slo=objective,
-                limits=limits,
-                progress=progress,
-                check_server=not no_check,
+        def once(k: int = 0) -> list[BenchOutcome]:
+            return run_sync(
+                run_bench(
+                    chosen,
+                    workload,
+                    slo=objective,
+                    limits=limits,
+                    progress=progress,
+                    check_server=not no_check,
+                )
             )
-        )
+
+        if repeat > 1:
+            from felab.cli.bench_repeat import run_repeats
+
+            notes = console if fmt is Format.table else err_console
+            repeats = run_repeats(
+                repeat,
+                once,
+                csv_path=None if no_csv else (csv_path or default_csv()),
+                json_path=json_path,
+                fmt=fmt,
+                console=console,
+                notes=notes,
+            )
+            if any(o.error for rep in repeats for o in rep):
+                raise typer.Exit(EXIT_NOT_TIMED)
+            if any(o.failed_requests for rep in repeats for o in rep):
+                raise typer.Exit(EXIT_FAILED_REQUESTS)
+            return
+        outcomes = once()
     # With md, csv or json, stdout holds the table alone: notes and file names go to stderr.
     notes = console if fmt is Format.table else err_console
     emit(comparison_grid(outcomes), fmt, console)
