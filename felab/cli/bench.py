@@ -560,7 +560,7 @@ def presets_cmd() -> None:
         table.add_row(
             p.name,
             ",".join(map(str, w.concurrency)),
-            str(w.requests),
+            f"{w.sessions}x{w.turns} turns" if w.sessions is not None else str(w.requests),
             str(w.warmup),
             str(w.max_tokens),
             prompt,

@@ -253,6 +253,38 @@ PRESETS: dict[str, Preset] = {
             ),
         ),
         Preset(
+            "chat",
+            "Multi-turn chat: 4 conversations of 5 turns, 1 s to think between turns, ~128-token "
+            "messages, 64 output tokens; each turn resends the history, so TTFT by turn shows "
+            "what the prefix cache buys.",
+            Workload(
+                concurrency=(4,),
+                requests=None,
+                sessions=4,
+                turns=5,
+                think_time_s=1.0,
+                warmup=1,
+                max_tokens=64,
+                prompt_tokens=128,
+                seed=5,
+                preset="chat",
+            ),
+        ),
+        Preset(
+            "agent",
+            "An agentic turn: a function offered and a call required, 8 requests one at a time, "
+            "up to 128 tokens of arguments, streamed as tool-call deltas.",
+            Workload(
+                concurrency=(1,),
+                requests=8,
+                warmup=1,
+                max_tokens=128,
+                tools=True,
+                seed=6,
+                preset="agent",
+            ),
+        ),
+        Preset(
             "prefix",
             "The prefix-caching lesson: every ~1,280-token prompt opens with the same 1,024 "
             "tokens; 4 users, 32 requests, 64 output tokens.",

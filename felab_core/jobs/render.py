@@ -142,6 +142,23 @@ def chart_png(record: dict[str, Any] | None, title: str) -> bytes | None:
     return buf.getvalue()
 
 
+def _cache_lines(rows: list[dict[str, str]]) -> list[str]:
+    """The prefix cache beside TTFT, when the server reported it (multi-turn, trace replay)."""
+    lines = []
+    for row in rows:
+        users = row.get("concurrency") or "-"
+        share = _num(row, "cached_share", 100)
+        turns = [t for t in (row.get("ttft_p50_by_turn_ms") or "").split("/") if t.isdigit()]
+        parts = []
+        if share is not None:
+            parts.append(f"{share:.0f}% of prompt tokens came from the prefix cache")
+        if turns:
+            parts.append("TTFT p50 by turn " + " → ".join(turns) + " ms")
+        if parts:
+            lines.append(f"{users} users: " + "; ".join(parts))
+    return lines
+
+
 def _verdicts(session: Session, job: m.BenchJob) -> list[str]:
     numbers = session.scalars(
         select(m.Number).where(m.Number.job_id == job.id, m.Number.verdict != "ok")
@@ -183,6 +200,7 @@ def render_job(session: Session, job: m.BenchJob) -> RenderedJob:
             result_table(rows),
             "```",
             _EXPLAIN,
+            *_cache_lines(rows),
             *_verdicts(session, job),
         ]
     else:

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from felab_core.engine.bench import run_bench, run_sync
 from felab_core.engine.results import csv_row
-from felab_core.engine.runner import TargetResult
+from felab_core.engine.runner import RunResult, TargetResult
 from felab_core.engine.targets import Target, TargetError, load_targets
 from felab_core.errors import ServiceError
 from felab_core.jobs.messages import JobMessage, event
@@ -33,6 +33,8 @@ Cancelled = Callable[[], bool]
 #: The per-request fields a result keeps: enough to check the figures and draw the chart.
 REQUEST_FIELDS = (
     "index",
+    "turn",
+    "cached_tokens",
     "ok",
     "error",
     "ttft_s",
@@ -79,7 +81,20 @@ def result_record(result: TargetResult) -> dict[str, Any]:
 def result_rows(result: TargetResult) -> list[dict[str, str]]:
     """The results CSV rows of a job, with the host left for the ingest to fill in (the
     machine's worker name, never its host name)."""
-    return [{**csv_row(result, run), "host": ""} for run in result.runs]
+    return [{**csv_row(result, run), "host": "", **_workload_extras(run)} for run in result.runs]
+
+
+def _workload_extras(run: RunResult) -> dict[str, str]:
+    """What a multi-turn or cached run adds to its chat row (not a results-CSV column): the
+    prefix cache's share and TTFT p50 turn by turn."""
+    s = run.summary
+    extras = {}
+    if s.cached_share is not None:
+        extras["cached_share"] = f"{s.cached_share:.4f}"
+    turns = [t["ttft_p50_s"] for t in s.per_turn]
+    if turns and all(t is not None for t in turns):
+        extras["ttft_p50_by_turn_ms"] = "/".join(f"{t * 1e3:.0f}" for t in turns)
+    return extras
 
 
 def find_target(name: str, targets_file: Path | None) -> Target:

@@ -53,7 +53,10 @@ def job_workload(preset: str, params: dict[str, int], limits: Limits) -> Workloa
     problems = []
     if any(c < 1 or c > limits.concurrency for c in w.concurrency):
         problems.append(f"concurrency must be 1 to {limits.concurrency}")
-    if w.requests is None or not 1 <= w.requests <= limits.requests:
+    sent = w.sessions * w.turns if w.sessions is not None else w.requests
+    if w.sessions is not None and "requests" in params:
+        problems.append("a multi-turn preset sets its own number of requests")
+    elif sent is None or not 1 <= sent <= limits.requests:
         problems.append(f"requests must be 1 to {limits.requests}")
     if w.max_tokens is None or not 1 <= w.max_tokens <= limits.max_tokens:
         problems.append(f"max tokens must be 1 to {limits.max_tokens}")

@@ -113,3 +113,32 @@ def test_the_same_job_renders_the_same_bytes(db: Session, student: m.Member) -> 
     body = {"rows": [ROW], "record": _record([40.0])}
     assert ingest_event(db, _result(ident, job, body), now=NOW).accepted
     assert render_job(db, job) == render_job(db, job)
+
+
+def test_a_multi_turn_job_shows_its_cache_beside_ttft(db: Session, student: m.Member) -> None:
+    ident, job = _job(db, student)
+    row = {**ROW, "preset": "chat", "cached_share": "0.7125", "ttft_p50_by_turn_ms": "15/17/16"}
+    body = {"rows": [row], "record": _record([44.0, 45.0])}
+    assert ingest_event(db, _result(ident, job, body), now=NOW).accepted
+    text = render_job(db, job).text
+    assert (
+        "1 users: 71% of prompt tokens came from the prefix cache; TTFT p50 by turn 15 → 17 → 16 ms"
+        in text
+    )
+
+
+def test_the_chat_and_agent_presets_are_jobs_within_the_limits() -> None:
+    from felab_core.jobs.workload import Limits, job_workload
+
+    limits = Limits(concurrency=8, requests=64, max_tokens=512, per_hour=10)
+    chat = job_workload("chat", {}, limits)
+    assert chat.sessions == 4 and chat.turns == 5
+    assert job_workload("agent", {"max_tokens": 64}, limits).tools
+    import pytest
+
+    from felab_core.errors import Invalid
+
+    with pytest.raises(Invalid, match="sets its own number of requests"):
+        job_workload("chat", {"requests": 3}, limits)
+    with pytest.raises(Invalid, match="requests must be 1 to 10"):
+        job_workload("chat", {}, Limits(concurrency=8, requests=10, max_tokens=512, per_hour=10))

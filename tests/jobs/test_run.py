@@ -83,3 +83,27 @@ def test_a_worker_reports_target_names_and_kinds_never_urls(tmp_path: Path) -> N
     assert set(target_names(None) or {}) == {"ollama", "llamacpp", "mlx", "vllm", "sglang"}
     tf.write_text("[targets.gpu\n")
     assert target_names(tf) is None  # unreadable: nothing reported, the last list is kept
+
+
+def test_a_chat_job_reports_its_cache_and_ttft_by_turn(tmp_path: Path) -> None:
+    script = Script(
+        persona="mlx", ttft_s=0.005, itl_s=0.001, prefill_s_per_token=0.0001, prefix_cache=True
+    )
+    srv = ScriptedServer(script).start_in_thread()
+    tf = tmp_path / "targets.toml"
+    tf.write_text(f'[targets.mlx]\nurl = "http://127.0.0.1:{srv.port}"\nmodel = "tiny"\n')
+    events: list[dict[str, Any]] = []
+    msg = JobMessage(job_id=1, attempt="a1", worker_id=7, target="mlx", preset="chat", params={})
+    limits = Limits(concurrency=4, requests=20, max_tokens=64, per_hour=10)
+    try:
+        execute(msg, targets_file=tf, limits=limits, emit=events.append, time_limit_s=60)
+    finally:
+        srv.stop_thread()
+    last = events[-1]
+    assert last["kind"] == "result", last
+    (row,) = last["body"]["rows"]
+    assert 0.5 < float(row["cached_share"]) < 1
+    assert len(row["ttft_p50_by_turn_ms"].split("/")) == 5
+    (run,) = last["body"]["record"]["runs"]
+    assert {r["turn"] for r in run["requests"]} == {1, 2, 3, 4, 5}
+    assert all(r["cached_tokens"] is not None for r in run["requests"])
