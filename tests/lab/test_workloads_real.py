@@ -1,5 +1,5 @@
-"""Trace replay against the real llama-server of the lab: its prompt cache (reported as
-`timings.cache_n`) sees the blocks a trace's requests share."""
+"""Workloads against the real llama-server of the lab: its prompt cache (reported as
+`timings.cache_n`) sees the blocks a trace's requests share, and a conversation's history."""
 
 from __future__ import annotations
 
@@ -57,3 +57,39 @@ def test_shared_trace_blocks_are_served_from_llamas_cache(
     repeat_hits = statistics.median(cached[3::2])  # shared blocks seen before
     unique_hits = statistics.median(cached[0::2])  # only the chat template can match
     assert repeat_hits > unique_hits + 16, cached  # at least one 16-word block more
+
+
+def test_a_conversations_history_is_served_from_llamas_cache(
+    llama_server: RunningServer, tmp_path: Path
+) -> None:
+    out = tmp_path / "sessions.json"
+    result = runner.invoke(
+        app,
+        [
+            "bench",
+            "llamacpp",
+            "--url",
+            llama_server.base_url,
+            "--sessions",
+            "2",
+            "--turns",
+            "4",
+            "-c",
+            "1",
+            "--prompt-tokens",
+            "24",
+            "--max-tokens",
+            "6",
+            "--no-csv",
+            "--json",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    (run,) = json.loads(out.read_text())["runs"]
+    per_turn = run["summary"]["per_turn"]
+    assert [t["turn"] for t in per_turn] == [1, 2, 3, 4]
+    prompts = [t["prompt_tokens_mean"] for t in per_turn]
+    assert prompts == sorted(prompts) and prompts[-1] > prompts[0]  # the history grows
+    shares = [t["cached_share"] for t in per_turn]
+    assert shares[-1] > shares[0] and shares[-1] > 0.5, shares  # and comes from the cache
