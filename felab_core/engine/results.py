@@ -155,7 +155,8 @@ def append_csv(path: Path, rows: list[dict[str, str]]) -> None:
                 "pass --csv with a new file"
             )
     with path.open("a", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=CSV_COLUMNS)
+        # a job's row may carry chat-only keys (cached_share, ttft by turn): not file columns
+        writer = csv.DictWriter(fh, fieldnames=CSV_COLUMNS, extrasaction="ignore")
         if not exists:
             writer.writeheader()
         writer.writerows(rows)
