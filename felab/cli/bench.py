@@ -328,6 +328,12 @@ def bench(
         help="Run the whole workload N times (2-100) and print each figure's mean with its 95 % "
         "interval over the repeats; each repeat is saved as a run (--json FILE.rK.json).",
     ),
+    stop_when_saturated: bool = typer.Option(
+        False,
+        "--stop-when-saturated",
+        help="Open loop: stop sending once the server falls behind (in 3 s, under half the "
+        "requests sent finished and those in flight doubled); what was sent is measured.",
+    ),
     trace_block_size: int = typer.Option(
         512, "--trace-block-size", help="Prompt tokens per hash_id (512 in Mooncake's traces)."
     ),
@@ -394,6 +400,7 @@ def bench(
             tools=tools or None,
             ramp_up_s=ramp_up or None,
             ramp_down_s=ramp_down or None,
+            stop_when_saturated=stop_when_saturated or None,
         )
         if tools and any(t.api is Api.OPENAI_COMPLETIONS for t in chosen):
             raise ValueError("--tools needs a chat API (openai-chat or ollama), not completions")

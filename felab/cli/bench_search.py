@@ -71,7 +71,13 @@ def search_rate(
     cap = workload.concurrency if workload.concurrency != (1,) else (0,)
 
     async def run_at(rate: float) -> RunSummary:
-        at = replace(workload, rate=rate, concurrency=cap[:1], preset=f"max-rate {rate:g}")
+        at = replace(
+            workload,
+            rate=rate,
+            concurrency=cap[:1],
+            preset=f"max-rate {rate:g}",
+            stop_when_saturated=True,  # a probe past the knee ends early instead of queueing
+        )
         result = await bench_target(target, at, limits=limits, check_server=check_server)
         return result.runs[0].summary
 

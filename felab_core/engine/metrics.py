@@ -227,6 +227,7 @@ class RunSummary:
     cached_share: float | None = None  # prompt tokens the server said it had cached, of all
     per_turn: list[dict[str, Any]] = field(default_factory=list)  # multi-turn sessions
     window: dict[str, Any] | None = None  # the steady-state window, when one was cut
+    stopped: str | None = None  # why an open-loop run stopped sending early (over-saturated)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

@@ -83,6 +83,8 @@ def judge(rate: float, summary: RunSummary, bounds: tuple[Bound, ...]) -> Probe:
     if sent == 0:
         probe.misses.append("no request finished")
         return probe
+    if summary.stopped:
+        probe.misses.append("over-saturated: the run stopped sending")
     if summary.failed / sent > MAX_FAILED:
         probe.misses.append(f"{summary.failed} of {sent} requests failed")
     if summary.request_tps < MIN_KEPT_UP * rate:

@@ -396,13 +396,48 @@ async def _sessions_loop(
     await asyncio.gather(*(user() for _ in range(max(1, concurrency))))
 
 
+@dataclass(slots=True)
+class SaturationGuard:
+    """Says when an open-loop run has over-saturated the server: over the last `window_s`,
+    fewer than half the requests sent have finished and the number in flight has at least
+    doubled. Past that point every new request only lengthens a queue, and the figures describe
+    the queue, not the server."""
+
+    window_s: float = 3.0
+    min_sent: int = 10
+    _samples: list[tuple[int, int, int]] = field(default_factory=list)  # (t_ns, sent, finished)
+
+    def check(self, t_ns: int, sent: int, finished: int) -> str | None:
+        self._samples.append((t_ns, sent, finished))
+        horizon = t_ns - int(self.window_s * 1e9)
+        while len(self._samples) > 1 and self._samples[1][0] <= horizon:
+            self._samples.pop(0)
+        t0, sent0, finished0 = self._samples[0]
+        if t0 > horizon:  # not a whole window of history yet
+            return None
+        sent_d, finished_d = sent - sent0, finished - finished0
+        in_flight0, in_flight = sent0 - finished0, sent - finished
+        if (
+            sent_d >= self.min_sent
+            and finished_d < 0.5 * sent_d
+            and in_flight >= 2 * max(1, in_flight0)
+        ):
+            return (
+                f"stopped sending: the server is over-saturated (in the last {self.window_s:g} s "
+                f"{finished_d} of {sent_d} requests sent finished; {in_flight} in flight, "
+                f"{in_flight0} before); the requests already sent were measured"
+            )
+        return None
+
+
 async def _open_loop(
     sender: _Sender,
     cap: int,
     workload: Workload,
     progress: Progress | None,
     done: list[RequestTimeline],
-) -> None:
+) -> str | None:
+    """Send on the schedule; returns why sending stopped early, if it did."""
     total = workload.requests
     offsets: Iterable[float]
     if workload.trace is not None:
@@ -442,15 +477,22 @@ async def _open_loop(
 
     t0 = now_ns() + 20_000_000  # a short lead so the first send is on time too
     tasks: list[asyncio.Task[None]] = []
+    guard = SaturationGuard() if workload.stop_when_saturated else None
+    stopped: str | None = None
     try:
         for i, offset in enumerate(offsets):
             scheduled = t0 + int(offset * 1e9)
             delay = (scheduled - now_ns()) / 1e9
             if delay > 0:
                 await asyncio.sleep(delay)
+            if guard is not None:
+                stopped = guard.check(now_ns(), len(tasks), len(done))
+                if stopped:
+                    break
             tl = RequestTimeline(index=i, scheduled_ns=scheduled)
             tasks.append(asyncio.create_task(one(tl)))
         await asyncio.gather(*tasks)
+        return stopped
     finally:
         # Interrupted: the requests already sent must not outlive the run.
         for task in tasks:
@@ -570,6 +612,7 @@ async def bench_target(
 
             before = await _metrics_snapshot(target, notes) if check_server else None
             done: list[RequestTimeline] = []
+            stopped: str | None = None
             with _LoopLagProbe() as probe, _collector_paused():
                 t_start = now_ns()
                 try:
@@ -578,7 +621,7 @@ async def bench_target(
                     elif not workload.open_loop:
                         await _closed_loop(sender, concurrency, workload, tick, done)
                     else:
-                        await _open_loop(sender, concurrency, workload, tick, done)
+                        stopped = await _open_loop(sender, concurrency, workload, tick, done)
                 except asyncio.CancelledError:
                     # Ctrl-C: keep what was measured, run nothing more.
                     _stop_cancelling()
@@ -599,6 +642,9 @@ async def bench_target(
         summary.window = window
         check = _client_check(probe, metrics, timelines)
         run = RunResult(concurrency, workload.rate, summary, metrics, timelines, check)
+        summary.stopped = stopped
+        if stopped:
+            notes.append(f"{label}: {stopped}")
         if before is not None and after is not None:
             run.server_metrics = _server_rates(before, after)
         runs.append(run)

@@ -148,6 +148,7 @@ class Workload:
     tools: bool = False  # offer a function and require a call: the answer is tool-call deltas
     ramp_up_s: float = 0.0  # requests sent this early in a run are left out of the figures
     ramp_down_s: float = 0.0  # ...and those still running this close to its end
+    stop_when_saturated: bool = False  # open loop: stop sending once the server falls behind
 
     @property
     def open_loop(self) -> bool:
