@@ -83,7 +83,11 @@ def test_refused_and_oversized_results_fail_the_job_with_the_reason(
         log = (fleet.tmp / "student-big-sender.log").read_text()
         sent = float(re.findall(rf"job {job_id} reported at ([\d.]+)", log)[-1])
         assert job.finished_at is not None
-        assert job.finished_at.timestamp() - sent < 10
+        refused_after = job.finished_at.timestamp() - sent
+        print(
+            f"\nmeasured: a refused result failed its job {refused_after:.2f} s after it was sent"
+        )
+        assert refused_after < 10
         with session_scope(fleet.sessions) as s:
             assert s.query(m.BenchResult).filter_by(job_id=job_id).count() == 0
         # The careful machine does not even send it: its own reason, same words.
@@ -163,6 +167,7 @@ def test_cancel_stops_the_run_on_the_machine_within_5_s(fleet: Fleet, member: m.
         time.sleep(1.0)
         last_send = max(t for r in srv.log for t in r.sends_ns)
         stopped_after = (last_send - t_cancel) / 1e9
+        print(f"\nmeasured: the machine's last byte came {stopped_after:.2f} s after the cancel")
         assert stopped_after < 5, f"the run went on for {stopped_after:.1f} s after the cancel"
         assert srv.active_streams == 0
         assert len(srv.log) < 200
