@@ -34,13 +34,8 @@ from felab_core.engine.client import ClientLimits
 from felab_core.engine.metrics import SLO, Stats
 from felab_core.engine.results import ResultsFileError, default_csv, short_model
 from felab_core.engine.runner import RunResult, TargetResult
-from felab_core.engine.targets import (
-    ServerKind,
-    Target,
-    TargetError,
-    load_targets,
-    resolve_target,
-)
+from felab_core.engine.server_kinds import ServerKind
+from felab_core.engine.targets import Target, TargetError, load_targets, resolve_target
 from felab_core.engine.trace import load_trace
 from felab_core.engine.workloads import PRESETS, Workload
 from felab_core.settings import get_settings

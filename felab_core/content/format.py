@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
-from felab_core.engine.targets import ServerKind
+from felab_core.engine.server_kinds import ServerKind
 
 FORMAT = "felab.content/1"
 
@@ -28,8 +28,17 @@ METRICS: dict[str, str] = {
     "output_tps": "tokens/s",
 }
 Metric = Literal["writing_tps", "ttft_s", "output_tps"]
-Server = Literal["ollama", "llamacpp", "mlx", "vllm", "sglang", "openai"]
-assert set(Server.__args__) == {k.value for k in ServerKind}  # type: ignore[attr-defined]
+
+
+def _known_server(value: str) -> str:
+    if value not in {k.value for k in ServerKind}:
+        names = ", ".join(k.value for k in ServerKind)
+        raise ValueError(f"expected one of {names}, got {value!r}")
+    return value
+
+
+# A server kind's name (felab_core.engine.server_kinds), checked as the pack is read.
+Server = Annotated[str, AfterValidator(_known_server)]
 
 
 class _Strict(BaseModel):

@@ -148,6 +148,8 @@ def _expected(err: dict[str, Any]) -> str:
         return f"expected format: {FORMAT} (the first line of every pack), got {shown}"
     if kind == "literal_error":
         return f"expected one of {err['ctx']['expected']}, got {shown}"
+    if kind == "value_error":  # our own validators say the whole of it
+        return str(err["ctx"]["error"])
     if kind == "too_short":
         return "expected at least one entry, got none"
     if kind in ("model_type", "dict_type"):

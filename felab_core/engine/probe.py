@@ -15,7 +15,8 @@ from typing import Any
 import httpx
 
 from felab_core.engine.client import connect_failure
-from felab_core.engine.targets import ServerKind, Target
+from felab_core.engine.server_kinds import ServerKind
+from felab_core.engine.targets import Target
 
 PROBE_TIMEOUT_S = 3.0
 

@@ -31,12 +31,8 @@ from felab_core.engine.metrics import (
     summarize,
 )
 from felab_core.engine.probe import ServerIdentity, check_identity, identify
-from felab_core.engine.targets import (
-    ServerKind,
-    Target,
-    force_length_extra,
-    per_chunk_usage_extra,
-)
+from felab_core.engine.server_kinds import ServerKind
+from felab_core.engine.targets import Target, force_length_extra, per_chunk_usage_extra
 from felab_core.engine.timeline import RequestTimeline
 from felab_core.engine.trace import TracePrompts
 from felab_core.engine.workloads import (
@@ -545,7 +541,7 @@ def resolve_model(target: Target, identity: ServerIdentity | None) -> str | None
     """
     if target.model:
         return target.model
-    if target.kind in (ServerKind.MLX, ServerKind.LLAMACPP):
+    if not target.kind.traits.needs_model and target.kind is not ServerKind.OPENAI:
         return None
     if identity and identity.models:
         return identity.models[0]
@@ -574,7 +570,7 @@ async def bench_target(
         if note:
             notes.append(note)
     model = resolve_model(target, identity)
-    if target.kind in (ServerKind.VLLM, ServerKind.SGLANG, ServerKind.OLLAMA) and not model:
+    if target.kind.traits.needs_model and not model:
         notes.append("no model name known: set one with --model or in the targets file")
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     is_ollama = target.api is Api.OLLAMA
@@ -672,8 +668,8 @@ async def bench_target(
 
 
 async def _metrics_snapshot(target: Target, notes: list[str]) -> Snapshot | None:
-    """The server's own counters, for the engines that publish them (llama.cpp, vLLM)."""
-    if target.kind not in (ServerKind.LLAMACPP, ServerKind.VLLM):
+    """The server's own counters, for the engines that publish them (server_kinds.py)."""
+    if not target.kind.traits.metrics:
         return None
     try:
         return await asyncio.to_thread(scrape, target.url)

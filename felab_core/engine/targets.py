@@ -17,36 +17,13 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass, replace
-from enum import StrEnum
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from felab_core.engine.apis import Api
-
-
-class ServerKind(StrEnum):
-    OLLAMA = "ollama"
-    LLAMACPP = "llamacpp"
-    MLX = "mlx"
-    VLLM = "vllm"
-    SGLANG = "sglang"
-    OPENAI = "openai"  # any OpenAI-compatible server; identity not checked
-
-    @property
-    def label(self) -> str:
-        return _LABELS[self]
-
-
-_LABELS = {
-    ServerKind.OLLAMA: "Ollama",
-    ServerKind.LLAMACPP: "llama.cpp",
-    ServerKind.MLX: "MLX",
-    ServerKind.VLLM: "vLLM",
-    ServerKind.SGLANG: "SGLang",
-    ServerKind.OPENAI: "OpenAI-compatible",
-}
+from felab_core.engine.server_kinds import ServerKind
 
 
 class TargetError(ValueError):
@@ -70,35 +47,25 @@ class Target:
 
 def per_chunk_usage_extra(target: Target) -> dict[str, object]:
     """vLLM can put usage on every chunk: then tokens per chunk are known, not estimated."""
-    if target.kind is ServerKind.VLLM and target.api is not Api.OLLAMA:
+    if target.kind.traits.per_chunk_usage and target.api is not Api.OLLAMA:
         return {"stream_options": {"include_usage": True, "continuous_usage_stats": True}}
     return {}
 
 
 def force_length_extra(kind: ServerKind) -> dict[str, object]:
-    if kind in (ServerKind.VLLM, ServerKind.SGLANG, ServerKind.LLAMACPP):
-        return {"ignore_eos": True}
-    return {}
+    return dict(kind.traits.force_length)
+
+
+def default_target(kind: ServerKind) -> Target:
+    """The target a kind's name means when no targets file says otherwise."""
+    t = kind.traits
+    assert t.port is not None, f"{kind} has no default address"
+    url = f"http://127.0.0.1:{t.port}"
+    return Target(kind.value, kind, url, t.api, t.default_model, t.note)
 
 
 DEFAULT_TARGETS: dict[str, Target] = {
-    t.name: t
-    for t in (
-        Target("ollama", ServerKind.OLLAMA, "http://127.0.0.1:11434", Api.OLLAMA, "llama3.1:8b"),
-        Target("llamacpp", ServerKind.LLAMACPP, "http://127.0.0.1:8080", Api.OPENAI_CHAT),
-        Target(
-            "mlx",
-            ServerKind.MLX,
-            "http://127.0.0.1:8081",
-            Api.OPENAI_CHAT,
-            note=(
-                "mlx_lm.server also defaults to port 8080, where llama-server lives; felab "
-                "expects MLX on 8081: start it with --port 8081 (felab serve mlx does)"
-            ),
-        ),
-        Target("vllm", ServerKind.VLLM, "http://127.0.0.1:8000", Api.OPENAI_CHAT),
-        Target("sglang", ServerKind.SGLANG, "http://127.0.0.1:30000", Api.OPENAI_CHAT),
-    )
+    kind.value: default_target(kind) for kind in ServerKind if kind.traits.port is not None
 }
 
 
@@ -166,7 +133,7 @@ def load_targets(path: Path | None) -> dict[str, Target]:
                     f"targets file {path}: [targets.{name}] is a new name, so it needs both "
                     "kind (ollama, llamacpp, mlx, vllm, sglang or openai) and url"
                 )
-            api = entry.api or (Api.OLLAMA if entry.kind is ServerKind.OLLAMA else Api.OPENAI_CHAT)
+            api = entry.api or entry.kind.traits.api
             base = Target(name, entry.kind, entry.url, api)
         updates = {k: v for k, v in entry.model_dump().items() if v is not None}
         targets[name] = replace(base, **updates)
@@ -191,7 +158,7 @@ def resolve_target(
             "custom",
             kind,
             normalize_base_url(url),
-            api or (Api.OLLAMA if kind is ServerKind.OLLAMA else Api.OPENAI_CHAT),
+            api or kind.traits.api,
         )
     else:
         if name not in targets:

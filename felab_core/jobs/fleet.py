@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from felab_core.db import models as m
 from felab_core.db.types import utcnow
-from felab_core.engine.targets import ServerKind
+from felab_core.engine.server_kinds import ServerKind
 from felab_core.errors import Forbidden, Invalid, NotFound
 from felab_core.settings import Settings, get_settings
 

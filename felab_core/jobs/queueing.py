@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from felab_core.db import models as m
 from felab_core.db.types import utcnow
-from felab_core.engine.targets import ServerKind
+from felab_core.engine.server_kinds import ServerKind
 from felab_core.errors import Forbidden, Invalid, NotFound
 from felab_core.jobs.fleet import NAME, ago, check_target, is_online, may_use
 from felab_core.jobs.lifecycle import TERMINAL, Send, finish, new_attempt, send_after_commit

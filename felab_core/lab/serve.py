@@ -37,15 +37,15 @@ from typing import IO, Any
 
 import httpx
 
+from felab_core.engine.server_kinds import LAB_KINDS
 from felab_core.lab.engines import ENGINES, EngineError, EngineLocation, require_engine
 from felab_core.settings import get_settings
 
-#: Where each engine listens unless told otherwise. `mlx_lm.server` defaults to 8080 like
-#: llama-server, so felab moves MLX to 8081 and the two can run side by side.
-DEFAULT_PORTS = {"llamacpp": 8080, "mlx": 8081, "vllm": 8000}
-
-#: Seconds to wait for the first successful completion.
-DEFAULT_STARTUP_TIMEOUT = {"llamacpp": 60.0, "mlx": 120.0, "vllm": 600.0}
+#: Where each engine listens unless told otherwise, and how long it may take to answer its
+#: first completion: both from the server kinds table (`mlx_lm.server` defaults to 8080 like
+#: llama-server, so felab moves MLX to 8081 and the two can run side by side).
+DEFAULT_PORTS = {k.value: int(k.traits.port or 0) for k in LAB_KINDS}
+DEFAULT_STARTUP_TIMEOUT = {k.value: float(k.traits.startup_timeout_s or 0) for k in LAB_KINDS}
 
 
 class ServeError(RuntimeError):

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from felab_core.content.calendar import ADVANCE_MODES, local_date, zone
 from felab_core.db import models as m
-from felab_core.engine.targets import ServerKind
+from felab_core.engine.server_kinds import ServerKind
 from felab_core.errors import Forbidden, Invalid, NotFound
 from felab_core.sizing.errors import SizingError
 from felab_core.sizing.speed_limit import find_chip

@@ -17,7 +17,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from felab_core.engine.results import CSV_COLUMNS, read_csv
-from felab_core.engine.targets import ServerKind
+from felab_core.engine.server_kinds import ServerKind
 from felab_core.sizing import capacity as cap
 from felab_core.sizing import change, kv, speed_limit, vllm_log
 from felab_core.sizing.errors import SizingError

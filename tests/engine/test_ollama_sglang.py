@@ -15,7 +15,8 @@ import pytest
 
 from felab_core.engine.apis import Api
 from felab_core.engine.runner import bench_target
-from felab_core.engine.targets import DEFAULT_TARGETS, ServerKind
+from felab_core.engine.server_kinds import ServerKind
+from felab_core.engine.targets import DEFAULT_TARGETS
 from felab_core.engine.workloads import Workload
 from felab_core.lab.scripted_server import Script, ScriptedServer
 

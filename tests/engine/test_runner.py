@@ -7,7 +7,8 @@ import pytest
 from felab_core.engine.apis import Api
 from felab_core.engine.probe import IdentityError
 from felab_core.engine.runner import bench_target
-from felab_core.engine.targets import DEFAULT_TARGETS, ServerKind, Target, resolve_target
+from felab_core.engine.server_kinds import ServerKind
+from felab_core.engine.targets import DEFAULT_TARGETS, Target, resolve_target
 from felab_core.engine.workloads import PromptPlan, Workload, arrival_offsets_s
 from felab_core.lab.scripted_server import Script, ScriptedServer
 

@@ -8,9 +8,9 @@ import pytest
 
 from felab_core.engine.apis import Api
 from felab_core.engine.probe import IdentityError, check_identity, identify
+from felab_core.engine.server_kinds import ServerKind
 from felab_core.engine.targets import (
     DEFAULT_TARGETS,
-    ServerKind,
     TargetError,
     load_targets,
     normalize_base_url,
@@ -27,6 +27,7 @@ def test_defaults_match_the_course_ports() -> None:
         "mlx": "8081",
         "vllm": "8000",
         "sglang": "30000",
+        "trtllm": "8000",
     }
     assert DEFAULT_TARGETS["ollama"].api is Api.OLLAMA
     assert "8080" in (DEFAULT_TARGETS["mlx"].note or "")

@@ -80,7 +80,14 @@ def test_a_worker_reports_target_names_and_kinds_never_urls(tmp_path: Path) -> N
     names = target_names(tf)
     assert names is not None and names["gpu"] == "vllm" and names["mlx"] == "mlx"
     assert "10.1.2.3" not in repr(names) and "9999" not in repr(names)
-    assert set(target_names(None) or {}) == {"ollama", "llamacpp", "mlx", "vllm", "sglang"}
+    assert set(target_names(None) or {}) == {
+        "ollama",
+        "llamacpp",
+        "mlx",
+        "vllm",
+        "sglang",
+        "trtllm",
+    }
     tf.write_text("[targets.gpu\n")
     assert target_names(tf) is None  # unreadable: nothing reported, the last list is kept
 

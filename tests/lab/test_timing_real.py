@@ -11,7 +11,8 @@ import pytest
 from felab_core.engine.apis import Api
 from felab_core.engine.probe import IdentityError, identify
 from felab_core.engine.runner import bench_target
-from felab_core.engine.targets import DEFAULT_TARGETS, ServerKind, Target
+from felab_core.engine.server_kinds import ServerKind
+from felab_core.engine.targets import DEFAULT_TARGETS, Target
 from felab_core.engine.workloads import Workload
 from tests.lab_fixtures import RunningServer
 

@@ -1,0 +1,99 @@
+"""Every server kind felab knows, and what is particular to each: one entry per kind.
+
+The rest of felab reads this table: the default targets (port, API, model), what makes a server
+write exactly `max_tokens`, which ones must be sent a model name, which publish Prometheus
+counters, which `felab serve` can start and how long they take to be ready. Adding a kind
+(TensorRT-LLM's `trtllm-serve` is the worked example) is one `ServerKind` member and one entry
+below, plus its test; how felab recognises a kind from its answers stays in probe.py, since
+that is logic, not a fact (a kind without a rule there is timed, with a note that its identity
+could not be confirmed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from felab_core.engine.apis import Api
+
+
+class ServerKind(StrEnum):
+    OLLAMA = "ollama"
+    LLAMACPP = "llamacpp"
+    MLX = "mlx"
+    VLLM = "vllm"
+    SGLANG = "sglang"
+    TRTLLM = "trtllm"
+    OPENAI = "openai"  # any OpenAI-compatible server; identity not checked
+
+    @property
+    def label(self) -> str:
+        return TRAITS[self].label
+
+    @property
+    def traits(self) -> KindTraits:
+        return TRAITS[self]
+
+
+@dataclass(frozen=True, slots=True)
+class KindTraits:
+    """One kind's facts. `port` is where felab expects it (the default target's address)."""
+
+    label: str
+    port: int | None
+    api: Api = Api.OPENAI_CHAT
+    default_model: str | None = None  # what the default target sends when none is named
+    needs_model: bool = False  # a request must name a model (else the server refuses it)
+    force_length: dict[str, object] = field(default_factory=dict)  # write exactly max_tokens
+    per_chunk_usage: bool = False  # can put usage on every chunk (vLLM's continuous stats)
+    metrics: bool = False  # publishes Prometheus counters at /metrics
+    note: str | None = None  # said whenever the default target is used
+    # `felab serve` (the lab's engines): how long it may take to answer its first completion.
+    startup_timeout_s: float | None = None
+
+
+TRAITS: dict[ServerKind, KindTraits] = {
+    ServerKind.OLLAMA: KindTraits(
+        "Ollama", 11434, Api.OLLAMA, default_model="llama3.1:8b", needs_model=True
+    ),
+    ServerKind.LLAMACPP: KindTraits(
+        "llama.cpp",
+        8080,
+        force_length={"ignore_eos": True},
+        metrics=True,
+        startup_timeout_s=60.0,
+    ),
+    ServerKind.MLX: KindTraits(
+        "MLX",
+        8081,
+        note=(
+            "mlx_lm.server also defaults to port 8080, where llama-server lives; felab "
+            "expects MLX on 8081: start it with --port 8081 (felab serve mlx does)"
+        ),
+        startup_timeout_s=120.0,
+    ),
+    ServerKind.VLLM: KindTraits(
+        "vLLM",
+        8000,
+        needs_model=True,
+        force_length={"ignore_eos": True},
+        per_chunk_usage=True,
+        metrics=True,
+        startup_timeout_s=600.0,
+    ),
+    ServerKind.SGLANG: KindTraits(
+        "SGLang", 30000, needs_model=True, force_length={"ignore_eos": True}
+    ),
+    ServerKind.TRTLLM: KindTraits(
+        "TensorRT-LLM",
+        8000,
+        needs_model=True,
+        force_length={"ignore_eos": True},
+        metrics=True,
+        note="trtllm-serve listens on 8000 like vLLM: run only one of them there",
+    ),
+    ServerKind.OPENAI: KindTraits("OpenAI-compatible", None),
+}
+
+#: The kinds `felab serve` can start on this machine's lab, by name.
+LAB_KINDS = tuple(k for k, t in TRAITS.items() if t.startup_timeout_s is not None)
