@@ -1,0 +1,117 @@
+"""Reading the results CSV `felab bench` wrote: the latest row per server, checked as read."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from fractions import Fraction
+from pathlib import Path
+
+from felab_core.engine.results import CSV_COLUMNS, read_csv
+from felab_core.reports.memo.model import _SERVER_ORDER, REQUIRED_COLUMNS, MemoError
+from felab_core.sizing.errors import SizingError
+from felab_core.sizing.units import (
+    as_fraction,
+)
+
+
+def load_results(path: Path) -> list[dict[str, str]]:
+    """Read felab's results CSV, refusing a missing file or one with other columns."""
+    if not path.exists():
+        raise MemoError(
+            f"{path} does not exist: run `felab bench` first (it appends to "
+            "results/01-latency.csv), or pass --csv with the path of your results file"
+        )
+    if path.is_dir():
+        raise MemoError(f"{path} is a folder: pass --csv with the results CSV file inside it")
+    try:
+        with path.open(newline="", encoding="utf-8") as fh:
+            header = next(csv.reader(fh), [])
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MemoError(f"cannot read {path}: {exc}") from None
+    if not header:
+        return []
+    _check_header(tuple(header), str(path))
+    return read_csv(path)
+
+
+def _check_header(header: tuple[str, ...], where: str) -> None:
+    """Columns are only ever appended, so a felab file's header lines up with CSV_COLUMNS."""
+    n = min(len(header), len(CSV_COLUMNS))
+    if header[:n] != CSV_COLUMNS[:n]:
+        at = next(i for i in range(n) if header[i] != CSV_COLUMNS[i])
+        raise MemoError(
+            f"{where} has other columns than felab's results file (column {at + 1} is "
+            f"{header[at]!r} where felab writes {CSV_COLUMNS[at]!r}); pass --csv with the "
+            "results/01-latency.csv that `felab bench` writes"
+        )
+    missing = [c for c in REQUIRED_COLUMNS if c not in header]
+    if missing:
+        raise MemoError(
+            f"{where} lacks the column(s) {', '.join(missing)} the memo needs (it was written by "
+            "an older felab); rerun `felab bench` into a new file with --csv"
+        )
+
+
+def _fraction(row: Mapping[str, str], column: str, where: str) -> Fraction | None:
+    text = (row.get(column) or "").strip()
+    if not text:
+        return None
+    try:
+        return as_fraction(text)
+    except SizingError:
+        raise MemoError(f"{where}: {column} is {text!r}, not a number") from None
+
+
+def _int(row: Mapping[str, str], column: str, where: str) -> int | None:
+    value = _fraction(row, column, where)
+    if value is None:
+        return None
+    if value.denominator != 1:
+        raise MemoError(f"{where}: {column} is {row[column]!r}, not a whole number")
+    return int(value)
+
+
+def _when(text: str, where: str) -> datetime:
+    try:
+        stamp = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise MemoError(
+            f"{where}: timestamp {text!r} is not a date and time; felab bench writes ISO times "
+            "such as 2025-06-09T14:02:11+00:00"
+        ) from None
+    if stamp.tzinfo is None:
+        return stamp.replace(tzinfo=UTC)  # felab writes UTC; a hand-made row is taken as UTC
+    return stamp.astimezone(UTC)
+
+
+def _latest(
+    rows: Sequence[Mapping[str, str]], source: str
+) -> list[tuple[Mapping[str, str], datetime, int]]:
+    """The newest row per (host, server), with how many older rows it replaces.
+
+    One run at several concurrencies writes rows with one timestamp: the one-user row wins (the
+    speed limit is about one conversation), else the last one written.
+    """
+    best: dict[tuple[str, str], tuple[tuple[datetime, bool, int], Mapping[str, str]]] = {}
+    counts: dict[tuple[str, str], int] = {}
+    for index, row in enumerate(rows):
+        where = f"{source}, row {index + 2}"
+        missing = [c for c in REQUIRED_COLUMNS if c not in row]
+        if missing:
+            raise MemoError(
+                f"{where} lacks {', '.join(missing)}; pass the CSV that `felab bench` writes"
+            )
+        stamp = _when(row["timestamp"], where)
+        single = not (row.get("rate") or "").strip() and _int(row, "concurrency", where) == 1
+        key = (row["host"], row["server"] or row["target"])
+        rank = (stamp, single, index)
+        counts[key] = counts.get(key, 0) + 1
+        if key not in best or rank > best[key][0]:
+            best[key] = (rank, row)
+    return [(row, rank[0], counts[key] - 1) for key, (rank, row) in best.items()]
+
+
+def _server_rank(server: str) -> tuple[int, str]:
+    return (_SERVER_ORDER.index(server) if server in _SERVER_ORDER else len(_SERVER_ORDER), server)
