@@ -1,4 +1,9 @@
-"""`felab bench`, `felab targets` and `felab presets`: the timing engine from a terminal."""
+"""`felab bench`, `felab targets` and `felab presets`: the timing engine from a terminal.
+
+Long because `felab bench` has many options, each with help that teaches (workloads, traces,
+sessions, analysis); the modes live apart (bench_search.py, bench_repeat.py) and the engine in
+felab_core.
+"""
 
 from __future__ import annotations
 

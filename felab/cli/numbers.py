@@ -6,6 +6,9 @@ measured by `felab bench` imported from its results CSV, the day's table with it
 and the member's privacy, export and deletion. Without --member they work on this terminal's
 own learner, as `felab drill` does. Bad input ends with the service's one-line message and exit
 code 2; each command commits its work before saying it is done.
+
+Long because it is several small commands (machine, model, entered figures, import, review,
+show), each with help that teaches; the rules are in felab_core.numbers.
 """
 
 from __future__ import annotations

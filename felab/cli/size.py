@@ -2,6 +2,9 @@
 
 Each command calls one felab_core.sizing service, prints a small table of the numbers and then the
 plain-words explanation the service wrote. Bad input ends with a one-line message and exit code 2.
+
+Long because each `felab size` command spells out its options and help that teaches; the
+arithmetic itself is in felab_core.sizing.
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ JavaScript and JSON tools would round if they were numbers.
 Content rows (packs, days, steps, cards, prompts, whiteboards, number fields) carry the stable
 `key` written in the content file, so editing a card updates its row in place and its review
 history stays attached. Items removed from a file are retired, never deleted.
+
+Long because it is every table in one place, which is what a migration is checked against
+(tests/db compares them); each class is short.
 """
 
 from __future__ import annotations

@@ -4,6 +4,10 @@ Closed loop: C users, each sending its next request when the last one ends. Open
 an absolute schedule (so a late send never delays the next), with concurrency as an optional cap
 on requests in flight. The client watches itself (event-loop lag, lateness against the
 schedule) and says so when it, not the server, may have limited the result.
+
+Long because one run's whole life is here: warm-up, the closed, open-loop, trace and session
+loops over one sender, the client self-check and the saturation stop; the metrics, framing,
+workloads and analysis are their own modules.
 """
 
 from __future__ import annotations

@@ -22,6 +22,9 @@ not faster here: on this lab's AMD EPYC (AVX-512), the 91M-parameter "slow" mode
 So the portable cache is keyed on the architecture (and version) alone, after checking that the
 CPU has the x86-64-v3 features; a CPU without them, or `--native`, gets a native build whose
 cache key includes a hash of the CPU's feature flags, so it is never reused on another CPU.
+
+Long because each engine's install is spelled out (llama.cpp from source with its CPU key, MLX
+and vLLM in their own venvs), with the errors that say what to do.
 """
 
 from __future__ import annotations

@@ -8,6 +8,10 @@ endpoints (persona) and misbehave on purpose (fault), which is how the error pat
 for servers that cannot run here (Ollama, SGLang).
 
 Run it alone: `python -m felab_core.lab.scripted_server --port 9000 --itl-ms 20 --stamp`.
+
+Its length is the three wire protocols, the personas and the faults it plays, one server on
+purpose: the tests and the calibration benchmark need every behaviour on one schedule and one
+clock.
 """
 
 from __future__ import annotations

@@ -12,6 +12,9 @@ Why each step:
 * The server runs in its own process group (vLLM starts helper processes of its own), and stop
   sends SIGTERM then SIGKILL to the whole group. Every started server is also stopped at exit and
   on Ctrl-C, and on Linux the kernel kills it if the Python process dies (`PR_SET_PDEATHSIG`).
+
+Long because starting a server for real takes every case: ports in use, a model not found,
+readiness by a real completion, logs kept, clean stops on every exit path.
 """
 
 from __future__ import annotations

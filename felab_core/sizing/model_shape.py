@@ -5,6 +5,10 @@ from a GGUF file's metadata and tensor list (with the `gguf` package), or from a
 well-known models. Grouped-query attention, explicit head sizes, per-layer head counts,
 DeepSeek-style latent caches and mixture-of-experts weights are all handled: each changes the
 answer.
+
+Long because it reads three sources (config.json with safetensors headers, GGUF metadata, a
+table of well-known models) into one shape, with each architecture's quirks (sliding windows,
+MLA, MoE) said where they are read.
 """
 
 from __future__ import annotations
