@@ -9,7 +9,7 @@ for servers that cannot run here (Ollama, SGLang).
 
 Run it alone: `python -m felab_core.lab.scripted_server --port 9000 --itl-ms 20 --stamp`.
 
-Its length is the three wire protocols, the personas and the faults it plays, one server on
+Long because it is the three wire protocols, the personas and the faults it plays, one server on
 purpose: the tests and the calibration benchmark need every behaviour on one schedule and one
 clock.
 """

@@ -28,7 +28,7 @@ Face) and SPM scores (llama.cpp) segment every text the same way.
 Bytes are identical on every run: weights come from `numpy.random.RandomState`, whose stream numpy
 keeps frozen, and only element-wise float arithmetic follows; JSON is written with sorted keys.
 
-Its length is the model itself: the Llama tensors, the tokenizer, and both file formats (HF and
+Long because it is the model itself: the Llama tensors, the tokenizer, and both file formats (HF and
 GGUF) written from one set of weights; split, the two writers would drift apart.
 """
 
