@@ -159,10 +159,3 @@ def kv_memory(tokens: int, per_token: KvPerToken) -> KvMemory:
     """Memory the cache needs for `tokens` tokens (llama.cpp reserves all of -c at startup)."""
     require_whole("the number of tokens", tokens, "Give the cache length, for example -c 8192.")
     return KvMemory(tokens=tokens, per_token=per_token, bytes=tokens * per_token.bytes)
-
-
-def tokens_that_fit(memory_bytes: Fraction | int, per_token: KvPerToken) -> int:
-    """Whole tokens a given amount of cache memory holds."""
-    if memory_bytes <= 0:
-        raise SizingError(f"cache memory must be more than zero bytes (got {memory_bytes})")
-    return int(Fraction(memory_bytes) // per_token.bytes)
