@@ -14,29 +14,31 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any
 
 import discord
 from discord.ext import commands
 from sqlalchemy.orm import Session, sessionmaker
 
-from felab_bot.cogs.bench import BenchCog
-from felab_bot.cogs.drills import BoardButton, CardButton, DrillsCog, PromptButton
-from felab_bot.cogs.numbers import NumbersCog
-from felab_bot.cogs.people import PeopleCog
-from felab_bot.cogs.setup import SetupCog
-from felab_bot.cogs.speak import RateButton, SpeakCog
 from felab_bot.endpoints import use_api, use_gateway_of
+from felab_bot.host import Host
 from felab_core.db.session import default_sessions, session_scope
 from felab_core.jobs.lifecycle import Publisher
-from felab_core.jobs.messages import JobMessage
 from felab_core.ops import logs, metrics
 from felab_core.ops.status import fleet_status
 from felab_core.settings import Settings
 
 log = logging.getLogger("felab.bot")
-P = ParamSpec("P")
-T = TypeVar("T")
+
+#: The bot's features, each an extension with its own `setup(bot)`, loaded by name.
+EXTENSIONS = (
+    "felab_bot.cogs.drills",
+    "felab_bot.cogs.numbers",
+    "felab_bot.cogs.bench",
+    "felab_bot.cogs.people",
+    "felab_bot.cogs.speak",
+    "felab_bot.cogs.setup",
+)
 
 
 _REFUSED = (
@@ -58,7 +60,9 @@ def token_of(settings: Settings) -> str:
     return settings.discord_token.get_secret_value().strip()
 
 
-class FelabBot(commands.Bot):
+class FelabBot(Host):
+    """The bot process's client: intents, mentions, events; its features are extensions."""
+
     def __init__(
         self,
         settings: Settings,
@@ -75,26 +79,20 @@ class FelabBot(commands.Bot):
         # send, interaction responses and followups included): a name typed by a member never
         # becomes a ping. The sends that mean to ping opt in with their own allowed_mentions.
         super().__init__(
+            settings,
+            sessions,
+            run_loops=run_loops,
+            publisher=publisher,
             command_prefix=commands.when_mentioned,
             intents=intents,
             help_command=None,
             allowed_mentions=discord.AllowedMentions.none(),
         )
-        self.settings = settings
-        self.sessions = sessions
-        self.run_loops = run_loops
-        self._make_publisher = publisher
-        self._publisher: Publisher | None = None  # made on first use: the broker client is heavy
 
     async def setup_hook(self) -> None:
         await use_gateway_of(self)
-        self.add_dynamic_items(CardButton, PromptButton, BoardButton, RateButton)
-        await self.add_cog(DrillsCog(self))
-        await self.add_cog(NumbersCog(self))
-        await self.add_cog(BenchCog(self))
-        await self.add_cog(PeopleCog(self))
-        await self.add_cog(SpeakCog(self))
-        await self.add_cog(SetupCog(self))
+        for name in EXTENSIONS:
+            await self.load_extension(name)
 
     async def on_interaction(self, interaction: discord.Interaction[Any]) -> None:
         """Time each interaction to the bot's first answer (felab_interaction_seconds)."""
@@ -107,46 +105,6 @@ class FelabBot(commands.Bot):
             len(self.guilds),
             ", ".join(str(g.id) for g in self.guilds),
         )
-
-    def _dispatch(self) -> Publisher:
-        if self._publisher is None:
-            if self._make_publisher is None:
-                raise RuntimeError("this bot was started without a broker to send jobs through")
-            self._publisher = self._make_publisher()
-        return self._publisher
-
-    def job_sender(self) -> Callable[[JobMessage], None]:
-        """What publishes a queued job to its worker, once the job's row is committed."""
-
-        def send(msg: JobMessage) -> None:
-            try:
-                self._dispatch().send(msg)
-            except Exception:  # the broker down: the ingest's reconciler sends it again
-                log.exception("could not publish job %s; the reconciler resends it", msg.job_id)
-
-        return send
-
-    def cancel_job(self, job_id: int, worker_id: int | None) -> None:
-        """Drop a cancelled job's message and stop its run on the machine (best effort: the
-        ingest drops a cancelled job's events anyway)."""
-        try:
-            self._dispatch().cancel(job_id, worker_id)
-        except Exception:
-            log.exception("could not send the cancel of job %s to its machine", job_id)
-
-    async def db(
-        self, fn: Callable[Concatenate[Session, P], T], *args: P.args, **kwargs: P.kwargs
-    ) -> T:
-        """Run `fn(session, ...)` in one unit of work, off the event loop."""
-        sessions = self.sessions
-        if sessions is None:
-            raise RuntimeError("this bot was started without a database")
-
-        def work() -> T:
-            with session_scope(sessions) as session:
-                return fn(session, *args, **kwargs)
-
-        return await asyncio.to_thread(work)
 
 
 async def _time_answer(interaction: discord.Interaction[Any], limit_s: float = 3.0) -> None:

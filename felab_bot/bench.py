@@ -14,8 +14,8 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
-from felab_bot.drills import fit, member_for
-from felab_bot.numbers import Who
+from felab_bot.drills import fit
+from felab_bot.who import Who, member_of
 from felab_core.db import models as m
 from felab_core.errors import Invalid, NotFound
 from felab_core.jobs.fleet import check_target, find_worker, list_workers, worker_targets
@@ -28,10 +28,6 @@ from felab_core.jobs.render import RenderedJob, render_job
 _SPLIT = re.compile(r"[\s,]+")
 
 
-def _member(session: Session, who: Who, now: datetime) -> m.Member:
-    return member_for(session, who.guild_id, who.channel_id, who.user_id, who.display_name, now)
-
-
 def _no_worker() -> str:
     return (
         "You have no paired worker yet: run `/worker pair` for a one-time code, then "
@@ -41,7 +37,7 @@ def _no_worker() -> str:
 
 def worker_names(session: Session, who: Who, current: str, now: datetime) -> list[str]:
     """Autocomplete: the member's own machines whose name starts with what they typed."""
-    member = _member(session, who, now)
+    member = member_of(session, who, now)
     names = [v.worker.name for v in list_workers(session, member, now=now)]
     low = current.lower()
     return [n for n in names if n.lower().startswith(low)][:25]
@@ -62,7 +58,7 @@ def target_names(
 ) -> list[str]:
     """Autocomplete for `targets`: the chosen worker's reported target names, completing the
     last word typed (the words before it kept, so several targets can be picked one by one)."""
-    member = _member(session, who, now)
+    member = member_of(session, who, now)
     try:
         chosen = _chosen(session, member, worker, now)
     except (Invalid, NotFound):
@@ -94,7 +90,7 @@ def bench(
     now: datetime,
 ) -> str:
     """Queue one job per target on the member's worker (the only one, or the one named)."""
-    member = _member(session, who, now)
+    member = member_of(session, who, now)
     names = [t for t in _SPLIT.split(targets.strip()) if t]
     if not names:
         raise Invalid("name at least one target from your worker's targets file, such as mlx")
@@ -127,7 +123,7 @@ def bench(
 
 
 def status(session: Session, who: Who, now: datetime) -> str:
-    member = _member(session, who, now)
+    member = member_of(session, who, now)
     views = list_jobs(session, member, limit=10)
     if not views:
         return "No jobs yet: `/bench mlx` on a paired worker starts one."
@@ -150,7 +146,7 @@ class Cancelled:
 
 
 def cancel(session: Session, who: Who, job_id: int, now: datetime) -> Cancelled:
-    member = _member(session, who, now)
+    member = member_of(session, who, now)
     job = cancel_job(session, member, job_id, now=now)
     if job.started_at is not None:
         return Cancelled(
@@ -162,7 +158,7 @@ def cancel(session: Session, who: Who, job_id: int, now: datetime) -> Cancelled:
 
 
 def pair(session: Session, who: Who, name: str, allow_instructors: bool, now: datetime) -> str:
-    member = _member(session, who, now)
+    member = member_of(session, who, now)
     code = issue_pair_code(session, member, name, allow_instructors=allow_instructors, now=now)
     return (
         f"Your one-time code for **{name}**: `{code}` (works once, for a few minutes; keep it "
@@ -172,7 +168,7 @@ def pair(session: Session, who: Who, name: str, allow_instructors: bool, now: da
 
 
 def workers(session: Session, who: Who, now: datetime) -> str:
-    member = _member(session, who, now)
+    member = member_of(session, who, now)
     views = list_workers(session, member, now=now)
     if not views:
         return _no_worker()

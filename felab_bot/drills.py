@@ -13,6 +13,7 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
+from felab_bot.who import member_for
 from felab_core.content.calendar import claim_daily_post, cohorts_due_for_post, today_plan
 from felab_core.content.calendar import mark_posted as mark_post_sent
 from felab_core.content.view import card_view, whiteboard_view
@@ -28,7 +29,6 @@ from felab_core.drills.review import (
     whiteboard_by_id,
 )
 from felab_core.drills.speaking import ADVICE, TIMINGS, day_prompts, prompt_by_id, said_it
-from felab_core.people.members import cohort_for_channel, join_cohort
 
 LIMIT = 2000  # characters in one Discord message
 ACTIONS = ("reveal", "again", "hard", "good", "easy")
@@ -231,19 +231,6 @@ def reveal_text(session: Session, card_id: int) -> str:
             text += f"\n{eng.detail}"
         parts.append(text)
     return fit_parts(parts)
-
-
-def member_for(
-    session: Session,
-    guild_id: int | None,
-    channel_id: int | None,
-    user_id: int,
-    display_name: str,
-    now: datetime,
-) -> m.Member:
-    """The member behind a press in a cohort's channel (joining an open cohort on first use)."""
-    cohort = cohort_for_channel(session, str(guild_id or ""), str(channel_id or ""))
-    return join_cohort(session, cohort, str(user_id), display_name=display_name, now=now)
 
 
 def rate_text(

@@ -13,7 +13,8 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
-from felab_bot.drills import fit, member_for
+from felab_bot.drills import fit
+from felab_bot.who import Who, member_of
 from felab_core.db import models as m
 from felab_core.errors import ServiceError
 from felab_core.numbers.progress import DayNumbers, day_fields, day_numbers, numbers_day
@@ -24,16 +25,6 @@ from felab_core.sizing.units import about_text
 MODAL_FIELDS = 5  # Discord: at most five text inputs in one modal
 LABEL_MAX = 45  # Discord: a text input's label
 PLACEHOLDER_MAX = 100
-
-
-@dataclass(frozen=True)
-class Who:
-    """Whoever ran the command, where."""
-
-    guild_id: int | None
-    channel_id: int | None
-    user_id: int
-    display_name: str
 
 
 @dataclass(frozen=True)
@@ -62,7 +53,7 @@ def shown_as_typed(number: m.Number) -> str:
 
 def numbers_form(session: Session, who: Who, now: datetime) -> NumbersForm:
     """The modal's fields: the day the member is on that asks for numbers (Day 2 at first)."""
-    member = member_for(session, who.guild_id, who.channel_id, who.user_id, who.display_name, now)
+    member = member_of(session, who, now)
     day = numbers_day(session, member, now)
     if day is None:
         return NumbersForm(None, [], "No day in the loaded course asks for numbers yet.")
@@ -90,7 +81,7 @@ def enter_numbers(session: Session, who: Who, values: dict[str, str], now: datet
 
     Each value is recorded in its own savepoint, so one bad value never loses the good ones.
     """
-    member = member_for(session, who.guild_id, who.channel_id, who.user_id, who.display_name, now)
+    member = member_of(session, who, now)
     day = numbers_day(session, member, now)
     fields = {f.key: f for f in day_fields(session, member, day)} if day is not None else {}
     lines: list[str] = []
@@ -163,7 +154,7 @@ def _table(view: DayNumbers) -> str:
 
 def show_numbers(session: Session, who: Who, now: datetime, day: int | None = None) -> str:
     """`/numbers show`: the member's typed and measured figures (tokens/s) and 'done when'."""
-    member = member_for(session, who.guild_id, who.channel_id, who.user_id, who.display_name, now)
+    member = member_of(session, who, now)
     number = day if day is not None else numbers_day(session, member, now)
     if number is None:
         return "No day in the loaded course asks for numbers yet."

@@ -15,8 +15,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from felab_bot.drills import fit, member_for
-from felab_bot.numbers import Who
+from felab_bot.drills import fit
+from felab_bot.who import Who, member_of
 from felab_core.db import models as m
 from felab_core.errors import Invalid, NotFound
 from felab_core.people.chat_posts import (
@@ -56,12 +56,8 @@ class Report:
     data: bytes = b""
 
 
-def _member(session: Session, who: Who, now: datetime) -> m.Member:
-    return member_for(session, who.guild_id, who.channel_id, who.user_id, who.display_name, now)
-
-
 def _instructor(session: Session, who: Who, now: datetime) -> m.Member:
-    member = _member(session, who, now)
+    member = member_of(session, who, now)
     require_instructor(member)
     return member
 
@@ -143,7 +139,7 @@ def progress_report(session: Session, who: Who, member_id: int | None, now: date
 
 
 def me_text(session: Session, who: Who, now: datetime) -> str:
-    member = _member(session, who, now)
+    member = member_of(session, who, now)
     if member.chip:
         machine = member.chip
     elif member.bandwidth_gb_s:
@@ -161,14 +157,14 @@ def me_text(session: Session, who: Who, now: datetime) -> str:
 def hardware(
     session: Session, who: Who, chip: str | None, bandwidth: str | None, now: datetime
 ) -> str:
-    member = _member(session, who, now)
+    member = member_of(session, who, now)
     set_hardware(session, member, chip=chip, bandwidth_gb_s=bandwidth)
     what = member.chip or f"{member.bandwidth_gb_s:g} GB/s"
     return f"Recorded your machine: {what}. `/numbers show` now sets your speeds against its limit."
 
 
 def privacy(session: Session, who: Who, public: bool, now: datetime) -> str:
-    member = _member(session, who, now)
+    member = member_of(session, who, now)
     set_public_numbers(session, member, public)
     if public:
         return "Your numbers are public now: they can appear on leaderboards."
@@ -187,7 +183,7 @@ def _json_value(value: Any) -> Any:
 
 
 def export(session: Session, who: Who, now: datetime) -> Report:
-    member = _member(session, who, now)
+    member = member_of(session, who, now)
     data = export_member(session, member.id)
     text = json.dumps(data, indent=1, ensure_ascii=False, default=_json_value) + "\n"
     return Report("Everything felab holds about you, as JSON.", "felab-export.json", text.encode())

@@ -14,7 +14,7 @@ from datetime import date, datetime, time
 from sqlalchemy.orm import Session
 
 from felab_bot.drills import fit
-from felab_bot.numbers import Who
+from felab_bot.who import Who
 from felab_core.db import models as m
 from felab_core.errors import Forbidden, Invalid
 from felab_core.people.cohort_settings import Change, CohortSettings, change_settings, settings_of

@@ -20,8 +20,8 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
-from felab_bot.drills import fit, member_for
-from felab_bot.numbers import Who
+from felab_bot.drills import fit
+from felab_bot.who import Who, member_of
 from felab_core.db import models as m
 from felab_core.drills.speaking import (
     ADVICE,
@@ -66,10 +66,6 @@ def speaker(member: m.Member) -> str:
     return literal(member.display_name) if member.display_name else f"<@{member.discord_id}>"
 
 
-def _member(session: Session, who: Who, now: datetime) -> m.Member:
-    return member_for(session, who.guild_id, who.channel_id, who.user_id, who.display_name, now)
-
-
 def _prompt(session: Session, member: m.Member, now: datetime) -> m.SpeakPrompt:
     prompt = prompt_of_the_day(session, member, now)
     if prompt is None:
@@ -85,7 +81,7 @@ class PromptReply:
 
 def prompt_text(session: Session, who: Who, now: datetime, voice: bool = False) -> PromptReply:
     """`voice`: the bot reads voice messages (the message-content intent is on)."""
-    prompt = _prompt(session, _member(session, who, now), now)
+    prompt = _prompt(session, member_of(session, who, now), now)
     how = (
         "Answer with a voice message in this channel (felab reads its length), or answer aloud "
         "timing yourself and tell felab how it went: "
@@ -116,7 +112,7 @@ def answer(
     recording: str | None,
     now: datetime,
 ) -> Spoken:
-    member = _member(session, who, now)
+    member = member_of(session, who, now)
     prompt = _prompt(session, member, now)
     spoken = record_spoken_answer(
         session,
@@ -167,7 +163,7 @@ def voice_answer(
         return None
     if seconds is None:
         return VoiceReply(NO_INTENT if link is None else NO_LENGTH, None)
-    member = _member(session, who, now)
+    member = member_of(session, who, now)
     prompt = _prompt(session, member, now)
     spoken = record_spoken_answer(
         session,
@@ -198,7 +194,7 @@ def voice_answer(
 
 
 def rate(session: Session, who: Who, answer_id: int, rating: int, now: datetime) -> str:
-    rater = _member(session, who, now)
+    rater = member_of(session, who, now)
     own = session.get(m.SpokenAnswer, answer_id)
     if own is not None and own.member_id == rater.id and own.self_rating is None:
         set_self_rating(session, rater, answer_id, rating)

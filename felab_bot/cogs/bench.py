@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import discord
 from discord import app_commands
@@ -19,10 +19,8 @@ from discord.ext import commands, tasks
 
 from felab_bot import bench, people
 from felab_bot.cogs.common import Out, now, respond, who
+from felab_bot.host import Host, host_of
 from felab_core.errors import ServiceError
-
-if TYPE_CHECKING:
-    from felab_bot.app import FelabBot
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +29,7 @@ class BenchCog(commands.Cog, name="Bench"):
     bench_group = app_commands.Group(name="bench", description="Benchmarks on your own Mac")
     worker_group = app_commands.Group(name="worker", description="Your Macs that run benchmarks")
 
-    def __init__(self, bot: FelabBot) -> None:
+    def __init__(self, bot: Host) -> None:
         self.bot = bot
 
     async def cog_load(self) -> None:
@@ -224,3 +222,8 @@ class BenchCog(commands.Cog, name="Bench"):
             log.warning(
                 "could not post job %s (%s); it is tried again later", post.job.job_id, error
             )
+
+
+async def setup(bot: commands.Bot) -> None:
+    """Load this extension: its cog."""
+    await bot.add_cog(BenchCog(host_of(bot)))

@@ -18,7 +18,7 @@ from typing import Any
 import discord
 
 from felab_bot.drills import fit
-from felab_bot.numbers import Who
+from felab_bot.who import Who
 from felab_core.errors import ServiceError
 
 ANSWER_WITHIN_S = 2.0  # an idle bot answers directly when the work is done this soon

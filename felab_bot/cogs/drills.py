@@ -12,7 +12,7 @@ import logging
 import re
 from collections.abc import Awaitable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import discord
 from discord import app_commands
@@ -21,10 +21,8 @@ from discord.ext import commands, tasks
 from felab_bot import drills
 from felab_bot.cogs.common import done_in_time, in_flight
 from felab_bot.cogs.speak import rating_view
+from felab_bot.host import Host, host_of
 from felab_core.errors import ServiceError
-
-if TYPE_CHECKING:
-    from felab_bot.app import FelabBot
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +64,7 @@ class CardButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=drills
         return cls(int(match["card_id"]), match["action"])
 
     async def callback(self, interaction: discord.Interaction[Any]) -> None:
-        bot = cast("FelabBot", interaction.client)
+        bot = cast(Host, interaction.client)
         if self.action == "reveal":
             work = bot.db(drills.reveal_text, self.card_id)
         else:
@@ -112,7 +110,7 @@ class PromptButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=dril
         return cls(int(match["prompt_id"]))
 
     async def callback(self, interaction: discord.Interaction[Any]) -> None:
-        bot = cast("FelabBot", interaction.client)
+        bot = cast(Host, interaction.client)
 
         async def work() -> Reply:
             reply = await bot.db(
@@ -156,7 +154,7 @@ class BoardButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=drill
         return cls(int(match["board_id"]))
 
     async def callback(self, interaction: discord.Interaction[Any]) -> None:
-        bot = cast("FelabBot", interaction.client)
+        bot = cast(Host, interaction.client)
         await answer(interaction, _text_only(bot.db(drills.board_reveal_text, self.board_id)))
 
 
@@ -210,7 +208,7 @@ def card_view(card_id: int) -> discord.ui.View:
 
 
 class DrillsCog(commands.Cog, name="Drills"):
-    def __init__(self, bot: FelabBot) -> None:
+    def __init__(self, bot: Host) -> None:
         self.bot = bot
 
     async def cog_load(self) -> None:
@@ -314,3 +312,9 @@ class DrillsCog(commands.Cog, name="Drills"):
             now=_now(),
         )
         return reply.text, card_view(reply.card_id) if reply.card_id is not None else None
+
+
+async def setup(bot: commands.Bot) -> None:
+    """Load this extension: its cog and its persistent buttons."""
+    bot.add_dynamic_items(CardButton, PromptButton, BoardButton)
+    await bot.add_cog(DrillsCog(host_of(bot)))

@@ -6,7 +6,7 @@ Discord allows no command that is both runnable and a group, so `/numbers` is a 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import discord
 from discord import app_commands
@@ -14,10 +14,8 @@ from discord.ext import commands
 
 from felab_bot import numbers
 from felab_bot.cogs.common import Out, now, respond, who
+from felab_bot.host import Host, host_of
 from felab_core.errors import ServiceError
-
-if TYPE_CHECKING:
-    from felab_bot.app import FelabBot
 
 
 class NumbersModal(discord.ui.Modal):
@@ -42,7 +40,7 @@ class NumbersModal(discord.ui.Modal):
         return {key: box.value or "" for key, box in self.inputs.items()}
 
     async def on_submit(self, interaction: discord.Interaction[Any]) -> None:
-        bot = cast("FelabBot", interaction.client)
+        bot = cast(Host, interaction.client)
         values = self.values()
 
         async def work() -> Out:
@@ -54,7 +52,7 @@ class NumbersModal(discord.ui.Modal):
 class NumbersCog(commands.Cog, name="Numbers"):
     group = app_commands.Group(name="numbers", description="Your measured numbers")
 
-    def __init__(self, bot: FelabBot) -> None:
+    def __init__(self, bot: Host) -> None:
         self.bot = bot
 
     @group.command(name="enter", description="Type in today's writing speeds (a form)")
@@ -80,3 +78,8 @@ class NumbersCog(commands.Cog, name="Numbers"):
             return Out(await self.bot.db(numbers.show_numbers, who(interaction), now(), day))
 
         await respond(interaction, work())
+
+
+async def setup(bot: commands.Bot) -> None:
+    """Load this extension: its cog."""
+    await bot.add_cog(NumbersCog(host_of(bot)))

@@ -6,7 +6,7 @@ those of members deleted from a terminal."""
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import discord
 from discord import app_commands
@@ -14,10 +14,8 @@ from discord.ext import commands, tasks
 
 from felab_bot import people
 from felab_bot.cogs.common import Attachment, Out, now, respond, who
-from felab_bot.numbers import Who
-
-if TYPE_CHECKING:
-    from felab_bot.app import FelabBot
+from felab_bot.host import Host, host_of
+from felab_bot.who import Who
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +27,7 @@ def _out(report: people.Report) -> Out:
     return Out(report.text, files)
 
 
-async def remove_posts(bot: FelabBot, post_ids: list[int] | None = None) -> tuple[int, int, int]:
+async def remove_posts(bot: Host, post_ids: list[int] | None = None) -> tuple[int, int, int]:
     """Delete the bot's messages about deleted members from Discord (these, or all waiting);
     returns (removed, refused: no access any more, left: to try again at the next look)."""
     removed = refused = left = 0
@@ -65,7 +63,7 @@ class ConfirmDelete(discord.ui.View):
     async def confirm(
         self, interaction: discord.Interaction[Any], button: discord.ui.Button[Any]
     ) -> None:
-        bot = cast("FelabBot", interaction.client)
+        bot = cast(Host, interaction.client)
         self.stop()
 
         async def work() -> Out:
@@ -88,7 +86,7 @@ class ConfirmDelete(discord.ui.View):
 class PeopleCog(commands.Cog, name="People"):
     me_group = app_commands.Group(name="me", description="Your machine, privacy and data")
 
-    def __init__(self, bot: FelabBot) -> None:
+    def __init__(self, bot: Host) -> None:
         self.bot = bot
 
     async def cog_load(self) -> None:
@@ -184,3 +182,8 @@ class PeopleCog(commands.Cog, name="People"):
             view=ConfirmDelete(who(interaction)),
             ephemeral=True,
         )
+
+
+async def setup(bot: commands.Bot) -> None:
+    """Load this extension: its cog."""
+    await bot.add_cog(PeopleCog(host_of(bot)))

@@ -7,20 +7,18 @@ default_member_permissions); the caller's permission is checked again when it ru
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import discord
 from discord import app_commands
 from discord.ext import commands
 
-from felab_bot import setup
+from felab_bot import setup as cohort_setup
 from felab_bot.cogs.common import Out, now, respond, who
+from felab_bot.host import Host, host_of
 from felab_core.content.calendar import ADVANCE_MODES
 from felab_core.people.cohort_settings import Change
 from felab_core.people.members import JOIN_MODES, ROLES
-
-if TYPE_CHECKING:
-    from felab_bot.app import FelabBot
 
 
 def _choices(values: tuple[str, ...]) -> list[app_commands.Choice[str]]:
@@ -35,7 +33,7 @@ class SetupCog(commands.Cog, name="Setup"):
         guild_only=True,
     )
 
-    def __init__(self, bot: FelabBot) -> None:
+    def __init__(self, bot: Host) -> None:
         self.bot = bot
 
     @group.command(name="cohort", description="Run a cohort in this channel; you instruct it")
@@ -63,7 +61,7 @@ class SetupCog(commands.Cog, name="Setup"):
         async def work() -> Out:
             return Out(
                 await self.bot.db(
-                    setup.setup_cohort,
+                    cohort_setup.setup_cohort,
                     who(interaction),
                     can_manage_server=can_manage,
                     name=name,
@@ -86,7 +84,7 @@ class SetupCog(commands.Cog, name="Setup"):
         async def work() -> Out:
             return Out(
                 await self.bot.db(
-                    setup.add_to_cohort,
+                    cohort_setup.add_to_cohort,
                     who(interaction),
                     user.id,
                     user.display_name,
@@ -101,14 +99,14 @@ class SetupCog(commands.Cog, name="Setup"):
     @app_commands.describe(on="True: post the summary here each Monday; False: stop")
     async def weekly(self, interaction: discord.Interaction[Any], on: bool) -> None:
         async def work() -> Out:
-            return Out(await self.bot.db(setup.weekly, who(interaction), on))
+            return Out(await self.bot.db(cohort_setup.weekly, who(interaction), on))
 
         await respond(interaction, work())
 
     @group.command(name="show", description="Instructors: this cohort's settings")
     async def show(self, interaction: discord.Interaction[Any]) -> None:
         async def work() -> Out:
-            return Out(await self.bot.db(setup.show_settings, who(interaction), now()))
+            return Out(await self.bot.db(cohort_setup.show_settings, who(interaction), now()))
 
         await respond(interaction, work())
 
@@ -144,7 +142,7 @@ class SetupCog(commands.Cog, name="Setup"):
         )
 
         async def work() -> Out:
-            return Out(await self.bot.db(setup.change, who(interaction), wanted, now()))
+            return Out(await self.bot.db(cohort_setup.change, who(interaction), wanted, now()))
 
         await respond(interaction, work())
 
@@ -152,6 +150,11 @@ class SetupCog(commands.Cog, name="Setup"):
     @app_commands.describe(code="The join code your instructor gave you, if it needs one")
     async def join(self, interaction: discord.Interaction[Any], code: str | None = None) -> None:
         async def work() -> Out:
-            return Out(await self.bot.db(setup.join, who(interaction), code, now()))
+            return Out(await self.bot.db(cohort_setup.join, who(interaction), code, now()))
 
         await respond(interaction, work())
+
+
+async def setup(bot: commands.Bot) -> None:
+    """Load this extension: its cog."""
+    await bot.add_cog(SetupCog(host_of(bot)))

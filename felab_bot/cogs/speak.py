@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import discord
 from discord import app_commands
@@ -14,11 +14,9 @@ from discord.ext import commands
 
 from felab_bot import people, speak
 from felab_bot.cogs.common import Out, now, respond, who
-from felab_bot.numbers import Who
+from felab_bot.host import Host, host_of
+from felab_bot.who import Who
 from felab_core.errors import ServiceError
-
-if TYPE_CHECKING:
-    from felab_bot.app import FelabBot
 
 log = logging.getLogger(__name__)
 SPOKEN = "spoken answer"  # what the channel's post about a member shows
@@ -47,7 +45,7 @@ class RateButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=speak.
         return cls(int(match["answer_id"]), int(match["rating"]))
 
     async def callback(self, interaction: discord.Interaction[Any]) -> None:
-        bot = cast("FelabBot", interaction.client)
+        bot = cast(Host, interaction.client)
 
         async def work() -> Out:
             return Out(
@@ -67,7 +65,7 @@ def rating_view(answer_id: int) -> discord.ui.View:
 class SpeakCog(commands.Cog, name="Speak"):
     group = app_commands.Group(name="speak", description="Say it out loud")
 
-    def __init__(self, bot: FelabBot) -> None:
+    def __init__(self, bot: Host) -> None:
         self.bot = bot
 
     @group.command(name="prompt", description="Your say-it-aloud question and its time")
@@ -145,3 +143,9 @@ class SpeakCog(commands.Cog, name="Speak"):
             await self.bot.db(
                 people.posted_about, reply.member_id, sent.channel.id, sent.id, SPOKEN, now()
             )
+
+
+async def setup(bot: commands.Bot) -> None:
+    """Load this extension: its cog and its persistent buttons."""
+    bot.add_dynamic_items(RateButton)
+    await bot.add_cog(SpeakCog(host_of(bot)))

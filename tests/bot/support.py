@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from felab_bot.numbers import Who
+from felab_bot.who import Who
 from felab_core.db import models as m
 from felab_core.people.members import create_cohort
 
@@ -35,7 +35,8 @@ def who_in(cohort: m.Cohort, user: int = USER, name: str = "Ada") -> Who:
 
 
 class FakeBot:
-    """What the cogs use of FelabBot: db() on the test's own session, channels and users."""
+    """What the cogs use of the Host (felab_bot/host.py): db() on the test's own session,
+    channels and users."""
 
     run_loops = False
 

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from felab_bot import bench
 from felab_bot.cogs import bench as cog_module
 from felab_bot.cogs.bench import BenchCog
-from felab_bot.numbers import Who
+from felab_bot.who import Who
 from felab_core.db import models as m
 from felab_core.errors import Forbidden, Invalid, NotFound
 from felab_core.jobs.render import render_job

@@ -76,7 +76,8 @@ class _Response:
 
 
 class _Bot:
-    """What the cog uses of FelabBot: db() on the test's own session, and channels."""
+    """What the cog uses of the Host (felab_bot/host.py): db() on the test's own session, and
+    channels."""
 
     run_loops = False
 

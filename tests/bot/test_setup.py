@@ -11,7 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from felab_bot import setup
-from felab_bot.numbers import Who
+from felab_bot.who import Who
 from felab_core.db import models as m
 from felab_core.errors import Forbidden, Invalid, NotFound
 from tests.db_support import NOW
