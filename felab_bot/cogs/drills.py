@@ -7,11 +7,9 @@ so a button on an old post still works after the bot restarts.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 from collections.abc import Awaitable
-from datetime import UTC, datetime
 from typing import Any, cast
 
 import discord
@@ -19,10 +17,9 @@ from discord import app_commands
 from discord.ext import commands, tasks
 
 from felab_bot import drills
-from felab_bot.cogs.common import done_in_time, in_flight
-from felab_bot.cogs.speak import rating_view
+from felab_bot.cogs.common import Out, now, respond
+from felab_bot.cogs.speak import prompt_view
 from felab_bot.host import Host, host_of
-from felab_core.errors import ServiceError
 
 log = logging.getLogger(__name__)
 
@@ -33,13 +30,6 @@ _STYLES = {
     "danger": discord.ButtonStyle.danger,
 }
 _BUTTONS = {action: (label, _STYLES[style]) for action, label, style in drills.BUTTONS}
-
-
-ANSWER_WITHIN_S = 2.0  # Discord wants the first response within 3 s of the event
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 class CardButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=drills.CUSTOM_ID):
@@ -76,57 +66,9 @@ class CardButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=drills
                 display_name=interaction.user.display_name,
                 card_id=self.card_id,
                 grade=self.action,
-                now=_now(),
+                now=now(),
             )
-        await answer(interaction, _text_only(work))
-
-
-Reply = tuple[str, discord.ui.View | None]
-
-
-class PromptButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=drills.PROMPT_ID):
-    """The "Said it" button under the day's say-it-aloud prompt: records the clicker's answer
-    and asks for their self-rating (felab_bot/cogs/speak.py's rating buttons), alive across
-    restarts."""
-
-    def __init__(self, prompt_id: int) -> None:
-        super().__init__(
-            discord.ui.Button(
-                label=drills.SAID_LABEL,
-                style=discord.ButtonStyle.primary,
-                custom_id=drills.prompt_custom_id(prompt_id),
-            )
-        )
-        self.prompt_id = prompt_id
-
-    @classmethod
-    async def from_custom_id(
-        cls,
-        interaction: discord.Interaction[Any],
-        item: discord.ui.Item[Any],
-        match: re.Match[str],
-        /,
-    ) -> PromptButton:
-        return cls(int(match["prompt_id"]))
-
-    async def callback(self, interaction: discord.Interaction[Any]) -> None:
-        bot = cast(Host, interaction.client)
-
-        async def work() -> Reply:
-            reply = await bot.db(
-                drills.said_text,
-                guild_id=interaction.guild_id,
-                channel_id=interaction.channel_id,
-                user_id=interaction.user.id,
-                display_name=interaction.user.display_name,
-                prompt_id=self.prompt_id,
-                now=_now(),
-                shown_at=interaction.message.created_at if interaction.message else None,
-            )
-            view = rating_view(reply.answer_id) if reply.answer_id is not None else None
-            return reply.text, view
-
-        await answer(interaction, work())
+        await respond(interaction, _text(work))
 
 
 class BoardButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=drills.BOARD_ID):
@@ -155,43 +97,11 @@ class BoardButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=drill
 
     async def callback(self, interaction: discord.Interaction[Any]) -> None:
         bot = cast(Host, interaction.client)
-        await answer(interaction, _text_only(bot.db(drills.board_reveal_text, self.board_id)))
+        await respond(interaction, _text(bot.db(drills.board_reveal_text, self.board_id)))
 
 
-async def _text_only(work: Awaitable[str]) -> Reply:
-    return await work, None
-
-
-async def _or_error(work: Awaitable[Reply]) -> Reply:
-    try:
-        return await work
-    except ServiceError as exc:
-        return str(exc), None
-
-
-async def answer(interaction: discord.Interaction[Any], work: Awaitable[Reply]) -> None:
-    """Answer ephemerally; when the work is not done within ANSWER_WITHIN_S of the event (less in
-    a burst: bot.cogs.common.wait_for_work_s), acknowledge first ("thinking") and send the answer
-    as a followup: Discord drops a first response after 3 s."""
-    async with in_flight():
-        task = asyncio.ensure_future(_or_error(work))
-        deferred = not await done_in_time(interaction, task, ANSWER_WITHIN_S)
-        if deferred:
-            await interaction.response.defer(ephemeral=True, thinking=True)
-        text, view = await task
-    kw: dict[str, Any] = {"ephemeral": True}
-    if view is not None:
-        kw["view"] = view
-    if deferred:
-        await interaction.followup.send(drills.fit(text), **kw)
-    else:
-        await interaction.response.send_message(drills.fit(text), **kw)
-
-
-def prompt_view(prompt_id: int) -> discord.ui.View:
-    view = discord.ui.View(timeout=None)
-    view.add_item(PromptButton(prompt_id))
-    return view
+async def _text(work: Awaitable[str]) -> Out:
+    return Out(await work)
 
 
 def board_view(board_id: int) -> discord.ui.View:
@@ -247,7 +157,7 @@ class DrillsCog(commands.Cog, name="Drills"):
         from felab_core.reports.weekly import claim_weekly_posts
 
         made = 0
-        for post in await self.bot.db(claim_weekly_posts, _now()):
+        for post in await self.bot.db(claim_weekly_posts, now()):
             try:
                 channel = await self._channel(post.channel_id)
                 message = await channel.send(post.text)
@@ -255,14 +165,14 @@ class DrillsCog(commands.Cog, name="Drills"):
                 log.exception("could not post the weekly summary to %s", post.channel_id)
                 await self.bot.db(drills.release, post.post_id)
                 continue
-            await self.bot.db(drills.posted, post.post_id, message.id, _now())
+            await self.bot.db(drills.posted, post.post_id, message.id, now())
             made += 1
         return made
 
     async def post_due(self) -> int:
         """Post every claimed daily post (the first look after a start catches up)."""
         count = 0
-        for post in await self.bot.db(drills.claim_due_posts, _now()):
+        for post in await self.bot.db(drills.claim_due_posts, now()):
             try:
                 channel = await self._channel(post.channel_id)
                 # The one ping the bot means: the cohort's own role, when it set one.
@@ -278,7 +188,7 @@ class DrillsCog(commands.Cog, name="Drills"):
                 )
                 await self.bot.db(drills.release, post.post_id)
                 continue
-            await self.bot.db(drills.posted, post.post_id, header.id, _now())
+            await self.bot.db(drills.posted, post.post_id, header.id, now())
             for card in post.cards:
                 await channel.send(card.text, view=card_view(card.card_id))
             for prompt in post.prompts:
@@ -300,21 +210,21 @@ class DrillsCog(commands.Cog, name="Drills"):
 
     @app_commands.command(name="drill", description="Your drill cards ready now")
     async def drill(self, interaction: discord.Interaction[Any]) -> None:
-        await answer(interaction, self._drill(interaction))
+        await respond(interaction, self._drill(interaction))
 
-    async def _drill(self, interaction: discord.Interaction[Any]) -> Reply:
+    async def _drill(self, interaction: discord.Interaction[Any]) -> Out:
         reply = await self.bot.db(
             drills.drill_reply,
             guild_id=interaction.guild_id,
             channel_id=interaction.channel_id,
             user_id=interaction.user.id,
             display_name=interaction.user.display_name,
-            now=_now(),
+            now=now(),
         )
-        return reply.text, card_view(reply.card_id) if reply.card_id is not None else None
+        return Out(reply.text, view=card_view(reply.card_id) if reply.card_id is not None else None)
 
 
 async def setup(bot: commands.Bot) -> None:
     """Load this extension: its cog and its persistent buttons."""
-    bot.add_dynamic_items(CardButton, PromptButton, BoardButton)
+    bot.add_dynamic_items(CardButton, BoardButton)
     await bot.add_cog(DrillsCog(host_of(bot)))

@@ -1,5 +1,6 @@
 """`/speak prompt`, `/speak answer`, voice messages in a cohort's channel and the rating buttons
-under an answer: glue over felab_bot/speak.py. The buttons are DynamicItems (the answer id in the
+under an answer, and the "Said it" button under the day's prompt: glue over felab_bot/speak.py
+and felab_bot/drills.py. The buttons are DynamicItems (the ids in the
 custom id), alive across restarts."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from felab_bot import people, speak
+from felab_bot import drills, people, speak
 from felab_bot.cogs.common import Out, now, respond, who
 from felab_bot.host import Host, host_of
 from felab_bot.who import Who
@@ -62,6 +63,57 @@ def rating_view(answer_id: int) -> discord.ui.View:
     return view
 
 
+class PromptButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=drills.PROMPT_ID):
+    """The "Said it" button under the day's say-it-aloud prompt: records the clicker's answer
+    and asks for their self-rating (the rating buttons below), alive across
+    restarts."""
+
+    def __init__(self, prompt_id: int) -> None:
+        super().__init__(
+            discord.ui.Button(
+                label=drills.SAID_LABEL,
+                style=discord.ButtonStyle.primary,
+                custom_id=drills.prompt_custom_id(prompt_id),
+            )
+        )
+        self.prompt_id = prompt_id
+
+    @classmethod
+    async def from_custom_id(
+        cls,
+        interaction: discord.Interaction[Any],
+        item: discord.ui.Item[Any],
+        match: re.Match[str],
+        /,
+    ) -> PromptButton:
+        return cls(int(match["prompt_id"]))
+
+    async def callback(self, interaction: discord.Interaction[Any]) -> None:
+        bot = cast(Host, interaction.client)
+
+        async def work() -> Out:
+            reply = await bot.db(
+                drills.said_text,
+                guild_id=interaction.guild_id,
+                channel_id=interaction.channel_id,
+                user_id=interaction.user.id,
+                display_name=interaction.user.display_name,
+                prompt_id=self.prompt_id,
+                now=now(),
+                shown_at=interaction.message.created_at if interaction.message else None,
+            )
+            view = rating_view(reply.answer_id) if reply.answer_id is not None else None
+            return Out(reply.text, view=view)
+
+        await respond(interaction, work())
+
+
+def prompt_view(prompt_id: int) -> discord.ui.View:
+    view = discord.ui.View(timeout=None)
+    view.add_item(PromptButton(prompt_id))
+    return view
+
+
 class SpeakCog(commands.Cog, name="Speak"):
     group = app_commands.Group(name="speak", description="Say it out loud")
 
@@ -70,9 +122,6 @@ class SpeakCog(commands.Cog, name="Speak"):
 
     @group.command(name="prompt", description="Your say-it-aloud question and its time")
     async def prompt(self, interaction: discord.Interaction[Any]) -> None:
-        # cogs/drills.py holds the "Said it" button and imports this module's rating buttons.
-        from felab_bot.cogs.drills import prompt_view
-
         async def work() -> Out:
             voice = self.bot.settings.discord_message_content
             reply = await self.bot.db(speak.prompt_text, who(interaction), now(), voice)
@@ -147,5 +196,5 @@ class SpeakCog(commands.Cog, name="Speak"):
 
 async def setup(bot: commands.Bot) -> None:
     """Load this extension: its cog and its persistent buttons."""
-    bot.add_dynamic_items(RateButton)
+    bot.add_dynamic_items(RateButton, PromptButton)
     await bot.add_cog(SpeakCog(host_of(bot)))

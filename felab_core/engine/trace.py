@@ -21,7 +21,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from felab_core.engine.workloads import synthetic_words
+from felab_core.engine.words import synthetic_words
 
 DEFAULT_BLOCK_SIZE = 512
 MAX_LINES = 1_000_000

@@ -17,7 +17,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from felab_bot import drills
+from felab_bot.cogs import common
 from felab_bot.cogs import drills as cog_module
+from felab_bot.cogs.common import Out
 from felab_bot.cogs.drills import CardButton, DrillsCog, card_view
 from felab_bot.endpoints import DISCORD_API, use_api
 from felab_core.db import models as m
@@ -109,7 +111,7 @@ def chat_cohort(db: Session, day2: None) -> m.Cohort:
 async def test_post_due_sends_header_then_cards_once(
     db: Session, chat_cohort: m.Cohort, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cog_module, "_now", lambda: NOW)
+    monkeypatch.setattr(cog_module, "now", lambda: NOW)
     monkeypatch.setattr(cog_module.discord.abc, "Messageable", _Channel)
     channel = _Channel()
     cog = DrillsCog(_Bot(db, channel))  # type: ignore[arg-type]
@@ -126,7 +128,7 @@ async def test_post_due_sends_header_then_cards_once(
 async def test_a_header_that_fails_gives_the_claim_back(
     db: Session, chat_cohort: m.Cohort, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cog_module, "_now", lambda: NOW)
+    monkeypatch.setattr(cog_module, "now", lambda: NOW)
     monkeypatch.setattr(cog_module.discord.abc, "Messageable", _Channel)
     cog = DrillsCog(_Bot(db, _Channel(fail=True)))  # type: ignore[arg-type]
     assert await cog.post_due() == 0
@@ -155,27 +157,27 @@ class _Interaction:
         self.followup = _Followup()
 
 
-async def _slow(text: str, delay: float) -> tuple[str, None]:
+async def _slow(text: str, delay: float) -> Out:
     await asyncio.sleep(delay)
-    return text, None
+    return Out(text)
 
 
-async def _refused() -> tuple[str, None]:
+async def _refused() -> Out:
     raise Forbidden("only the cohort's instructors can do this")
 
 
 async def test_a_quick_answer_goes_out_at_once_and_ephemeral() -> None:
     it = _Interaction()
-    await cog_module.answer(it, _slow("done", 0))  # type: ignore[arg-type]
+    await common.respond(it, _slow("done", 0))  # type: ignore[arg-type]
     assert it.calls == [("send_message", "done", {"ephemeral": True})]
 
 
 async def test_a_slow_answer_is_acknowledged_then_followed_up(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(cog_module, "ANSWER_WITHIN_S", 0.05)
+    monkeypatch.setattr(common, "ANSWER_WITHIN_S", 0.05)
     it = _Interaction()
-    await cog_module.answer(it, _slow("late", 0.3))  # type: ignore[arg-type]
+    await common.respond(it, _slow("late", 0.3))  # type: ignore[arg-type]
     assert it.calls == [
         ("defer", None, {"ephemeral": True, "thinking": True}),
         ("followup", "late", {"ephemeral": True}),
@@ -184,7 +186,7 @@ async def test_a_slow_answer_is_acknowledged_then_followed_up(
 
 async def test_a_service_refusal_is_the_answer() -> None:
     it = _Interaction()
-    await cog_module.answer(it, _refused())  # type: ignore[arg-type]
+    await common.respond(it, _refused())  # type: ignore[arg-type]
     assert it.calls == [
         ("send_message", "only the cohort's instructors can do this", {"ephemeral": True})
     ]

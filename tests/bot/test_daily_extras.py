@@ -16,8 +16,9 @@ from sqlalchemy.orm import Session
 
 from felab_bot import drills, speak
 from felab_bot.cogs import drills as cog_module
-from felab_bot.cogs.drills import BoardButton, DrillsCog, PromptButton, board_view, prompt_view
-from felab_bot.cogs.speak import RateButton
+from felab_bot.cogs import speak as speak_cog
+from felab_bot.cogs.drills import BoardButton, DrillsCog, board_view
+from felab_bot.cogs.speak import PromptButton, RateButton, prompt_view
 from felab_core.db import models as m
 from felab_core.errors import NotFound
 from felab_core.people.members import create_cohort
@@ -196,7 +197,8 @@ class _Interaction:
 async def test_post_due_sends_the_extras_after_the_cards_and_they_answer(
     db: Session, chat_cohort: m.Cohort, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cog_module, "_now", lambda: NOW)
+    monkeypatch.setattr(cog_module, "now", lambda: NOW)
+    monkeypatch.setattr(speak_cog, "now", lambda: NOW)  # the "Said it" button is speak's
     monkeypatch.setattr(cog_module.discord.abc, "Messageable", _Channel)
     channel = _Channel()
     bot = _Bot(db, channel)
