@@ -86,10 +86,6 @@ class SSEDecoder:
             return frame
         return None
 
-    @property
-    def pending_bytes(self) -> int:
-        return len(self._buf)
-
 
 class NDJSONDecoder:
     """Newline-delimited JSON (Ollama's native API): one object per non-empty line."""
@@ -108,7 +104,3 @@ class NDJSONDecoder:
         if rest.strip():
             return Frame(rest.decode("utf-8", errors="replace"))
         return None
-
-    @property
-    def pending_bytes(self) -> int:
-        return len(self._buf)

@@ -19,10 +19,6 @@ class Chunk:
     text: str = ""
     tokens: int | None = None  # when the server says how many tokens this message carried
 
-    @property
-    def is_content(self) -> bool:
-        return self.text != ""
-
 
 @dataclass(slots=True)
 class RequestTimeline:

@@ -58,15 +58,6 @@ class ModelShape:
         return bool(self.n_experts and self.n_experts > 1 and self.n_experts_used)
 
     @property
-    def kv_elements_per_token(self) -> int:
-        """Numbers kept in the KV cache for one token, across all layers (keys and values)."""
-        if self.latent_cache_dim is not None:
-            return self.n_layers * self.latent_cache_dim
-        if self.kv_heads_by_layer is not None:
-            return sum(h * (self.head_dim_k + self.head_dim_v) for h in self.kv_heads_by_layer)
-        return self.n_layers * self.n_kv_heads * (self.head_dim_k + self.head_dim_v)
-
-    @property
     def query_heads_per_kv_head(self) -> Fraction:
         """How many query heads share one KV head (1 = no sharing; 4 for Llama 3.1 8B)."""
         return Fraction(self.n_heads, self.n_kv_heads)

@@ -9,7 +9,6 @@ round-half-to-even).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, localcontext
 from fractions import Fraction
 
@@ -196,32 +195,6 @@ def both_ways(value: Number) -> str:
     if abs(frac) < MB:
         return f"{tidy_text(frac)} bytes ({binary})"
     return f"{dec} = {binary}"
-
-
-@dataclass(frozen=True)
-class ByteCount:
-    """A byte count that knows how to show itself in both unit systems."""
-
-    value: Fraction
-
-    @property
-    def gb(self) -> Fraction:
-        return in_unit(self.value, GB)
-
-    @property
-    def gib(self) -> Fraction:
-        return in_unit(self.value, GiB)
-
-    @property
-    def mib(self) -> Fraction:
-        return in_unit(self.value, MiB)
-
-    @property
-    def kib(self) -> Fraction:
-        return in_unit(self.value, KiB)
-
-    def __str__(self) -> str:
-        return both_ways(self.value)
 
 
 def parse_bytes(text: str | int | float, default_unit: str = "bytes") -> Fraction:
