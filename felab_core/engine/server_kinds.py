@@ -2,7 +2,8 @@
 
 The rest of felab reads this table: the default targets (port, API, model), what makes a server
 write exactly `max_tokens`, which ones must be sent a model name, which publish Prometheus
-counters, which `felab serve` can start and how long they take to be ready. Adding a kind
+counters, which `felab serve` can start (the model's flag and file) and how long they take to be
+ready. Adding a kind
 (TensorRT-LLM's `trtllm-serve` is the worked example) is one `ServerKind` member and one entry
 below, plus its test; how felab recognises a kind from its answers stays in probe.py, since
 that is logic, not a fact (a kind without a rule there is timed, with a note that its identity
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Literal
 
 from felab_core.engine.apis import Api
 
@@ -36,6 +38,16 @@ class ServerKind(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class LabStart:
+    """How `felab serve` starts this kind on the lab's machine (felab_core.lab.serve builds the
+    argv: `<engine> <model_flag> MODEL --host H --port P`, plus vLLM's CPU defaults)."""
+
+    model_flag: str  # the flag before the model's path
+    model_file: Literal["gguf", "hf"]  # one GGUF file, or a Hugging Face folder
+    startup_timeout_s: float  # how long it may take to answer its first completion
+
+
+@dataclass(frozen=True, slots=True)
 class KindTraits:
     """One kind's facts. `port` is where felab expects it (the default target's address)."""
 
@@ -48,8 +60,7 @@ class KindTraits:
     per_chunk_usage: bool = False  # can put usage on every chunk (vLLM's continuous stats)
     metrics: bool = False  # publishes Prometheus counters at /metrics
     note: str | None = None  # said whenever the default target is used
-    # `felab serve` (the lab's engines): how long it may take to answer its first completion.
-    startup_timeout_s: float | None = None
+    lab: LabStart | None = None  # None: `felab serve` cannot start it
 
 
 TRAITS: dict[ServerKind, KindTraits] = {
@@ -61,7 +72,7 @@ TRAITS: dict[ServerKind, KindTraits] = {
         8080,
         force_length={"ignore_eos": True},
         metrics=True,
-        startup_timeout_s=60.0,
+        lab=LabStart("-m", "gguf", startup_timeout_s=60.0),
     ),
     ServerKind.MLX: KindTraits(
         "MLX",
@@ -70,7 +81,7 @@ TRAITS: dict[ServerKind, KindTraits] = {
             "mlx_lm.server also defaults to port 8080, where llama-server lives; felab "
             "expects MLX on 8081: start it with --port 8081 (felab serve mlx does)"
         ),
-        startup_timeout_s=120.0,
+        lab=LabStart("--model", "hf", startup_timeout_s=120.0),
     ),
     ServerKind.VLLM: KindTraits(
         "vLLM",
@@ -79,7 +90,7 @@ TRAITS: dict[ServerKind, KindTraits] = {
         force_length={"ignore_eos": True},
         per_chunk_usage=True,
         metrics=True,
-        startup_timeout_s=600.0,
+        lab=LabStart("--model", "hf", startup_timeout_s=600.0),
     ),
     ServerKind.SGLANG: KindTraits(
         "SGLang", 30000, needs_model=True, force_length={"ignore_eos": True}
@@ -96,4 +107,4 @@ TRAITS: dict[ServerKind, KindTraits] = {
 }
 
 #: The kinds `felab serve` can start on this machine's lab, by name.
-LAB_KINDS = tuple(k for k, t in TRAITS.items() if t.startup_timeout_s is not None)
+LAB_KINDS = tuple(k for k, t in TRAITS.items() if t.lab is not None)

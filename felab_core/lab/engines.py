@@ -43,10 +43,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from felab_core.engine.server_kinds import LAB_KINDS
 from felab_core.lab._lock import file_lock
 from felab_core.settings import get_settings
 
-ENGINES = ("llamacpp", "mlx", "vllm")
+#: The engines the lab installs and starts: the server kinds table's lab kinds.
+ENGINES = tuple(k.value for k in LAB_KINDS)
 
 #: The llama-cpp-python release whose vendored llama.cpp felab builds (PyPI is the only source
 #: this project may download from; the sdist carries the full llama.cpp tree).

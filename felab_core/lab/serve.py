@@ -40,7 +40,7 @@ from typing import IO, Any
 
 import httpx
 
-from felab_core.engine.server_kinds import LAB_KINDS
+from felab_core.engine.server_kinds import LAB_KINDS, LabStart, ServerKind
 from felab_core.lab.engines import ENGINES, EngineError, EngineLocation, require_engine
 from felab_core.settings import get_settings
 
@@ -48,7 +48,17 @@ from felab_core.settings import get_settings
 #: first completion: both from the server kinds table (`mlx_lm.server` defaults to 8080 like
 #: llama-server, so felab moves MLX to 8081 and the two can run side by side).
 DEFAULT_PORTS = {k.value: int(k.traits.port or 0) for k in LAB_KINDS}
-DEFAULT_STARTUP_TIMEOUT = {k.value: float(k.traits.startup_timeout_s or 0) for k in LAB_KINDS}
+DEFAULT_STARTUP_TIMEOUT = {
+    k.value: k.traits.lab.startup_timeout_s for k in LAB_KINDS if k.traits.lab is not None
+}
+
+
+def lab_start(engine: str) -> LabStart:
+    """How the lab starts this engine, from the server kinds table."""
+    start = ServerKind(engine).traits.lab if engine in ENGINES else None
+    if start is None:
+        raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
+    return start
 
 
 class ServeError(RuntimeError):
@@ -146,15 +156,16 @@ def resolve_model_path(engine: str, model: Path) -> Path:
 
     A folder written by `felab model tiny` holds both, and the right one is picked.
     """
+    gguf = lab_start(engine).model_file == "gguf"
     model = Path(model).expanduser()
     if not model.exists():
         raise ModelNotFound(
             f"model not found: {model} does not exist. Make the lab's tiny model with "
             f"`felab model tiny --out DIR`, then pass "
-            + ("DIR/tiny.gguf" if engine == "llamacpp" else "DIR/hf")
+            + ("DIR/tiny.gguf" if gguf else "DIR/hf")
             + "."
         )
-    if engine == "llamacpp":
+    if gguf:
         if model.is_dir():
             ggufs = sorted(model.glob("*.gguf"))
             if len(ggufs) == 1:
@@ -307,11 +318,10 @@ class ServerProcess:
         model = self.model_path  # first: a missing model is the likelier mistake
         loc, args = self.location, self.extra_args
         base = [*loc.command]
-        where = ["--host", self.host, "--port", str(self.port)]
-        if self.engine == "llamacpp":
-            return [*base, "-m", str(model), *where, *args]
-        if self.engine == "mlx":
-            return [*base, "--model", str(model), *where, *args]
+        where = [lab_start(self.engine).model_flag, str(model), "--host", self.host]
+        where += ["--port", str(self.port)]
+        if self.engine != "vllm":
+            return [*base, *where, *args]
         defaults: list[str] = []
         if not _has_flag(args, "--dtype"):
             defaults += ["--dtype", "float32"]  # what the other engines run
@@ -321,7 +331,7 @@ class ServerProcess:
             # On CPU this is the share of the machine's memory vLLM reserves (0.92 by default,
             # which fails on a machine that runs anything else); a lab model needs little.
             defaults += ["--gpu-memory-utilization", "0.2"]
-        return [*base, "--model", str(model), *where, *defaults, *args]
+        return [*base, *where, *defaults, *args]
 
     def environment(self) -> dict[str, str]:
         """Variables felab sets for the engine (`shell_line` shows them), not inherited ones."""

@@ -13,8 +13,9 @@ from typer.testing import CliRunner
 from felab.cli.main import app
 from felab_core.engine.server_kinds import LAB_KINDS, TRAITS, ServerKind
 from felab_core.engine.targets import DEFAULT_TARGETS, force_length_extra
+from felab_core.lab.engines import ENGINES, EngineLocation
 from felab_core.lab.scripted_server import Script, ScriptedServer
-from felab_core.lab.serve import DEFAULT_PORTS, DEFAULT_STARTUP_TIMEOUT
+from felab_core.lab.serve import DEFAULT_PORTS, DEFAULT_STARTUP_TIMEOUT, ServerProcess
 
 runner = CliRunner()
 
@@ -35,6 +36,24 @@ def test_the_lab_reads_its_ports_and_timeouts_from_the_table() -> None:
     assert {k.value for k in LAB_KINDS} == {"llamacpp", "mlx", "vllm"}
     assert DEFAULT_PORTS == {"llamacpp": 8080, "mlx": 8081, "vllm": 8000}
     assert DEFAULT_STARTUP_TIMEOUT["vllm"] == 600.0
+    assert ENGINES == ("llamacpp", "mlx", "vllm")
+
+
+def test_the_lab_starts_each_kind_as_its_entry_says(tmp_path: Path) -> None:
+    """The model's flag and file (a GGUF file or a Hugging Face folder) come from the table."""
+    (tmp_path / "tiny.gguf").write_bytes(b"GGUF")
+    (tmp_path / "hf").mkdir()
+    (tmp_path / "hf" / "config.json").write_text("{}")
+    for kind in LAB_KINDS:
+        lab = kind.traits.lab
+        assert lab is not None
+        loc = EngineLocation(kind.value, ("engine",), "test", Path("engine"))
+        server = ServerProcess(kind.value, tmp_path, location=loc)  # a `felab model tiny` folder
+        model = tmp_path / ("tiny.gguf" if lab.model_file == "gguf" else "hf")
+        argv = server.command()
+        assert argv[:3] == ["engine", lab.model_flag, str(model)], kind
+        assert argv[3:7] == ["--host", "127.0.0.1", "--port", str(kind.traits.port)], kind
+        assert server.startup_timeout == lab.startup_timeout_s
 
 
 def test_a_trtllm_server_is_timed_under_its_own_name(tmp_path: Path) -> None:
