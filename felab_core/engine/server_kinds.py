@@ -100,7 +100,9 @@ TRAITS: dict[ServerKind, KindTraits] = {
         8000,
         needs_model=True,
         force_length={"ignore_eos": True},
-        metrics=True,
+        # Its /metrics is JSON iteration stats; the Prometheus counters (trtllm_*) are at
+        # /prometheus/metrics, which felab_core.sizing.metrics_scrape does not read yet.
+        metrics=False,
         note="trtllm-serve listens on 8000 like vLLM: run only one of them there",
     ),
     ServerKind.OPENAI: KindTraits("OpenAI-compatible", None),
