@@ -40,6 +40,7 @@ from felab_core.drills.review import _streak_step, cards_due, end_of_local_day
 from felab_core.people.members import create_cohort
 from felab_core.reports.leaderboard import leaderboard, speed_boards
 from felab_core.reports.progress import cohort_progress, member_progress
+from felab_core.reports.weekly import weekly_summary
 
 HERE = Path(__file__).parent
 ZONES = (
@@ -55,12 +56,25 @@ NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 START = date(2026, 3, 2)
 
 
-def _fill(session: Session, members: int, reviews: int, seed: int) -> dict[str, Any]:
-    """Insert the cohort, content, members, card states, reviews and numbers (COPY for bulk)."""
-    rng = random.Random(seed)
-    cohort = create_cohort(
-        session, "Bench", timezone="UTC", start_date=START, guild_id="bench", channel_id="bench"
-    )
+def _fill(
+    session: Session, members: int, reviews: int, seed: int, cohorts: int = 1
+) -> dict[str, Any]:
+    """The content once, then `cohorts` cohorts of `members` members and `reviews` reviews each."""
+    card_ids = _fill_content(session)
+    filled: dict[str, Any] = {}
+    t0 = time.perf_counter()
+    for c in range(cohorts):
+        one = _fill_cohort(session, card_ids, c, members, reviews, seed + c)
+        if c == cohorts // 2 or not filled:  # time the reports on a cohort in the middle
+            filled = one
+        if cohorts > 1 and (c + 1) % 10 == 0:
+            print(f"  filled {c + 1} of {cohorts} cohorts ({time.perf_counter() - t0:.0f} s)")
+    session.execute(text("ANALYZE"))
+    session.commit()
+    return filled
+
+
+def _fill_content(session: Session) -> list[tuple[int, int]]:
     pack = m.ContentPack(key="bench.pack", title="bench", source_path="-", checksum="-")
     session.add(pack)
     session.flush()
@@ -77,7 +91,23 @@ def _fill(session: Session, members: int, reviews: int, seed: int) -> dict[str, 
             session.flush()
             card_ids.append((card.id, d))
     session.commit()
+    return card_ids
 
+
+def _fill_cohort(
+    session: Session, card_ids: list[tuple[int, int]], c: int, members: int, reviews: int, seed: int
+) -> dict[str, Any]:
+    """One cohort: its members, card states, reviews and numbers (COPY for bulk)."""
+    rng = random.Random(seed)
+    cohort = create_cohort(
+        session,
+        f"Bench {c}",
+        timezone="UTC",
+        start_date=START,
+        guild_id=f"bench{c}",
+        channel_id=f"bench{c}",
+    )
+    session.commit()
     raw = session.connection().connection.driver_connection
     assert raw is not None
     per_member = reviews // members
@@ -87,7 +117,7 @@ def _fill(session: Session, members: int, reviews: int, seed: int) -> dict[str, 
         member_rows.append(
             (
                 cohort.id,
-                str(100_000 + i),
+                str(100_000 + c * 1_000_000 + i),
                 f"student {i:04}",
                 "student",
                 ZONES[i % len(ZONES)],
@@ -183,13 +213,13 @@ def _fill(session: Session, members: int, reviews: int, seed: int) -> dict[str, 
         cur.execute(
             "INSERT INTO numbers (member_id, server, metric, value, unit, source, model, preset, "
             "job_id, recorded_at) SELECT member_id, server, 'writing_tps', 30 + random() * 40, "
-            "'tokens/s', 'measured', CASE WHEN member_id % 4 = 0 THEN 'llama-3.2-3b' ELSE "
-            "'llama-3.1-8b' END, preset, id, created_at FROM bench_jobs"
+            "'tokens/s', 'measured', CASE WHEN member_id %% 4 = 0 THEN 'llama-3.2-3b' ELSE "
+            "'llama-3.1-8b' END, preset, bench_jobs.id, created_at FROM bench_jobs JOIN members "
+            "ON members.id = bench_jobs.member_id WHERE members.cohort_id = %s",
+            (cohort.id,),
         )
     raw.commit()
     fill_s = time.perf_counter() - t0
-    session.execute(text("ANALYZE"))
-    session.commit()
     return {"cohort_id": cohort.id, "member_ids": member_ids, "fill_s": fill_s}
 
 
@@ -212,7 +242,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", default="postgresql+psycopg://postgres@127.0.0.1:5432/test")
     parser.add_argument("--members", type=int, default=5000)
-    parser.add_argument("--reviews", type=int, default=1_000_000)
+    parser.add_argument("--reviews", type=int, default=1_000_000, help="per cohort")
+    parser.add_argument(
+        "--cohorts", type=int, default=1, help="cohorts of --members each (100 x 500: 10x)"
+    )
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--seed", type=int, default=2)
     parser.add_argument("--keep", action="store_true", help="keep the schema afterwards")
@@ -236,7 +269,7 @@ def main() -> None:
         factory = session_factory(engine)
         t0 = time.perf_counter()
         with factory() as session:
-            filled = _fill(session, args.members, args.reviews, args.seed)
+            filled = _fill(session, args.members, args.reviews, args.seed, args.cohorts)
         fill_total = time.perf_counter() - t0
         cohort_id = filled["cohort_id"]
         # A member still drilling (member ids divisible by 3 after the first are active).
@@ -264,6 +297,11 @@ def main() -> None:
             assert member is not None
             return cards_due(s, member, NOW, until=end_of_local_day(NOW, member.timezone))
 
+        def weekly(s: Session) -> object:
+            cohort = s.get(m.Cohort, cohort_id)
+            assert cohort is not None
+            return weekly_summary(s, cohort, NOW)
+
         cases: dict[str, Callable[[Session], object]] = {
             "leaderboard: streak": lambda s: leaderboard(s, cohort_id, "streak", NOW),
             "leaderboard: reviews": lambda s: leaderboard(s, cohort_id, "reviews", NOW),
@@ -274,6 +312,7 @@ def main() -> None:
             f"progress table, whole cohort ({args.members:,} rows)": lambda s: cohort_progress(
                 s, cohort_id, NOW
             ),
+            "weekly summary, one cohort": weekly,
         }
         results = {name: _time(in_session(fn), args.runs) for name, fn in cases.items()}
         with factory() as s:
@@ -291,6 +330,7 @@ def main() -> None:
         pg_version = conn.execute(text("SHOW server_version")).scalar_one()
     admin.dispose()
     record = {
+        "cohorts": args.cohorts,
         "rows": counts,
         "fill_seconds": round(fill_total, 1),
         "runs": args.runs,
@@ -300,11 +340,14 @@ def main() -> None:
         "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}",
         "results_ms": {k: {kk: round(vv, 2) for kk, vv in v.items()} for k, v in results.items()},
     }
+    if args.cohorts > 1 and args.json.name == "db_reports.json":
+        args.json = args.json.with_name("db_reports_cohorts.json")  # keep the one-cohort figures
     if not args.quick:  # a smoke run's figures are not the ones the docs quote
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(record, indent=1) + "\n")
     print(
-        f"PostgreSQL {pg_version}: {counts['members']:,} members, {counts['reviews']:,} reviews, "
+        f"PostgreSQL {pg_version}: {args.cohorts} cohort(s), {counts['members']:,} members, "
+        f"{counts['reviews']:,} reviews, "
         f"{counts['card_states']:,} card states, {counts['numbers']:,} numbers "
         f"(filled in {fill_total:.0f} s); {args.runs} runs each after one warm-up.\n"
     )
