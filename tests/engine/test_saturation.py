@@ -3,14 +3,13 @@ and says so; a server that keeps up is never stopped."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from typer.testing import CliRunner
 
-from felab.cli.main import app
 from felab_core.engine.runner import SaturationGuard
-from felab_core.lab.scripted_server import Script, ScriptedServer
+from felab_core.lab.scripted_server import Script
+from tests.engine.scripted_bench import bench
 
 runner = CliRunner()
 S = 1_000_000_000
@@ -38,34 +37,9 @@ def test_a_growing_queue_is_stopped_after_a_whole_window() -> None:
 def test_a_run_past_the_servers_capacity_stops_and_says_so(tmp_path: Path) -> None:
     # one slot, ~50 ms a request: 20 req/s at most; 60 req/s asked for 8 s
     script = Script(persona="llamacpp", ttft_s=0.01, itl_s=0.01, slots=1)
-    server = ScriptedServer(script).start_in_thread()
-    out = tmp_path / "run.json"
-    try:
-        result = runner.invoke(
-            app,
-            [
-                "bench",
-                "llamacpp",
-                "--url",
-                server.base_url,
-                "--rate",
-                "60",
-                "--duration",
-                "8",
-                "--max-tokens",
-                "5",
-                "--stop-when-saturated",
-                "--timeout",
-                "30",
-                "--no-csv",
-                "--json",
-                str(out),
-            ],
-        )
-    finally:
-        server.stop_thread()
-    assert result.exit_code == 0, result.output
-    (run,) = json.loads(out.read_text())["runs"]
+    flags = ("--rate", "60", "--duration", "8", "--max-tokens", "5", "--timeout", "30")
+    done = bench(script, tmp_path / "run.json", *flags, "--stop-when-saturated")
+    run = done.run
     assert run["summary"]["stopped"].startswith("stopped sending: the server is over-saturated")
     assert len(run["requests"]) < 60 * 8 * 0.7  # it stopped well before the schedule's end
-    assert "over-saturated" in " ".join(result.output.split())
+    assert "over-saturated" in done.output

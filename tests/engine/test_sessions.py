@@ -5,7 +5,6 @@ cached history no longer costs."""
 from __future__ import annotations
 
 import itertools
-import json
 import statistics
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from typer.testing import CliRunner
 
 from felab.cli.main import app
 from felab_core.lab.scripted_server import Script, ScriptedServer
+from tests.engine.scripted_bench import bench
 
 runner = CliRunner()
 PREFILL_S = 0.0004  # a token of prompt not in the cache
@@ -29,38 +29,10 @@ def _sessions(cache: bool, tmp_path: Path) -> tuple[dict[str, Any], ScriptedServ
         prefix_cache=cache,
         cache_block=16,
     )
-    server = ScriptedServer(script).start_in_thread()
-    out = tmp_path / f"sessions-{cache}.json"
-    try:
-        result = runner.invoke(
-            app,
-            [
-                "bench",
-                "llamacpp",
-                "--url",
-                server.base_url,
-                "--sessions",
-                "4",
-                "--turns",
-                "4",
-                "-c",
-                "2",
-                "--think-time",
-                "0.01",
-                "--prompt-tokens",
-                "48",
-                "--max-tokens",
-                "8",
-                "--no-csv",
-                "--json",
-                str(out),
-            ],
-        )
-    finally:
-        server.stop_thread()
-    assert result.exit_code == 0, result.output
-    record: dict[str, Any] = json.loads(out.read_text())
-    return record, server
+    flags = ("--sessions", "4", "--turns", "4", "-c", "2", "--think-time", "0.01")
+    done = bench(script, tmp_path / f"sessions-{cache}.json", *flags,
+                 "--prompt-tokens", "48", "--max-tokens", "8")  # fmt: skip
+    return done.record, done.server
 
 
 def test_each_turn_carries_the_whole_history(tmp_path: Path) -> None:

@@ -3,51 +3,23 @@ or still running as the run ends, are sent and counted apart, never in the perce
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from typer.testing import CliRunner
 
-from felab.cli.main import app
-from felab_core.lab.scripted_server import Script, ScriptedServer
+from felab_core.lab.scripted_server import Script
+from tests.engine.scripted_bench import bench
 
 runner = CliRunner()
 
 
 def _run(tmp_path: Path, *window: str) -> dict[str, Any]:
     script = Script(persona="llamacpp", ttft_s=0.01, itl_s=0.002, ramp_s=0.6, ramp_extra_ttft_s=0.2)
-    server = ScriptedServer(script).start_in_thread()
-    out = tmp_path / f"run{len(window)}.json"
-    try:
-        result = runner.invoke(
-            app,
-            [
-                "bench",
-                "llamacpp",
-                "--url",
-                server.base_url,
-                "--rate",
-                "40",
-                "--duration",
-                "2",
-                "--warmup",
-                "0",
-                "--max-tokens",
-                "4",
-                "--slo",
-                "ttft=0.1",
-                "--no-csv",
-                "--json",
-                str(out),
-                *window,
-            ],
-        )
-    finally:
-        server.stop_thread()
-    assert result.exit_code == 0, result.output
-    run: dict[str, Any] = json.loads(out.read_text())["runs"][0]
-    run["output"] = result.output
+    flags = ("--rate", "40", "--duration", "2", "--warmup", "0", "--max-tokens", "4")
+    done = bench(script, tmp_path / f"run{len(window)}.json", *flags, "--slo", "ttft=0.1", *window)
+    run = done.run
+    run["output"] = done.output
     return run
 
 
