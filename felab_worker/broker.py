@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 from urllib.parse import quote, urlsplit, urlunsplit
 
+from felab_core.redact import url_password_masked
 from felab_core.settings import Settings
 
 Claim = Literal["run", "again", "stale"]
@@ -36,13 +37,7 @@ def is_redis(url: str) -> bool:
 
 def redacted(url: str) -> str:
     """`url` with its password replaced by `***`, for logs and messages."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    port = f":{parts.port}" if parts.port else ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
+    return url_password_masked(url)
 
 
 def with_credentials(url: str, user: str, password: str) -> str:

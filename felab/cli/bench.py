@@ -42,6 +42,7 @@ from felab_core.engine.targets import (
     resolve_target,
 )
 from felab_core.engine.workloads import PRESETS, Workload
+from felab_core.redact import url_without_credentials
 from felab_core.settings import get_settings
 
 EXIT_OK, EXIT_FAILED_REQUESTS, EXIT_USAGE, EXIT_NOT_TIMED = 0, 1, 2, 3
@@ -394,7 +395,12 @@ def targets_cmd(
         table.add_column(col, overflow="fold")
     for t in table_data.values():
         table.add_row(
-            t.name, t.kind.label, t.url, t.api.value, t.model or "(server default)", t.note or ""
+            t.name,
+            t.kind.label,
+            url_without_credentials(t.url),
+            t.api.value,
+            t.model or "(server default)",
+            t.note or "",
         )
     print_table(console, table)
 

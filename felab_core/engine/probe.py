@@ -16,6 +16,7 @@ import httpx
 
 from felab_core.engine.client import connect_failure
 from felab_core.engine.targets import ServerKind, Target
+from felab_core.redact import url_without_credentials
 
 PROBE_TIMEOUT_S = 3.0
 
@@ -109,13 +110,14 @@ def check_identity(target: Target, ident: ServerIdentity) -> str | None:
     """Refuse a positive mismatch; return a note when the kind could not be confirmed."""
     if target.kind is ServerKind.OPENAI:
         return None
+    shown = url_without_credentials(target.url)
     if ident.kind is None:
-        return f"could not confirm that {target.url} is {target.kind.label} ({ident.evidence})"
+        return f"could not confirm that {shown} is {target.kind.label} ({ident.evidence})"
     if ident.kind is not target.kind:
         raise IdentityError(
-            f"the server at {target.url} is {ident.kind.label} ({ident.evidence}), not "
+            f"the server at {shown} is {ident.kind.label} ({ident.evidence}), not "
             f"{target.kind.label}: felab will not time it under the name {target.name!r}. Time "
-            f"it as `felab bench {ident.kind.value} --url {target.url}`, or start "
+            f"it as `felab bench {ident.kind.value} --url {shown}`, or start "
             f"{target.kind.label} on that port."
         )
     return None
