@@ -61,13 +61,14 @@ def ssl_options(url: str, settings: Settings) -> dict[str, Any] | None:
     return opts
 
 
-def redis_client(url: str, settings: Settings) -> Any:
-    """A redis-py client for `url` with felab's timeouts and TLS checks (strings in and out)."""
+def redis_client(url: str, settings: Settings, *, timeout_s: float | None = None) -> Any:
+    """A redis-py client for `url` with felab's timeouts and TLS checks (strings in and out);
+    `timeout_s` shortens both the connect and the read timeout (a quick reachability check)."""
     import redis
 
     kwargs: dict[str, Any] = {
-        "socket_connect_timeout": CONNECT_TIMEOUT_S,
-        "socket_timeout": READ_TIMEOUT_S,
+        "socket_connect_timeout": min(CONNECT_TIMEOUT_S, timeout_s or CONNECT_TIMEOUT_S),
+        "socket_timeout": min(READ_TIMEOUT_S, timeout_s or READ_TIMEOUT_S),
         "health_check_interval": 30,
         "decode_responses": True,
     }
