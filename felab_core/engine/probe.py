@@ -67,8 +67,17 @@ async def identify(base_url: str, *, wait_s: float = PROBE_TIMEOUT_S) -> ServerI
             root = await client.get(base_url + "/")
         except httpx.ConnectError as exc:
             raise IdentityError(connect_failure(exc, base_url)) from None
+        except httpx.ConnectTimeout:
+            shown = url_without_credentials(base_url)
+            hint = (
+                "; if it speaks plain HTTP, use http:// instead of https://"
+                if base_url.startswith("https://")
+                else ": is the host up, and the port open?"
+            )
+            raise IdentityError(f"no connection to {shown} within {wait_s:g} s{hint}") from None
         except httpx.HTTPError as exc:
-            raise IdentityError(f"cannot reach {base_url}: {type(exc).__name__}: {exc}") from None
+            shown = url_without_credentials(base_url)
+            raise IdentityError(f"cannot reach {shown}: {type(exc).__name__}: {exc}") from None
         names = ("/props", "/api/version", "/get_server_info", "/version", "/v1/models")
         results = await asyncio.gather(*(_get_json(client, base_url + n) for n in names))
     (props, _), (ollama_v, _), (sgl_info, _), (version, _), (models, model_headers) = results
