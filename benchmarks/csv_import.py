@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from felab_core.engine.results import CSV_COLUMNS  # noqa: E402
 
+_RUN = "from felab.cli.main import app; app()"
 SERVERS = ("ollama", "llamacpp", "mlx", "vllm")
 MODELS = {"ollama": "llama3.1:8b", "llamacpp": "llama-3.1-8b-q4.gguf", "mlx": "m", "vllm": "v"}
 
@@ -66,8 +67,7 @@ def write_rows(path: Path, n: int) -> None:
 def run_import(checkout: Path, csv_path: Path, env: dict[str, str]) -> float:
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-c", "from felab.cli.main import app; app()", "numbers", "import"]
-        + [str(csv_path)],
+        [sys.executable, "-c", _RUN, "numbers", "import", str(csv_path)],
         cwd=checkout,
         env={**env, "PYTHONPATH": str(checkout)},
         capture_output=True,
@@ -109,8 +109,9 @@ def main() -> None:
         "first_import_s": first,
         "reimport_s": again,
         "rows_per_s": args.rows / statistics.median(first),
-        "database": args.database_url and "postgresql" or "sqlite",
-        "machine": f"{platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}",
+        "database": "postgresql" if args.database_url else "sqlite",
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}",
         "date": datetime.now(UTC).date().isoformat(),
     }
     out = ROOT / "benchmarks" / "results" / "csv_import.json"
