@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 from urllib.parse import quote, urlsplit, urlunsplit
 
+from felab_core.redact import url_password_masked
 from felab_core.settings import Settings
 
 Claim = Literal["run", "again", "stale"]
@@ -36,13 +37,7 @@ def is_redis(url: str) -> bool:
 
 def redacted(url: str) -> str:
     """`url` with its password replaced by `***`, for logs and messages."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    port = f":{parts.port}" if parts.port else ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
+    return url_password_masked(url)
 
 
 def with_credentials(url: str, user: str, password: str) -> str:
@@ -66,13 +61,14 @@ def ssl_options(url: str, settings: Settings) -> dict[str, Any] | None:
     return opts
 
 
-def redis_client(url: str, settings: Settings) -> Any:
-    """A redis-py client for `url` with felab's timeouts and TLS checks (strings in and out)."""
+def redis_client(url: str, settings: Settings, *, timeout_s: float | None = None) -> Any:
+    """A redis-py client for `url` with felab's timeouts and TLS checks (strings in and out);
+    `timeout_s` shortens both the connect and the read timeout (a quick reachability check)."""
     import redis
 
     kwargs: dict[str, Any] = {
-        "socket_connect_timeout": CONNECT_TIMEOUT_S,
-        "socket_timeout": READ_TIMEOUT_S,
+        "socket_connect_timeout": min(CONNECT_TIMEOUT_S, timeout_s or CONNECT_TIMEOUT_S),
+        "socket_timeout": min(READ_TIMEOUT_S, timeout_s or READ_TIMEOUT_S),
         "health_check_interval": 30,
         "decode_responses": True,
     }

@@ -16,12 +16,43 @@ from felab_core.jobs.keys import Identity, new_private_key
 from felab_core.jobs.run import target_names
 from felab_core.settings import Settings
 from felab_worker.app import pairing_app
-from felab_worker.broker import broker_url, is_redis, make_store, redacted, with_credentials
+from felab_worker.broker import (
+    CONNECT_TIMEOUT_S,
+    broker_url,
+    is_redis,
+    make_store,
+    redacted,
+    redis_client,
+    with_credentials,
+)
 from felab_worker.names import PAIRING_QUEUE, Names
 
 
 class PairingError(ServiceError):
     """Pairing did not complete; the message says what to check."""
+
+
+def check_reachable(url: str, settings: Settings, timeout_s: float) -> None:
+    """Fail within `timeout_s` when the broker is unreachable or accepts and never answers,
+    before Celery's own retries (each with its full connect and read timeouts) start."""
+    if not is_redis(url):
+        return
+    import redis
+
+    client = redis_client(url, settings, timeout_s=max(0.5, min(timeout_s, CONNECT_TIMEOUT_S)))
+    try:
+        client.ping()
+    except redis.exceptions.ResponseError:
+        return  # it answered: a pairing user may not be allowed PING
+    except redis.exceptions.RedisError as exc:
+        detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise PairingError(
+            f"could not reach the broker at {redacted(url)} ({detail}): check FELAB_BROKER_URL "
+            "(the pairing URL your instructor gave), that the broker is up, and "
+            "FELAB_BROKER_CA_FILE for rediss://"
+        ) from None
+    finally:
+        client.close()
 
 
 def pair_machine(settings: Settings, code: str, *, timeout_s: float = 30.0) -> Identity:
@@ -30,6 +61,7 @@ def pair_machine(settings: Settings, code: str, *, timeout_s: float = 30.0) -> I
     key = new_private_key()
     request = make_request(code, key, target_names(settings.targets_file))
     deadline = time.monotonic() + timeout_s
+    check_reachable(url, settings, timeout_s)
     app = pairing_app(settings)
     try:
         app.send_task(

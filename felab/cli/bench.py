@@ -43,6 +43,7 @@ from felab_core.engine.server_kinds import ServerKind
 from felab_core.engine.targets import Target, TargetError, load_targets, resolve_target
 from felab_core.engine.trace import load_trace
 from felab_core.engine.workloads import PRESETS, Workload
+from felab_core.redact import url_without_credentials
 from felab_core.settings import get_settings
 
 EXIT_OK, EXIT_FAILED_REQUESTS, EXIT_USAGE, EXIT_NOT_TIMED = 0, 1, 2, 3
@@ -256,27 +257,47 @@ def bench(
         "day2", "--preset", help="Named workload (see `felab presets`); flags below override it."
     ),
     concurrency: str | None = typer.Option(
-        None, "--concurrency", "-c", help="Users at once; a list sweeps: 1,4,16 (one run each)."
+        None,
+        "--concurrency",
+        "-c",
+        help="Users at once, 1 to 4,096; a list sweeps: 1,4,16 (one run each, at most 64).",
     ),
     rate: float | None = typer.Option(
-        None, "--rate", help="Open loop: requests/s on a fixed schedule; -c then caps in-flight."
+        None,
+        "--rate",
+        help="Open loop: requests/s on a fixed schedule (above 0, at most 100,000); -c then "
+        "caps in-flight.",
     ),
     burstiness: float | None = typer.Option(
-        None, "--burstiness", help="Open loop gaps: 1 = Poisson, <1 burstier, >1 steadier."
+        None,
+        "--burstiness",
+        help="Open loop gaps: 1 = Poisson, <1 burstier, >1 steadier (above 0, at most 1,000).",
     ),
-    requests: int | None = typer.Option(None, "--requests", "-n", help="Requests per run."),
+    requests: int | None = typer.Option(
+        None, "--requests", "-n", help="Requests per run, 1 to 1,000,000."
+    ),
     duration: float | None = typer.Option(
-        None, "--duration", help="Seconds per run (instead of, or as well as, --requests)."
+        None,
+        "--duration",
+        help="Seconds per run, at most 86,400 (instead of, or as well as, --requests).",
     ),
-    warmup: int | None = typer.Option(None, "--warmup", help="Warm-up requests, not counted."),
+    warmup: int | None = typer.Option(
+        None, "--warmup", help="Warm-up requests, not counted (0 to 10,000)."
+    ),
     max_tokens: int | None = typer.Option(
-        None, "--max-tokens", help="Output length, forced where the server allows it."
+        None,
+        "--max-tokens",
+        help="Output length, 1 to 262,144 tokens, forced where the server allows it.",
     ),
     prompt_tokens: int | None = typer.Option(
-        None, "--prompt-tokens", help="Synthetic prompt of about N tokens (default: a fixed text)."
+        None,
+        "--prompt-tokens",
+        help="Synthetic prompt of about N tokens, 1 to 262,144 (default: a fixed text).",
     ),
     shared_prefix_tokens: int | None = typer.Option(
-        None, "--shared-prefix-tokens", help="Every prompt opens with the same P tokens."
+        None,
+        "--shared-prefix-tokens",
+        help="Every prompt opens with the same P tokens (fewer than --prompt-tokens).",
     ),
     seed: int | None = typer.Option(None, "--seed", help="Seed for prompts and arrivals."),
     trace: Path | None = typer.Option(
@@ -340,9 +361,13 @@ def bench(
     slo: str | None = typer.Option(
         None, "--slo", help="Goodput objective in seconds, e.g. ttft=0.5,tpot=0.05."
     ),
-    timeout: float = typer.Option(600.0, "--timeout", help="Seconds one request may take."),
+    timeout: float = typer.Option(
+        600.0, "--timeout", help="Seconds one request may take (above 0, at most 86,400)."
+    ),
     stall_timeout: float = typer.Option(
-        60.0, "--stall-timeout", help="Seconds of silence mid-stream before a request fails."
+        60.0,
+        "--stall-timeout",
+        help="Seconds of silence mid-stream before a request fails (above 0, at most 86,400).",
     ),
     csv_path: Path | None = typer.Option(
         None, "--csv", help="Results CSV to append a row to [default: results/01-latency.csv]."
@@ -426,6 +451,8 @@ def bench(
         if duration is not None and requests is None:
             workload = replace(workload, requests=None)  # the clock ends the run
         workload.validate()
+        limits = ClientLimits(total=timeout, stall=stall_timeout)
+        limits.validate()
         objective = SLO.parse(slo) if slo else None
     except (TargetError, ValueError) as exc:
         err_console.print(f"[red]error:[/red] {exc}")
@@ -434,7 +461,6 @@ def bench(
         err_console.print("[red]error:[/red] --url applies to one target; name only one")
         raise typer.Exit(EXIT_USAGE)
 
-    limits = ClientLimits(total=timeout, stall=stall_timeout)
     if not 1 <= repeat <= 100:
         err_console.print("[red]error:[/red] --repeat must be 1-100")
         raise typer.Exit(EXIT_USAGE)
@@ -551,7 +577,12 @@ def targets_cmd(
         table.add_column(col, overflow="fold")
     for t in table_data.values():
         table.add_row(
-            t.name, t.kind.label, t.url, t.api.value, t.model or "(server default)", t.note or ""
+            t.name,
+            t.kind.label,
+            url_without_credentials(t.url),
+            t.api.value,
+            t.model or "(server default)",
+            t.note or "",
         )
     print_table(console, table)
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import typer
 
+from felab.cli.boundary import bounded, set_debug
 from felab.cli.lazy import Entry, lazy_group
 from felab_core import __version__
+from felab_core.settings import get_settings
 
 COMMANDS: dict[str, Entry] = {
     "bench": Entry("felab.cli.bench:bench", doc_help=True),
@@ -38,7 +40,7 @@ COMMANDS: dict[str, Entry] = {
 
 app = typer.Typer(
     name="felab",
-    cls=lazy_group(COMMANDS),
+    cls=bounded(lazy_group(COMMANDS)),
     help="felab: learn, measure and size LLM serving. Time servers, size caches, drill the course.",
     no_args_is_help=True,
     rich_markup_mode="rich",
@@ -56,5 +58,12 @@ def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
+    debug: bool = typer.Option(
+        False,
+        "--debug",
+        help="Show the traceback when felab fails (for a bug report); FELAB_DEBUG=1 does too.",
+    ),
 ) -> None:
     """felab's command line."""
+    set_debug(debug)
+    get_settings()  # every FELAB_ setting checked before any command runs: one line per bad one

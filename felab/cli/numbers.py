@@ -17,7 +17,9 @@ import base64
 import csv
 import inspect
 import json
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from fractions import Fraction
 from pathlib import Path
@@ -25,6 +27,14 @@ from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -332,12 +342,20 @@ def import_cmd(
     ),
     member_id: str | None = typer.Option(None, "--member", help=_MEMBER_HELP),
     cohort_id: int | None = typer.Option(None, "--cohort", help=_COHORT_HELP),
+    skip_invalid: bool = typer.Option(
+        False,
+        "--skip-invalid",
+        help="Import the sound rows and skip the ones with impossible values (each said with "
+        "its line); without it, one such row stores nothing.",
+    ),
 ) -> None:
     """Record the runs felab bench measured, from its results CSV: these count for "done when".
 
     One person at a time (concurrency 1) with a writing speed becomes a measured number; other
-    rows are kept as results only, and rows that cannot be read are skipped, each with the
-    reason. Importing the same file twice records nothing new.
+    rows are kept as results only, and rows without a preset or model are skipped, each with
+    the reason. A row with an impossible value (a negative, NaN, infinite or absurd figure, an
+    unknown server) stops the import with its line number and nothing stored, unless
+    --skip-invalid. Importing the same file twice records nothing new.
     """
     path = csv_path if csv_path is not None else default_csv()
     if not path.is_file():
@@ -354,7 +372,8 @@ def import_cmd(
     console = _console()
     with service_errors(), session_scope(sessions()) as s:
         member = _member(s, member_id, cohort_id)
-        report = import_results(s, member, rows)
+        with _late_bar("checking and storing rows") as tick:
+            report = import_results(s, member, rows, skip_invalid=skip_invalid, progress=tick)
         day_number = numbers_day(s, member, datetime.now(UTC))
         status = done_when(s, member, day_number) if day_number is not None else None
     _import_summary(console, path, report)
@@ -363,19 +382,65 @@ def import_cmd(
             _say(console, line)
 
 
+#: Rows the import names one by one; past that, the counts say the rest.
+_SHOWN_ROWS = 50
+
+
+@contextmanager
+def _late_bar(label: str, after_s: float = 1.0) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar on stderr that appears only once the work has taken `after_s`."""
+    started = time.monotonic()
+    bar: Progress | None = None
+    task: TaskID | None = None
+
+    def tick(done: int, total: int) -> None:
+        nonlocal bar, task
+        if bar is None:
+            if time.monotonic() - started < after_s:
+                return
+            bar = Progress(
+                TextColumn(label),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
+            bar.start()
+            task = bar.add_task(label, total=total)
+        assert task is not None
+        bar.update(task, completed=done, total=total)
+
+    try:
+        yield tick
+    finally:
+        if bar is not None:
+            bar.stop()
+
+
 def _import_summary(console: Console, path: Path, report: ImportReport) -> None:
     if not report.rows:
         _say(console, f"{path} has no rows yet: time your servers with `felab bench`.")
         return
+    shown = 0
     for r in report.rows:
+        if r.outcome == "already imported":
+            continue
+        shown += 1
+        if shown > _SHOWN_ROWS:
+            continue
         what = f"line {r.line}: {r.server or '?'} {r.model or '?'} (preset {r.preset or 'none'})"
         if r.outcome == "recorded" and r.tokens_per_s is not None:
             _say(console, f"{what}: recorded {_tps(r.tokens_per_s)}")
         elif r.outcome in ("result only", "skipped"):
             _say(console, f"{what}: {r.outcome}: {r.reason}")
+    if shown > _SHOWN_ROWS:
+        _say(console, f"... and {shown - _SHOWN_ROWS:,} more rows (the counts below).")
     done = report.with_outcome("already imported")
     if done:
-        lines = ", ".join(str(r.line) for r in done)
+        lines = ", ".join(str(r.line) for r in done[:_SHOWN_ROWS])
+        if len(done) > _SHOWN_ROWS:
+            lines += f", ... {done[-1].line}"
         _say(console, f"Already imported, not recorded again: {len(done)} row(s) (line {lines}).")
     counts = [
         f"{len(report.with_outcome(o))} {o}"

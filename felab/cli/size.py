@@ -258,7 +258,10 @@ def capacity_command(
                 raise SizingError("give --blocks or --tokens, not both")
             if blocks is not None:
                 base = cap.capacity_from_blocks(
-                    blocks, block_size or 16, max_len, kv.kv_dtype(kv_dtype).name
+                    blocks,
+                    16 if block_size is None else block_size,
+                    max_len,
+                    kv.kv_dtype(kv_dtype).name,
                 )
             elif tokens is not None:
                 base = cap.capacity_from_tokens(

@@ -183,9 +183,69 @@ def _cross_checks(pack: Pack) -> list[tuple[tuple[str | int, ...], str]]:
     return out
 
 
+#: A pack is a day of course text (the largest is ~20 kB): past these it is not one, and a
+#: YAML "billion laughs" (aliases of aliases) would take minutes to walk. Refused, said so.
+MAX_PACK_BYTES = 2_000_000
+MAX_ALIASES = 100
+MAX_DEPTH = 40
+MAX_EXPANDED_NODES = 100_000
+
+
+def _shape_problem(text: str) -> tuple[str, int | None] | None:
+    """Aliases, nesting and the size the document would have with every alias written out,
+    counted from the parser's events before any tree is built."""
+    aliases = 0
+    anchors: dict[str, int] = {}
+    stack: list[tuple[str | None, int]] = [(None, 0)]  # (anchor, expanded nodes so far)
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        line = event.start_mark.line + 1 if event.start_mark else None
+        if isinstance(event, yaml.AliasEvent):
+            aliases += 1
+            if aliases > MAX_ALIASES:
+                return (
+                    f"more than {MAX_ALIASES} aliases (*name): felab refuses YAML that repeats "
+                    "itself by reference; write the text out",
+                    line,
+                )
+            anchor, size = stack[-1]
+            stack[-1] = (anchor, size + anchors.get(event.anchor or "", 1))
+        elif isinstance(event, yaml.ScalarEvent):
+            anchor, size = stack[-1]
+            stack[-1] = (anchor, size + 1)
+            if event.anchor:
+                anchors[event.anchor] = 1
+        elif isinstance(event, yaml.CollectionStartEvent):
+            stack.append((event.anchor, 1))
+            if len(stack) > MAX_DEPTH:
+                return f"nested more than {MAX_DEPTH} levels deep", line
+        elif isinstance(event, yaml.CollectionEndEvent):
+            anchor, size = stack.pop()
+            if anchor:
+                anchors[anchor] = size
+            outer, total = stack[-1]
+            stack[-1] = (outer, total + size)
+        if stack[-1][1] > MAX_EXPANDED_NODES:
+            return (
+                f"its aliases (*name) expand to more than {MAX_EXPANDED_NODES:,} values: felab "
+                "refuses YAML that repeats itself by reference; write the text out",
+                line,
+            )
+    return None
+
+
 def parse_pack(path: Path) -> tuple[ParsedPack | None, list[ContentProblem]]:
     """Read and check one file: the pack when it is sound, else every problem found."""
     try:
+        size = path.stat().st_size
+        if size > MAX_PACK_BYTES:
+            return None, [
+                ContentProblem(
+                    path,
+                    "",
+                    f"{size:,} bytes: a pack is at most {MAX_PACK_BYTES:,} (one day of course "
+                    "text); is this the right file?",
+                )
+            ]
         raw = path.read_bytes()
     except OSError as exc:
         return None, [ContentProblem(path, "", f"cannot read the file: {exc.strerror or exc}")]
@@ -194,6 +254,9 @@ def parse_pack(path: Path) -> tuple[ParsedPack | None, list[ContentProblem]]:
     except UnicodeDecodeError as exc:
         return None, [ContentProblem(path, "", f"not UTF-8 text (byte {exc.start}); save as UTF-8")]
     try:
+        shape = _shape_problem(text)
+        if shape is not None:
+            return None, [ContentProblem(path, "", f"not accepted: {shape[0]}", shape[1])]
         root = yaml.compose(text)
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

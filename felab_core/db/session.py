@@ -30,6 +30,10 @@ def migrations_root() -> Path:
     return ROOT
 
 
+#: Seconds to open a PostgreSQL connection (libpq's connect_timeout: the whole handshake).
+CONNECT_TIMEOUT_S = 5
+
+
 class DatabaseError(RuntimeError):
     """The database cannot be used as it is; the message says what to run."""
 
@@ -62,10 +66,23 @@ def make_engine(url: str | None = None, **kwargs: Any) -> Engine:
     """An engine for `url` (default: the settings'); SQLite gets foreign keys and a busy wait."""
     url = url or get_settings().resolved_database_url()
     parsed = make_url(url)
-    if parsed.get_backend_name() == "sqlite":
+    backend, driver = parsed.get_backend_name(), parsed.get_driver_name()
+    if backend not in ("sqlite", "postgresql") or (backend == "postgresql" and driver != "psycopg"):
+        raise DatabaseError(
+            f"the database URL {parsed.render_as_string(hide_password=True)} names a driver "
+            f"felab does not ship ({backend}+{driver}): use "
+            "postgresql+psycopg://USER:PASSWORD@HOST:5432/NAME, or unset FELAB_DATABASE_URL "
+            "for SQLite"
+        )
+    if backend == "sqlite":
         db = parsed.database
         if db and db != ":memory:" and not db.startswith("file:"):
             Path(db).parent.mkdir(parents=True, exist_ok=True)
+    else:
+        # a server that accepts and never answers fails the connection instead of hanging
+        connect_args = dict(kwargs.pop("connect_args", {}))
+        connect_args.setdefault("connect_timeout", CONNECT_TIMEOUT_S)
+        kwargs["connect_args"] = connect_args
     engine = create_engine(url, **kwargs)
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_connect)

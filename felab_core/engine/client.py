@@ -23,8 +23,13 @@ import httpx
 from felab_core.engine.apis import ApiAdapter, StreamProtocolError
 from felab_core.engine.netbackend import RX_STAMP_INFO, LeanTransport
 from felab_core.engine.timeline import Chunk, RequestTimeline
+from felab_core.redact import url_without_credentials
 
 now_ns = time.monotonic_ns
+
+
+#: The longest any one request may be allowed (a day).
+MAX_LIMIT_S = 86_400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +39,12 @@ class ClientLimits:
     total: float = 600.0  # the whole request (--timeout)
     stall: float = 60.0  # longest silence between two reads before the stream counts as stalled
     connect: float = 10.0
+
+    def validate(self) -> None:
+        """Each limit above 0 s and at most a day: NaN, infinity or -1 are typos, not limits."""
+        for flag, value in (("--timeout", self.total), ("--stall-timeout", self.stall)):
+            if not 0 < value <= MAX_LIMIT_S:
+                raise ValueError(f"{flag} must be above 0 s, at most {MAX_LIMIT_S:,.0f} s")
 
 
 @functools.cache
@@ -122,11 +133,29 @@ def _root_cause(exc: BaseException) -> BaseException:
 
 
 def connect_failure(exc: BaseException, host: str) -> str:
-    """Name the usual connect failures plainly: refused, unresolvable, or something else."""
+    """Name the usual connect failures plainly: refused, unresolvable, TLS to plain HTTP, or
+    something else. `host` is shown without any credentials it holds."""
+    host = url_without_credentials(host)
+    if "@" in host and "://" not in host:
+        host = host.rsplit("@", 1)[1]
     cause = _root_cause(exc)
     text = str(exc) or str(cause)
     lowered = f"{text} {cause}".lower()
     code = getattr(cause, "errno", None)
+    if (
+        "wrong_version_number" in lowered
+        or "record layer" in lowered
+        or ("ssl" in lowered and "unexpected eof" in lowered)
+    ):
+        return (
+            f"TLS failed: {host} does not answer https:// (it speaks plain HTTP?): use http:// "
+            "in the URL"
+        )
+    if "certificate verify failed" in lowered:
+        return (
+            f"TLS failed: the certificate of {host} is not trusted (self-signed?): use a "
+            "certificate from a known authority, or http:// on a trusted network"
+        )
     if code == errno.ECONNREFUSED or "refused" in lowered or "all connection attempts" in lowered:
         return (
             f"connection refused: nothing listens at {host}; start the server "
@@ -140,9 +169,14 @@ def connect_failure(exc: BaseException, host: str) -> str:
 
 def describe_error(exc: BaseException, url: str, tl: RequestTimeline, limits: ClientLimits) -> str:
     """One line a person can act on. The text before the first colon is the error's kind."""
-    host = urlsplit(url).netloc or url
+    host = urlsplit(url_without_credentials(url)).netloc or url_without_credentials(url)
     got = len(tl.content_chunks())
     if isinstance(exc, httpx.ConnectTimeout):
+        if url.startswith("https://"):
+            return (
+                f"connect timeout: no TLS connection to {host} within {limits.connect:g} s; if "
+                "the server speaks plain HTTP, use http:// instead of https://"
+            )
         return f"connect timeout: no connection to {host} within {limits.connect:g} s"
     if isinstance(exc, httpx.ConnectError):
         return connect_failure(exc, host)
@@ -240,17 +274,32 @@ async def _stream(
             return
         net = resp.extensions.get("network_stream")
         kernel_stamps = net is not None and net.get_extra_info(RX_STAMP_INFO) is not None
-        async for piece in resp.aiter_raw():
-            seen = now_ns()
-            # The kernel's arrival stamp of the read that completed this piece, when there is one.
-            t = net.get_extra_info(RX_STAMP_INFO) if net is not None and kernel_stamps else seen
-            tl.stamp_lag_ns.append(seen - t)
-            for frame in decoder.feed(piece):
-                _record(adapter, tl, frame.data, t, adapter.interpret(frame))
-                if tl.error:
-                    tl.end_ns = t
-                    return
+        head = b""
+        try:
+            async for piece in resp.aiter_raw():
+                seen = now_ns()
+                # The kernel's arrival stamp of the read that completed this piece, if any.
+                t = net.get_extra_info(RX_STAMP_INFO) if net is not None and kernel_stamps else seen
+                tl.stamp_lag_ns.append(seen - t)
+                if len(head) < _HEAD_BYTES:
+                    head += piece[: _HEAD_BYTES - len(head)]
+                for frame in decoder.feed(piece):
+                    _record(adapter, tl, frame.data, t, adapter.interpret(frame))
+                    if tl.error:
+                        tl.end_ns = t
+                        return
+        except StreamProtocolError:
+            if not tl.chunks and _not_a_stream(head, resp.headers.get("content-type", "")):
+                tl.end_ns = now_ns()
+                tl.error = _not_a_stream(head, resp.headers.get("content-type", ""))
+                return
+            raise
         tl.end_ns = now_ns()
+        if not tl.chunks:
+            wrong = _not_a_stream(head, resp.headers.get("content-type", ""))
+            if wrong:
+                tl.error = wrong
+                return
     leftover = decoder.close()
     if leftover is not None and not tl.done:
         # A last message without its terminator: keep it, but the stream was cut short.
@@ -261,6 +310,27 @@ async def _stream(
             f"truncated: the stream ended without its final message ({adapter.end_marker}) "
             f"after {len(tl.content_chunks())} content chunks"
         )
+
+
+#: Bytes of a response kept to say what it was when it was not a stream.
+_HEAD_BYTES = 512
+
+
+def _not_a_stream(head: bytes, content_type: str) -> str | None:
+    """What came back instead of a token stream, in words (None: nothing recognisable)."""
+    text = head.lstrip().decode("utf-8", "replace")
+    lowered = text[:100].lower()
+    if "html" in content_type.lower() or lowered.startswith(("<!doctype", "<html", "<")):
+        return (
+            "not an LLM server: the URL answered with an HTML page, not a token stream; check "
+            "the address and port (a web server or a dashboard answered)"
+        )
+    if text.startswith("{") and ("json" in content_type.lower() or not content_type):
+        return (
+            "not streaming: the server sent one JSON answer instead of a stream; check that "
+            f"this address speaks the API asked for (--api), and that it streams: {text[:120]!r}"
+        )
+    return None
 
 
 def _record(adapter: ApiAdapter, tl: RequestTimeline, data: str, t: int, info: Any) -> None:

@@ -17,6 +17,7 @@ import httpx
 from felab_core.engine.client import connect_failure
 from felab_core.engine.server_kinds import ServerKind
 from felab_core.engine.targets import Target
+from felab_core.redact import url_without_credentials
 
 PROBE_TIMEOUT_S = 3.0
 
@@ -67,8 +68,17 @@ async def identify(base_url: str, *, wait_s: float = PROBE_TIMEOUT_S) -> ServerI
             root = await client.get(base_url + "/")
         except httpx.ConnectError as exc:
             raise IdentityError(connect_failure(exc, base_url)) from None
+        except httpx.ConnectTimeout:
+            shown = url_without_credentials(base_url)
+            hint = (
+                "; if it speaks plain HTTP, use http:// instead of https://"
+                if base_url.startswith("https://")
+                else ": is the host up, and the port open?"
+            )
+            raise IdentityError(f"no connection to {shown} within {wait_s:g} s{hint}") from None
         except httpx.HTTPError as exc:
-            raise IdentityError(f"cannot reach {base_url}: {type(exc).__name__}: {exc}") from None
+            shown = url_without_credentials(base_url)
+            raise IdentityError(f"cannot reach {shown}: {type(exc).__name__}: {exc}") from None
         names = ("/props", "/api/version", "/get_server_info", "/version", "/v1/models")
         results = await asyncio.gather(*(_get_json(client, base_url + n) for n in names))
     (props, _), (ollama_v, _), (sgl_info, _), (version, _), (models, model_headers) = results
@@ -110,13 +120,14 @@ def check_identity(target: Target, ident: ServerIdentity) -> str | None:
     """Refuse a positive mismatch; return a note when the kind could not be confirmed."""
     if target.kind is ServerKind.OPENAI:
         return None
+    shown = url_without_credentials(target.url)
     if ident.kind is None:
-        return f"could not confirm that {target.url} is {target.kind.label} ({ident.evidence})"
+        return f"could not confirm that {shown} is {target.kind.label} ({ident.evidence})"
     if ident.kind is not target.kind:
         raise IdentityError(
-            f"the server at {target.url} is {ident.kind.label} ({ident.evidence}), not "
+            f"the server at {shown} is {ident.kind.label} ({ident.evidence}), not "
             f"{target.kind.label}: felab will not time it under the name {target.name!r}. Time "
-            f"it as `felab bench {ident.kind.value} --url {target.url}`, or start "
+            f"it as `felab bench {ident.kind.value} --url {shown}`, or start "
             f"{target.kind.label} on that port."
         )
     return None

@@ -45,6 +45,7 @@ from felab_core.engine.workloads import (
     arrival_offsets_s,
     turn_message,
 )
+from felab_core.redact import url_without_credentials
 from felab_core.sizing.errors import SizingError
 from felab_core.sizing.metrics_scrape import Snapshot, diff, scrape
 
@@ -124,7 +125,7 @@ class TargetResult:
             "started_at": self.started_at,
             "target": {
                 "name": self.target.name,
-                "url": self.target.url,
+                "url": url_without_credentials(self.target.url),
                 "api": self.target.api.value,
                 "model": self.model,
                 "kind": self.target.kind.value,

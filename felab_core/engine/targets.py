@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from felab_core.engine.apis import Api
 from felab_core.engine.server_kinds import ServerKind
+from felab_core.redact import redact
 
 
 class TargetError(ValueError):
@@ -69,21 +70,39 @@ DEFAULT_TARGETS: dict[str, Target] = {
 }
 
 
+#: Endpoint paths a pasted URL may already end in: felab adds the API's own path itself.
+_ENDPOINT_SUFFIXES = (
+    "/v1/chat/completions",
+    "/v1/completions",
+    "/chat/completions",
+    "/completions",
+    "/api/chat",
+    "/api/generate",
+    "/v1",
+)
+
+
 def normalize_base_url(url: str) -> str:
-    """Accept http://host:port, with or without a trailing /v1 or slash."""
+    """Accept http://host:port, with or without a trailing /v1, slash or endpoint path
+    (`/v1/chat/completions` pasted from a server's docs): the base address felab adds to."""
     text = url.strip()
+    shown = redact(text)
     if "://" not in text:
         text = "http://" + text
     parts = urlsplit(text)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise TargetError(f"{url!r} is not a server address: use http://HOST:PORT")
+        raise TargetError(f"{shown!r} is not a server address: use http://HOST:PORT")
     try:
         parts.port  # noqa: B018 - validates the port
     except ValueError:
-        raise TargetError(f"{url!r} has a bad port number") from None
+        raise TargetError(f"{shown!r} has a bad port number (1-65535)") from None
+    if parts.query or parts.fragment:
+        raise TargetError(f"{shown!r} has a ?query or #fragment: give only http://HOST:PORT")
     path = parts.path.rstrip("/")
-    if path.endswith("/v1"):
-        path = path[: -len("/v1")]
+    for suffix in _ENDPOINT_SUFFIXES:
+        if path.endswith(suffix):
+            path = path[: -len(suffix)]
+            break
     return f"{parts.scheme}://{parts.netloc}{path}"
 
 

@@ -22,6 +22,19 @@ DEFAULT_PROMPT = (
 )
 
 
+#: The bounds `felab bench` holds every workload to (its --help says them). Beyond them a run
+#: is a typo, not a measurement: a billion users exhaust memory, a million-token prompt takes
+#: the client longer to write than the server to read.
+MAX_CONCURRENCY = 4096
+MAX_SWEEP = 64
+MAX_RATE = 100_000.0
+MAX_BURSTINESS = 1000.0
+MAX_REQUESTS = 1_000_000
+MAX_DURATION_S = 86_400.0
+MAX_WARMUP = 10_000
+MAX_TOKENS = 262_144
+
+
 @dataclass(frozen=True, slots=True)
 class PromptPlan:
     """How prompts are built: a fixed text, or synthetic words of about N tokens."""
@@ -144,14 +157,27 @@ class Workload:
         return PromptPlan(self.prompt_tokens, self.shared_prefix_tokens, self.seed, default)
 
     def validate(self) -> None:
+        """Refuse a workload felab cannot run as asked: every number finite and in range
+        (the bounds are in `felab bench --help`), never silently replaced."""
         problems = []
         lowest = 0 if self.open_loop else 1  # open loop: 0 means no cap on in-flight
-        if not self.concurrency or any(c < lowest for c in self.concurrency):
-            problems.append("concurrency must be whole numbers of 1 or more, e.g. 1,4,16")
-        if self.rate is not None and self.rate <= 0:
-            problems.append("--rate must be a positive number of requests per second")
-        if self.burstiness <= 0:
-            problems.append("--burstiness must be positive (1 = Poisson)")
+        if not self.concurrency or any(
+            not lowest <= c <= MAX_CONCURRENCY for c in self.concurrency
+        ):
+            problems.append(
+                f"concurrency must be whole numbers from {lowest} to {MAX_CONCURRENCY:,}, "
+                "e.g. 1,4,16"
+            )
+        if len(self.concurrency) > MAX_SWEEP:
+            problems.append(f"a concurrency sweep has at most {MAX_SWEEP} steps")
+        if self.rate is not None and not (0 < self.rate <= MAX_RATE):
+            problems.append(
+                f"--rate must be a number of requests per second above 0, at most {MAX_RATE:,}"
+            )
+        if not (0 < self.burstiness <= MAX_BURSTINESS):
+            problems.append(
+                f"--burstiness must be above 0, at most {MAX_BURSTINESS:g} (1 = Poisson)"
+            )
         if self.sessions is not None:
             if self.sessions < 1:
                 problems.append("--sessions must be 1 or more")
@@ -172,24 +198,26 @@ class Workload:
             and self.sessions is None
         ):
             problems.append("give --requests N or --duration SECONDS")
-        if self.requests is not None and self.requests < 1:
-            problems.append("--requests must be 1 or more")
-        if self.duration_s is not None and self.duration_s <= 0:
-            problems.append("--duration must be positive")
-        if self.warmup < 0:
-            problems.append("--warmup cannot be negative")
-        if self.max_tokens is not None and self.max_tokens < 1:
-            problems.append("--max-tokens must be 1 or more")
-        if self.prompt_tokens is not None and self.prompt_tokens < 1:
-            problems.append("--prompt-tokens must be 1 or more")
-        if self.shared_prefix_tokens < 0:
-            problems.append("--shared-prefix-tokens cannot be negative")
+        if self.requests is not None and not 1 <= self.requests <= MAX_REQUESTS:
+            problems.append(f"--requests must be from 1 to {MAX_REQUESTS:,}")
+        if self.duration_s is not None and not (0 < self.duration_s <= MAX_DURATION_S):
+            problems.append(f"--duration must be above 0 s, at most {MAX_DURATION_S:,} s (a day)")
+        if not 0 <= self.warmup <= MAX_WARMUP:
+            problems.append(f"--warmup must be from 0 to {MAX_WARMUP:,}")
+        if self.max_tokens is not None and not 1 <= self.max_tokens <= MAX_TOKENS:
+            problems.append(f"--max-tokens must be from 1 to {MAX_TOKENS:,}")
+        if self.prompt_tokens is not None and not 1 <= self.prompt_tokens <= MAX_TOKENS:
+            problems.append(f"--prompt-tokens must be from 1 to {MAX_TOKENS:,}")
+        if not 0 <= self.shared_prefix_tokens <= MAX_TOKENS:
+            problems.append(f"--shared-prefix-tokens must be from 0 to {MAX_TOKENS:,}")
         if (
             self.shared_prefix_tokens
             and self.prompt_tokens is not None
             and self.shared_prefix_tokens >= self.prompt_tokens
         ):
             problems.append("--shared-prefix-tokens must be smaller than --prompt-tokens")
+        if not 0 <= self.seed < 2**63:
+            problems.append("--seed must be from 0 to 2**63 - 1")
         if problems:
             raise ValueError("; ".join(problems))
 

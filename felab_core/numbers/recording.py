@@ -189,6 +189,15 @@ def create_job(
     return job
 
 
+#: What a results row's figures may be: anything outside is a corrupted or hand-edited row,
+#: refused with its reason rather than stored (a negative speed, NaN, 1e309).
+MAX_ROW_TPS = 10_000_000.0
+MAX_ROW_SECONDS = 86_400.0
+MAX_ROW_CONCURRENCY = 1_000_000
+_ROW_BOUNDS = {"writing_tps_p50": MAX_ROW_TPS, "ttft_p50_s": MAX_ROW_SECONDS}
+_ROW_TEXT_LIMITS = {"server": 32, "model": 300, "preset": 64}
+
+
 def _float(row: Mapping[str, str], name: str) -> float | None:
     text = (row.get(name) or "").strip()
     if not text:
@@ -196,8 +205,15 @@ def _float(row: Mapping[str, str], name: str) -> float | None:
     try:
         value = float(text)
     except ValueError:
-        raise Invalid(f"result column {name} holds {text!r}, not a number") from None
-    return value if math.isfinite(value) else None
+        raise Invalid(f"result column {name} holds {text[:40]!r}, not a number") from None
+    if not math.isfinite(value):
+        raise Invalid(f"result column {name} holds {text[:40]!r}, not a finite number")
+    if value < 0:
+        raise Invalid(f"result column {name} holds {text[:40]!r}: it cannot be negative")
+    largest = _ROW_BOUNDS.get(name)
+    if largest is not None and value > largest:
+        raise Invalid(f"result column {name} holds {text[:40]!r}, above {largest:,.0f}: not real")
+    return value
 
 
 @dataclass(frozen=True)
@@ -223,11 +239,17 @@ def check_result_row(row: Mapping[str, str]) -> ResultRow:
     for name in ("server", "model", "preset", "concurrency"):
         if not (row.get(name) or "").strip():
             raise Invalid(f"the result row has no {name}; it must carry the CSV's columns")
+    for name, longest in _ROW_TEXT_LIMITS.items():
+        if len(row[name].strip()) > longest:
+            raise Invalid(f"the result row's {name} is longer than {longest} characters")
     server = validate_server(row["server"])
     try:
         concurrency = int(row["concurrency"])
     except ValueError:
-        raise Invalid(f"concurrency {row['concurrency']!r} is not a whole number") from None
+        shown = row["concurrency"][:40]
+        raise Invalid(f"concurrency {shown!r} is not a whole number") from None
+    if not 0 <= concurrency <= MAX_ROW_CONCURRENCY:
+        raise Invalid(f"concurrency {concurrency} is not from 0 to {MAX_ROW_CONCURRENCY:,}")
     return ResultRow(
         server=server,
         model=row["model"].strip(),

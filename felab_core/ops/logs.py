@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextvars
 import logging
-import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,13 +20,14 @@ from urllib.parse import unquote, urlsplit
 
 from pythonjsonlogger.json import JsonFormatter
 
+from felab_core.redact import add_secret, redact
 from felab_core.settings import Settings
+
+__all__ = ["add_secret", "context", "redact", "secrets_of", "setup"]
 
 _JOB = contextvars.ContextVar[int | None]("felab_job", default=None)
 _WORKER = contextvars.ContextVar[int | None]("felab_worker", default=None)
 _COHORT = contextvars.ContextVar[int | None]("felab_cohort", default=None)
-_URL_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^\s:/@]*:)[^\s@/]+@", re.I)
-_secrets: set[str] = set()
 
 
 @contextmanager
@@ -47,12 +47,6 @@ def context(
             var.reset(token)
 
 
-def add_secret(value: str | None) -> None:
-    """Mask `value` in every log line from now on (a token, a password)."""
-    if value and len(value) >= 4:
-        _secrets.add(value)
-
-
 def secrets_of(settings: Settings) -> list[str]:
     """The secrets a process's settings hold: the Discord token, URL passwords."""
     found: list[str] = []
@@ -67,14 +61,6 @@ def secrets_of(settings: Settings) -> list[str]:
             if password:
                 found += [password, unquote(password)]
     return found
-
-
-def redact(text: str) -> str:
-    """`text` with URL passwords and every known secret replaced by ***."""
-    text = _URL_PASSWORD.sub(r"\g<head>***@", text)
-    for secret in sorted(_secrets, key=len, reverse=True):
-        text = text.replace(secret, "***")
-    return text
 
 
 class _Context(logging.Filter):

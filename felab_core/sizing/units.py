@@ -51,23 +51,41 @@ _SIZE_UNITS: dict[str, int] = {
 _NUMBER_RE = re.compile(r"^\s*([+-]?[\d,_]*\.?\d+(?:[eE][+-]?\d+)?)\s*([A-Za-z]*)\s*(?:/\s*s)?\s*$")
 
 
+#: Past this a typed number is a typo, not a size (a yottabyte; 10^24 tokens): refused, and
+#: never turned into an exact fraction whose digits alone would take minutes to write out.
+LARGEST = 10**24
+
+
+def _bounded(value: Fraction, shown: object) -> Fraction:
+    if abs(value) > LARGEST:
+        raise SizingError(f"{shown!s} is out of range: felab takes numbers up to 1e24")
+    return value
+
+
 def as_fraction(value: int | float | str | Decimal | Fraction) -> Fraction:
-    """Turn a typed number into an exact fraction; floats go through their text, so 4.9 is 49/10."""
+    """Turn a typed number into an exact fraction; floats go through their text, so 4.9 is 49/10.
+
+    NaN, infinity and numbers past 1e24 are refused with a message, never carried along."""
     if isinstance(value, Fraction):
-        return value
+        return _bounded(value, value)
     if isinstance(value, bool):
         raise SizingError("expected a number, got a yes/no value")
     if isinstance(value, int):
-        return Fraction(value)
+        return _bounded(Fraction(value), value)
     if isinstance(value, float):
         if value != value or value in (float("inf"), float("-inf")):
             raise SizingError(f"expected a finite number, got {value}")
-        return Fraction(repr(value))
+        return _bounded(Fraction(repr(value)), value)
     if isinstance(value, Decimal):
-        return Fraction(value)
+        if not value.is_finite():
+            raise SizingError(f"expected a finite number, got {value}")
+        return _bounded(Fraction(value), value)
     text = value.strip().replace(",", "").replace("_", "")
+    exponent = re.search(r"[eE]([+-]?\d+)$", text)
+    if exponent and abs(int(exponent.group(1))) > 30:
+        raise SizingError(f"{value!r} is out of range: felab takes numbers up to 1e24")
     try:
-        return Fraction(text)
+        return _bounded(Fraction(text), repr(value))
     except (ValueError, ZeroDivisionError):
         raise SizingError(f"expected a number, got {value!r}") from None
 

@@ -191,6 +191,9 @@ def test_import_records_measured_rows_explains_skips_and_is_idempotent(tmp_path:
         ],
     )
     code, out = felab("import")
+    assert code == 2 and "line 8: 'lmstudio' is not a server felab knows" in out
+    assert "nothing was stored" in out and "--skip-invalid" in out and count(m.BenchResult) == 0
+    code, out = felab("import", "--skip-invalid")
     assert code == 0, out
     assert "line 2: ollama llama3.1:8b (preset day2): recorded 41.5 tok/s" in out
     assert "line 3: ollama llama3.1:8b (preset day2): result only: 4 users at once" in out
@@ -212,7 +215,7 @@ def test_import_records_measured_rows_explains_skips_and_is_idempotent(tmp_path:
     ]
     assert count(m.BenchResult) == 5 and count(m.BenchJob) == 4  # one job per bench run
 
-    code, out = felab("import", str(csv_path))
+    code, out = felab("import", str(csv_path), "--skip-invalid")
     assert code == 0, out
     assert "Already imported, not recorded again: 5 row(s) (line 2, 3, 4, 5, 6)." in out
     assert "Nothing new from" in out and "recorded" not in out.replace("not recorded", "")

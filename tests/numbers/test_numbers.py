@@ -276,7 +276,10 @@ def test_import_groups_runs_into_jobs_and_never_stores_a_row_twice(
         {**_row("mlx", "m"), "concurrency": "many"},
         {**_row("mlx", "m"), "concurrency": "0", "rate": "2", "timestamp": "2026-03-03T10:10:00"},
     ]
-    report = import_results(db, student, sweep, now=NOW)
+    with pytest.raises(Invalid, match="line 6: concurrency 'many' is not a whole number"):
+        import_results(db, student, sweep, now=NOW)  # all or nothing by default
+    assert db.scalar(select(func.count(m.BenchResult.id))) == 0
+    report = import_results(db, student, sweep, now=NOW, skip_invalid=True)
     outcomes = [(r.line, r.outcome) for r in report.rows]
     assert outcomes == [
         (2, "recorded"),
@@ -298,9 +301,37 @@ def test_import_groups_runs_into_jobs_and_never_stores_a_row_twice(
         2026, 3, 3, 10, 10, tzinfo=UTC
     )  # measured when the row says, naive timestamps read as UTC
 
-    again = import_results(db, student, sweep, now=NOW)
+    again = import_results(db, student, sweep, now=NOW, skip_invalid=True)
     assert [r.outcome for r in again.rows][:3] == ["already imported"] * 3 and not again.new
     assert db.scalar(select(func.count(m.BenchResult.id))) == 4
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "reason"),
+    [
+        ("writing_tps_p50", "-41.8", "cannot be negative"),
+        ("writing_tps_p50", "nan", "not a finite number"),
+        ("writing_tps_p50", "1e309", "not a finite number"),
+        ("writing_tps_p50", "inf", "not a finite number"),
+        ("writing_tps_p50", "5e9", "not real"),
+        ("ttft_p50_s", "-1", "cannot be negative"),
+        ("concurrency", "-3", "not from 0 to"),
+        ("concurrency", "10000000000", "not from 0 to"),
+        ("model", "m" * 400, "longer than 300"),
+    ],
+)
+def test_import_refuses_impossible_values_with_the_line_and_stores_nothing(
+    db: Session, student: m.Member, column: str, value: str, reason: str
+) -> None:
+    rows = [_row("ollama", "llama3.1:8b"), {**_row("mlx", "m"), column: value}]
+    with pytest.raises(Invalid, match=f"line 3: .*{reason}.*nothing was stored|nothing was st"):
+        import_results(db, student, rows, now=NOW)
+    assert db.scalar(select(func.count(m.BenchResult.id))) == 0
+    assert db.scalar(select(func.count(m.Number.id))) == 0
+    report = import_results(db, student, rows, now=NOW, skip_invalid=True)
+    assert [r.outcome for r in report.rows] == ["recorded", "skipped"]
+    assert reason in report.rows[1].reason
+    assert db.scalar(select(func.count(m.BenchResult.id))) == 1
 
 
 def test_import_knows_rows_the_worker_already_sent(db: Session, student: m.Member) -> None:

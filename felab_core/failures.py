@@ -1,0 +1,182 @@
+"""What went wrong, in words: every failure felab expects (a bad setting, an unreachable or
+unusable database or broker, a file that is not what it should be, felab's own refusals) turned
+into one or two lines that say what is wrong and what to do, with an exit code.
+
+Every entry point (the CLI, the bot, the worker, the ingest) shows these instead of a traceback;
+a traceback is for a bug, and then only when asked for (`--debug`, FELAB_DEBUG=1).
+
+Exceptions are recognised by their class's qualified name, so this module imports none of the
+libraries they come from: a student's machine loads it without SQLAlchemy or Redis.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from felab_core.redact import redact, url_password_masked
+
+#: Bad usage, a bad setting or file: something to fix before trying again.
+EXIT_USAGE = 2
+#: A service felab needs (the database, the broker, a server) could not be reached or used.
+EXIT_UNREACHABLE = 3
+#: A bug in felab: the message asks for a report with the traceback (`--debug`).
+EXIT_BUG = 70
+
+#: felab's own errors: their message is written for people and says what to do.
+_OWN_ERRORS = frozenset(
+    {
+        "felab_core.errors.ServiceError",
+        "felab_core.sizing.errors.SizingError",
+        "felab_core.engine.targets.TargetError",
+        "felab_core.engine.results.ResultsFileError",
+        "felab_core.engine.probe.IdentityError",
+        "felab_core.lab.engines.EngineError",
+        "felab_core.lab.serve.ServeError",
+        "felab_core.content.loader.ContentError",
+        "felab_core.db.session.DatabaseError",
+        "felab_core.reports.memo.MemoError",
+        "felab_worker.autostart.ServiceError",
+        "felab.fleet_demo.FleetDemoError",
+    }
+)
+_SECRET_FIELDS = ("url", "token", "password", "secret")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What to tell the person, and the process's exit code."""
+
+    message: str
+    exit_code: int
+
+
+def debug_requested() -> bool:
+    """FELAB_DEBUG=1 (or true/yes/on): show tracebacks. Read from the environment itself, not
+    through Settings, since a bad setting is one of the things it helps to debug."""
+    return os.environ.get("FELAB_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _names(exc: BaseException) -> set[str]:
+    return {f"{c.__module__}.{c.__qualname__}" for c in type(exc).__mro__}
+
+
+def _first_line(exc: BaseException | None) -> str:
+    text = str(exc or "").strip().splitlines()
+    return redact(text[0].strip()) if text else type(exc).__name__
+
+
+def settings_messages(errors: list[dict[str, Any]]) -> list[str]:
+    """One line per bad FELAB_ variable, naming it (a pydantic error list on Settings)."""
+    from felab_core.settings import Settings
+
+    lines: list[str] = []
+    for e in errors:
+        field = str(e["loc"][0]) if e.get("loc") else "?"
+        name = f"FELAB_{field.upper()}"
+        secret = any(s in field for s in _SECRET_FIELDS)
+        value = "" if secret else f"={e.get('input')!s}"
+        info = Settings.model_fields.get(field)
+        about = f" ({info.description})" if info is not None and info.description else ""
+        lines.append(f"{name}{value}: {e['msg']}{about}. Fix it, or unset it for the default.")
+    return lines
+
+
+def _database_url() -> str:
+    try:
+        from felab_core.settings import get_settings
+
+        return url_password_masked(get_settings().resolved_database_url())
+    except Exception:
+        return "FELAB_DATABASE_URL"
+
+
+def _broker_url() -> str:
+    raw = os.environ.get("FELAB_BROKER_URL")
+    return url_password_masked(raw) if raw else "the broker (FELAB_BROKER_URL)"
+
+
+def explain(exc: BaseException) -> Failure | None:
+    """The words and exit code for `exc`, or None when it is not a failure felab expects."""
+    names = _names(exc)
+    if names & _OWN_ERRORS:
+        return Failure(redact(str(exc)) or type(exc).__name__, EXIT_USAGE)
+    if "pydantic_core._pydantic_core.ValidationError" in names and getattr(exc, "title", "") in (
+        "Settings",
+    ):
+        lines = settings_messages(exc.errors())  # type: ignore[attr-defined]
+        return Failure("bad setting: " + "\n       ".join(lines), EXIT_USAGE)
+    if "sqlalchemy.exc.NoSuchModuleError" in names:
+        return Failure(
+            f"the database URL {_database_url()} names a driver felab does not ship: use "
+            "postgresql+psycopg://USER:PASSWORD@HOST:5432/NAME, or unset FELAB_DATABASE_URL "
+            "for SQLite",
+            EXIT_USAGE,
+        )
+    if "sqlalchemy.exc.ArgumentError" in names:
+        return Failure(
+            "FELAB_DATABASE_URL is not a database URL: use "
+            "postgresql+psycopg://USER:PASSWORD@HOST:5432/NAME, or unset it for SQLite",
+            EXIT_USAGE,
+        )
+    if "sqlalchemy.exc.DBAPIError" in names:
+        orig = getattr(exc, "orig", None)
+        detail = _first_line(orig)
+        if "file is not a database" in detail or "file is encrypted" in detail:
+            return Failure(
+                f"{_database_url()} is not an SQLite database: point FELAB_DATABASE_URL or "
+                "FELAB_DATA_DIR at felab's own database",
+                EXIT_USAGE,
+            )
+        if "unable to open database file" in detail:
+            return Failure(
+                f"cannot open the database {_database_url()}: its folder is missing or not "
+                "writable; check FELAB_DATA_DIR or FELAB_DATABASE_URL",
+                EXIT_USAGE,
+            )
+        if {"sqlalchemy.exc.OperationalError", "sqlalchemy.exc.InterfaceError"} & names:
+            return Failure(
+                f"could not use the database at {_database_url()}: {detail}\n"
+                "       Is it running and reachable? Check FELAB_DATABASE_URL.",
+                EXIT_UNREACHABLE,
+            )
+        return Failure(f"the database refused: {detail}", EXIT_USAGE)
+    if names & {
+        "redis.exceptions.ConnectionError",
+        "redis.exceptions.TimeoutError",
+        "redis.exceptions.AuthenticationError",
+        "kombu.exceptions.OperationalError",
+    }:
+        return Failure(
+            f"could not reach the broker at {_broker_url()}: {_first_line(exc)}\n"
+            "       Is Redis running there? Check FELAB_BROKER_URL (and FELAB_BROKER_CA_FILE "
+            "for rediss://).",
+            EXIT_UNREACHABLE,
+        )
+    if isinstance(exc, OSError) and exc.errno is not None:
+        where = f" {redact(str(exc.filename))}" if exc.filename else ""
+        hint = {
+            errno.ENOTDIR: "a part of that path is a file, not a folder",
+            errno.EISDIR: "that is a folder, not a file",
+            errno.EACCES: "permission denied",
+            errno.ENOENT: "no such file or folder",
+            errno.ENOSPC: "the disk is full",
+            errno.EROFS: "the file system is read-only",
+            errno.EEXIST: "it already exists",
+        }.get(exc.errno, exc.strerror or "")
+        return Failure(f"cannot use{where}: {hint}: choose another path", EXIT_USAGE)
+    if isinstance(exc, UnicodeDecodeError):
+        return Failure(f"a file is not UTF-8 text ({_first_line(exc)})", EXIT_USAGE)
+    return None
+
+
+def unexpected(exc: BaseException) -> Failure:
+    """The words for a bug: short, and how to get the traceback for a report."""
+    return Failure(
+        f"felab stopped on an unexpected error ({type(exc).__name__}: {_first_line(exc)}).\n"
+        "       This is a bug in felab: run again with --debug (or FELAB_DEBUG=1) and report "
+        "the traceback.",
+        EXIT_BUG,
+    )

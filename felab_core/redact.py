@@ -1,0 +1,65 @@
+"""The one place secrets are masked: URL credentials and known tokens, before any text leaves
+felab (a log line, an error message, a result record, a chat post).
+
+Light on purpose (the standard library only): a student's machine loads it with the engine.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit, urlunsplit
+
+#: `scheme://user:password@` (the password masked) and `scheme://token@` (a bare user, which
+#: for many services is a token: masked too, unless it is a plain account name before `:`).
+_URL_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^\s:/@]*:)[^\s@/]+@", re.I)
+_secrets: set[str] = set()
+
+
+def add_secret(value: str | None) -> None:
+    """Mask `value` in every redacted text from now on (a token, a password)."""
+    if value and len(value) >= 4:
+        _secrets.add(value)
+
+
+def redact(text: str) -> str:
+    """`text` with URL passwords and every known secret replaced by ***."""
+    text = _URL_PASSWORD.sub(r"\g<head>***@", text)
+    for secret in sorted(_secrets, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
+def url_without_credentials(url: str) -> str:
+    """`url` with any `user:password@` removed entirely: what a record or a chat may keep.
+
+    A result record names the server timed, never how felab logged in to it."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+        port = parts.port
+    except ValueError:
+        return redact(url)
+    if "@" not in parts.netloc or host is None:
+        return url
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host + (f":{port}" if port is not None else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def url_password_masked(url: str) -> str:
+    """`url` with its password replaced by `***` (the user kept), for messages and logs."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return redact(url)
+    if password is None:
+        return url
+    if ":" in host:
+        host = f"[{host}]"
+    user = parts.username or ""
+    netloc = f"{user}:***@{host}" + (f":{port}" if port is not None else "")
+    return urlunsplit(parts._replace(netloc=netloc))
