@@ -42,6 +42,16 @@ _OWN_ERRORS = frozenset(
         "felab.fleet_demo.FleetDemoError",
     }
 )
+_NETWORK_ERRNOS = frozenset(
+    {
+        errno.ECONNREFUSED,
+        errno.ECONNRESET,
+        errno.EHOSTUNREACH,
+        errno.ENETUNREACH,
+        errno.ETIMEDOUT,
+        errno.ECONNABORTED,
+    }
+)
 _SECRET_FIELDS = ("url", "token", "password", "secret")
 
 
@@ -80,7 +90,8 @@ def settings_messages(errors: list[dict[str, Any]]) -> list[str]:
         value = "" if secret else f"={e.get('input')!s}"
         info = Settings.model_fields.get(field)
         about = f" ({info.description})" if info is not None and info.description else ""
-        lines.append(f"{name}{value}: {e['msg']}{about}. Fix it, or unset it for the default.")
+        msg = str(e["msg"]).removeprefix("Value error, ")
+        lines.append(f"{name}{value}: {msg}{about}. Fix it, or unset it for the default.")
     return lines
 
 
@@ -155,7 +166,15 @@ def explain(exc: BaseException) -> Failure | None:
             "for rediss://).",
             EXIT_UNREACHABLE,
         )
-    if isinstance(exc, OSError) and exc.errno is not None:
+    if isinstance(exc, ConnectionError | TimeoutError) or (
+        isinstance(exc, OSError) and exc.errno in _NETWORK_ERRNOS
+    ):
+        return Failure(
+            f"could not connect: {_first_line(exc)}\n"
+            "       Is the service running, and is its address right in your FELAB_ settings?",
+            EXIT_UNREACHABLE,
+        )
+    if isinstance(exc, OSError) and exc.errno is not None and exc.filename:
         where = f" {redact(str(exc.filename))}" if exc.filename else ""
         hint = {
             errno.ENOTDIR: "a part of that path is a file, not a folder",

@@ -6,7 +6,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -14,10 +14,14 @@ def _default_cache_dir() -> Path:
     return Path.home() / ".cache" / "felab"
 
 
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
 class Settings(BaseSettings):
     """Every setting felab reads; the README's settings table mirrors this class."""
 
-    model_config = SettingsConfigDict(env_prefix="FELAB_", extra="ignore")
+    # allow_inf_nan=False: FELAB_JOB_QUEUE_EXPIRE_S=inf or 1e309 is a typo, refused by name.
+    model_config = SettingsConfigDict(env_prefix="FELAB_", extra="ignore", allow_inf_nan=False)
 
     targets_file: Path | None = Field(
         default=None,
@@ -182,6 +186,20 @@ class Settings(BaseSettings):
         description="Ask Discord for the privileged message-content intent, so the bot reads "
         "voice messages as spoken answers; turn it on in the developer portal first.",
     )
+
+    @field_validator("log_level")
+    @classmethod
+    def _log_level(cls, value: str) -> str:
+        if value.upper() not in _LOG_LEVELS:
+            raise ValueError(f"use one of {', '.join(_LOG_LEVELS)}")
+        return value
+
+    @field_validator("broker_url", "broker_public_url")
+    @classmethod
+    def _broker(cls, value: str | None) -> str | None:
+        if value and not value.startswith(("redis://", "rediss://", "sqla+sqlite:///")):
+            raise ValueError("use redis://HOST:6379/0 or rediss://USER:PASSWORD@HOST:6380/0")
+        return value
 
     def resolved_database_url(self) -> str:
         """The URL to connect to: FELAB_DATABASE_URL, or the embedded SQLite file."""
