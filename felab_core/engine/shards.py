@@ -75,8 +75,9 @@ def auto_processes(chunks_per_s: float | None, free_cores: int) -> tuple[int, st
         f"one process keeps up with ~{CHUNKS_PER_PROCESS:,.0f}"
     )
     if needed > free_cores:
+        cores = "core is" if free_cores == 1 else "cores are"
         why += (
-            f"; {needed} wanted but only {free_cores} cores are free, so the client may lag: "
+            f"; {needed} wanted but only {free_cores} {cores} free, so the client may lag: "
             "watch the client check"
         )
     return n, why + ")"
