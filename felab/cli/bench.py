@@ -83,6 +83,19 @@ def _parse_concurrency(text: str) -> tuple[int, ...]:
     return values
 
 
+def _parse_processes(text: str) -> int | None:
+    """`auto` (None: chosen per run) or a whole number of client processes."""
+    if text.strip().lower() == "auto":
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        raise typer.BadParameter(f"{text!r}: use auto or a whole number, e.g. 2") from None
+    if n < 1:
+        raise typer.BadParameter(f"{n}: use auto or 1 or more processes")
+    return n
+
+
 def _fmt(value: float | None, scale: float = 1.0, digits: int = 1) -> str:
     return "-" if value is None else f"{value * scale:,.{digits}f}"
 
@@ -382,6 +395,12 @@ def bench(
     no_check: bool = typer.Option(
         False, "--no-check", help="Skip checking which server answers (not recommended)."
     ),
+    processes: str = typer.Option(
+        "auto",
+        "--processes",
+        help="Client processes per run, each with its own event loop, following one schedule; "
+        "auto adds them when the warm-up says one process (~15,000 chunks/s) cannot keep up.",
+    ),
     fmt: Format = format_option(),
 ) -> None:
     """Time LLM servers: TTFT, ITL, TPOT, writing speed and E2E, at chosen concurrency or rate.
@@ -454,6 +473,7 @@ def bench(
         limits = ClientLimits(total=timeout, stall=stall_timeout)
         limits.validate()
         objective = SLO.parse(slo) if slo else None
+        client_processes = _parse_processes(processes)
     except (TargetError, ValueError) as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(EXIT_USAGE) from None
@@ -514,6 +534,7 @@ def bench(
                     limits=limits,
                     progress=progress,
                     check_server=not no_check,
+                    processes=client_processes,
                 )
             )
 
@@ -557,6 +578,13 @@ def bench(
         raise typer.Exit(EXIT_INTERRUPTED)
     if any(o.error for o in outcomes):
         raise typer.Exit(EXIT_NOT_TIMED)
+    if any(o.result is not None and o.result.partial for o in outcomes):
+        err_console.print(
+            "[red]partial:[/red] a client process was lost, so the figures are a smaller sample "
+            "than the run; they are not in the results CSV. Run again (fewer --processes if "
+            "the machine ran out of memory)."
+        )
+        raise typer.Exit(EXIT_FAILED_REQUESTS)
     if any(o.failed_requests for o in outcomes):
         raise typer.Exit(EXIT_FAILED_REQUESTS)
 

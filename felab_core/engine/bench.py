@@ -44,7 +44,9 @@ async def run_bench(
     limits: ClientLimits | None = None,
     progress: ProgressFn | None = None,
     check_server: bool = True,
+    processes: int | None = 1,
 ) -> list[BenchOutcome]:
+    """Time each target; `processes` client processes a run (None: chosen per run)."""
     outcomes: list[BenchOutcome] = []
     for target in targets:
 
@@ -54,7 +56,13 @@ async def run_bench(
 
         try:
             result = await bench_target(
-                target, workload, slo=slo, limits=limits, progress=tick, check_server=check_server
+                target,
+                workload,
+                slo=slo,
+                limits=limits,
+                progress=tick,
+                check_server=check_server,
+                processes=processes,
             )
         except IdentityError as exc:
             outcomes.append(BenchOutcome(target, error=str(exc)))
@@ -71,8 +79,8 @@ def save_outcomes(
     """Append the CSV rows and write the JSON records; return the files written."""
     written: list[Path] = []
     results = [o.result for o in outcomes if o.result is not None]
-    # An interrupted run is short of its preset: it stays out of the course's results file.
-    complete = [r for r in results if not r.interrupted]
+    # An interrupted or partial run is short of its preset: it stays out of the results file.
+    complete = [r for r in results if not r.interrupted and not r.partial]
     if csv_path is not None and complete:
         rows = [csv_row(r, run) for r in complete for run in r.runs]
         append_csv(csv_path, rows)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import itertools
 import platform
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
@@ -36,6 +37,7 @@ from felab_core.engine.metrics import (
 )
 from felab_core.engine.probe import ServerIdentity, check_identity, identify
 from felab_core.engine.server_kinds import ServerKind
+from felab_core.engine.shards import Shard
 from felab_core.engine.targets import Target, force_length_extra, per_chunk_usage_extra
 from felab_core.engine.timeline import RequestTimeline
 from felab_core.engine.trace import TracePrompts
@@ -87,9 +89,13 @@ class RunResult:
     timelines: list[RequestTimeline]
     client: ClientCheck
     server_metrics: dict[str, Any] | None = None  # the server's /metrics, after minus before
+    # With several client processes: each one's own self-check, and why the run is partial
+    # (a process lost) when it is.
+    processes: list[ClientCheck] = field(default_factory=list)
+    partial: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "concurrency": self.concurrency,
             "rate": self.rate,
             "summary": self.summary.to_json(),
@@ -97,6 +103,10 @@ class RunResult:
             "server_metrics": self.server_metrics,
             "requests": [m.to_json() for m in self.requests],
         }
+        if self.processes or self.partial:
+            out["processes"] = [c.to_json() for c in self.processes]
+            out["partial"] = self.partial
+        return out
 
 
 @dataclass(slots=True)
@@ -115,6 +125,11 @@ class TargetResult:
     @property
     def failed(self) -> int:
         return sum(r.summary.failed for r in self.runs)
+
+    @property
+    def partial(self) -> bool:
+        """A client process was lost: what is left is a smaller sample, not the run."""
+        return any(r.partial for r in self.runs)
 
     def to_json(self) -> dict[str, Any]:
         w = self.workload
@@ -225,14 +240,14 @@ def _ms_percentiles(values_s: list[float], qs: tuple[int, ...]) -> list[float | 
     return [float(x) * 1e3 for x in np.percentile(np.asarray(values_s), qs)]
 
 
-def _client_check(
-    probe: _LoopLagProbe, metrics: list[RequestMetrics], timelines: list[RequestTimeline]
+def client_check(
+    loop_lag_ns: list[int], metrics: list[RequestMetrics], timelines: list[RequestTimeline]
 ) -> ClientCheck:
     check = ClientCheck()
     read_lag = [x / 1e9 for t in timelines for x in t.stamp_lag_ns]
     check.read_lag_p50_ms, check.read_lag_p99_ms = _ms_percentiles(read_lag, (50, 99))
     check.kernel_stamps = any(x > 0 for t in timelines for x in t.stamp_lag_ns)
-    lag_s = [x / 1e9 for x in probe.samples_ns]
+    lag_s = [x / 1e9 for x in loop_lag_ns]
     if lag_s:
         check.loop_lag_p50_ms, check.loop_lag_p99_ms = _ms_percentiles(lag_s, (50, 99))
         check.loop_lag_max_ms = max(lag_s) * 1e3
@@ -337,9 +352,15 @@ async def _closed_loop(
     workload: Workload,
     progress: Progress | None,
     done: list[RequestTimeline],
+    shard: Shard | None = None,
 ) -> None:
-    """Fill `done` as requests finish, so an interrupted run still has what it measured."""
-    total = workload.requests
+    """Fill `done` as requests finish, so an interrupted run still has what it measured.
+
+    A slice of a run takes its share of the users and requests, from the shared start."""
+    shard = shard or Shard()
+    total = shard.requests(workload.requests)
+    if shard.start_ns is not None:
+        await asyncio.sleep(max(0, shard.start_ns - now_ns()) / 1e9)
     deadline = None if workload.duration_s is None else now_ns() + int(workload.duration_s * 1e9)
     issued = 0
 
@@ -347,14 +368,14 @@ async def _closed_loop(
         nonlocal issued
         client = sender.lanes.acquire()  # each user keeps its own connection
         while (total is None or issued < total) and (deadline is None or now_ns() < deadline):
-            tl = RequestTimeline(index=issued)
+            tl = RequestTimeline(index=shard.global_index(issued))
             issued += 1
             tl.started_ns = tl.dispatched_ns = now_ns()
             done.append(await sender.send(tl, client))
             if progress:
                 progress(len(done), total)
 
-    await asyncio.gather(*(user() for _ in range(concurrency)))
+    await asyncio.gather(*(user() for _ in range(shard.share(concurrency))))
 
 
 async def _sessions_loop(
@@ -437,8 +458,12 @@ async def _open_loop(
     workload: Workload,
     progress: Progress | None,
     done: list[RequestTimeline],
+    shard: Shard | None = None,
 ) -> str | None:
-    """Send on the schedule; returns why sending stopped early, if it did."""
+    """Send on the schedule; returns why sending stopped early, if it did.
+
+    A slice of a run sends only its own requests, at their times from the shared start."""
+    shard = shard or Shard()
     total = workload.requests
     offsets: Iterable[float]
     if workload.trace is not None:
@@ -455,6 +480,8 @@ async def _open_loop(
             count=total,
             duration_s=workload.duration_s,
         )
+    total = shard.requests(total)
+    cap = shard.share(cap)
     limit = asyncio.Semaphore(cap) if cap > 0 else None
 
     async def send(tl: RequestTimeline) -> None:
@@ -476,12 +503,15 @@ async def _open_loop(
         if progress:
             progress(len(done), total)
 
-    t0 = now_ns() + 20_000_000  # a short lead so the first send is on time too
+    # A short lead so the first send is on time too.
+    t0 = now_ns() + 20_000_000 if shard.start_ns is None else shard.start_ns
     tasks: list[asyncio.Task[None]] = []
     guard = SaturationGuard() if workload.stop_when_saturated else None
     stopped: str | None = None
     try:
         for i, offset in enumerate(offsets):
+            if not shard.owns(i):
+                continue
             scheduled = t0 + int(offset * 1e9)
             delay = (scheduled - now_ns()) / 1e9
             if delay > 0:
@@ -538,6 +568,48 @@ def _run_label(workload: Workload, concurrency: int) -> str:
     return f"c={concurrency}"
 
 
+@dataclass(slots=True)
+class Measured:
+    """One run (or one slice of it) as measured, before any figure is computed."""
+
+    timelines: list[RequestTimeline]
+    loop_lag_ns: list[int]
+    started_ns: int
+    ended_ns: int
+    interrupted: bool
+    stopped: str | None = None  # why an open loop stopped sending early
+
+
+async def measure_run(
+    sender: _Sender,
+    concurrency: int,
+    workload: Workload,
+    progress: Progress | None = None,
+    shard: Shard | None = None,
+) -> Measured:
+    """Send one run's requests (or one slice's) while the client watches its own lag."""
+    shard = shard or Shard()
+    done: list[RequestTimeline] = []
+    stopped: str | None = None
+    interrupted = False
+    with _LoopLagProbe() as probe, _collector_paused():
+        t_start = now_ns() if shard.start_ns is None else shard.start_ns
+        try:
+            if workload.sessions is not None:
+                await _sessions_loop(sender, concurrency, workload, progress, done)
+            elif not workload.open_loop:
+                await _closed_loop(sender, concurrency, workload, progress, done, shard)
+            else:
+                stopped = await _open_loop(sender, concurrency, workload, progress, done, shard)
+        except asyncio.CancelledError:
+            # Ctrl-C: keep what was measured, run nothing more.
+            _stop_cancelling()
+            interrupted = True
+        timelines = sorted(done, key=lambda t: t.index)
+        t_end = max((t.end_ns or t_start for t in timelines), default=now_ns())
+    return Measured(timelines, probe.samples_ns, t_start, t_end, interrupted, stopped)
+
+
 def resolve_model(target: Target, identity: ServerIdentity | None) -> str | None:
     """The model name to send: the target's, else the one the server lists.
 
@@ -561,8 +633,13 @@ async def bench_target(
     limits: ClientLimits | None = None,
     progress: Callable[[str, int, int | None], None] | None = None,
     check_server: bool = True,
+    processes: int | None = 1,
 ) -> TargetResult:
-    """Identify the server, warm it up, then one run per concurrency value."""
+    """Identify the server, warm it up, then one run per concurrency value.
+
+    `processes` > 1 spreads each run over that many client processes following one schedule
+    (engine/processes.py); None chooses from the warm-up's chunk rate and the free cores.
+    """
     workload.validate()
     limits = limits or ClientLimits()
     notes: list[str] = []
@@ -602,56 +679,72 @@ async def bench_target(
                     progress("warm-up", i + 1, workload.warmup)
 
     runs: list[RunResult] = []
+    prompts_used = len(warm)  # request i of the next run sends prompt prompts_used + i
     for concurrency in () if interrupted else workload.concurrency:
-        async with Lanes(limits) as lanes:
-            sender = _Sender(lanes, target, model, workload, limits, prompts, trace_prompts)
-            label = _run_label(workload, concurrency)
+        label = _run_label(workload, concurrency)
 
-            def tick(done: int, total: int | None, label: str = label) -> None:
-                if progress:
-                    progress(label, done, total)
+        def tick(done: int, total: int | None, label: str = label) -> None:
+            if progress:
+                progress(label, done, total)
 
-            before = await _metrics_snapshot(target, notes) if check_server else None
-            done: list[RequestTimeline] = []
-            stopped: str | None = None
-            with _LoopLagProbe() as probe, _collector_paused():
-                t_start = now_ns()
-                try:
-                    if workload.sessions is not None:
-                        await _sessions_loop(sender, concurrency, workload, tick, done)
-                    elif not workload.open_loop:
-                        await _closed_loop(sender, concurrency, workload, tick, done)
-                    else:
-                        stopped = await _open_loop(sender, concurrency, workload, tick, done)
-                except asyncio.CancelledError:
-                    # Ctrl-C: keep what was measured, run nothing more.
-                    _stop_cancelling()
-                    interrupted = True
-                timelines = sorted(done, key=lambda t: t.index)
-                t_end = max((t.end_ns or t_start for t in timelines), default=now_ns())
+        n = 1
+        if processes != 1:
+            # Loaded on use: the client processes import this module.
+            from felab_core.engine import processes as multi
+
+            n, why = multi.choose(processes, concurrency, workload, warm)
+            if why:
+                notes.append(f"{label}: {why}")
+        before = await _metrics_snapshot(target, notes) if check_server else None
+        if n > 1:
+            run, interrupted = await multi.run_in_processes(
+                target,
+                model,
+                workload,
+                concurrency,
+                n,
+                limits=limits,
+                slo=slo,
+                first_prompt=prompts_used,
+                progress=tick,
+            )
+            # The single-process runs of a sweep go on with prompts no process sent yet.
+            used = max((m.index for m in run.requests), default=-1) + 1
+            next(itertools.islice(prompts, used, used), None)
+        else:
+            async with Lanes(limits) as lanes:
+                sender = _Sender(lanes, target, model, workload, limits, prompts, trace_prompts)
+                measured = await measure_run(sender, concurrency, workload, tick)
+            interrupted = measured.interrupted
+            timelines = measured.timelines
+            t_start, t_end = measured.started_ns, measured.ended_ns
+            metrics = [request_metrics(t, api_is_ollama=is_ollama) for t in timelines]
+            window = steady_window(workload, metrics, timelines, t_start, t_end)
+            summary = summarize(
+                metrics,
+                duration_s=(t_end - t_start) / 1e9,
+                slo=slo,
+                window_s=None if window is None else window["to_s"] - window["from_s"],
+            )
+            summary.window = window
+            check = client_check(measured.loop_lag_ns, metrics, timelines)
+            run = RunResult(concurrency, workload.rate, summary, metrics, timelines, check)
+            used = max((m.index for m in run.requests), default=-1) + 1
+            summary.stopped = measured.stopped
+            if measured.stopped:
+                notes.append(f"{label}: {measured.stopped}")
+        prompts_used += used
         after = (
             await _metrics_snapshot(target, []) if before is not None and not interrupted else None
         )
-        metrics = [request_metrics(t, api_is_ollama=is_ollama) for t in timelines]
-        window = steady_window(workload, metrics, timelines, t_start, t_end)
-        summary = summarize(
-            metrics,
-            duration_s=(t_end - t_start) / 1e9,
-            slo=slo,
-            window_s=None if window is None else window["to_s"] - window["from_s"],
-        )
-        summary.window = window
-        check = _client_check(probe, metrics, timelines)
-        run = RunResult(concurrency, workload.rate, summary, metrics, timelines, check)
-        summary.stopped = stopped
-        if stopped:
-            notes.append(f"{label}: {stopped}")
         if before is not None and after is not None:
             run.server_metrics = _server_rates(before, after)
         runs.append(run)
+        if run.partial:
+            notes.append(f"{label}: {run.partial}; these figures are not the whole run")
         if interrupted:
             notes.append(
-                f"interrupted: {len(timelines)} requests finished before Ctrl-C; "
+                f"interrupted: {len(run.requests)} requests finished before Ctrl-C; "
                 "later runs were not started"
             )
             break
