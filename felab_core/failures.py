@@ -112,6 +112,8 @@ def _broker_url() -> str:
 def explain(exc: BaseException) -> Failure | None:
     """The words and exit code for `exc`, or None when it is not a failure felab expects."""
     names = _names(exc)
+    if {"felab_core.sizing.errors.Unreachable", "felab_worker.pairing.BrokerUnreachable"} & names:
+        return Failure(redact(str(exc)), EXIT_UNREACHABLE)
     if names & _OWN_ERRORS:
         return Failure(redact(str(exc)) or type(exc).__name__, EXIT_USAGE)
     if "pydantic_core._pydantic_core.ValidationError" in names and getattr(exc, "title", "") in (

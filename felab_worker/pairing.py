@@ -11,7 +11,7 @@ import json
 import time
 
 from felab_core.errors import Forbidden, Invalid, ServiceError
-from felab_core.jobs.handshake import answer_id, make_request, open_sealed
+from felab_core.jobs.handshake import answer_id, check_code_shape, make_request, open_sealed
 from felab_core.jobs.keys import Identity, new_private_key
 from felab_core.jobs.run import target_names
 from felab_core.settings import Settings
@@ -32,7 +32,19 @@ class PairingError(ServiceError):
     """Pairing did not complete; the message says what to check."""
 
 
-def check_reachable(url: str, settings: Settings, timeout_s: float) -> None:
+class BrokerUnreachable(PairingError):
+    """The broker could not be reached at all (exit code 3, not 2: nothing to retype)."""
+
+
+_STUDENT_ADVICE = (
+    "check FELAB_BROKER_URL (the pairing URL your instructor gave), that the broker is up, and "
+    "FELAB_BROKER_CA_FILE for rediss://"
+)
+
+
+def check_reachable(
+    url: str, settings: Settings, timeout_s: float, advice: str = _STUDENT_ADVICE
+) -> None:
     """Fail within `timeout_s` when the broker is unreachable or accepts and never answers,
     before Celery's own retries (each with its full connect and read timeouts) start."""
     if not is_redis(url):
@@ -46,10 +58,8 @@ def check_reachable(url: str, settings: Settings, timeout_s: float) -> None:
         return  # it answered: a pairing user may not be allowed PING
     except redis.exceptions.RedisError as exc:
         detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise PairingError(
-            f"could not reach the broker at {redacted(url)} ({detail}): check FELAB_BROKER_URL "
-            "(the pairing URL your instructor gave), that the broker is up, and "
-            "FELAB_BROKER_CA_FILE for rediss://"
+        raise BrokerUnreachable(
+            f"could not reach the broker at {redacted(url)} ({detail}): {advice}"
         ) from None
     finally:
         client.close()
@@ -57,6 +67,7 @@ def check_reachable(url: str, settings: Settings, timeout_s: float) -> None:
 
 def pair_machine(settings: Settings, code: str, *, timeout_s: float = 30.0) -> Identity:
     """Redeem `code` for this machine; the identity returned is not saved yet."""
+    check_code_shape(code)
     url = broker_url(settings)
     key = new_private_key()
     request = make_request(code, key, target_names(settings.targets_file))
@@ -77,7 +88,7 @@ def pair_machine(settings: Settings, code: str, *, timeout_s: float = 30.0) -> I
             },
         )
     except Exception as exc:
-        raise PairingError(
+        raise BrokerUnreachable(
             f"could not reach the broker at {redacted(url)} ({type(exc).__name__}: {exc}): check "
             "FELAB_BROKER_URL (the pairing URL your instructor gave) and FELAB_BROKER_CA_FILE"
         ) from None

@@ -37,7 +37,12 @@ from felab_core.engine.apis import Api
 from felab_core.engine.bench import BenchOutcome, run_bench, run_sync, save_outcomes
 from felab_core.engine.client import ClientLimits
 from felab_core.engine.metrics import SLO, Stats
-from felab_core.engine.results import ResultsFileError, default_csv, short_model
+from felab_core.engine.results import (
+    ResultsFileError,
+    check_destinations,
+    default_csv,
+    short_model,
+)
 from felab_core.engine.runner import RunResult, TargetResult
 from felab_core.engine.server_kinds import ServerKind
 from felab_core.engine.targets import Target, TargetError, load_targets, resolve_target
@@ -472,9 +477,13 @@ def bench(
         workload.validate()
         limits = ClientLimits(total=timeout, stall=stall_timeout)
         limits.validate()
-        objective = SLO.parse(slo) if slo else None
+        try:
+            objective = SLO.parse(slo) if slo else None
+        except ValueError as exc:
+            raise ValueError(f"--slo: {exc}") from None
         client_processes = _parse_processes(processes)
-    except (TargetError, ValueError) as exc:
+        check_destinations(None if no_csv else (csv_path or default_csv()), json_path)
+    except (TargetError, ValueError, ResultsFileError) as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(EXIT_USAGE) from None
     if len(chosen) > 1 and url is not None:
@@ -489,7 +498,10 @@ def bench(
         from felab_core.engine.rate_search import parse_objective
 
         try:
-            bounds = parse_objective(find_max_rate)
+            try:
+                bounds = parse_objective(find_max_rate)
+            except ValueError as exc:
+                raise ValueError(f"--find-max-rate: {exc}") from None
             if len(chosen) != 1 or workload.trace is not None or workload.sessions is not None:
                 raise ValueError("--find-max-rate searches one target with a synthetic workload")
         except ValueError as exc:
@@ -551,7 +563,7 @@ def bench(
                 console=console,
                 notes=notes,
             )
-            if any(o.error for rep in repeats for o in rep):
+            if any(o.error or o.timed_nothing for rep in repeats for o in rep):
                 raise typer.Exit(EXIT_NOT_TIMED)
             if any(o.failed_requests for rep in repeats for o in rep):
                 raise typer.Exit(EXIT_FAILED_REQUESTS)
@@ -559,7 +571,8 @@ def bench(
         outcomes = once()
     # With md, csv or json, stdout holds the table alone: notes and file names go to stderr.
     notes = console if fmt is Format.table else err_console
-    emit(comparison_grid(outcomes), fmt, console)
+    if not all(o.error for o in outcomes):  # a table of nothing but "not timed" says nothing
+        emit(comparison_grid(outcomes), fmt, console)
     _print_details(outcomes, notes)
     try:
         written = save_outcomes(
@@ -576,7 +589,7 @@ def bench(
             "results CSV (a short run does not compare with a full one). --json keeps it."
         )
         raise typer.Exit(EXIT_INTERRUPTED)
-    if any(o.error for o in outcomes):
+    if any(o.error or o.timed_nothing for o in outcomes):
         raise typer.Exit(EXIT_NOT_TIMED)
     if any(o.result is not None and o.result.partial for o in outcomes):
         err_console.print(

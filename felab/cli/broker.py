@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 
 from felab.cli.db import service_errors, sessions
-from felab.cli.errors import EXIT_USAGE, err
+from felab.cli.errors import EXIT_UNREACHABLE, EXIT_USAGE, err
 from felab_core.db.session import session_scope
 from felab_core.settings import Settings, get_settings
 
@@ -52,6 +52,7 @@ def setup(
     from felab_core.jobs.pairing import machine_credentials, pairing_password, pairing_secret_hash
     from felab_worker.broker import is_redis, redacted, with_credentials
     from felab_worker.dispatch import Dispatcher
+    from felab_worker.pairing import BrokerUnreachable, check_reachable
 
     settings = get_settings()
     dispatcher = Dispatcher(settings)
@@ -61,6 +62,16 @@ def setup(
             "students' machines will reach (a user allowed to manage ACL users)"
         )
         raise typer.Exit(EXIT_USAGE)
+    try:  # before the database: a broker that is down leaves nothing half made
+        check_reachable(
+            dispatcher.url,
+            settings,
+            timeout_s=5.0,
+            advice="is Redis running, and does FELAB_BROKER_URL name it (with felab's admin user)?",
+        )
+    except BrokerUnreachable as exc:
+        err(str(exc))
+        raise typer.Exit(EXIT_UNREACHABLE) from None
     with service_errors(), session_scope(sessions()) as session:
         password = pairing_password(session, rotate=rotate_pairing)
         pairing_hash = pairing_secret_hash(session)

@@ -30,6 +30,8 @@ def _percent(value: str) -> float:
         share = float(raw) / 100
     except ValueError:
         raise CompareError(f"--min-effect {value!r}: give a percentage, e.g. 2%") from None
+    if not 0 <= share < 1:  # also refuses nan and inf
+        raise CompareError(f"--min-effect {value!r}: give a percentage from 0 to 99, e.g. 2%")
     return share
 
 
@@ -90,22 +92,24 @@ def compare(
     ),
     fmt: Format = format_option(),
 ) -> None:
-    """Compare two `felab bench --json` records: for TTFT, ITL, TPOT, end-to-end and writing
-    speed, the change from A to B with a 95 % bootstrap interval over requests, and a verdict
-    (better, worse, within noise). Runs are matched by load (the same --concurrency or --rate).
+    """Compare two `felab bench --json` records: better, worse or within noise.
 
-    Run `felab bench --target llamacpp -c 8 --json a.json`; change one server flag;
+    For TTFT, ITL, TPOT, end-to-end and writing speed: the change from A to B with a 95 %
+    bootstrap interval over requests, and a verdict. Runs are matched by load (the same
+    --concurrency or --rate).
 
-    run it again with `--json b.json`; then `felab compare a.json b.json --chart change.png`.
+    Run `felab bench llamacpp -c 8 --json a.json`, change one server flag, run it again with
+    `--json b.json`, then `felab compare a.json b.json --chart change.png`.
     """
     console = Console(stderr=fmt.is_data, highlight=False)
     try:
+        smallest = _percent(min_effect)  # the flag first: a typo is said before files are read
         comparison = compare_records(
             load_record(a_path),
             load_record(b_path),
             a_name=a_path.name,
             b_name=b_path.name,
-            min_effect=_percent(min_effect),
+            min_effect=smallest,
         )
     except CompareError as exc:
         err(str(exc))

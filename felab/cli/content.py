@@ -2,7 +2,7 @@
 
 `check` reads and reports, touching nothing; `load` checks, then writes every pack in one
 transaction (all or nothing; loading twice changes nothing). Problems go to stderr one per line,
-`file:line: field: what was expected`, and the exit code is 1.
+`file:line: field: what was expected`, and the exit code is 2 (a file to fix, as everywhere).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from felab_core.content.store import load_folder
 from felab_core.db.session import session_scope
 from felab_core.settings import get_settings
 
-EXIT_PROBLEMS = 1
+EXIT_PROBLEMS = 2  # a file to fix: the exit code every bad input gets
 
 content_app = typer.Typer(
     name="content",

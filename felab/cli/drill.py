@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from felab.cli.db import service_errors, sessions
 from felab.cli.errors import err
-from felab_core.content.calendar import set_manual_day, today_plan
+from felab_core.content.calendar import set_manual_day, today_plan, zone
 from felab_core.content.view import CardView, card_view
 from felab_core.db import models as m
 from felab_core.db.session import session_scope
@@ -86,6 +86,8 @@ def _show_answer(console: Console, view: CardView, deep: bool) -> None:
 def _member(session: Session, member_id: str | None, cohort_id: int | None, tz: str) -> m.Member:
     now = datetime.now(UTC)
     if member_id is None:
+        if cohort_id is not None:
+            raise typer.BadParameter("--cohort picks a member's cohort: give --member too")
         return ensure_local_member(session, timezone=tz, now=now)
     if cohort_id is None:
         raise typer.BadParameter("--member needs --cohort (the cohort's number)")
@@ -116,6 +118,8 @@ def drill(
     console = Console(highlight=False)
     factory = sessions()
     with service_errors():
+        if timezone:
+            zone(timezone)  # a typo is said even when the learner already has a zone
         with session_scope(factory) as s:
             member = _member(s, member_id, cohort_id, timezone or _local_zone())
             if day is not None:

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from rich.console import Console
 
-#: Bad usage, or something to fix before trying again (the README's exit codes).
-EXIT_USAGE = 2
+from felab_core.failures import EXIT_UNREACHABLE, EXIT_USAGE
+
+__all__ = ["EXIT_UNREACHABLE", "EXIT_USAGE", "err"]
 
 
 def err(text: str) -> None:

@@ -34,6 +34,8 @@ def _member(discord_id: str | None, cohort_id: int | None) -> m.Member:
     factory = sessions()
     with service_errors(), session_scope(factory) as session:
         if discord_id is None:
+            if cohort_id is not None:
+                raise Invalid("--cohort picks a member's cohort: give --member too")
             return ensure_local_member(session, now=utcnow())
         if cohort_id is None:
             raise Invalid("give --cohort with --member")

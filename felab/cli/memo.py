@@ -11,7 +11,12 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from felab_core.engine.results import DEFAULT_CSV, default_csv
+from felab_core.engine.results import (
+    DEFAULT_CSV,
+    ResultsFileError,
+    check_destinations,
+    default_csv,
+)
 from felab_core.reports.memo import (
     DEFAULT_CONTEXTS,
     MachineSpec,
@@ -24,6 +29,7 @@ from felab_core.reports.memo import (
     write_charts,
 )
 from felab_core.sizing.errors import SizingError
+from felab_core.sizing.units import MAX_TOKENS
 
 DEFAULT_OUT = DEFAULT_CSV.parent / "memo.md"
 EXIT_USAGE = 2
@@ -106,13 +112,24 @@ def memo(
         None, "--kv-memory", help="Memory left for the KV cache after the weights, e.g. 16GiB."
     ),
     kv_tokens: int | None = typer.Option(
-        None, "--kv-tokens", help="Or the cache size in tokens (vLLM's 'KV cache size')."
+        None,
+        "--kv-tokens",
+        min=1,
+        max=MAX_TOKENS,
+        help="Or the cache size in tokens (vLLM's 'KV cache size').",
     ),
     blocks: int | None = typer.Option(
-        None, "--blocks", help="Or cache blocks (vLLM's '# GPU blocks'), with --block-size."
+        None,
+        "--blocks",
+        max=MAX_TOKENS,
+        help="Or cache blocks (vLLM's '# GPU blocks'), with --block-size.",
     ),
     block_size: int | None = typer.Option(
-        None, "--block-size", help="Tokens per cache block (vLLM's default: 16)."
+        None,
+        "--block-size",
+        min=1,
+        max=MAX_TOKENS,
+        help="Tokens per cache block (vLLM's default: 16).",
     ),
     vllm_log_file: Path | None = typer.Option(
         None, "--vllm-log", help="Or a vLLM startup log: its cache size and max length."
@@ -123,6 +140,8 @@ def memo(
     max_len: int | None = typer.Option(
         None,
         "--max-len",
+        min=1,
+        max=MAX_TOKENS,
         help="The longest conversation planned (vLLM's --max-model-len); default 8192, or the "
         "vLLM log's.",
         show_default=False,
@@ -173,10 +192,12 @@ def memo(
             vllm_log=vllm_log_file,
             hosts=tuple(host or ()),
         )
+        if str(out) != "-":
+            check_destinations(None, out)  # before the work: an unwritable path is said first
         csv_path = csv_path or default_csv()
         rows = load_results(csv_path)
         result = build_memo(rows, inputs, source=str(csv_path))
-    except (MemoError, SizingError) as exc:
+    except (MemoError, SizingError, ResultsFileError) as exc:
         err.print(f"error: {exc}", markup=False, soft_wrap=True)
         raise typer.Exit(EXIT_USAGE) from None
 

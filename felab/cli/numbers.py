@@ -45,8 +45,9 @@ from felab.cli.errors import EXIT_USAGE, err
 from felab.cli.output import Cell, Column, Format, Grid, emit, format_option
 from felab_core.db import models as m
 from felab_core.db.session import session_scope
-from felab_core.engine.results import default_csv, read_csv
-from felab_core.numbers.importing import ImportReport, import_results
+from felab_core.engine.results import default_csv
+from felab_core.errors import Invalid
+from felab_core.numbers.importing import ImportReport, check_columns, import_results
 from felab_core.numbers.progress import (
     DayNumbers,
     DoneWhenStatus,
@@ -365,11 +366,21 @@ def import_cmd(
         )
         raise typer.Exit(EXIT_USAGE)
     try:
-        rows = read_csv(path)
+        with path.open(newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            columns = list(reader.fieldnames or [])
+            rows = list(reader)
+        check_columns(columns)
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         err(f"cannot read {path}: {exc}")
         raise typer.Exit(EXIT_USAGE) from None
+    except Invalid as exc:
+        err(f"{path}: {exc}")
+        raise typer.Exit(EXIT_USAGE) from None
     console = _console()
+    if not rows:  # nothing to store: the database is not opened
+        _say(console, f"{path} has no rows yet: time your servers with `felab bench`.")
+        return
     with service_errors(), session_scope(sessions()) as s:
         member = _member(s, member_id, cohort_id)
         with _late_bar("checking and storing rows") as tick:

@@ -22,10 +22,11 @@ from rich.console import Console
 from felab.cli.output import Cell, Column, Format, Grid, emit, format_option
 from felab_core.sizing import capacity as cap
 from felab_core.sizing import kv, slots, speed_limit, vllm_log
-from felab_core.sizing.errors import SizingError
+from felab_core.sizing.errors import SizingError, Unreachable
 from felab_core.sizing.model_shape import ModelShape, resolve_shape, weights_summary
 from felab_core.sizing.units import (
     GB,
+    MAX_TOKENS,
     about_text,
     as_fraction,
     binary_size_text,
@@ -104,12 +105,12 @@ def _pair(
 
 @contextmanager
 def _sizing_errors() -> Iterator[None]:
-    """Turn a SizingError into one clear line on stderr and exit code 2."""
+    """Turn a SizingError into one clear line on stderr and exit code 2 (3: unreachable)."""
     try:
         yield
     except SizingError as exc:
         Console(stderr=True, highlight=False).print(f"error: {exc}", markup=False, soft_wrap=True)
-        raise typer.Exit(code=2) from None
+        raise typer.Exit(code=3 if isinstance(exc, Unreachable) else 2) from None
 
 
 def _guard(fn: Callable[[], T]) -> T:
@@ -142,7 +143,12 @@ def kv_command(
         None, "--value-dtype", help="llama.cpp only: a different type for values (-ctv)."
     ),
     tokens: int | None = typer.Option(
-        None, "--tokens", "-c", help="Also show the memory for this many tokens."
+        None,
+        "--tokens",
+        "-c",
+        min=1,
+        max=MAX_TOKENS,
+        help="Also show the memory for this many tokens.",
     ),
     fmt: Format = format_option(),
 ) -> None:
@@ -206,16 +212,16 @@ def kv_command(
 @size_app.command("capacity")
 def capacity_command(
     blocks: int | None = typer.Option(
-        None, "--blocks", help="Cache blocks (vLLM's '# GPU blocks')."
+        None, "--blocks", max=MAX_TOKENS, help="Cache blocks (vLLM's '# GPU blocks')."
     ),
     block_size: int | None = typer.Option(
-        None, "--block-size", help="Tokens per block (vLLM's default: 16)."
+        None, "--block-size", min=1, max=MAX_TOKENS, help="Tokens per block (vLLM's default: 16)."
     ),
     tokens: int | None = typer.Option(
         None, "--tokens", help="Cache size in tokens (vLLM's 'KV cache size')."
     ),
     max_len: int | None = typer.Option(
-        None, "--max-len", help="--max-model-len, the longest conversation."
+        None, "--max-len", min=1, max=MAX_TOKENS, help="--max-model-len, the longest conversation."
     ),
     kv_dtype: str = typer.Option(
         "f16", "--kv-dtype", help="The cache type the server uses (auto = f16)."
@@ -228,7 +234,7 @@ def capacity_command(
     ),
     try_dtype: str = typer.Option("fp8", "--try-dtype", help="What-if cache type."),
     try_max_len: int | None = typer.Option(
-        None, "--try-max-len", help="What-if max length (default: half)."
+        None, "--try-max-len", min=1, max=MAX_TOKENS, help="What-if max length (default: half)."
     ),
     fmt: Format = format_option(),
 ) -> None:
@@ -318,12 +324,18 @@ def capacity_command(
 @size_app.command("slots")
 def slots_command(
     ctx: int | None = typer.Option(
-        None, "-c", "--ctx", help="llama-server's -c (cache length in tokens)."
+        None,
+        "-c",
+        "--ctx",
+        min=0,
+        max=MAX_TOKENS,
+        help="llama-server's -c (cache length in tokens).",
     ),
     parallel: int | None = typer.Option(
         None,
         "--parallel",
         "-np",
+        max=65_536,
         help="llama-server's --parallel (seats); leave out for its default.",
     ),
     unified: bool = typer.Option(
@@ -333,11 +345,17 @@ def slots_command(
         None, "--url", help="Ask a running llama-server (/props, /slots) instead."
     ),
     need: int | None = typer.Option(
-        None, "--need", help="Tokens one conversation needs (prompt + reply)."
+        None,
+        "--need",
+        min=1,
+        max=MAX_TOKENS,
+        help="Tokens one conversation needs (prompt + reply).",
     ),
     each: int | None = typer.Option(
         None,
         "--each",
+        min=1,
+        max=MAX_TOKENS,
         help="Tokens each seat should get in the fix (default: --need rounded up to 256).",
     ),
     config: Path | None = typer.Option(
@@ -431,7 +449,11 @@ def limit_command(
         None, "--bits-per-weight", help="With --model: bits per weight (16, 8, 4.5 ...)."
     ),
     context: int = typer.Option(
-        0, "--context", help="Tokens already in the conversation (their cache is read too)."
+        0,
+        "--context",
+        min=0,
+        max=MAX_TOKENS,
+        help="Tokens already in the conversation (their cache is read too).",
     ),
     kv_type: str = typer.Option("f16", "--kv-type", help="Cache type for --context."),
     measured: str | None = typer.Option(

@@ -17,7 +17,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from felab.cli.errors import EXIT_USAGE, err
+from felab.cli.errors import EXIT_UNREACHABLE, EXIT_USAGE, err
 from felab.cli.lazy import Entry, lazy_group
 from felab_core.errors import ServiceError
 from felab_core.jobs.keys import Identity
@@ -124,13 +124,15 @@ def pair(
 
         console.print(fleet.issue_code(name, member, cohort, allow_instructors, settings))
         return
-    from felab_worker.pairing import pair_machine
+    from felab_worker.pairing import BrokerUnreachable, pair_machine
 
     try:
         identity = pair_machine(settings, code, timeout_s=timeout)
     except ServiceError as exc:
         err(str(exc))
-        raise typer.Exit(EXIT_USAGE) from None
+        raise typer.Exit(
+            EXIT_UNREACHABLE if isinstance(exc, BrokerUnreachable) else EXIT_USAGE
+        ) from None
     path = key_file(settings, identity.name)
     identity.save(path)
     console.print(

@@ -35,6 +35,13 @@ class BenchOutcome:
     def failed_requests(self) -> int:
         return self.result.failed if self.result else 0
 
+    @property
+    def timed_nothing(self) -> bool:
+        """Every request failed (an HTML page, a server that never answers): nothing was timed,
+        which is a target that could not be timed, not a run with some failures."""
+        r = self.result
+        return r is not None and not r.interrupted and all(run.summary.ok == 0 for run in r.runs)
+
 
 async def run_bench(
     targets: list[Target],

@@ -113,6 +113,12 @@ async def identify(base_url: str, *, wait_s: float = PROBE_TIMEOUT_S) -> ServerI
         return ServerIdentity(
             ServerKind.MLX, None, "/v1/models without owners from Python's http.server", ids
         )
+    if not ids and root.headers.get("content-type", "").startswith("text/html"):
+        shown = url_without_credentials(base_url)
+        raise IdentityError(
+            f"{shown} answers with an HTML page (a web server or a dashboard), not an LLM "
+            "server's API: check the address and port"
+        )
     return ServerIdentity(None, None, "no identity endpoint answered", ids)
 
 

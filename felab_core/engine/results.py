@@ -137,23 +137,50 @@ def csv_row(result: TargetResult, run: RunResult) -> dict[str, str]:
     }
 
 
+def check_destinations(csv_path: Path | None, json_path: Path | None) -> None:
+    """Refuse, before a run, files the run could not be saved to: a results CSV with other
+    columns, or a folder that is a file. Minutes of timing are not lost at the end."""
+    for path in (csv_path, json_path):
+        if path is None:
+            continue
+        folder = path if path.is_dir() else path.parent
+        for above in (folder, *folder.parents):
+            if above.exists():
+                if not above.is_dir():
+                    raise ResultsFileError(
+                        f"cannot write {path}: {above} is a file, not a folder; choose another path"
+                    )
+                break
+    if csv_path is not None:
+        _check_header(csv_path)
+
+
+def _check_header(path: Path) -> bool:
+    """True when `path` already holds felab's header; ResultsFileError for other columns."""
+    if not (path.exists() and path.stat().st_size > 0):
+        return False
+    try:
+        with path.open(newline="", encoding="utf-8") as fh:
+            header = next(csv.reader(fh), [])
+    except (UnicodeDecodeError, csv.Error):
+        header = []
+    if tuple(header) != CSV_COLUMNS[: len(header)] or not header:
+        raise ResultsFileError(
+            f"{path} has other columns than this felab writes; move it aside or pass --csv "
+            "with a new file"
+        )
+    if len(header) < len(CSV_COLUMNS):
+        raise ResultsFileError(
+            f"{path} was written by an older felab with fewer columns; move it aside or "
+            "pass --csv with a new file"
+        )
+    return True
+
+
 def append_csv(path: Path, rows: list[dict[str, str]]) -> None:
     """Append rows, writing the header to a new file; refuse a file with other columns."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    exists = path.exists() and path.stat().st_size > 0
-    if exists:
-        with path.open(newline="", encoding="utf-8") as fh:
-            header = next(csv.reader(fh), [])
-        if tuple(header) != CSV_COLUMNS[: len(header)] or not header:
-            raise ResultsFileError(
-                f"{path} has other columns than this felab writes; move it aside or pass --csv "
-                "with a new file"
-            )
-        if len(header) < len(CSV_COLUMNS):
-            raise ResultsFileError(
-                f"{path} was written by an older felab with fewer columns; move it aside or "
-                "pass --csv with a new file"
-            )
+    exists = _check_header(path)
     with path.open("a", newline="", encoding="utf-8") as fh:
         # a job's row may carry chat-only keys (cached_share, ttft by turn): not file columns
         writer = csv.DictWriter(fh, fieldnames=CSV_COLUMNS, extrasaction="ignore")

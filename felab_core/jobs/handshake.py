@@ -19,6 +19,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 from typing import Any
 
 from cryptography.exceptions import InvalidTag
@@ -32,6 +33,19 @@ _LOOKUP = b"felab pairing lookup:"
 _ANSWER = b"felab pairing answer"
 #: An answer bigger than this is not felab's: refused before decrypting.
 MAX_ANSWER = 16_384
+
+
+#: What `issue_pair_code` hands out: three groups of six hex digits.
+_CODE_SHAPE = re.compile(r"[0-9A-F]{6}-[0-9A-F]{6}-[0-9A-F]{6}")
+
+
+def check_code_shape(code: str) -> None:
+    """Refuse, before anything travels, what cannot be a pairing code (a typo, a blank)."""
+    if not _CODE_SHAPE.fullmatch(code.strip().upper()):
+        raise Invalid(
+            f"{code!r} is not a pairing code: it looks like 3F9A1C-77B2E0-0D4E21; copy it from "
+            "the bot's /worker pair answer"
+        )
 
 
 def code_secret(code: str) -> str:

@@ -58,6 +58,7 @@ class Script:
     persona: str = "none"
     fault: str = "none"
     fault_after: int = 2  # content chunks sent before the fault
+    fault_every: int = 1  # the fault hits every Nth streamed request (2: every other one)
     # Drop any second request on a connection unanswered: the keep-alive race, where a server
     # closes an idle connection just as the client sends on it.
     one_request_per_connection: bool = False
@@ -85,6 +86,7 @@ class RequestLog:
     received_ns: int
     body: dict[str, Any]
     sends_ns: list[int] = field(default_factory=list)  # every content chunk's send stamp
+    faulty: bool = False  # the script's fault plays on this request
 
 
 def _chunked(payload: bytes) -> bytes:
@@ -99,6 +101,7 @@ class ScriptedServer:
         self.log: list[RequestLog] = []
         self._server: asyncio.Server | None = None
         self._served = 0
+        self._streamed = 0
         self.active_streams = 0
         self.max_active_streams = 0
         self._writers: set[asyncio.StreamWriter] = set()
@@ -248,6 +251,8 @@ class ScriptedServer:
     async def _stream(
         self, path: str, body: dict[str, Any], start: int, writer: Any, log: RequestLog
     ) -> bool:
+        self._streamed += 1
+        log.faulty = self.script.fault != "none" and self._streamed % self.script.fault_every == 0
         self.active_streams += 1
         self.max_active_streams = max(self.max_active_streams, self.active_streams)
         try:
@@ -347,7 +352,7 @@ class ScriptedServer:
         produced = 0
         for k, n in enumerate(plan):
             await self._sleep_until(first + int(k * s.itl_s * 1e9))
-            if s.fault != "none" and k == s.fault_after:
+            if log.faulty and k == s.fault_after:
                 return await self._fault(writer, event)
             stamp = now_ns()
             text = self._text(produced, n)
@@ -472,7 +477,7 @@ class ScriptedServer:
         t_first_send = None
         for k, n in enumerate(plan):
             await self._sleep_until(first + int(k * s.itl_s * 1e9))
-            if s.fault != "none" and k == s.fault_after:
+            if log.faulty and k == s.fault_after:
                 if s.fault == "malformed":
                     writer.write(_chunked(b'{"message": {"content": "x"\n'))
                     writer.write(b"0\r\n\r\n")

@@ -113,6 +113,18 @@ def _refusal(problems: list[tuple[int, str]]) -> str:
     )
 
 
+def check_columns(columns: Sequence[str]) -> None:
+    """Refuse a CSV that `felab bench` did not write, naming the columns it lacks."""
+    if not columns:
+        raise Invalid("the file is empty: it is not a results file written by `felab bench`")
+    absent = [c for c in _NEEDED_COLUMNS if c not in columns]
+    if absent:
+        raise Invalid(
+            f"this is not a results file written by `felab bench`: it has no "
+            f"{', '.join(absent)} column(s)"
+        )
+
+
 def import_results(
     session: Session,
     member: m.Member,
@@ -139,12 +151,7 @@ def import_results(
     """
     when_now = now or utcnow()
     if rows:
-        absent = [c for c in _NEEDED_COLUMNS if c not in rows[0]]
-        if absent:
-            raise Invalid(
-                f"this is not a results file written by `felab bench`: it has no "
-                f"{', '.join(absent)} column(s)"
-            )
+        check_columns(list(rows[0]))
     job_ids = select(m.BenchJob.id).where(m.BenchJob.member_id == member.id)
     seen = {
         _fingerprint(stored)

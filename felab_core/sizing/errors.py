@@ -5,3 +5,7 @@ from __future__ import annotations
 
 class SizingError(ValueError):
     """Bad input for a sizing question: the message says what was wrong and what to do instead."""
+
+
+class Unreachable(SizingError):
+    """The server a sizing question reads (--url) could not be reached: exit code 3, not 2."""

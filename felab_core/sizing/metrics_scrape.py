@@ -15,7 +15,8 @@ from fractions import Fraction
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from felab_core.sizing.errors import SizingError
+from felab_core.engine.client import connect_failure
+from felab_core.sizing.errors import SizingError, Unreachable
 from felab_core.sizing.units import decimal_text, whole_text
 
 LLAMA_CPP = "llama.cpp"
@@ -83,11 +84,13 @@ class Snapshot:
 
 def parse_metrics(text: str, taken_at: float | None = None) -> Snapshot:
     """Parse Prometheus text from llama-server or vLLM into a snapshot of felab's counters."""
+    if text.lstrip()[:1] == "<":
+        raise SizingError("/metrics answered with an HTML page, not Prometheus text")
     try:
         families = list(text_string_to_metric_families(text))
     except (ValueError, TypeError) as exc:
         raise SizingError(
-            f"the /metrics text could not be parsed as Prometheus format: {exc}"
+            f"the /metrics text could not be parsed as Prometheus format: {str(exc)[:120]}"
         ) from None
     samples = [s for fam in families for s in fam.samples]
     names = {s.name for s in samples}
@@ -131,7 +134,7 @@ def scrape(base_url: str, client: httpx.Client | None = None, timeout: float = 5
         try:
             response = http.get(url)
         except httpx.HTTPError as exc:
-            raise SizingError(f"cannot reach {url} ({type(exc).__name__}: {exc})") from None
+            raise Unreachable(connect_failure(exc, url)) from None
         taken = time.monotonic()
     finally:
         if own:

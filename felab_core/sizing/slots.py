@@ -15,7 +15,8 @@ from typing import Any
 
 import httpx
 
-from felab_core.sizing.errors import SizingError
+from felab_core.engine.client import connect_failure
+from felab_core.sizing.errors import SizingError, Unreachable
 from felab_core.sizing.kv import KvMemory, kv_bytes_per_token, kv_memory
 from felab_core.sizing.model_shape import ModelShape
 from felab_core.sizing.units import article, decimal_text, require_whole, whole_text
@@ -309,9 +310,7 @@ def _get_json(client: httpx.Client, url: str) -> tuple[int, Any]:
     try:
         response = client.get(url)
     except httpx.HTTPError as exc:
-        raise SizingError(
-            f"cannot reach {url} ({type(exc).__name__}: {exc}); is llama-server running there?"
-        ) from None
+        raise Unreachable(connect_failure(exc, url)) from None
     if response.status_code != 200:
         return response.status_code, None
     try:

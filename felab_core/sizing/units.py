@@ -14,6 +14,10 @@ from fractions import Fraction
 
 from felab_core.sizing.errors import SizingError
 
+#: The most tokens any sizing question takes (a cache, a context, a block): a billion, 100
+#: times the longest context served today, so a typo (an extra zero run) is refused, not sized.
+MAX_TOKENS = 1_000_000_000
+
 KB = 1000
 MB = 1000**2
 GB = 1000**3
@@ -246,4 +250,12 @@ def parse_bandwidth(text: str | int | float) -> Fraction:
 
     A bare number means GB/s, the unit every spec sheet uses.
     """
+    if isinstance(text, str):
+        match = _NUMBER_RE.match(text.removesuffix("/s").removesuffix("/S"))
+        if not match:
+            raise SizingError(
+                f"could not read {text!r} as a memory bandwidth: write a number of GB/s, such as "
+                "273 or '3.35 TB/s'"
+            )
+        text = text.removesuffix("/s").removesuffix("/S")
     return parse_bytes(text, default_unit="GB")

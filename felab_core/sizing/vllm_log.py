@@ -23,8 +23,9 @@ from pathlib import Path
 
 import httpx
 
+from felab_core.engine.client import connect_failure
 from felab_core.sizing.capacity import Capacity, capacity_from_blocks, capacity_from_tokens
-from felab_core.sizing.errors import SizingError
+from felab_core.sizing.errors import SizingError, Unreachable
 from felab_core.sizing.metrics_scrape import VLLM, parse_metrics
 from felab_core.sizing.units import GB, GiB, as_fraction, decimal_text, whole_text
 
@@ -375,9 +376,7 @@ def read_live_vllm(
             metrics = http.get(f"{base}/metrics")
             models = http.get(f"{base}/v1/models")
         except httpx.HTTPError as exc:
-            raise SizingError(
-                f"cannot reach {base} ({type(exc).__name__}: {exc}); is vLLM running?"
-            ) from None
+            raise Unreachable(connect_failure(exc, base)) from None
     finally:
         if own:
             http.close()

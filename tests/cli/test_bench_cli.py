@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -86,17 +87,28 @@ def test_several_targets_one_table_and_a_refusal(
     assert "is llama.cpp" in result.output
 
 
-def test_failed_requests_give_exit_code_1(tmp_path: Path) -> None:
-    server = ScriptedServer(Script(persona="llamacpp", fault="disconnect")).start_in_thread()
+def _bench_faulty(every: int) -> Any:
+    script = Script(persona="llamacpp", fault="disconnect", fault_every=every)
+    server = ScriptedServer(script).start_in_thread()
     try:
-        result = runner.invoke(
+        return runner.invoke(
             app,
             ["bench", "llamacpp", "--url", server.base_url, "-n", "2", "--warmup", "0", "--no-csv"],
         )
     finally:
         server.stop_thread()
+
+
+def test_failed_requests_give_exit_code_1() -> None:
+    result = _bench_faulty(every=2)  # one of the two requests is cut off
     assert result.exit_code == 1, result.output
-    assert "disconnected" in result.output
+    assert "1 failed: disconnected" in result.output
+
+
+def test_every_request_failing_is_a_target_not_timed_exit_3() -> None:
+    result = _bench_faulty(every=1)
+    assert result.exit_code == 3, result.output
+    assert "2 failed: disconnected" in result.output
 
 
 @pytest.mark.parametrize(

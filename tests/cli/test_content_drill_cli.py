@@ -47,7 +47,7 @@ def test_problems_name_file_field_and_exit_1(tmp_path: Path) -> None:
     (folder / "day-02.yaml").write_text(yaml.safe_dump(data))
     for cmd in ("check", "load"):
         result = runner.invoke(app, ["content", cmd, str(folder)])
-        assert result.exit_code == 1
+        assert result.exit_code == 2
         assert "day-02.yaml:" in result.output
         assert "whiteboards[0].careful: missing" in result.output
 

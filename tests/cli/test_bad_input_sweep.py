@@ -1,0 +1,468 @@
+"""The bad-input sweep: the real `felab` command, run as a new user would run it, through a
+table of bad inputs across every command (typos, wrong URLs, broken files, unreachable
+services, absurd numbers, hostile settings).
+
+For each case it asserts what a person would want: the exit code the docs list (2 fix your
+input, 3 a service could not be reached), a short message that names the problem, no
+traceback, no hang (a few seconds at most), nothing stored (the database's dump and the files
+beside it are unchanged) and no secret repeated. Each case runs `felab` in its own process
+with its own data folder, a copy of one upgraded database.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from felab_core.engine.results import CSV_COLUMNS
+from tests.db_support import CONTENT
+
+pytestmark = pytest.mark.slow
+
+FELAB = [sys.executable, "-m", "felab"]
+#: A password the cases put in URLs and settings; it must never come back.
+SECRET = "hunter2-sweep"
+#: The most seconds one bad input may take (a hang is a failure, not a wait). Generous: the
+#: box runs the rest of the suite beside it.
+PATIENCE_S = 20.0
+
+
+# --- the world the bad inputs point at --------------------------------------------------------
+
+
+class _Html(BaseHTTPRequestHandler):
+    """A web page where an LLM server should be (a router's admin page, a wrong port)."""
+
+    def do_GET(self) -> None:
+        self._answer()
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self._answer()
+
+    def _answer(self) -> None:
+        body = b"<!doctype html><html><body><h1>Welcome to nginx!</h1></body></html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+class _Whole(_Html):
+    """An OpenAI-style server that ignores `stream: true` and answers with one JSON body."""
+
+    def _answer(self) -> None:
+        if not self.path.startswith("/v1/"):
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if self.path.endswith("/models"):
+            payload: dict[str, object] = {"object": "list", "data": [{"id": "tiny"}]}
+        else:
+            payload = {
+                "id": "x",
+                "object": "chat.completion",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 1},
+            }
+        body = json.dumps(payload).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def _serve(handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class World:
+    """Ports and files the cases name with {placeholders}."""
+
+    files: Path
+    template: Path
+    ports: dict[str, int] = field(default_factory=dict)
+
+    def fill(self, text: str) -> str:
+        return text.format(files=self.files, secret=SECRET, **self.ports)
+
+
+def _write_files(d: Path) -> None:
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "regular-file").write_text("not a folder\n")
+    (d / "empty.csv").write_text("")
+    (d / "page.html").write_text("<!doctype html><html><body>hello</body></html>\n")
+    (d / "binary.bin").write_bytes(bytes(range(256)) * 64)
+    (d / "not-json.json").write_text("{this is not json\n")
+    (d / "other.json").write_text(json.dumps({"hello": "world"}))
+    (d / "list.json").write_text("[1, 2, 3]\n")
+    (d / "not-a-db.sqlite").write_text("this is not a database\n" * 10)
+    (d / "bad.toml").write_text("[targets.mlx\nurl = \n")
+    header = ",".join(CSV_COLUMNS) + "\n"
+    (d / "wrong-header.csv").write_text("name,age\nann,3\nbob,4\n")
+    (d / "only-header.csv").write_text("name,age\n")
+    (d / "results-header-only.csv").write_text(header)
+    row = dict.fromkeys(CSV_COLUMNS, "")
+    row.update(
+        timestamp="2026-12-01T10:00:00+00:00", host="mac", target="mlx", server="mlx",
+        model="llama-3.1-8b-4bit", api="openai-chat", preset="day2", concurrency="1",
+        requests="10", ok="10", failed="0", ttft_p50_s="0.2", writing_tps_p50="40",
+        itl_p50_s="0.025", tpot_p50_s="0.025", e2e_p50_s="5", output_tps="40",
+    )  # fmt: skip
+    (d / "results.csv").write_text(header + ",".join(row[c] for c in CSV_COLUMNS) + "\n")
+    for name, value in (("negative", "-41.8"), ("nan", "nan"), ("overflow", "1e309")):
+        bad = {**row, "writing_tps_p50": value}
+        lines = [",".join(r[c] for c in CSV_COLUMNS) for r in (row, bad)]
+        (d / f"results-{name}.csv").write_text(header + "\n".join(lines) + "\n")
+    trace = d / "trace-bad.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 10, "output_length": 5}\n{oops\n')
+    (d / "trace-negative.jsonl").write_text(
+        '{"timestamp": 0, "input_length": -10, "output_length": 5}\n'
+    )
+    bomb = ["a: &a [x, x, x, x, x, x, x, x, x]"]
+    for i in range(1, 12):
+        prev = chr(ord("a") + i - 1)
+        cur = chr(ord("a") + i)
+        bomb.append(f"{cur}: &{cur} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]")
+    packs = d / "bomb-pack"
+    packs.mkdir(exist_ok=True)
+    (packs / "day-01.yaml").write_text("\n".join(bomb) + "\n")
+    badpack = d / "bad-pack"
+    badpack.mkdir(exist_ok=True)
+    (badpack / "day-01.yaml").write_text("day: one\ntitle: [unclosed\n")
+    binpack = d / "binary-pack"
+    binpack.mkdir(exist_ok=True)
+    (binpack / "day-01.yaml").write_bytes(b"\x00\xff\xfe" * 1000)
+    (d / "config-bad").mkdir(exist_ok=True)
+    (d / "config-bad" / "config.json").write_text('{"hidden_size": "big"}')
+    (d / "vllm.log").write_text("INFO nothing about the cache here\n")
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    root = tmp_path_factory.mktemp("sweep")
+    files = root / "files"
+    _write_files(files)
+    template = root / "template"
+    env = _env(template)
+    # a learner who has used felab once: what a case stores is then its own doing
+    for args in (["db", "upgrade"], ["content", "load", str(CONTENT)], ["drill", "--list"]):
+        done = subprocess.run([*FELAB, *args], env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+    servers = {"html": _serve(_Html), "whole": _serve(_Whole)}
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(0)
+    ports = {name: int(s.server_address[1]) for name, s in servers.items()}
+    ports["closed"] = _free_port()
+    ports["silent"] = int(silent.getsockname()[1])
+    yield World(files=files, template=template, ports=ports)
+    for s in servers.values():
+        s.shutdown()
+    silent.close()
+
+
+def _env(data: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("FELAB_") and k not in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
+    }
+    env.update(
+        FELAB_DATA_DIR=str(data / "data"),
+        FELAB_RESULTS_DIR=str(data / "results"),
+        FELAB_CACHE_DIR=str(data / "cache"),
+        HOME=str(data / "home"),
+        COLUMNS="200",
+        NO_COLOR="1",
+        TZ="Europe/London",
+    )
+    env.update(extra or {})
+    return env
+
+
+# --- the cases ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    """One bad input: what is typed, the exit code, and a phrase the message must hold."""
+
+    id: str
+    argv: tuple[str, ...]
+    code: int
+    says: str
+    env: tuple[tuple[str, str], ...] = ()
+    stdin: str = ""
+
+
+def case(id: str, argv: str | list[str], code: int, says: str, stdin: str = "", **env: str) -> Case:
+    args = tuple(argv.split()) if isinstance(argv, str) else tuple(argv)
+    return Case(id, args, code, says, tuple(sorted(env.items())), stdin)
+
+
+LOCAL = "--url http://127.0.0.1:{whole} --kind llamacpp --no-csv -n 1"
+# fmt: off
+CASES: list[Case] = [
+    # felab bench: numbers that enter
+    case("bench-rate-nan", f"bench {LOCAL} --rate nan", 2, "--rate"),
+    case("bench-rate-inf", f"bench {LOCAL} --rate inf", 2, "--rate"),
+    case("bench-rate-negative", f"bench {LOCAL} --rate -1", 2, "--rate"),
+    case("bench-concurrency-zero", f"bench {LOCAL} -c 0", 2, "concurrency"),
+    case("bench-concurrency-billion", f"bench {LOCAL} -c 1000000000", 2, "concurrency"),
+    case("bench-concurrency-word", f"bench {LOCAL} -c many", 2, "whole numbers"),
+    case("bench-prompt-huge", f"bench {LOCAL} --prompt-tokens 1000000000000", 2, "--prompt-tokens"),
+    case("bench-timeout-negative", f"bench {LOCAL} --timeout -1", 2, "--timeout"),
+    case("bench-max-tokens-zero", f"bench {LOCAL} --max-tokens 0", 2, "--max-tokens"),
+    case("bench-requests-zero", f"bench {LOCAL} -n 0", 2, "--requests"),
+    case("bench-repeat-zero", f"bench {LOCAL} --repeat 0", 2, "--repeat"),
+    case("bench-processes-zero", f"bench {LOCAL} --processes 0", 2, "processes"),
+    case("bench-sessions-negative", f"bench {LOCAL} --sessions -2", 2, "--sessions"),
+    case("bench-think-nan", f"bench {LOCAL} --sessions 2 --think-time nan", 2, "--think-time"),
+    case("bench-max-rate-nonsense", f"bench {LOCAL} --find-max-rate fast", 2, "--find-max-rate"),
+    case("bench-slo-nonsense", f"bench {LOCAL} --slo quick", 2, "--slo"),
+    case("bench-trace-missing", f"bench {LOCAL} --trace {{files}}/none.jsonl", 2, "none.jsonl"),
+    case("bench-trace-broken", f"bench {LOCAL} --trace {{files}}/trace-bad.jsonl", 2, "line 2"),
+    case("bench-trace-negative", f"bench {LOCAL} --trace {{files}}/trace-negative.jsonl", 2, "line 1" ),
+    case("bench-targets-broken", "bench mlx --no-csv -n 1 --targets-file {files}/bad.toml", 2, "bad.toml"),
+    case("bench-unknown-target", "bench nosuchserver --no-csv -n 1", 2, "nosuchserver"),
+    case("bench-url-not-url", "bench --url not-a-url --kind llamacpp --no-csv -n 1", 3, "cannot resolve"),
+    case("bench-url-ftp", "bench --url ftp://127.0.0.1:21 --kind llamacpp --no-csv -n 1", 2, "http" ),
+    case("bench-closed-port", "bench --url http://127.0.0.1:{closed} --kind llamacpp --no-csv -n 1", 3, "connection refused"),
+    case("bench-silent-server", "bench --url http://127.0.0.1:{silent} --kind llamacpp --no-csv -n 1 --timeout 2 --no-check", 3, "--timeout 2"),
+    case("bench-html-page", "bench --url http://127.0.0.1:{html} --kind llamacpp --no-csv -n 1", 3, "HTML"),
+    case("bench-not-streaming", f"bench {LOCAL} --no-check", 3, "stream"),
+    case("bench-https-to-http", "bench --url https://127.0.0.1:{html} --kind llamacpp --no-csv -n 1", 3, "TLS"),
+    case("bench-password-in-url", "bench --url http://me:{secret}@127.0.0.1:{closed} --kind llamacpp --no-csv -n 1", 3, "refused"),
+    case("bench-url-holds-endpoint", "bench --url http://127.0.0.1:{whole}/v1/chat/completions --kind llamacpp --no-csv -n 1 --no-check", 3, "not streaming"),
+    case("bench-json-under-file", f"bench {LOCAL} --json {{files}}/regular-file/out.json", 2, "regular-file"),
+    case("bench-csv-other-columns", "bench --url http://127.0.0.1:{closed} --kind llamacpp -n 1 --csv {files}/wrong-header.csv", 2, "columns"),
+    # felab size
+    case("size-kv-absurd-tokens", "size kv --model llama-3.1-8b --tokens 100000000000000000000", 2, "--tokens"),
+    case("size-kv-exponent", "size kv --model llama-3.1-8b --tokens 1e20", 2, "--tokens"),
+    case("size-kv-unknown-model", "size kv --model gpt-17", 2, "gpt-17"),
+    case("size-kv-bad-dtype", "size kv --model llama-3.1-8b --dtype f13", 2, "f13"),
+    case("size-kv-gguf-not-gguf", "size kv --gguf {files}/page.html", 2, "GGUF"),
+    case("size-kv-config-bad", "size kv --config {files}/config-bad", 2, "config"),
+    case("size-kv-config-missing", "size kv --config {files}/nowhere", 2, "nowhere"),
+    case("size-slots-absurd-ctx", "size slots -c 99999999999999 -np 4", 2, "-c"),
+    case("size-slots-zero-parallel", "size slots -c 4096 -np 0", 2, "parallel"),
+    case("size-capacity-negative-blocks", "size capacity --blocks -5 --block-size 16 --max-len 8192", 2, "--blocks" ),
+    case("size-capacity-zero-block", "size capacity --blocks 100 --block-size 0", 2, "--block-size" ),
+    case("size-capacity-closed-url", "size capacity --url http://127.0.0.1:{closed}", 3, "connection refused"),
+    case("size-capacity-log-empty", "size capacity --vllm-log {files}/vllm.log", 2, "vllm.log"),
+    case("size-limit-nan", "size limit --bandwidth nan --model-bytes 4.9GB", 2, "bandwidth"),
+    case("size-limit-overflow", "size limit --bandwidth 273 --model-bytes 1e309GB", 2, "1e309"),
+    case("size-limit-zero", "size limit --bandwidth 0 --model-bytes 4.9GB", 2, "bandwidth"),
+    case("size-limit-unknown-chip", "size limit --chip M9-Ultra --model-bytes 4.9GB", 2, "M9-Ultra" ),
+    case("size-limit-word-bytes", "size limit --bandwidth 273 --model-bytes big", 2, "big"),
+    # felab memo and compare
+    case("memo-csv-missing", "memo --csv {files}/none.csv --chip H100 --model llama-3.1-8b -o -", 2, "none.csv"),
+    case("memo-no-rows", "memo --csv {files}/results-header-only.csv --chip H100 --model llama-3.1-8b -o -", 2, "no timing rows"),
+    case("memo-csv-html", "memo --csv {files}/page.html --chip H100 --model llama-3.1-8b -o -", 2, "page.html"),
+    case("memo-out-under-file", "memo --csv {files}/results.csv --chip H100 --model llama-3.1-8b -o {files}/regular-file/memo.md", 2, "regular-file"),
+    case("memo-unknown-chip", "memo --csv {files}/results.csv --chip Z80 --model llama-3.1-8b --model-bytes 4.9GB -o -", 2, "Z80"),
+    case("compare-missing", "compare {files}/none.json {files}/other.json", 2, "none.json"),
+    case("compare-not-json", "compare {files}/not-json.json {files}/not-json.json", 2, "not-json.json"),
+    case("compare-not-record", "compare {files}/other.json {files}/list.json", 2, "felab bench"),
+    case("compare-min-effect", "compare {files}/other.json {files}/other.json --min-effect 150", 2, "min-effect"),
+    # felab numbers (the database)
+    case("numbers-enter-word", "numbers enter ollama fast", 2, "fast"),
+    case("numbers-enter-negative", ["numbers", "enter", "ollama", "--", "-3"], 2, "-3"),
+    case("numbers-enter-nan", "numbers enter ollama nan", 2, "nan"),
+    case("numbers-enter-overflow", "numbers enter ollama 1e309", 2, "1e309"),
+    case("numbers-enter-server", "numbers enter ollamma 44.6", 2, "ollamma"),
+    case("numbers-enter-unit", "numbers enter ollama 44.6 furlongs", 2, "furlongs"),
+    case("numbers-import-wrong-header", "numbers import {files}/wrong-header.csv", 2, "felab bench" ),
+    case("numbers-import-negative", "numbers import {files}/results-negative.csv", 2, "line 3"),
+    case("numbers-import-nan", "numbers import {files}/results-nan.csv", 2, "line 3"),
+    case("numbers-import-overflow", "numbers import {files}/results-overflow.csv", 2, "line 3"),
+    case("numbers-import-empty", "numbers import {files}/empty.csv", 2, "empty"),
+    case("numbers-import-binary", "numbers import {files}/binary.bin", 2, "binary.bin"),
+    case("numbers-import-missing", "numbers import {files}/none.csv", 2, "none.csv"),
+    case("numbers-machine-negative", ["numbers", "machine", "--bandwidth=-3"], 2, "-3"),
+    case("numbers-machine-chip", "numbers machine --chip Z80", 2, "Z80"),
+    case("numbers-model-bytes-zero", "numbers model ollama --name llama3.1:8b --bytes 0GB", 2, "more than zero"),
+    case("numbers-cohort-without-member", "numbers show --cohort 3", 2, "--member"),
+    case("numbers-review-unknown", "numbers review --approve 999999", 2, "999999"),
+    # felab drill
+    case("drill-cohort-without-member", "drill --cohort 3 --list", 2, "--member"),
+    case("drill-day-zero", "drill --day 0 --list", 2, "--day"),
+    case("drill-timezone", "drill --timezone Mars/Olympus --list", 2, "Mars/Olympus"),
+    case("drill-unknown-member", "drill --member 12345 --cohort 1 --list", 2, "no member 12345"),
+    # felab content
+    case("content-yaml-bomb", "content check {files}/bomb-pack", 2, "alias"),
+    case("content-yaml-broken", "content check {files}/bad-pack", 2, "day-01.yaml"),
+    case("content-binary", "content check {files}/binary-pack", 2, "day-01.yaml"),
+    case("content-missing", "content check {files}/no-pack", 2, "no-pack"),
+    # felab db and the database settings
+    case("db-url-not-url", "db status", 2, "FELAB_DATABASE_URL", FELAB_DATABASE_URL="not a url"),
+    case("db-url-driver", "db status", 2, "driver", FELAB_DATABASE_URL="mysql+nodriver://u@h/db"),
+    case("db-path-under-file", "db status", 2, "regular-file", FELAB_DATABASE_URL="sqlite:///{files}/regular-file/felab.db"),
+    case("db-not-a-database", "db status", 2, "not an SQLite database", FELAB_DATABASE_URL="sqlite:///{files}/not-a-db.sqlite"),
+    case("db-closed-postgres", "db status", 3, "connection refused", FELAB_DATABASE_URL="postgresql+psycopg://felab:{secret}@127.0.0.1:{closed}/x"),
+    case("db-silent-postgres", "db status", 3, "127.0.0.1", FELAB_DATABASE_URL="postgresql+psycopg://felab:{secret}@127.0.0.1:{silent}/x"),
+    case("db-restore-missing", "db restore {files}/none.db --yes", 2, "none.db"),
+    case("db-restore-not-db", "db restore {files}/page.html --yes", 2, "page.html"),
+    # settings, named by variable
+    case("setting-log-level", "size chips", 2, "FELAB_LOG_LEVEL", FELAB_LOG_LEVEL="LOUD"),
+    case("setting-result-bytes", "status", 2, "FELAB_RESULT_MAX_BYTES", FELAB_RESULT_MAX_BYTES="-1" ),
+    case("setting-ttl-nan", "status", 2, "FELAB_PAIR_CODE_TTL_S", FELAB_PAIR_CODE_TTL_S="nan"),
+    case("setting-broker-url", "worker list", 2, "FELAB_BROKER_URL", FELAB_BROKER_URL="not-a-url"),
+    case("setting-secret-hidden", "status", 2, "FELAB_BROKER_URL", FELAB_BROKER_URL="ftp://admin:{secret}@127.0.0.1/0"),
+    # felab worker and broker
+    case("worker-name-path", "worker start --name ../../etc", 2, "name"),
+    case("worker-start-unpaired", "worker start --name lab-mac", 2, "pair"),
+    case("worker-pair-closed-broker", "worker pair --code 3F9A1C-77B2E0-0D4E21 --timeout 2", 3, "broker", FELAB_BROKER_URL="redis://felab-pairing:{secret}@127.0.0.1:{closed}/0"),
+    case("worker-pair-bad-code", "worker pair --code 12345 --timeout 2", 2, "not a pairing code", FELAB_BROKER_URL="redis://127.0.0.1:{closed}/0"),
+    case("worker-cancel-unknown", "worker cancel 999999", 2, "999999"),
+    case("worker-remove-unknown", "worker remove no-such-machine", 2, "no-such-machine"),
+    case("broker-setup-closed", "broker setup", 3, "could not reach the broker", FELAB_BROKER_URL="redis://admin:{secret}@127.0.0.1:{closed}/0"),
+    # the rest
+    case("lab-install-unknown", "lab install tensorflow", 2, "choose one of"),
+    case("serve-unknown", "serve nosuch --model x", 2, "choose one of"),
+    case("bot-no-token", "bot", 2, "FELAB_DISCORD_TOKEN"),
+    case("unknown-command", "benchh", 2, "benchh"),
+]
+# fmt: on
+
+
+def _dump(db: Path) -> list[str]:
+    if not db.exists():
+        return []
+    con = sqlite3.connect(db)
+    try:
+        return list(con.iterdump())
+    finally:
+        con.close()
+
+
+def _files(root: Path) -> set[str]:
+    return {
+        str(p.relative_to(root))
+        for p in root.rglob("*")
+        if p.is_file() and not p.name.startswith("felab.db")
+    }
+
+
+@dataclass
+class Seen:
+    code: int
+    out: str  # stdout and stderr
+    err: str
+    seconds: float
+    stored: list[str]
+
+
+def run_case(world: World, c: Case, where: Path) -> Seen:
+    """Run one case in a copy of the template's data folder; say what it stored."""
+    shutil.copytree(world.template, where)
+    db = where / "data" / "felab.db"
+    before_db, before_files = _dump(db), _files(where) | _files(world.files)
+    env = _env(where, {k: world.fill(v) for k, v in c.env})
+    argv = [world.fill(a) for a in c.argv]
+    start = time.monotonic()
+    try:
+        done = subprocess.run(
+            [*FELAB, *argv],
+            env=env,
+            input=c.stdin,
+            capture_output=True,
+            text=True,
+            timeout=PATIENCE_S,
+        )
+    except subprocess.TimeoutExpired as exc:
+        out = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        pytest.fail(f"{c.id}: still running after {PATIENCE_S} s: {out[-500:]}")
+    seconds = time.monotonic() - start
+    stored: list[str] = []
+    if _dump(db) != before_db:
+        stored.append("the database changed")
+    stored += sorted((_files(where) | _files(world.files)) - before_files)
+    return Seen(done.returncode, done.stdout + done.stderr, done.stderr, seconds, stored)
+
+
+def _message_lines(out: str) -> list[str]:
+    """The lines that say something (a usage error's box drawing is not a line of text)."""
+    lines = [line.strip(" │╭╮╰╯─") for line in out.splitlines()]
+    return [line for line in lines if any(ch.isalpha() for ch in line)]
+
+
+@pytest.mark.parametrize("c", CASES, ids=[c.id for c in CASES])
+def test_bad_input(world: World, c: Case, tmp_path: Path) -> None:
+    seen = run_case(world, c, tmp_path / "case")
+    shown = f"{c.id} exit {seen.code} in {seen.seconds:.1f} s:\n{seen.out}"
+    assert "Traceback" not in seen.out, shown
+    assert seen.code == c.code, shown
+    assert world.fill(c.says).lower() in seen.out.lower(), shown
+    assert 1 <= len(_message_lines(seen.err)) <= 6, shown
+    assert SECRET not in seen.out, shown
+    assert not seen.stored, f"{shown}\nstored: {seen.stored}"
+
+
+def test_the_sweep_covers_every_command() -> None:
+    """At least 60 cases, and every top-level command is tried."""
+    assert len(CASES) >= 60
+    tried = {c.argv[0] for c in CASES}
+    commands = {
+        "bench", "size", "memo", "compare", "numbers", "drill", "content", "db", "worker",
+        "broker", "lab", "serve", "bot", "status",
+    }  # fmt: skip
+    assert commands <= tried, commands - tried
+
+
+_WORDS = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(value=st.one_of(_WORDS, st.floats().map(repr), st.integers().map(str)))
+def test_any_typed_speed_is_stored_or_refused_in_words(
+    world: World, value: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Whatever is typed as a speed: a row with a finite positive figure, or exit 2 in words."""
+    where = tmp_path_factory.mktemp("typed") / "case"
+    typed = value.replace("{", "{{").replace("}", "}}")  # the argv is a format template
+    seen = run_case(world, case("typed", ["numbers", "enter", "ollama", "--", typed], 0, ""), where)
+    assert "Traceback" not in seen.out, seen.out
+    assert SECRET not in seen.out
+    if seen.code == 0:
+        assert seen.stored == ["the database changed"], seen.out
+    else:
+        assert seen.code == 2, seen.out
+        assert not seen.stored, seen.out
