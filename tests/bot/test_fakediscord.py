@@ -83,6 +83,31 @@ def test_rate_limit_answers_429_with_retry_after(fake: FakeDiscord, api: httpx.C
     assert _post(api, fake, {"content": "hi"}).status_code == 200
 
 
+def test_discords_own_limits_five_messages_a_channel_and_fifty_a_second() -> None:
+    fake = FakeDiscord(channel_ids=("1", "2"), discord_limits=True).start()
+    try:
+        with httpx.Client(
+            base_url=fake.api_url, headers={"Authorization": f"Bot {fake.token}"}
+        ) as api:
+            sent = [api.post("/channels/1/messages", json={"content": "x"}) for _ in range(6)]
+            assert [r.status_code for r in sent] == [200] * 5 + [429]
+            assert sent[0].headers["X-RateLimit-Remaining"] == "4"
+            assert sent[4].headers["X-RateLimit-Remaining"] == "0"
+            over = sent[5].json()
+            assert over["global"] is False and 0 < over["retry_after"] <= 5
+            assert sent[5].headers["Via"]  # discord.py takes a 429 without it for a ban
+            other = api.post("/channels/2/messages", json={"content": "x"})
+            assert other.status_code == 200  # each channel has its own bucket
+            for _ in range(500):  # past 50 in a second: the bot's global limit
+                read = api.get("/channels/1/messages/1")
+                if read.status_code == 429:
+                    break
+            assert read.status_code == 429 and read.json()["global"] is True
+        assert fake.too_many >= 2
+    finally:
+        fake.stop()
+
+
 @pytest.fixture
 def connected(fake: FakeDiscord, api: httpx.Client) -> Iterator[None]:
     """A minimal gateway client: HELLO, IDENTIFY -> READY and GUILD_CREATE, a heartbeat ACK;

@@ -12,6 +12,11 @@ What it enforces, as Discord does (with Discord's error shapes):
   (15 minutes): then 401 code 50027 "Invalid Webhook Token";
 - `rate_limit(method, path_pattern, times, retry_after)`: the next matching calls get 429 with
   `retry_after` in the body and the Retry-After / X-RateLimit-* headers.
+- with `discord_limits=True`, Discord's own limits as they stand: 50 requests a second for the
+  bot across every route (interaction callbacks and webhooks are exempt, as on Discord), and 5
+  messages per 5 s in each channel. Answers carry the bucket's X-RateLimit-* headers (which
+  discord.py paces itself by); going over gets 429 with `retry_after` (and `global: true` for the
+  first limit). `too_many` counts the 429s.
 
 - a modal (callback type 9) has a title of 1-45 characters, 1-5 rows of one text input each,
   labels of 1-45 and placeholders of at most 100 characters; `submit_modal` sends it back
@@ -377,6 +382,7 @@ class FakeDiscord:
         interaction_deadline_s: float = 3.0,
         followup_valid_s: float = 15 * 60,
         heartbeat_interval_ms: int = 41250,
+        discord_limits: bool = False,
     ) -> None:
         self.token = token
         self.app_id = "700000000000000100"
@@ -399,6 +405,9 @@ class FakeDiscord:
         self.heartbeats = 0
         self.portal_message_content = False  # the developer portal's privileged-intent toggle
         self.rate_limits: list[RateLimit] = []
+        self.discord_limits = discord_limits
+        self.too_many = 0  # 429s answered under discord_limits
+        self._windows: dict[str, tuple[float, int]] = {}  # bucket -> (window start, used)
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._sockets: list[web.WebSocketResponse] = []
@@ -1021,12 +1030,19 @@ class FakeDiscord:
                 },
             )
         open_route = "/interactions/" in request.path or "/webhooks/" in request.path
+        bucket_headers: dict[str, str] = {}
+        if self.discord_limits and not open_route:
+            over, bucket_headers = self._spend(request.method, request.path)
+            if over is not None:
+                rec.status, rec.response = 429, over[0]
+                return _json(over[0], status=429, headers=over[1])
         if not open_route and request.headers.get("Authorization") != f"Bot {self.token}":
             payload = {"message": "401: Unauthorized", "code": 0}
             rec.status, rec.response = 401, payload
             return _json(payload, status=401)
         request[BODY] = body
         resp = await handler(request)
+        resp.headers.update(bucket_headers)
         rec.status = resp.status
         if isinstance(resp, web.Response) and resp.body is not None and resp.status != 204:
             try:
@@ -1034,6 +1050,66 @@ class FakeDiscord:
             except (TypeError, ValueError):
                 rec.response = None
         return resp
+
+    #: Discord's limits: the bot's global one, and message creation per channel.
+    GLOBAL_PER_S = 50
+    CHANNEL_MESSAGES = (5, 5.0)
+
+    def _spend(
+        self, method: str, path: str
+    ) -> tuple[tuple[dict[str, Any], dict[str, str]] | None, dict[str, str]]:
+        """Count one request against the global window and, for a message to a channel, the
+        channel's bucket: (the 429 to answer or None, the bucket's headers for a success)."""
+        now = time.monotonic()
+        channel = re.fullmatch(r"/api/v10/channels/(\d+)/messages", path)
+        limits: list[tuple[str, int, float]] = [("global", self.GLOBAL_PER_S, 1.0)]
+        if method == "POST" and channel:
+            limits.append((f"messages:{channel.group(1)}", *self.CHANNEL_MESSAGES))
+        headers: dict[str, str] = {}
+        with self._lock:
+            state = []
+            for name, limit, per in limits:
+                start, used = self._windows.get(name, (now, 0))
+                if now - start >= per:
+                    start, used = now, 0
+                state.append((name, limit, per, start, used))
+            for name, limit, per, start, used in state:
+                if used >= limit:
+                    self.too_many += 1
+                    wait = round(start + per - now, 3)
+                    scope = "global" if name == "global" else "user"
+                    body = {
+                        "message": "You are being rate limited.",
+                        "retry_after": wait,
+                        "global": name == "global",
+                    }
+                    out = {
+                        "Retry-After": str(max(1, round(wait))),
+                        "X-RateLimit-Scope": scope,
+                        "Via": "1.1 google",  # Discord's 429s come through its proxy
+                    }
+                    if name == "global":
+                        out["X-RateLimit-Global"] = "true"
+                    else:
+                        out.update(self._bucket_headers(name, limit, 0, wait))
+                    return (body, out), {}
+            for name, limit, per, start, used in state:
+                self._windows[name] = (start, used + 1)
+                if name != "global":
+                    headers = self._bucket_headers(name, limit, limit - used - 1, start + per - now)
+        return None, headers
+
+    @staticmethod
+    def _bucket_headers(
+        name: str, limit: int, remaining: int, reset_after: float
+    ) -> dict[str, str]:
+        return {
+            "X-RateLimit-Limit": str(limit),
+            "X-RateLimit-Remaining": str(remaining),
+            "X-RateLimit-Reset-After": f"{max(0.0, reset_after):.3f}",
+            "X-RateLimit-Reset": f"{time.time() + max(0.0, reset_after):.3f}",
+            "X-RateLimit-Bucket": name.split(":")[0],
+        }
 
     def _error(self, status: int, payload: dict[str, Any]) -> web.Response:
         return _json(payload, status=status)
