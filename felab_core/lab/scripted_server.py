@@ -41,6 +41,10 @@ FAULTS = (
 PERSONAS = ("none", "llamacpp", "ollama", "vllm", "sglang", "mlx")
 
 
+#: Connections the listening socket queues (the kernel caps it at net.core.somaxconn).
+CONNECT_BACKLOG = 4096
+
+
 @dataclass(slots=True)
 class Script:
     """What the server does for every request."""
@@ -116,7 +120,11 @@ class ScriptedServer:
         return f"http://{self.host}:{self.port}"
 
     async def start(self) -> ScriptedServer:
-        self._server = await asyncio.start_server(self._handle, self.host, self.port)
+        # A backlog for a thousand streams connecting at once (asyncio's default of 100 made
+        # the kernel reset connections past it: benchmarks/timing_accuracy.py --processes).
+        self._server = await asyncio.start_server(
+            self._handle, self.host, self.port, backlog=CONNECT_BACKLOG
+        )
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
