@@ -27,6 +27,7 @@ import numpy as np
 
 from felab_core import __version__
 from felab_core.engine.apis import Api, GenerationRequest, adapter_for
+from felab_core.engine.box import box_note, read_box
 from felab_core.engine.client import ClientLimits, Lanes, now_ns, stream_request
 from felab_core.engine.metrics import (
     SLO,
@@ -696,6 +697,7 @@ async def bench_target(
             if why:
                 notes.append(f"{label}: {why}")
         before = await _metrics_snapshot(target, notes) if check_server else None
+        box_before = read_box()
         if n > 1:
             run, interrupted = await multi.run_in_processes(
                 target,
@@ -734,6 +736,9 @@ async def bench_target(
             if measured.stopped:
                 notes.append(f"{label}: {measured.stopped}")
         prompts_used += used
+        busy = box_note(box_before, read_box())
+        if busy is not None:
+            run.client.warnings.append(busy)
         after = (
             await _metrics_snapshot(target, []) if before is not None and not interrupted else None
         )
