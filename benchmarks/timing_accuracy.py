@@ -39,7 +39,8 @@ import numpy as np
 
 from felab_core.engine.apis import Api
 from felab_core.engine.client import ClientLimits
-from felab_core.engine.runner import RunResult, bench_target
+from felab_core.engine.measure import RunResult
+from felab_core.engine.runner import bench_target
 from felab_core.engine.server_kinds import ServerKind
 from felab_core.engine.targets import Target
 from felab_core.engine.workloads import Workload

@@ -34,8 +34,10 @@ from felab.cli.output import (
     text,
 )
 from felab_core.engine.apis import Api
-from felab_core.engine.bench import BenchOutcome, run_bench, run_sync, save_outcomes
+from felab_core.engine.bench import BenchOutcome, run_bench, save_outcomes
 from felab_core.engine.client import ClientLimits
+from felab_core.engine.event_loop import run_sync
+from felab_core.engine.measure import RunResult, TargetResult
 from felab_core.engine.metrics import SLO, Stats
 from felab_core.engine.results import (
     ResultsFileError,
@@ -43,7 +45,6 @@ from felab_core.engine.results import (
     default_csv,
     short_model,
 )
-from felab_core.engine.runner import RunResult, TargetResult
 from felab_core.engine.server_kinds import ServerKind
 from felab_core.engine.targets import Target, TargetError, load_targets, resolve_target
 from felab_core.engine.trace import load_trace

@@ -13,8 +13,8 @@ from rich.console import Console
 
 from felab.cli.output import Column, Format, Grid, emit, number, text
 from felab_core.engine.bench import BenchOutcome, save_outcomes
+from felab_core.engine.measure import RunResult
 from felab_core.engine.repeats import intervals
-from felab_core.engine.runner import RunResult
 
 
 def _load(run: RunResult) -> str:

@@ -12,8 +12,8 @@ import typer
 from rich.console import Console
 
 from felab.cli.output import Column, Format, Grid, emit, number, text
-from felab_core.engine.bench import run_sync
 from felab_core.engine.client import ClientLimits
+from felab_core.engine.event_loop import run_sync
 from felab_core.engine.metrics import RunSummary, Stats
 from felab_core.engine.probe import IdentityError
 from felab_core.engine.rate_search import Bound, Probe, SearchResult, find_max_rate

@@ -7,21 +7,19 @@ reported and the others still run.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
 
 from felab_core.engine.client import ClientLimits
+from felab_core.engine.measure import TargetResult
 from felab_core.engine.metrics import SLO
 from felab_core.engine.probe import IdentityError
 from felab_core.engine.results import append_csv, csv_row, json_paths, write_json
-from felab_core.engine.runner import TargetResult, bench_target
+from felab_core.engine.runner import bench_target
 from felab_core.engine.targets import Target
 from felab_core.engine.workloads import Workload
 
-T = TypeVar("T")
 ProgressFn = Callable[[Target, str, int, int | None], None]
 
 
@@ -98,16 +96,3 @@ def save_outcomes(
             write_json(paths[r.target.name], r)
             written.append(paths[r.target.name])
     return written
-
-
-def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine on a fresh event loop, from synchronous code (CLI, Celery task).
-
-    uvloop where it is installed: benchmarks/timing_accuracy.py measured it ingesting more
-    chunks per second than asyncio's own loop before the timing error grew.
-    """
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(coro)
-    return uvloop.run(coro)

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from felab_core.engine.runner import SCHEMA
+from felab_core.engine.measure import SCHEMA
 
 RESAMPLES = 2000
 CONFIDENCE = 0.95

@@ -21,9 +21,7 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 
 from felab_core.engine.client import ClientLimits, Lanes, now_ns
-from felab_core.engine.merge import ShardRecords, merge_shards
-from felab_core.engine.metrics import SLO, RequestMetrics, request_metrics
-from felab_core.engine.runner import (
+from felab_core.engine.measure import (
     ClientCheck,
     Measured,
     Progress,
@@ -32,6 +30,8 @@ from felab_core.engine.runner import (
     client_check,
     measure_run,
 )
+from felab_core.engine.merge import ShardRecords, merge_shards
+from felab_core.engine.metrics import SLO, RequestMetrics, request_metrics
 from felab_core.engine.shards import Shard, auto_processes, slices, usable_processes
 from felab_core.engine.targets import Target
 from felab_core.engine.workloads import Workload
@@ -121,7 +121,7 @@ class _Reply:
 
 def _child(conn: Connection, order: _Order) -> None:
     """A client process: wait for the shared start, send its slice, send back the records."""
-    from felab_core.engine.bench import run_sync  # uvloop where installed, as one process
+    from felab_core.engine.event_loop import run_sync  # uvloop where installed, as one process
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     try:

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from felab_core import __version__
+from felab_core.engine.measure import RunResult, TargetResult
 from felab_core.engine.metrics import Stats
-from felab_core.engine.runner import RunResult, TargetResult
 from felab_core.settings import get_settings
 
 DEFAULT_CSV_NAME = "01-latency.csv"

@@ -18,9 +18,10 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from felab_core.engine.bench import run_bench, run_sync
+from felab_core.engine.bench import run_bench
+from felab_core.engine.event_loop import run_sync
+from felab_core.engine.measure import RunResult, TargetResult
 from felab_core.engine.results import csv_row
-from felab_core.engine.runner import RunResult, TargetResult
 from felab_core.engine.targets import Target, TargetError, load_targets
 from felab_core.errors import ServiceError
 from felab_core.jobs.messages import JobMessage, event

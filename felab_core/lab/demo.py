@@ -11,7 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from felab_core.engine.bench import BenchOutcome, run_bench, run_sync, save_outcomes
+from felab_core.engine.bench import BenchOutcome, run_bench, save_outcomes
+from felab_core.engine.event_loop import run_sync
 from felab_core.engine.targets import DEFAULT_TARGETS
 from felab_core.engine.workloads import PRESETS, Workload
 from felab_core.lab.engines import EngineError, ensure_engine, find_engine

@@ -18,7 +18,8 @@ from rich.console import Console
 
 from felab.cli.bench import comparison_grid
 from felab.cli.output import Format, Grid, emit
-from felab_core.engine.bench import run_bench, run_sync
+from felab_core.engine.bench import run_bench
+from felab_core.engine.event_loop import run_sync
 from felab_core.engine.targets import load_targets, resolve_target
 from felab_core.engine.workloads import PRESETS
 from felab_core.lab.scripted_server import Script, ScriptedServer

@@ -17,7 +17,7 @@ from felab_core.engine.compare import (
     compare_runs,
     load_record,
 )
-from felab_core.engine.runner import SCHEMA
+from felab_core.engine.measure import SCHEMA
 
 
 def _requests(ttfts: list[float], gap: float = 0.01, tokens: int = 8) -> list[dict[str, Any]]:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from felab_core.engine.measure import TargetResult
 from felab_core.engine.results import (
     CSV_COLUMNS,
     ResultsFileError,
@@ -15,7 +16,7 @@ from felab_core.engine.results import (
     read_csv,
     write_json,
 )
-from felab_core.engine.runner import TargetResult, bench_target
+from felab_core.engine.runner import bench_target
 from felab_core.engine.targets import DEFAULT_TARGETS, resolve_target
 from felab_core.engine.workloads import PRESETS
 from felab_core.lab.scripted_server import Script, ScriptedServer

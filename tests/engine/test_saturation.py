@@ -7,7 +7,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from felab_core.engine.runner import SaturationGuard
+from felab_core.engine.measure import SaturationGuard
 from felab_core.lab.scripted_server import Script
 from tests.engine.scripted_bench import bench
 
