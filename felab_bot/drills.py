@@ -8,6 +8,7 @@ claimed once; drills: which cards, FSRS rating, one rating per press).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -16,17 +17,19 @@ from sqlalchemy.orm import Session
 from felab_bot.who import member_for
 from felab_core.content.calendar import claim_daily_post, cohorts_due_for_post, today_plan
 from felab_core.content.calendar import mark_posted as mark_post_sent
-from felab_core.content.view import card_view, whiteboard_view
+from felab_core.content.view import card_view
 from felab_core.db import models as m
+from felab_core.drills.kinds import KINDS
 from felab_core.drills.review import (
     Grade,
     card_by_id,
     cards_due,
     day_cards,
-    day_whiteboards,
+    day_drill_items,
+    drill_item_by_id,
     end_of_local_day,
+    item_of,
     rate_card_once,
-    whiteboard_by_id,
 )
 from felab_core.drills.speaking import ADVICE, TIMINGS, day_prompts, prompt_by_id, said_it
 
@@ -143,16 +146,29 @@ def prompt_post_text(prompt: m.SpeakPrompt, day_number: int) -> str:
     )
 
 
-def board_post_text(board: m.Whiteboard, day_number: int, index: int, total: int) -> str:
-    view = whiteboard_view(board)
-    source = f" ({view.source})" if view.source else ""
-    head = f"**Day {day_number} · whiteboard {index} of {total}**{source}"
-    tail = f"*Work it on paper, then press {BOARD_LABEL}.*"
-    body = fit_parts(
-        [view.question, f"**Given**\n{view.given}"],
-        limit=LIMIT - len(head) - len(tail) - 4,
-    )
+def board_post_text(row: m.DrillItem, day_number: int, index: int, total: int) -> str:
+    """A drill item on the daily post: "Day 2 · whiteboard 1 of 2", what its kind shows first,
+    and the instruction before its reveal button."""
+    kind = KINDS[row.kind]
+    item = item_of(row)
+    source = kind.source(item)
+    head = f"**Day {day_number} · {kind.name} {index} of {total}**"
+    head += f" ({source})" if source else ""
+    tail = f"*{kind.instruction}, then press {BOARD_LABEL}.*"
+    body = fit_parts(kind.front(item), limit=LIMIT - len(head) - len(tail) - 4)
     return f"{head}\n{body}\n\n{tail}"
+
+
+def _board_posts(rows: list[m.DrillItem], day_number: int) -> list[ExtraPost]:
+    """Each drill item's post, counted within its kind ("whiteboard 2 of 2")."""
+    totals = Counter(row.kind for row in rows)
+    seen: Counter[str] = Counter()
+    posts = []
+    for row in rows:
+        seen[row.kind] += 1
+        text = board_post_text(row, day_number, seen[row.kind], totals[row.kind])
+        posts.append(ExtraPost(row.id, text))
+    return posts
 
 
 def claim_due_posts(session: Session, now: datetime) -> list[DailyPost]:
@@ -170,7 +186,7 @@ def claim_due_posts(session: Session, now: datetime) -> list[DailyPost]:
         plan = today_plan(session, cohort, now)
         cards = day_cards(session, plan.day) if plan.day is not None else []
         prompts = day_prompts(session, plan.day) if plan.day is not None else []
-        boards = day_whiteboards(session, plan.day) if plan.day is not None else []
+        boards = day_drill_items(session, plan.day) if plan.day is not None else []
         role_text = cohort.post_role_id or ""
         role = int(role_text) if role_text.isdigit() else None
         lines = [f"<@&{role}> **{plan.message}**" if role else f"**{plan.message}**"]
@@ -192,10 +208,7 @@ def claim_due_posts(session: Session, now: datetime) -> list[DailyPost]:
                     for i, c in enumerate(cards, 1)
                 ],
                 prompts=[ExtraPost(p.id, prompt_post_text(p, plan.day_number)) for p in prompts],
-                boards=[
-                    ExtraPost(b.id, board_post_text(b, plan.day_number, i, len(boards)))
-                    for i, b in enumerate(boards, 1)
-                ],
+                boards=_board_posts(boards, plan.day_number),
                 ping_role_id=role,
             )
         )
@@ -338,13 +351,7 @@ def said_text(
 
 
 def board_reveal_text(session: Session, board_id: int) -> str:
-    """A whiteboard's back: the answer, the working step by step and the careful note, within
-    one message (long sections cut to equal shares, the note always kept)."""
-    view = whiteboard_view(whiteboard_by_id(session, board_id))
-    working = "\n".join(f"{i}. {step}" for i, step in enumerate(view.working, 1))
-    parts = [f"**The answer**\n{view.answer}"]
-    if working:
-        parts.append(f"**Working, step by step**\n{working}")
-    if view.careful:
-        parts.append(f"**Careful**\n{view.careful}")
-    return fit_parts(parts)
+    """A drill item's back, as its kind says it (a whiteboard: the answer, the working step by
+    step and the careful note), within one message: long parts cut to equal shares."""
+    row = drill_item_by_id(session, board_id)
+    return fit_parts(KINDS[row.kind].back(item_of(row)))

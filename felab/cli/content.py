@@ -17,6 +17,7 @@ from felab.cli.db import service_errors, sessions
 from felab_core.content.loader import ContentError, ContentProblem, check_dir
 from felab_core.content.store import load_folder
 from felab_core.db.session import session_scope
+from felab_core.drills.kinds import KINDS
 from felab_core.settings import get_settings
 
 EXIT_PROBLEMS = 2  # a file to fix: the exit code every bad input gets
@@ -46,7 +47,8 @@ def check(folder: Path = typer.Argument(None, help=_DIR_HELP)) -> None:
         _problems(report.problems)
         raise typer.Exit(code=EXIT_PROBLEMS)
     table = Table(title=f"{folder}: all packs check clean")
-    for col in ("file", "day", "cards", "prompts", "whiteboards", "numbers"):
+    kinds = [kind.section for kind in KINDS.values()]  # each drill kind its column
+    for col in ("file", "day", "cards", "prompts", *kinds, "numbers"):
         table.add_column(col, justify="left" if col == "file" else "right")
     for p in report.packs:
         pack = p.pack
@@ -55,7 +57,7 @@ def check(folder: Path = typer.Argument(None, help=_DIR_HELP)) -> None:
             str(pack.day),
             str(len(pack.cards)),
             str(len(pack.prompts)),
-            str(len(pack.whiteboards)),
+            *(str(len(pack.items_of(section))) for section in kinds),
             str(len(pack.numbers)),
         )
     Console(highlight=False).print(table)

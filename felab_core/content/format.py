@@ -9,17 +9,17 @@ card.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, Field, create_model
 
+from felab_core.content.fields import ID_PATTERN, EngineerVersion, ItemId, Strict, Text, Word
+from felab_core.drills.kinds import KINDS
 from felab_core.engine.server_kinds import ServerKind
 
-FORMAT = "felab.content/1"
+__all__ = ["FORMAT", "ID_PATTERN", "METRICS", "EngineerVersion", "Pack", "Word"]
 
-ID_PATTERN = r"^[a-z0-9][a-z0-9._-]{1,99}$"
-ItemId = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
-Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+FORMAT = "felab.content/1"
 
 # Metrics a "your numbers" field may ask for, with the unit each is recorded in.
 METRICS: dict[str, str] = {
@@ -41,39 +41,19 @@ def _known_server(value: str) -> str:
 Server = Annotated[str, AfterValidator(_known_server)]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Word(_Strict):
-    """A term in "words to know"."""
-
-    term: Text
-    meaning: Text
-    example: Text | None = None
-
-
-class EngineerVersion(_Strict):
-    """The kit's own question and answer, and the fuller detail behind them."""
-
-    question: Text
-    answer: Text
-    detail: Text | None = None
-
-
-class RealNumbers(_Strict):
+class RealNumbers(Strict):
     """The answer worked with real figures, one line per step."""
 
     source: Text | None = None
     lines: list[Text] = Field(min_length=1)
 
 
-class Step(_Strict):
+class Step(Strict):
     id: ItemId
     title: Text
 
 
-class DoneWhen(_Strict):
+class DoneWhen(Strict):
     """The day's "done when", in words, and the check felab runs for it.
 
     `measured` lists the servers that must each have a writing speed measured by felab (not typed
@@ -85,7 +65,7 @@ class DoneWhen(_Strict):
     metric: Metric = "writing_tps"
 
 
-class NumberField(_Strict):
+class NumberField(Strict):
     """A "your numbers" field: what to record, and the course's sample figure as a hint."""
 
     id: ItemId
@@ -98,7 +78,7 @@ class NumberField(_Strict):
     example: float | None = Field(default=None, gt=0, allow_inf_nan=False)
 
 
-class CardSpec(_Strict):
+class CardSpec(Strict):
     """A drill card: the question, then what the reveal shows."""
 
     id: ItemId
@@ -111,14 +91,14 @@ class CardSpec(_Strict):
     engineer: EngineerVersion | None = None
 
 
-class Phrase(_Strict):
+class Phrase(Strict):
     """One piece of a spoken answer and what it means."""
 
     phrase: Text
     means: Text
 
 
-class PromptSpec(_Strict):
+class PromptSpec(Strict):
     """Say it out loud: a customer's question and one clear answer to give in under `seconds`."""
 
     id: ItemId
@@ -129,24 +109,8 @@ class PromptSpec(_Strict):
     meaning: list[Phrase] = Field(default_factory=list)
 
 
-class WhiteboardSpec(_Strict):
-    """A worked example to do on paper: given, answer, the working, and a careful note."""
-
-    id: ItemId
-    step: ItemId | None = None
-    source: Text | None = None
-    question: Text
-    given: Text
-    answer: Text
-    picture: Text | None = None
-    careful: Text
-    working: list[Text] = Field(min_length=1)
-    engineer: EngineerVersion | None = None
-    words: list[Word] = Field(default_factory=list)
-
-
-class Pack(_Strict):
-    """One day's content file."""
+class PackBase(Strict):
+    """One day's content file: its own fields; each drill kind adds its list (see Pack)."""
 
     format: Literal["felab.content/1"]
     id: ItemId
@@ -159,15 +123,36 @@ class Pack(_Strict):
     numbers: list[NumberField] = Field(default_factory=list)
     cards: list[CardSpec] = Field(default_factory=list)
     prompts: list[PromptSpec] = Field(default_factory=list)
-    whiteboards: list[WhiteboardSpec] = Field(default_factory=list)
+
+    def items_of(self, section: str) -> list[Any]:
+        """A section's items (a drill kind's too), in file order."""
+        return list(getattr(self, section, None) or [])
 
     def all_items(self) -> list[tuple[str, int, str, str | None]]:
         """Every item as (section, index, id, step id), in file order."""
         out: list[tuple[str, int, str, str | None]] = []
         for section in SECTIONS:
-            for i, item in enumerate(getattr(self, section)):
+            for i, item in enumerate(self.items_of(section)):
                 out.append((section, i, item.id, getattr(item, "step", None)))
         return out
 
 
-SECTIONS = ("steps", "numbers", "cards", "prompts", "whiteboards")
+SECTIONS = (
+    "steps",
+    "numbers",
+    "cards",
+    "prompts",
+    *(kind.section for kind in KINDS.values()),
+)
+
+if TYPE_CHECKING:
+    Pack = PackBase
+else:
+    # Each drill kind's section (felab_core/drills/kinds/) is a field like the others: checked
+    # the same way, its problems reported at their line.
+    Pack = create_model(
+        "Pack",
+        __base__=PackBase,
+        __doc__=PackBase.__doc__,
+        **{kind.section: (list[kind.spec], Field(default_factory=list)) for kind in KINDS.values()},
+    )

@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from felab_core.content.format import METRICS, CardSpec, NumberField, PromptSpec, WhiteboardSpec
+from felab_core.content.format import METRICS
 from felab_core.content.loader import (
     CheckReport,
     ContentError,
@@ -27,6 +28,7 @@ from felab_core.content.loader import (
 )
 from felab_core.db import models as m
 from felab_core.db.types import utcnow
+from felab_core.drills.kinds import KINDS
 
 
 @dataclass
@@ -57,7 +59,7 @@ def _sync(row: Any, values: dict[str, Any]) -> bool:
     return changed
 
 
-def _body(spec: CardSpec | PromptSpec | WhiteboardSpec | NumberField, *skip: str) -> dict[str, Any]:
+def _body(spec: BaseModel, *skip: str) -> dict[str, Any]:
     return spec.model_dump(mode="json", exclude={"id", "step", *skip}, exclude_none=True)
 
 
@@ -173,23 +175,25 @@ def load_packs(session: Session, parsed: list[ParsedPack], report: LoadReport) -
                 "prompt",
                 report,
             )
-        for pos, board in enumerate(pack.whiteboards):
-            _upsert(
-                session,
-                m.Whiteboard,
-                board.id,
-                {
-                    "day_id": day_id,
-                    "step_id": _step(steps, board.step),
-                    "position": pos,
-                    "question": board.question,
-                    "answer": board.answer,
-                    "body": _body(board, "question", "answer"),
-                    "retired": False,
-                },
-                "whiteboard",
-                report,
-            )
+        for kind in KINDS.values():
+            for pos, item in enumerate(pack.items_of(kind.section)):
+                _upsert(
+                    session,
+                    m.DrillItem,
+                    item.id,
+                    {
+                        "kind": kind.name,
+                        "day_id": day_id,
+                        "step_id": _step(steps, item.step),
+                        "position": pos,
+                        "question": item.question,
+                        "answer": item.answer,
+                        "body": _body(item, "question", "answer"),
+                        "retired": False,
+                    },
+                    kind.name,
+                    report,
+                )
         for pos, num in enumerate(pack.numbers):
             _upsert(
                 session,
@@ -213,11 +217,13 @@ def load_packs(session: Session, parsed: list[ParsedPack], report: LoadReport) -
             m.ContentStep: {s.id for s in pack.steps},
             m.Card: {c.id for c in pack.cards},
             m.SpeakPrompt: {s.id for s in pack.prompts},
-            m.Whiteboard: {w.id for w in pack.whiteboards},
             m.NumberField: {n.id for n in pack.numbers},
         }
         for model, keys in keep.items():
             _retire_missing(session, model, day_id, keys, report)
+        for kind in KINDS.values():
+            items = {i.id for i in pack.items_of(kind.section)}
+            _retire_missing(session, m.DrillItem, day_id, items, report, kind.name)
     session.flush()
 
 
@@ -245,18 +251,26 @@ def _upsert(
 
 
 def _retire_missing(
-    session: Session, model: type[Any], day_id: int, keys: set[str], report: LoadReport
+    session: Session,
+    model: type[Any],
+    day_id: int,
+    keys: set[str],
+    report: LoadReport,
+    drill_kind: str | None = None,
 ) -> None:
-    kind = {
-        m.ContentStep: "step",
-        m.Card: "card",
-        m.SpeakPrompt: "prompt",
-        m.Whiteboard: "whiteboard",
-        m.NumberField: "number field",
-    }[model]
-    rows = session.scalars(
-        select(model).where(model.day_id == day_id, model.retired.is_(False))
-    ).all()
+    kind = (
+        drill_kind
+        or {
+            m.ContentStep: "step",
+            m.Card: "card",
+            m.SpeakPrompt: "prompt",
+            m.NumberField: "number field",
+        }[model]
+    )
+    query = select(model).where(model.day_id == day_id, model.retired.is_(False))
+    if drill_kind is not None:
+        query = query.where(model.kind == drill_kind)
+    rows = session.scalars(query).all()
     for row in rows:
         if row.key not in keys:
             row.retired = True

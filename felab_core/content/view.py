@@ -43,31 +43,3 @@ def card_view(card: m.Card) -> CardView:
         words=[(w["term"], w["meaning"], w.get("example")) for w in body.get("words") or []],
         engineer=Engineer(eng["question"], eng["answer"], eng.get("detail")) if eng else None,
     )
-
-
-@dataclass(frozen=True)
-class WhiteboardView:
-    """A whiteboard's front (question, given) and back (answer, working, careful note)."""
-
-    key: str
-    question: str
-    given: str
-    answer: str
-    working: list[str] = field(default_factory=list)
-    careful: str = ""
-    picture: str | None = None
-    source: str | None = None
-
-
-def whiteboard_view(board: m.Whiteboard) -> WhiteboardView:
-    body: dict[str, Any] = board.body or {}
-    return WhiteboardView(
-        key=board.key,
-        question=board.question,
-        given=str(body.get("given") or ""),
-        answer=board.answer,
-        working=[str(w) for w in body.get("working") or []],
-        careful=str(body.get("careful") or ""),
-        picture=body.get("picture"),
-        source=body.get("source"),
-    )

@@ -4,7 +4,7 @@ Every change here needs an Alembic migration in `alembic/versions/` (tests/db ch
 models and the migrations agree). Discord ids are strings: they are 64-bit snowflakes that
 JavaScript and JSON tools would round if they were numbers.
 
-Content rows (packs, days, steps, cards, prompts, whiteboards, number fields) carry the stable
+Content rows (packs, days, steps, cards, prompts, drill items, number fields) carry the stable
 `key` written in the content file, so editing a card updates its row in place and its review
 history stays attached. Items removed from a file are retired, never deleted.
 
@@ -210,7 +210,7 @@ class ContentStep(Base):
 
 
 class _AskedItem:
-    """Columns every question-and-answer item of a pack has: cards, prompts, whiteboards.
+    """Columns every question-and-answer item of a pack has: cards, prompts, drill items.
 
     `key` is the stable id written in the content file, so an edit keeps its history.
     """
@@ -247,13 +247,17 @@ class SpeakPrompt(_AskedItem, Base):
     retired: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
-class Whiteboard(_AskedItem, Base):
-    """A worked example: given, answer, step-by-step working and a careful note."""
+class DrillItem(_AskedItem, Base):
+    """An item of a drill kind (felab_core/drills/kinds/: the whiteboard is one), shown on the
+    daily post with its reveal. `body` holds the kind's own fields."""
 
-    __tablename__ = "whiteboards"
+    __tablename__ = "drill_items"
 
+    kind: Mapped[str] = mapped_column(String(32))
     body: Mapped[Json] = mapped_column(default=dict)
     retired: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+
+    __table_args__ = (Index("ix_drill_items_day_kind", "day_id", "kind", "position"),)
 
 
 class NumberField(Base):

@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 
 from felab_core.content.calendar import course_day, local_date, zone
 from felab_core.db import models as m
+from felab_core.drills.kinds import KINDS, Item
 from felab_core.errors import Invalid, NotFound
 from felab_core.settings import get_settings
 
@@ -442,21 +443,26 @@ def rate_card_once(
     return OnceOutcome(outcome, outcome.due)
 
 
-def day_whiteboards(session: Session, day: m.ContentDay) -> list[m.Whiteboard]:
-    """A day's live whiteboards in the pack's order (the daily post shows each one)."""
-    return list(
-        session.scalars(
-            select(m.Whiteboard)
-            .where(m.Whiteboard.day_id == day.id, m.Whiteboard.retired.is_(False))
-            .order_by(m.Whiteboard.position, m.Whiteboard.id)
-        )
-    )
+def day_drill_items(session: Session, day: m.ContentDay) -> list[m.DrillItem]:
+    """A day's live drill items (whiteboards and the other kinds), kind by kind in the pack's
+    order: the daily post shows each one."""
+    order = {name: i for i, name in enumerate(KINDS)}
+    items = session.scalars(
+        select(m.DrillItem)
+        .where(m.DrillItem.day_id == day.id, m.DrillItem.retired.is_(False))
+        .order_by(m.DrillItem.position, m.DrillItem.id)
+    ).all()
+    return sorted(items, key=lambda item: order.get(item.kind, len(order)))
 
 
-def whiteboard_by_id(session: Session, board_id: int) -> m.Whiteboard:
-    board = session.get(m.Whiteboard, board_id)
-    if board is None or board.retired:
-        raise NotFound(
-            "this whiteboard is no longer in the course; today's post has the current ones"
-        )
-    return board
+def drill_item_by_id(session: Session, item_id: int) -> m.DrillItem:
+    item = session.get(m.DrillItem, item_id)
+    if item is None or item.retired or item.kind not in KINDS:
+        what = item.kind if item is not None else "item"
+        raise NotFound(f"this {what} is no longer in the course; today's post has the current ones")
+    return item
+
+
+def item_of(row: m.DrillItem) -> Item:
+    """A stored drill item as its kind's module reads it."""
+    return Item(key=row.key, question=row.question, answer=row.answer, body=dict(row.body or {}))

@@ -84,7 +84,7 @@ def test_the_daily_post_carries_the_prompt_and_each_whiteboard(
     first = post.boards[0].text
     assert first.startswith("**Day 2 · whiteboard 1 of 2** (Serving With vLLM, 2:56)")
     assert "**Given**\nA block is" in first and "Reveal the answer" in first
-    board = db.get(m.Whiteboard, post.boards[0].item_id)
+    board = db.get(m.DrillItem, post.boards[0].item_id)
     assert board is not None and board.answer not in first  # the answer waits for the button
     assert all(len(p.text) <= 2000 for p in post.prompts + post.boards)
     assert drills.claim_due_posts(db, NOW) == []  # still claimed once
@@ -122,9 +122,7 @@ def test_said_it_records_once_a_day_and_asks_for_a_rating(
 def test_a_whiteboard_reveal_shows_answer_working_and_note_within_the_limit(
     db: Session, chat_cohort: m.Cohort
 ) -> None:
-    board = db.scalars(
-        select(m.Whiteboard).where(m.Whiteboard.key == "d02.board.vllm-blocks")
-    ).one()
+    board = db.scalars(select(m.DrillItem).where(m.DrillItem.key == "d02.board.vllm-blocks")).one()
     text = drills.board_reveal_text(db, board.id)
     assert text.startswith("**The answer**\n" + board.answer[:40])
     assert "**Working, step by step**\n1. " in text and "\n6. " in text

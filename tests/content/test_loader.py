@@ -46,14 +46,14 @@ def test_day2_pack_has_what_the_course_page_lists() -> None:
     assert pack.day == 2
     assert len(pack.cards) == 2
     assert len(pack.prompts) == 1
-    assert len(pack.whiteboards) == 2
+    assert len(pack.items_of("whiteboards")) == 2
     assert [n.server for n in pack.numbers] == ["ollama", "llamacpp", "mlx"]
     assert pack.done_when is not None
     assert pack.done_when.measured == ["ollama", "llamacpp", "mlx"]
     assert pack.numbers[0].example == 44.6
     for card in pack.cards:
         assert card.picture and card.real_numbers and card.words and card.engineer
-    for board in pack.whiteboards:
+    for board in pack.items_of("whiteboards"):
         assert board.given and board.careful and len(board.working) >= 3
 
 

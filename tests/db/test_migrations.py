@@ -92,12 +92,22 @@ SEED = [
     "'2026-03-05 10:00:00', 'cli')",
     "INSERT INTO posts (id, cohort_id, day_number, kind, local_date, claimed_at) VALUES "
     "(1, 1, 2, 'daily', '2026-03-03', '2026-03-03 09:00:00')",
+    "INSERT INTO whiteboards (id, key, day_id, position, question, answer, body, retired) VALUES "
+    "(7, 'd02.board.a', 1, 0, 'Q', 'A', '{\"given\": \"g\"}', false)",
 ]
+#: Tables a later revision renamed: their rows are counted under the new name.
+RENAMED = {"whiteboards": "drill_items"}
 
 
 def _counts(engine: Engine, tables: list[str]) -> dict[str, int]:
+    there = _tables(engine)
     with engine.connect() as conn:
-        return {t: conn.execute(text(f"SELECT count(*) FROM {t}")).scalar_one() for t in tables}
+        return {
+            t: conn.execute(
+                text(f"SELECT count(*) FROM {t if t in there else RENAMED[t]}")
+            ).scalar_one()
+            for t in tables
+        }
 
 
 def test_upgrade_keeps_every_row(empty_engine: Engine) -> None:
@@ -127,6 +137,17 @@ def test_upgrade_keeps_every_row(empty_engine: Engine) -> None:
         ]
         stability = conn.execute(text("SELECT stability FROM card_states")).scalar_one()
         assert stability == pytest.approx(3.2)
+        board = conn.execute(text("SELECT id, kind, key FROM drill_items")).one()
+        assert tuple(board) == (7, "whiteboard", "d02.board.a")  # the id the buttons name
+    with empty_engine.begin() as conn:  # new items number on from the copied ids
+        conn.execute(
+            text(
+                "INSERT INTO drill_items (kind, key, day_id, position, question, answer, body, "
+                "retired) VALUES ('whiteboard', 'd02.board.b', 1, 1, 'Q', 'A', '{}', false)"
+            )
+        )
+        assert conn.execute(text("SELECT max(id) FROM drill_items")).scalar_one() > 7
+        conn.execute(text("DELETE FROM drill_items WHERE key = 'd02.board.b'"))
 
     downgrade(empty_engine, first)
     assert _counts(empty_engine, seeded) == before

@@ -8,9 +8,8 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from felab_core.content.view import whiteboard_view
 from felab_core.db import models as m
-from felab_core.drills.review import day_whiteboards, whiteboard_by_id
+from felab_core.drills.review import day_drill_items, drill_item_by_id, item_of
 from felab_core.drills.speaking import day_prompts, prompt_by_id, said_it, set_self_rating
 from felab_core.errors import NotFound
 from tests.db_support import NOW
@@ -23,16 +22,17 @@ def _day2(db: Session) -> m.ContentDay:
 def test_day_prompts_and_whiteboards_in_pack_order(db: Session, day2: None) -> None:
     day = _day2(db)
     assert [p.key for p in day_prompts(db, day)] == ["d02.prompt.is-ollama-enough"]
-    boards = day_whiteboards(db, day)
+    boards = day_drill_items(db, day)
     assert [b.key for b in boards] == ["d02.board.vllm-blocks", "d02.board.three-flags"]
-    view = whiteboard_view(whiteboard_by_id(db, boards[0].id))
-    assert view.given.startswith("A block is") and len(view.working) == 6
-    assert view.careful and view.source == "Serving With vLLM, 2:56"
+    assert {b.kind for b in boards} == {"whiteboard"}
+    item = item_of(drill_item_by_id(db, boards[0].id))
+    assert item.body["given"].startswith("A block is") and len(item.body["working"]) == 6
+    assert item.body["careful"] and item.body["source"] == "Serving With vLLM, 2:56"
     boards[1].retired = True
     db.flush()
-    assert len(day_whiteboards(db, day)) == 1
-    with pytest.raises(NotFound):
-        whiteboard_by_id(db, boards[1].id)
+    assert len(day_drill_items(db, day)) == 1
+    with pytest.raises(NotFound, match="this whiteboard is no longer in the course"):
+        drill_item_by_id(db, boards[1].id)
     with pytest.raises(NotFound):
         prompt_by_id(db, 10**9)
 

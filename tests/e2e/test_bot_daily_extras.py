@@ -68,7 +68,7 @@ def test_said_it_self_rating_and_whiteboard_reveal(world: BotWorld) -> None:  # 
     assert prompt_msg["components"][0]["components"][0]["label"] == "Said it"
     assert "**Given**" in boards[0]["content"]
     with session_scope(world.sessions) as s:
-        board_rows = s.scalars(select(m.Whiteboard).order_by(m.Whiteboard.position)).all()
+        board_rows = s.scalars(select(m.DrillItem).order_by(m.DrillItem.position)).all()
         answers = {f"felab:board:{b.id}:reveal": b.answer for b in board_rows}
         notes = {f"felab:board:{b.id}:reveal": b.body["careful"] for b in board_rows}
 

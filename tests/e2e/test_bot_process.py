@@ -109,9 +109,9 @@ class BotWorld:
                 .where(m.ContentDay.number == 2, m.SpeakPrompt.retired.is_(False))
             )
             boards = s.scalar(
-                select(func.count(m.Whiteboard.id))
+                select(func.count(m.DrillItem.id))
                 .join(m.ContentDay)
-                .where(m.ContentDay.number == 2, m.Whiteboard.retired.is_(False))
+                .where(m.ContentDay.number == 2, m.DrillItem.retired.is_(False))
             )
         return (prompts or 0) + (boards or 0)
 
