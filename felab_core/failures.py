@@ -112,8 +112,26 @@ def _broker_url() -> str:
 def explain(exc: BaseException) -> Failure | None:
     """The words and exit code for `exc`, or None when it is not a failure felab expects."""
     names = _names(exc)
-    if {"felab_core.sizing.errors.Unreachable", "felab_worker.pairing.BrokerUnreachable"} & names:
+    unreachable = {
+        "felab_core.sizing.errors.Unreachable",
+        "felab_worker.pairing.BrokerUnreachable",
+        "felab_core.ops.backup.BackupUnreachable",
+    }
+    if unreachable & names:
         return Failure(redact(str(exc)), EXIT_UNREACHABLE)
+    if "builtins.OverflowError" in names and "int too large" in str(exc):
+        return Failure(
+            "a number given is too large (an id, a day or a count above 9,223,372,036,854,775,807"
+            "): check the numbers on the command line",
+            EXIT_USAGE,
+        )
+    if "alembic.util.exc.CommandError" in names and "Can't locate revision" in str(exc):
+        return Failure(
+            f"the database {_database_url()} is at a schema this felab does not know (made by a "
+            "newer felab?): upgrade felab, or point FELAB_DATABASE_URL / FELAB_DATA_DIR at "
+            "another database",
+            EXIT_USAGE,
+        )
     if names & _OWN_ERRORS:
         return Failure(redact(str(exc)) or type(exc).__name__, EXIT_USAGE)
     if "pydantic_core._pydantic_core.ValidationError" in names and getattr(exc, "title", "") in (
@@ -185,7 +203,7 @@ def explain(exc: BaseException) -> Failure | None:
             errno.ENOENT: "no such file or folder",
             errno.ENOSPC: "the disk is full",
             errno.EROFS: "the file system is read-only",
-            errno.EEXIST: "it already exists",
+            errno.EEXIST: "it already exists (a file where a folder is needed?)",
         }.get(exc.errno, exc.strerror or "")
         return Failure(f"cannot use{where}: {hint}: choose another path", EXIT_USAGE)
     if isinstance(exc, UnicodeDecodeError):

@@ -11,7 +11,14 @@ from urllib.parse import urlsplit, urlunsplit
 
 #: `scheme://user:password@` (the password masked) and `scheme://token@` (a bare user, which
 #: for many services is a token: masked too, unless it is a plain account name before `:`).
-_URL_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^\s:/@]*:)[^\s@/]+@", re.I)
+#: The password runs to the last `@` before the host, so one holding `@` or `:` is masked whole.
+_URL_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^\s:/@]*:)[^\s/]+@", re.I)
+#: A secret passed in a URL's query (`?password=`, `&api_key=`, `?token=`): its value masked.
+_QUERY_SECRET = re.compile(
+    r"(?P<head>[?&;](?:password|passwd|pwd|pass|token|access_token|api[_-]?key|key|secret|"
+    r"sslpassword|auth)=)[^&#\s]+",
+    re.I,
+)
 _secrets: set[str] = set()
 
 
@@ -24,6 +31,7 @@ def add_secret(value: str | None) -> None:
 def redact(text: str) -> str:
     """`text` with URL passwords and every known secret replaced by ***."""
     text = _URL_PASSWORD.sub(r"\g<head>***@", text)
+    text = _QUERY_SECRET.sub(r"\g<head>***", text)
     for secret in sorted(_secrets, key=len, reverse=True):
         text = text.replace(secret, "***")
     return text
@@ -40,11 +48,11 @@ def url_without_credentials(url: str) -> str:
     except ValueError:
         return redact(url)
     if "@" not in parts.netloc or host is None:
-        return url
+        return _QUERY_SECRET.sub(r"\g<head>***", url)
     if ":" in host:
         host = f"[{host}]"
     netloc = host + (f":{port}" if port is not None else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    return _QUERY_SECRET.sub(r"\g<head>***", urlunsplit(parts._replace(netloc=netloc)))
 
 
 def url_password_masked(url: str) -> str:
@@ -57,9 +65,9 @@ def url_password_masked(url: str) -> str:
     except ValueError:
         return redact(url)
     if password is None:
-        return url
+        return _QUERY_SECRET.sub(r"\g<head>***", url)
     if ":" in host:
         host = f"[{host}]"
     user = parts.username or ""
     netloc = f"{user}:***@{host}" + (f":{port}" if port is not None else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    return _QUERY_SECRET.sub(r"\g<head>***", urlunsplit(parts._replace(netloc=netloc)))

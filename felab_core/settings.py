@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -192,6 +193,20 @@ class Settings(BaseSettings):
     def _log_level(cls, value: str) -> str:
         if value.upper() not in _LOG_LEVELS:
             raise ValueError(f"use one of {', '.join(_LOG_LEVELS)}")
+        return value
+
+    @field_validator("results_dir", "cache_dir", "data_dir", "content_dir", mode="before")
+    @classmethod
+    def _folder(cls, value: object) -> object:
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("is empty: give a folder, or unset it for the default")
+        return value
+
+    @field_validator("broker_prefix")
+    @classmethod
+    def _prefix(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9_.:-]{1,40}", value) or ".." in value:
+            raise ValueError("use 1-40 letters, digits, '-', '_', '.' or ':', such as felab:")
         return value
 
     @field_validator("broker_url", "broker_public_url")

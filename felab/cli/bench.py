@@ -12,6 +12,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape as esc
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -203,23 +204,23 @@ def _print_details(outcomes: list[BenchOutcome], out: Console) -> None:
 
     for outcome in outcomes:
         if outcome.error:
-            warn(f"[red]{outcome.target.name}: not timed:[/red] {outcome.error}")
+            warn(f"[red]{esc(outcome.target.name)}: not timed:[/red] {esc(outcome.error)}")
             continue
         r: TargetResult | None = outcome.result
         assert r is not None
         for note in r.notes:
-            say(f"[yellow]{r.target.name}:[/yellow] {note}")
+            say(f"[yellow]{esc(r.target.name)}:[/yellow] {esc(note)}")
         for run in r.runs:
             s = run.summary
             for kind, count in s.errors.items():
-                warn(f"[red]{r.target.name}: {count} failed: {kind}[/red]")
+                warn(f"[red]{esc(r.target.name)}: {count} failed: {esc(kind)}[/red]")
             first_error = next((m.error for m in run.requests if m.error), None)
             if first_error:
-                warn(f"  first error: {first_error}")
+                warn(f"  first error: {esc(first_error)}")
             for w in run.client.warnings:
-                say(f"[yellow]{r.target.name}: client check:[/yellow] {w}")
+                say(f"[yellow]{esc(r.target.name)}: client check:[/yellow] {esc(w)}")
             if not run.client.warnings:
-                say(f"[dim]{r.target.name} c={run.concurrency}: {client_summary(run)}[/dim]")
+                say(f"[dim]{esc(r.target.name)} c={run.concurrency}: {client_summary(run)}[/dim]")
             for cold in s.cold_starts:
                 say(
                     f"[yellow]{r.target.name}:[/yellow] request {cold['index']} was a cold start "
@@ -423,7 +424,7 @@ def bench(
       felab bench ollama llamacpp mlx -o md        (a GitHub table to paste; csv, json too)
     """
     if preset not in PRESETS:
-        err_console.print(f"unknown preset {preset!r}: choose from {', '.join(PRESETS)}")
+        err_console.print(f"unknown preset {esc(repr(preset))}: choose from {', '.join(PRESETS)}")
         raise typer.Exit(EXIT_USAGE)
     try:
         table = load_targets(targets_file or get_settings().targets_file)
@@ -485,7 +486,7 @@ def bench(
         client_processes = _parse_processes(processes)
         check_destinations(None if no_csv else (csv_path or default_csv()), json_path)
     except (TargetError, ValueError, ResultsFileError) as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        err_console.print(f"[red]error:[/red] {esc(str(exc))}")
         raise typer.Exit(EXIT_USAGE) from None
     if len(chosen) > 1 and url is not None:
         err_console.print("[red]error:[/red] --url applies to one target; name only one")
@@ -506,7 +507,7 @@ def bench(
             if len(chosen) != 1 or workload.trace is not None or workload.sessions is not None:
                 raise ValueError("--find-max-rate searches one target with a synthetic workload")
         except ValueError as exc:
-            err_console.print(f"[red]error:[/red] {exc}")
+            err_console.print(f"[red]error:[/red] {esc(str(exc))}")
             raise typer.Exit(EXIT_USAGE) from None
         probe_workload = replace(
             workload, requests=None if duration is None else requests, duration_s=duration or 10.0
@@ -580,7 +581,7 @@ def bench(
             outcomes, csv_path=None if no_csv else (csv_path or default_csv()), json_path=json_path
         )
     except (ResultsFileError, OSError) as exc:
-        err_console.print(f"[red]could not save results:[/red] {exc}")
+        err_console.print(f"[red]could not save results:[/red] {esc(str(exc))}")
         raise typer.Exit(EXIT_FAILED_REQUESTS) from None
     for path in written:
         notes.print(f"wrote {path}")
@@ -612,7 +613,7 @@ def targets_cmd(
     try:
         table_data = load_targets(targets_file or get_settings().targets_file)
     except TargetError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        err_console.print(f"[red]error:[/red] {esc(str(exc))}")
         raise typer.Exit(EXIT_USAGE) from None
     table = Table(title="felab targets")
     for col in ("name", "server", "url", "api", "model", "note"):

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import typer
 from rich.console import Console
+from rich.markup import escape as esc
 
 from felab.cli.output import Column, Format, Grid, emit, number, text
 from felab_core.engine.client import ClientLimits
@@ -88,7 +89,7 @@ def search_rate(
     try:
         result = run_sync(find_max_rate(run_at, bounds, start=start, on_probe=said))
     except IdentityError as exc:
-        notes.print(f"[red]{target.name}: not timed:[/red] {exc}", soft_wrap=True)
+        notes.print(f"[red]{esc(target.name)}: not timed:[/red] {esc(str(exc))}", soft_wrap=True)
         raise typer.Exit(3) from None
     emit(probes_grid(result, bounds), fmt, console)
     if result.best is None:

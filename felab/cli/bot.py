@@ -12,7 +12,7 @@ import asyncio
 import typer
 
 from felab.cli.db import service_errors
-from felab.cli.errors import EXIT_USAGE, err
+from felab.cli.errors import EXIT_UNREACHABLE, EXIT_USAGE, err
 from felab_core.jobs.lifecycle import Publisher
 from felab_core.settings import Settings, get_settings
 
@@ -32,12 +32,51 @@ def bot_main(ctx: typer.Context) -> None:
     from felab_bot.app import BotConfigError, run
 
     settings = get_settings()
+    _check_api(settings)
     with service_errors():
         try:
             run(settings, lambda: _dispatcher(settings))
         except BotConfigError as exc:
             err(str(exc))
             raise typer.Exit(EXIT_USAGE) from None
+
+
+def _check_api(settings: Settings) -> None:
+    """A FELAB_DISCORD_API_URL that is not Discord's API (a web page, a port that never
+    answers) is said at once, in words, instead of a hang or discord.py's own traceback."""
+    url = settings.discord_api_url
+    if not url or settings.discord_token is None:
+        return
+    import httpx
+
+    from felab_core.engine.client import connect_failure
+
+    token = settings.discord_token.get_secret_value()
+    where = f"FELAB_DISCORD_API_URL={url}"
+    try:
+        answer = httpx.get(
+            url.rstrip("/") + "/gateway/bot",
+            headers={"Authorization": f"Bot {token}"},
+            timeout=10.0,
+        )
+    except httpx.TimeoutException:
+        err(f"{where} took no answer within 10 s: is it Discord's API? Unset it for Discord's own")
+        raise typer.Exit(EXIT_UNREACHABLE) from None
+    except httpx.HTTPError as exc:
+        err(f"{where}: {connect_failure(exc, url)}")
+        raise typer.Exit(EXIT_UNREACHABLE) from None
+    if answer.status_code == 401:
+        return  # the bot's own start says the token was refused
+    try:
+        body = answer.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        err(
+            f"{where} answered HTTP {answer.status_code} with something other than Discord's "
+            "API (a web page?): check the address, or unset it for Discord's own"
+        )
+        raise typer.Exit(EXIT_UNREACHABLE)
 
 
 def _dispatcher(settings: Settings) -> Publisher:
@@ -56,6 +95,7 @@ def sync_cmd(
     """Register the slash commands with Discord (global without --guild: up to an hour)."""
     from felab_bot.app import BotConfigError, sync
 
+    _check_api(get_settings())
     try:
         names = asyncio.run(sync(get_settings(), guild))
     except BotConfigError as exc:

@@ -6,7 +6,9 @@ Run on the trusted side, with FELAB_BROKER_URL naming a Redis user allowed to ma
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import re
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -121,10 +123,32 @@ def ca() -> None:
         )
         raise typer.Exit(EXIT_USAGE)
     try:
-        typer.echo(path.read_text(), nl=False)
-    except OSError as exc:
-        err(f"cannot read {path}: {exc.strerror}")
+        text = path.read_text(encoding="ascii")
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not a PEM text file"
+        err(f"cannot read {path}: {why}")
         raise typer.Exit(EXIT_USAGE) from None
+    typer.echo(_certificates_only(path, text), nl=False)
+
+
+def _certificates_only(path: Path, text: str) -> str:
+    """The CA file's certificates, re-written from what was parsed: never a private key (this
+    output goes to students), never whatever other file the setting names."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import Encoding
+
+    if "PRIVATE KEY" in text:
+        err(
+            f"{path} holds a private key: FELAB_BROKER_CA_FILE must name the CA certificate "
+            "(ca.pem), never a key; nothing was printed"
+        )
+        raise typer.Exit(EXIT_USAGE)
+    try:
+        certs = x509.load_pem_x509_certificates(text.encode())
+    except ValueError:
+        err(f"{path} is not a PEM certificate: FELAB_BROKER_CA_FILE must name ca.pem")
+        raise typer.Exit(EXIT_USAGE) from None
+    return "".join(c.public_bytes(Encoding.PEM).decode() for c in certs)
 
 
 @broker_app.command("tls")
@@ -140,6 +164,10 @@ def tls(
     from felab_worker.tls import make_certificates
 
     settings = get_settings()
+    for name in host:
+        if not _host_name(name):
+            err(f"--host {name!r} is neither a DNS name nor an IP address (such as broker.lab.org)")
+            raise typer.Exit(EXIT_USAGE)
     hosts = ["redis", "localhost", "127.0.0.1", *host]
     if settings.broker_public_url:
         public = urlsplit(settings.broker_public_url).hostname
@@ -152,3 +180,16 @@ def tls(
         )
     else:
         console.print(f"kept the TLS files already in {folder}")
+
+
+_LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+
+
+def _host_name(name: str) -> bool:
+    """A DNS name (labels of letters, digits and '-') or an IP address: what a certificate names."""
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        pass
+    return len(name) <= 253 and all(_LABEL.fullmatch(label) for label in name.split("."))

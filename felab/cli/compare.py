@@ -10,6 +10,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape as esc
 
 from felab.cli.errors import EXIT_USAGE, err
 from felab.cli.output import Column, Format, Grid, emit, format_option, number, text
@@ -115,7 +116,7 @@ def compare(
         err(str(exc))
         raise typer.Exit(EXIT_USAGE) from None
     for caveat in comparison.caveats:
-        console.print(f"[yellow]note:[/] {caveat}")
+        console.print(f"[yellow]note:[/] {esc(caveat)}")
     emit(grids(comparison), fmt)
     if chart is not None:
         from felab_core.reports.compare_chart import draw_comparison

@@ -24,6 +24,7 @@ from felab_core.db.session import (
     upgrade,
 )
 from felab_core.errors import ServiceError
+from felab_core.failures import explain
 from felab_core.settings import get_settings
 
 db_app = typer.Typer(
@@ -39,8 +40,9 @@ def service_errors() -> Iterator[None]:
     try:
         yield
     except (ServiceError, DatabaseError) as exc:
+        failure = explain(exc)  # an unreachable service is exit 3, as everywhere
         err(str(exc))
-        raise typer.Exit(code=EXIT_USAGE) from None
+        raise typer.Exit(code=failure.exit_code if failure else EXIT_USAGE) from None
 
 
 def sessions() -> sessionmaker[Session]:

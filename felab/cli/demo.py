@@ -9,6 +9,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape as esc
 from rich.panel import Panel
 from rich.text import Text
 
@@ -18,6 +19,7 @@ from felab.fleet_demo import FleetDemoError, FleetDemoResult, run_fleet_demo
 from felab_core.engine.results import ResultsFileError, default_csv
 from felab_core.errors import ServiceError
 from felab_core.lab.demo import DEMO_ENGINES, run_demo
+from felab_core.lab.engines import ENGINES
 from felab_core.settings import get_settings
 
 console = Console()
@@ -72,6 +74,12 @@ def demo(
     """
     started = time.monotonic()
     chosen = tuple(e.strip() for e in engines.split(",") if e.strip())
+    unknown = [e for e in chosen if e not in ENGINES]
+    if not chosen or unknown:
+        raise typer.BadParameter(
+            f"{', '.join(unknown) or 'no engine'}: choose from {', '.join(ENGINES)}",
+            param_hint="--engines",
+        )
     csv = csv_path or default_csv()
     log = lambda line: console.print(Text(line, style="dim"), soft_wrap=True)  # noqa: E731
     fleet_out: list[FleetDemoResult] = []
@@ -109,7 +117,7 @@ def demo(
             with_llamacpp=run_fleet if fleet else None,
         )
     except ResultsFileError as exc:
-        console.print(f"[red]could not save results:[/red] {exc}")
+        console.print(f"[red]could not save results:[/red] {esc(str(exc))}")
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         console.print(
@@ -121,7 +129,7 @@ def demo(
     emit(comparison_grid(result.outcomes), Format.table, console)
     _print_details(result.outcomes, console)
     for engine, why in result.skipped.items():
-        console.print(f"[yellow]{engine}: not timed:[/yellow] {why}")
+        console.print(f"[yellow]{esc(engine)}: not timed:[/yellow] {esc(why)}")
     for path in result.written:
         console.print(f"wrote {path}")
     failed = not result.outcomes or any(o.error or o.failed_requests for o in result.outcomes)
@@ -131,7 +139,7 @@ def demo(
         for fo in fleet_out:
             _print_fleet(fo)
         for why in fleet_errors:
-            console.print(f"[red]worker fleet: {why}[/red]")
+            console.print(f"[red]worker fleet: {esc(why)}[/red]")
         failed = (
             failed
             or bool(fleet_errors)

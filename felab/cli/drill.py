@@ -104,7 +104,11 @@ def drill(
     ),
     cohort_id: int | None = typer.Option(None, "--cohort", help="The member's cohort number."),
     day: int | None = typer.Option(
-        None, "--day", min=1, help="Set the course day (only for this terminal's own learner)."
+        None,
+        "--day",
+        min=1,
+        max=366,
+        help="Set the course day (only for this terminal's own learner).",
     ),
     list_only: bool = typer.Option(False, "--list", help="List today's cards and stop."),
     deep: bool = typer.Option(

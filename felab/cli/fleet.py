@@ -14,7 +14,8 @@ from rich.console import Console
 from rich.table import Table
 
 from felab.cli.db import service_errors, sessions
-from felab.cli.errors import EXIT_USAGE, err
+from felab.cli.errors import EXIT_UNREACHABLE, EXIT_USAGE, err
+from felab.cli.output import LogLevel
 from felab_core.db import models as m
 from felab_core.db.session import session_scope
 from felab_core.db.types import utcnow
@@ -57,8 +58,10 @@ def issue_code(
 
 
 def ingest(
-    loglevel: str = typer.Option(
-        "WARNING", help="Level of Celery's own logs (felab's: FELAB_LOG_LEVEL)."
+    loglevel: LogLevel = typer.Option(
+        LogLevel.WARNING,
+        case_sensitive=False,
+        help="Level of Celery's own logs (felab's: FELAB_LOG_LEVEL).",
     ),
 ) -> None:
     """Run the trusted ingest: the one process that writes job progress and results to the
@@ -66,12 +69,26 @@ def ingest(
     the reconciler beating inside it."""
     from felab_core.ops import logs
     from felab_worker.app import worker_args
+    from felab_worker.broker import broker_url, is_redis
     from felab_worker.ingest import create_app
     from felab_worker.names import BEAT_QUEUE, INGEST_QUEUE, PAIRING_QUEUE
+    from felab_worker.pairing import BrokerUnreachable, check_reachable
 
     settings = get_settings()
-    logs.setup(settings, level=loglevel)
+    logs.setup(settings, level=loglevel.value)
     sessions()  # the schema is checked now, not at the first event
+    dispatch_url = broker_url(settings)
+    if is_redis(dispatch_url):  # before anything is made: a broker that is down leaves nothing
+        try:
+            check_reachable(
+                dispatch_url,
+                settings,
+                timeout_s=5.0,
+                advice="is Redis running, and does FELAB_BROKER_URL name it (felab's admin user)?",
+            )
+        except BrokerUnreachable as exc:
+            err(str(exc))
+            raise typer.Exit(EXIT_UNREACHABLE) from None
     app, state = create_app(settings)
     if settings.metrics_port is not None:
         from felab_core.ops.metrics import FleetCollector, serve
@@ -107,7 +124,7 @@ def ingest(
                 "--without-mingle",
                 "--without-heartbeat",
                 "--loglevel",
-                loglevel,
+                loglevel.value,
             ],
         )
     )

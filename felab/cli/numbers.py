@@ -270,7 +270,11 @@ def enter(
         None, help="Optional unit: tok/s (the default) or ms/token (converted)."
     ),
     day: int | None = typer.Option(
-        None, "--day", min=1, help="The course day whose field it fills (default: Day 2's)."
+        None,
+        "--day",
+        min=1,
+        max=366,
+        help="The course day whose field it fills (default: Day 2's).",
     ),
     member_id: str | None = typer.Option(None, "--member", help=_MEMBER_HELP),
     cohort_id: int | None = typer.Option(None, "--cohort", help=_COHORT_HELP),
@@ -540,7 +544,11 @@ def _grid(view: DayNumbers) -> Grid:
 @_command("show")
 def show(
     day: int | None = typer.Option(
-        None, "--day", min=1, help="The course day (default: the day asking for numbers, Day 2)."
+        None,
+        "--day",
+        min=1,
+        max=366,
+        help="The course day (default: the day asking for numbers, Day 2).",
     ),
     member_id: str | None = typer.Option(None, "--member", help=_MEMBER_HELP),
     cohort_id: int | None = typer.Option(None, "--cohort", help=_COHORT_HELP),

@@ -26,6 +26,16 @@ from rich.text import Text
 Value = str | int | float | None
 
 
+class LogLevel(StrEnum):
+    """A log level, as Python's logging and Celery name them (a typo is refused by name)."""
+
+    DEBUG = "DEBUG"
+    INFO = "INFO"
+    WARNING = "WARNING"
+    ERROR = "ERROR"
+    CRITICAL = "CRITICAL"
+
+
 class Format(StrEnum):
     """How a command prints its table."""
 

@@ -218,7 +218,11 @@ def capacity_command(
         None, "--block-size", min=1, max=MAX_TOKENS, help="Tokens per block (vLLM's default: 16)."
     ),
     tokens: int | None = typer.Option(
-        None, "--tokens", help="Cache size in tokens (vLLM's 'KV cache size')."
+        None,
+        "--tokens",
+        min=1,
+        max=MAX_TOKENS,
+        help="Cache size in tokens (vLLM's 'KV cache size').",
     ),
     max_len: int | None = typer.Option(
         None, "--max-len", min=1, max=MAX_TOKENS, help="--max-model-len, the longest conversation."

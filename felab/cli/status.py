@@ -11,6 +11,7 @@ from rich.table import Table
 from felab.cli.db import service_errors, sessions
 from felab_core.db.session import session_scope
 from felab_core.db.types import utcnow
+from felab_core.redact import redact
 from felab_core.settings import get_settings
 
 
@@ -40,10 +41,16 @@ def status(
     broker = "reached"
     try:
         dispatcher = Dispatcher(settings)
+        if dispatcher.redis:  # asked even with no machine: "reached" is a fact, not a default
+            from felab_worker.pairing import check_reachable
+
+            check_reachable(dispatcher.url, settings, timeout_s=3.0)
+        else:
+            broker = "embedded (this machine's SQLite broker)"
         machines = [replace(mc, depth=dispatcher.depth(mc.worker_id)) for mc in fleet.machines]
         fleet = replace(fleet, machines=machines)
     except Exception as exc:
-        broker = f"not reached ({type(exc).__name__})"
+        broker = f"not reached ({type(exc).__name__}): {redact(str(exc))[:200]}"
     if as_json:
         typer.echo(json.dumps({**fleet.to_json(), "broker": broker}))
         return

@@ -19,8 +19,9 @@ from rich.console import Console
 
 from felab.cli.errors import EXIT_UNREACHABLE, EXIT_USAGE, err
 from felab.cli.lazy import Entry, lazy_group
+from felab.cli.output import LogLevel
 from felab_core.errors import ServiceError
-from felab_core.jobs.keys import Identity
+from felab_core.jobs.keys import Identity, check_worker_name
 from felab_core.settings import Settings, get_settings
 
 SERVER_COMMANDS = {
@@ -43,7 +44,13 @@ console = Console(highlight=False)
 
 
 def key_file(settings: Settings, name: str) -> Path:
-    """Where a machine keeps its identity: FELAB_WORKER_KEY_FILE, else DATA_DIR/worker-NAME.json."""
+    """Where a machine keeps its identity: FELAB_WORKER_KEY_FILE, else DATA_DIR/worker-NAME.json
+    (the name checked first: it becomes part of a path)."""
+    try:
+        check_worker_name(name)
+    except ServiceError as exc:
+        err(str(exc))
+        raise typer.Exit(EXIT_USAGE) from None
     return settings.worker_key_file or settings.data_dir / f"worker-{name}.json"
 
 
@@ -64,8 +71,10 @@ def _identity(settings: Settings, name: str) -> Identity:
 def start(
     name: str = typer.Option(..., "--name", help="This machine's worker name, as paired."),
     pool: str = typer.Option("", help="Celery pool: solo, threads or prefork (default per OS)."),
-    loglevel: str = typer.Option(
-        "WARNING", help="Level of Celery's own logs (felab's: FELAB_LOG_LEVEL)."
+    loglevel: LogLevel = typer.Option(
+        LogLevel.WARNING,
+        case_sensitive=False,
+        help="Level of Celery's own logs (felab's: FELAB_LOG_LEVEL).",
     ),
 ) -> None:
     """Run this machine's worker: it takes jobs from its own queue only and times the servers
@@ -83,7 +92,7 @@ def start(
     from felab_worker import machine
     from felab_worker.broker import broker_url, is_redis
 
-    logs.setup(settings, level=loglevel)
+    logs.setup(settings, level=loglevel.value)
 
     identity = _identity(settings, name)
     if identity.broker_url is None and is_redis(broker_url(settings)):
@@ -97,7 +106,7 @@ def start(
         from felab_core.ops.metrics import serve
 
         serve(settings.metrics_port, settings.metrics_addr)
-    machine.start(rt, settings, pool=pool, loglevel=loglevel)
+    machine.start(rt, settings, pool=pool, loglevel=loglevel.value)
 
 
 @worker_app.command("pair")
@@ -126,6 +135,9 @@ def pair(
         return
     from felab_worker.pairing import BrokerUnreachable, pair_machine
 
+    Console(stderr=True, highlight=False).print(
+        f"pairing: waiting up to {timeout:g} s for the ingest's answer ...", markup=False
+    )
     try:
         identity = pair_machine(settings, code, timeout_s=timeout)
     except ServiceError as exc:

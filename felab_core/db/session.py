@@ -65,7 +65,14 @@ def _sqlite_begin(conn: Any) -> None:
 def make_engine(url: str | None = None, **kwargs: Any) -> Engine:
     """An engine for `url` (default: the settings'); SQLite gets foreign keys and a busy wait."""
     url = url or get_settings().resolved_database_url()
-    parsed = make_url(url)
+    try:
+        parsed = make_url(url)
+    except ValueError:  # a port that is not a number: often a password holding @ or :
+        raise DatabaseError(
+            "FELAB_DATABASE_URL is not a valid database URL: a password with @, : or / in it "
+            "must be percent-encoded (%40, %3A, %2F); the form is "
+            "postgresql+psycopg://USER:PASSWORD@HOST:5432/NAME"
+        ) from None
     backend, driver = parsed.get_backend_name(), parsed.get_driver_name()
     if backend not in ("sqlite", "postgresql") or (backend == "postgresql" and driver != "psycopg"):
         raise DatabaseError(

@@ -142,7 +142,33 @@ def load_record(path: Path) -> dict[str, Any]:
         )
     if not isinstance(record.get("runs"), list):
         raise CompareError(f"{path}: the record has no runs")
+    for i, run in enumerate(record["runs"], 1):
+        requests = run.get("requests") if isinstance(run, dict) else None
+        if not isinstance(requests, list):
+            raise CompareError(f"{path}: run {i} has no list of requests; was it edited?")
+        for j, request in enumerate(requests, 1):
+            _check_request(path, i, j, request)
     return record
+
+
+def _check_request(path: Path, run: int, index: int, request: Any) -> None:
+    """A request's times are seconds, finite and not negative: anything else is not a
+    measurement (an edited or broken file), and a comparison would believe it."""
+    if not isinstance(request, dict):
+        raise CompareError(f"{path}: run {run}, request {index} is not a request record")
+    for key in ("ttft_s", "e2e_s", "tpot_s"):
+        value = request.get(key)
+        if value is None:
+            continue
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not (math.isfinite(value) and 0 <= value < 86_400)
+        ):
+            raise CompareError(
+                f"{path}: run {run}, request {index} has {key} = {value!r}, not a time felab "
+                "measures (seconds, 0 to a day): the file was edited or broken"
+            )
 
 
 def _load_key(run: dict[str, Any]) -> str:

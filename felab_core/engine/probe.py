@@ -76,9 +76,16 @@ async def identify(base_url: str, *, wait_s: float = PROBE_TIMEOUT_S) -> ServerI
                 else ": is the host up, and the port open?"
             )
             raise IdentityError(f"no connection to {shown} within {wait_s:g} s{hint}") from None
+        except httpx.ReadTimeout:
+            shown = url_without_credentials(base_url)
+            raise IdentityError(
+                f"{shown} took the connection but sent no answer within {wait_s:g} s: is it an "
+                "HTTP server, and has it finished starting? (--no-check skips this question)"
+            ) from None
         except httpx.HTTPError as exc:
             shown = url_without_credentials(base_url)
-            raise IdentityError(f"cannot reach {shown}: {type(exc).__name__}: {exc}") from None
+            why = str(exc) or "no reason given"
+            raise IdentityError(f"cannot reach {shown}: {type(exc).__name__}: {why}") from None
         names = ("/props", "/api/version", "/get_server_info", "/version", "/v1/models")
         results = await asyncio.gather(*(_get_json(client, base_url + n) for n in names))
     (props, _), (ollama_v, _), (sgl_info, _), (version, _), (models, model_headers) = results
@@ -99,7 +106,10 @@ async def identify(base_url: str, *, wait_s: float = PROBE_TIMEOUT_S) -> ServerI
         return ServerIdentity(
             ServerKind.OLLAMA, str(ollama_v["version"]), "/api/version answered", ids
         )
-    if isinstance(sgl_info, dict) or "sglang" in owners:
+    sglang_keys = ("model_path", "tokenizer_path", "served_model_name")
+    if (isinstance(sgl_info, dict) and any(k in sgl_info for k in sglang_keys)) or (
+        "sglang" in owners
+    ):
         v = version.get("version") if isinstance(version, dict) else None
         return ServerIdentity(ServerKind.SGLANG, v, "/get_server_info answered", ids)
     if "vllm" in owners or (isinstance(version, dict) and "version" in version):

@@ -10,6 +10,8 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -150,7 +152,15 @@ def check_destinations(csv_path: Path | None, json_path: Path | None) -> None:
                     raise ResultsFileError(
                         f"cannot write {path}: {above} is a file, not a folder; choose another path"
                     )
+                try:  # a real try (root passes every access() check, /proc takes no file)
+                    tempfile.TemporaryFile(dir=above).close()
+                except OSError as exc:
+                    raise ResultsFileError(
+                        f"cannot write in {above} ({exc.strerror}); choose another path"
+                    ) from None
                 break
+        if path.is_file() and not os.access(path, os.W_OK):
+            raise ResultsFileError(f"cannot write {path}: it is read-only; choose another path")
     if csv_path is not None:
         _check_header(csv_path)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,21 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from felab_core.errors import Forbidden, Invalid
+
+#: A worker's name: what `/worker pair` gives it and what its files are called after.
+WORKER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+def check_worker_name(name: str) -> str:
+    """`name`, or Invalid saying what a worker's name may be (never a path: it names files)."""
+    if len(name) > 64:
+        raise Invalid(f"a worker's name is at most 64 characters (this one is {len(name):,})")
+    if not WORKER_NAME.match(name):
+        raise Invalid(
+            f"{name!r} cannot name a worker: start with a letter or digit, then letters, "
+            "digits, '-', '_' or '.', such as studio-mbp"
+        )
+    return name
 
 
 def _b64(data: bytes) -> str:

@@ -21,9 +21,9 @@ from sqlalchemy.orm import Session
 from felab_core.db import models as m
 from felab_core.db.types import utcnow
 from felab_core.errors import Forbidden, Invalid
-from felab_core.jobs.fleet import NAME, clean_targets
+from felab_core.jobs.fleet import clean_targets
 from felab_core.jobs.handshake import check_request, code_secret, lookup_of
-from felab_core.jobs.keys import load_public_key
+from felab_core.jobs.keys import check_worker_name, load_public_key
 from felab_core.jobs.lifecycle import TERMINAL, finish
 from felab_core.settings import Settings, get_settings
 
@@ -40,11 +40,7 @@ def issue_pair_code(
     settings: Settings | None = None,
 ) -> str:
     """A one-time code that pairs one machine as `worker_name` for `member` (`/worker pair`)."""
-    if not NAME.match(worker_name):
-        raise Invalid(
-            f"{worker_name!r} cannot name a worker: use letters, digits, '-', '_' or '.', "
-            "such as studio-mbp"
-        )
+    check_worker_name(worker_name)
     now = now or utcnow()
     s = settings or get_settings()
     code = "-".join(secrets.token_hex(3).upper() for _ in range(3))

@@ -540,7 +540,7 @@ def find_engine(engine: str, with_version: bool = False) -> EngineLocation | Non
         return find_mlx(with_version)
     if engine == "vllm":
         return find_vllm(with_version)
-    raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
+    raise EngineError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
 
 
 def require_engine(engine: str) -> EngineLocation:
@@ -561,7 +561,7 @@ def install_engine(
         return install_mlx(log=log)
     if engine == "vllm":
         return install_vllm(log=log)
-    raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
+    raise EngineError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
 
 
 def ensure_engine(engine: str, log: Log = _quiet) -> EngineLocation:

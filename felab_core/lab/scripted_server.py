@@ -290,8 +290,8 @@ class ScriptedServer:
             return {"version": s.version}
         if p in ("vllm", "sglang") and path == "/version":
             return {"version": s.version}
-        if p == "sglang" and path == "/get_server_info":
-            return {"version": s.version}
+        if p == "sglang" and path == "/get_server_info":  # its server args, as SGLang's does
+            return {"model_path": s.model, "tokenizer_path": s.model, "version": s.version}
         return None
 
     def _plan(self, body: dict[str, Any], key: str) -> Iterator[int]:

@@ -57,7 +57,7 @@ def lab_start(engine: str) -> LabStart:
     """How the lab starts this engine, from the server kinds table."""
     start = ServerKind(engine).traits.lab if engine in ENGINES else None
     if start is None:
-        raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
+        raise EngineError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
     return start
 
 
@@ -263,7 +263,7 @@ class ServerProcess:
         env: dict[str, str] | None = None,
     ) -> None:
         if engine not in ENGINES:
-            raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
+            raise EngineError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
         self.engine = engine
         self.model = Path(model).expanduser()
         self.host = host

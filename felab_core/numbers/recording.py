@@ -250,14 +250,49 @@ def check_result_row(row: Mapping[str, str]) -> ResultRow:
         raise Invalid(f"concurrency {shown!r} is not a whole number") from None
     if not 0 <= concurrency <= MAX_ROW_CONCURRENCY:
         raise Invalid(f"concurrency {concurrency} is not from 0 to {MAX_ROW_CONCURRENCY:,}")
+    writing = _float(row, "writing_tps_p50")
+    _check_agrees(row, writing)
     return ResultRow(
         server=server,
         model=row["model"].strip(),
         preset=row["preset"].strip(),
         concurrency=concurrency,
-        writing_tps_p50=_float(row, "writing_tps_p50"),
+        writing_tps_p50=writing,
         ttft_p50_s=_float(row, "ttft_p50_s"),
     )
+
+
+def _count(row: Mapping[str, str], name: str) -> int | None:
+    text = (row.get(name) or "").strip()
+    if not text:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise Invalid(f"result column {name} holds {text[:40]!r}, not a whole number") from None
+    if value < 0:
+        raise Invalid(f"result column {name} holds {value}: it cannot be negative")
+    return value
+
+
+def _check_agrees(row: Mapping[str, str], writing: float | None) -> None:
+    """A row felab wrote agrees with itself: a time that reads as a time, no more successes
+    than requests, and a writing speed that is 1/TPOT (within the spread of two medians)."""
+    stamp = (row.get("timestamp") or "").strip()
+    if stamp:
+        try:
+            datetime.fromisoformat(stamp)
+        except ValueError:
+            raise Invalid(f"timestamp {stamp[:40]!r} is not a date and time felab writes") from None
+    requests, ok, failed = (_count(row, c) for c in ("requests", "ok", "failed"))
+    if requests is not None and ((ok or 0) > requests or (failed or 0) > requests):
+        raise Invalid(f"ok {ok} / failed {failed} of {requests} requests: more than were sent")
+    tpot = _float(row, "tpot_p50_s")
+    if writing and tpot and not 1 / 1.5 <= writing * tpot <= 1.5:
+        raise Invalid(
+            f"writing speed {writing:g} tok/s disagrees with its time per token {tpot:g} s "
+            f"(1/TPOT = {1 / tpot:.3g} tok/s): the row was edited"
+        )
 
 
 def record_measured(

@@ -10,6 +10,8 @@ from felab_core.db import models as m
 from felab_core.errors import Invalid
 
 MAX_PLAUSIBLE_TPS = 100_000.0
+#: Below this no one is watching text appear (one token every 100 s): a typo, most likely.
+MIN_PLAUSIBLE_TPS = 0.01
 
 _TPS_UNITS = {
     "tokens/s",
@@ -118,6 +120,11 @@ def parse_speed(value: str | float | int, unit: str | None = None) -> Speed:
         )
     if tps <= 0:
         raise Invalid(f"a writing speed must be more than zero tokens per second, got {value}")
+    if tps < MIN_PLAUSIBLE_TPS:
+        raise Invalid(
+            f"{tps:g} tokens per second is one token every {1 / tps:,.0f} s, no writing speed: "
+            "check the unit (tokens per second, or ms/token) and the decimal point"
+        )
     if tps > MAX_PLAUSIBLE_TPS:
         raise Invalid(
             f"{tps:,.0f} tokens per second is beyond any single conversation on any machine; "

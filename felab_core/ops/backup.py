@@ -16,11 +16,17 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
+from felab_core.engine.results import ResultsFileError, check_destinations
 from felab_core.errors import Invalid
+from felab_core.redact import redact
 
 
 class BackupError(Invalid):
     """A backup or restore could not be made; the message says why and what to do."""
+
+
+class BackupUnreachable(BackupError):
+    """The database server could not be reached for the backup (exit code 3)."""
 
 
 def _libpq(url: str) -> str:
@@ -46,28 +52,58 @@ def _sqlite_path(url: str) -> Path:
     return Path(database)
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.exists() and b.exists() and a.samefile(b)
+    except OSError:
+        return False
+
+
+def _writable_file(to: Path) -> None:
+    """Refuse, before any work, a destination that is a folder or cannot be written."""
+    if to.is_dir():
+        raise BackupError(f"{to} is a folder: give a file name for the backup, such as felab.bak")
+    try:
+        check_destinations(None, to)
+        to.parent.mkdir(parents=True, exist_ok=True)
+    except (ResultsFileError, OSError) as exc:
+        raise BackupError(str(exc)) from None
+
+
 def backup(url: str, to: Path) -> Path:
-    """Write the database named by `url` to `to` (a file)."""
-    to.parent.mkdir(parents=True, exist_ok=True)
+    """Write the database named by `url` to `to` (a file). It is written beside `to` first and
+    moved over it only when complete, so a failed backup never destroys an earlier one."""
+    _writable_file(to)
     backend = make_url(url).get_backend_name()
+    partial = to.with_name(f".{to.name}.partial")
+    partial.unlink(missing_ok=True)
     if backend == "sqlite":
-        source = sqlite3.connect(_sqlite_path(url))
-        target = sqlite3.connect(to)
+        database = _sqlite_path(url)
+        if _same_file(database, to):
+            raise BackupError(f"{to} is the database itself: back it up to another file")
+        source = sqlite3.connect(database)
+        target = sqlite3.connect(partial)
         try:
             source.backup(target)
         finally:
             target.close()
             source.close()
+        partial.replace(to)
         return to
     if backend == "postgresql":
         out = subprocess.run(
-            [_tool("pg_dump"), "--format=custom", "--no-owner", f"--file={to}", _libpq(url)],
+            [_tool("pg_dump"), "--format=custom", "--no-owner", f"--file={partial}", _libpq(url)],
             capture_output=True,
             text=True,
             timeout=3600,
         )
         if out.returncode != 0:
-            raise BackupError(f"pg_dump failed: {out.stderr.strip()[-500:]}")
+            partial.unlink(missing_ok=True)
+            detail = redact(out.stderr.strip()[-500:])
+            if "connection" in detail.lower() and "failed" in detail.lower():
+                raise BackupUnreachable(f"pg_dump could not reach the database: {detail}")
+            raise BackupError(f"pg_dump failed: {detail}")
+        partial.replace(to)
         return to
     raise BackupError(f"felab backs up SQLite and PostgreSQL, not {backend}")
 
@@ -86,6 +122,8 @@ def restore(url: str, source: Path) -> None:
         except sqlite3.DatabaseError:
             raise BackupError(f"{source} is not a felab SQLite backup") from None
         target = _sqlite_path(url)
+        if _same_file(source, target):
+            raise BackupError(f"{source} is this database itself: give the backup file")
         target.parent.mkdir(parents=True, exist_ok=True)
         src = sqlite3.connect(source)
         dst = sqlite3.connect(target)

@@ -299,6 +299,11 @@ def set_server_model(
             raise Invalid(str(exc)) from None
         if size <= 0:
             raise Invalid("the model file's size must be more than zero, such as 4.9GB")
+        if size < 1_000_000:
+            raise Invalid(
+                f"{model_bytes} is only {size:,} bytes, no model file: write the unit, such as "
+                "4.9GB (`ollama list` shows it)"
+            )
     row = session.scalar(
         select(m.MemberServer).where(
             m.MemberServer.member_id == member.id, m.MemberServer.server == server
@@ -309,6 +314,8 @@ def set_server_model(
         session.add(row)
     row.model = model.strip()
     row.model_bytes = size
+    if model_label and len(model_label.strip()) > 100:
+        raise Invalid("the label is longer than 100 characters: give a short name for the model")
     row.model_label = model_label.strip() if model_label else None
     session.flush()
     return row

@@ -123,10 +123,20 @@ def _first(cfg: Mapping[str, Any], keys: tuple[str, ...]) -> tuple[str, Any] | N
     return None
 
 
+#: Larger than any model's layer count, head count or width by far (the largest today have
+#: ~100 layers, ~128 heads, widths of ~30,000): past it a config is broken, not big.
+_SHAPE_LIMIT = 10_000_000
+
+
 def _positive_int(value: Any, key: str, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise SizingError(
             f"{where}: {key} is {value!r}, but it must be a whole number above zero; "
+            "check that the file is the model's own config"
+        )
+    if value > _SHAPE_LIMIT:
+        raise SizingError(
+            f"{where}: {key} is {value:,}, far beyond any model (at most {_SHAPE_LIMIT:,}); "
             "check that the file is the model's own config"
         )
     return value

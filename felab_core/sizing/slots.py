@@ -211,9 +211,14 @@ def _fix_for(
     return slot_fix(seats, each, shape, kv_type, unified)
 
 
-def _check_need(need: int | None) -> None:
+def _check_need(need: int | None, each: int | None = None) -> None:
     if need is not None:
         require_whole("the tokens a conversation needs", need, "Give prompt plus reply, e.g. 8000.")
+    if need is not None and each is not None and each < need:
+        raise SizingError(
+            f"--each {each} is less than --need {need}: each seat must hold a whole "
+            "conversation; leave --each out for --need rounded up to 256"
+        )
 
 
 def check_flags(
@@ -237,7 +242,7 @@ def check_flags(
             "instead (felab size kv --gguf FILE prints it) so the seats can be worked out"
         )
     require_whole("-c (the cache length in tokens)", ctx, "For example -c 8192.")
-    _check_need(need)
+    _check_need(need, tokens_each)
     notes: list[str] = []
     if parallel is None:
         slots = AUTO_SLOTS
@@ -253,6 +258,11 @@ def check_flags(
             "Leave --parallel out to let llama-server choose.",
         )
         slots = parallel
+        if not unified and pad_ctx(ctx) // slots < 1:
+            raise SizingError(
+                f"-c {ctx} split over --parallel {slots} seats leaves less than one token a seat: "
+                "fewer seats, or a longer cache"
+            )
         if unified:
             assumption = f"With -kvu the {slots} seats share one unified cache of -c {ctx} tokens."
         else:

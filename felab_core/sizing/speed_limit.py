@@ -18,6 +18,7 @@ from felab_core.sizing.kv import KvPerToken
 from felab_core.sizing.model_shape import ModelShape
 from felab_core.sizing.units import (
     GB,
+    KB,
     about_text,
     as_fraction,
     both_ways,
@@ -224,6 +225,12 @@ def bytes_per_token(
         Fraction(weights_bytes),
         "Give the model file's size, e.g. --model-bytes 4.9GB.",
     )
+    if Fraction(weights_bytes) < KB:
+        raise SizingError(
+            f"{decimal_text(Fraction(weights_bytes), 6)} bytes of weights is no model (the "
+            "smallest are megabytes): write the unit, e.g. --model-bytes 4.9GB, or check "
+            "--bits-per-weight"
+        )
     if context_tokens < 0:
         raise SizingError(f"the context length cannot be negative (got {context_tokens})")
     kv_bytes = kv.bytes * context_tokens if kv is not None and context_tokens else Fraction(0)

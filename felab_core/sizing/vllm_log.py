@@ -127,7 +127,11 @@ class VllmReading:
                     "--block-size (vLLM's default is 16 tokens on NVIDIA GPUs)"
                 )
             return capacity_from_blocks(self.gpu_blocks, bs, length, dtype)
-        assert self.tokens is not None
+        if self.tokens is None:
+            raise SizingError(
+                "found neither the cache's blocks nor its size in tokens: give --blocks and "
+                "--block-size, or --tokens (vLLM's startup log prints them)"
+            )
         return capacity_from_tokens(self.tokens, length, bs, dtype)
 
     def consistency_notes(self) -> tuple[str, ...]:

@@ -166,6 +166,23 @@ def _write_files(d: Path) -> None:
     (d / "config-bad").mkdir(exist_ok=True)
     (d / "config-bad" / "config.json").write_text('{"hidden_size": "big"}')
     (d / "vllm.log").write_text("INFO nothing about the cache here\n")
+    (d / "config-huge").mkdir(exist_ok=True)
+    (d / "config-huge" / "config.json").write_text(
+        json.dumps({"num_hidden_layers": 10**12, "num_attention_heads": 32, "hidden_size": 4096})
+    )
+    (d / "key.pem").write_text(
+        f"-----BEGIN PRIVATE KEY-----\n{SECRET}\n-----END PRIVATE KEY-----\n"
+    )
+    (d / "tampered.json").write_text(
+        json.dumps(
+            {"schema": "felab.bench/1", "runs": [{"requests": [{"ok": True, "ttft_s": -5}]}]}
+        )
+    )
+    future = sqlite3.connect(d / "future.db")
+    future.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) PRIMARY KEY)")
+    future.execute("INSERT INTO alembic_version VALUES ('9999')")
+    future.commit()
+    future.close()
 
 
 @pytest.fixture(scope="module")
@@ -179,6 +196,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     for args in (["db", "upgrade"], ["content", "load", str(CONTENT)], ["drill", "--list"]):
         done = subprocess.run([*FELAB, *args], env=env, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stdout + done.stderr
+    shutil.copy(template / "data" / "felab.db", files / "live.db")
     servers = {"html": _serve(_Html), "whole": _serve(_Whole)}
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))
@@ -353,6 +371,44 @@ CASES: list[Case] = [
     case("serve-unknown", "serve nosuch --model x", 2, "choose one of"),
     case("bot-no-token", "bot", 2, "FELAB_DISCORD_TOKEN"),
     case("unknown-command", "benchh", 2, "benchh"),
+    # found by an independent sweep, then fixed: each stays fixed
+    case("secret-in-query", "bench --url http://127.0.0.1:{closed}/v1?api_key={secret} --kind llamacpp --no-csv -n 1", 2, "api_key=***"),
+    case("secret-in-db-query", "db status", 3, "password=***", FELAB_DATABASE_URL="postgresql+psycopg://felab@127.0.0.1:{closed}/x?password={secret}"),
+    case("db-password-with-at", "db status", 2, "percent-encoded", FELAB_DATABASE_URL="postgresql+psycopg://felab:p@ss{secret}:x@127.0.0.1:{closed}/x"),
+    case("id-too-large", "numbers show --member 1 --cohort 99999999999999999999999", 2, "too large"),
+    case("job-id-too-large", "worker cancel 99999999999999999999999", 2, "too large"),
+    case("drill-day-absurd", "drill --day 100000000000 --list", 2, "--day"),
+    case("numbers-enter-tiny", "numbers enter ollama 0.0000000001", 2, "one token every"),
+    case("numbers-model-one-byte", "numbers model ollama --name llama3.1:8b --bytes 1B", 2, "no model file"),
+    case("numbers-model-long-label", ["numbers", "model", "ollama", "--name", "m", "--bytes", "4.9GB", "--label", "x" * 200], 2, "100 characters"),
+    case("size-capacity-tokens-absurd", "size capacity --tokens 100000000000000000000000000000 --max-len 8192", 2, "--tokens"),
+    case("size-limit-tiny-weights", "size limit --bandwidth 273 --model-bytes 0.000001B", 2, "no model"),
+    case("size-limit-tiny-bits", "size limit --bandwidth 273 --model llama-3.1-8b --bits-per-weight 1e-30", 2, "no model"),
+    case("size-slots-each-below-need", "size slots -c 8192 -np 4 --need 5000 --each 1", 2, "--each"),
+    case("size-slots-too-many-seats", "size slots -c 8192 -np 65536", 2, "less than one token"),
+    case("size-kv-config-absurd", "size kv --config {files}/config-huge", 2, "far beyond"),
+    case("db-backup-to-folder", "db backup {files}", 2, "folder"),
+    case("db-backup-onto-itself", "db backup {files}/live.db", 2, "database itself", FELAB_DATABASE_URL="sqlite:///{files}/live.db"),
+    case("db-restore-from-itself", "db restore {files}/live.db --yes", 2, "database itself", FELAB_DATABASE_URL="sqlite:///{files}/live.db"),
+    case("db-backup-unwritable", "db backup /proc/felab.bak", 2, "cannot write"),
+    case("db-newer-schema", "numbers show", 2, "newer felab", FELAB_DATABASE_URL="sqlite:///{files}/future.db"),
+    case("broker-ca-private-key", "broker ca", 2, "private key", FELAB_BROKER_CA_FILE="{files}/key.pem"),
+    case("broker-ca-not-pem", "broker ca", 2, "not a PEM", FELAB_BROKER_CA_FILE="{files}/page.html"),
+    case("broker-tls-bad-host", ["broker", "tls", "--dir", "{files}/tls", "--host", "evil host/.."], 2, "--host"),
+    case("ingest-loglevel", "worker ingest --loglevel BANANA", 2, "loglevel"),
+    case("ingest-closed-broker", "worker ingest", 3, "could not reach the broker", FELAB_BROKER_URL="redis://admin:{secret}@127.0.0.1:{closed}/0"),
+    case("worker-identity-path", "worker identity --name ../../etc/passwd", 2, "cannot name a worker"),
+    case("worker-name-long", ["worker", "pair", "--name", "a" * 5000], 2, "at most 64"),
+    case("demo-engine-unknown", "demo --engines banana --no-install --no-fleet", 2, "--engines"),
+    case("bench-markup-in-name", ["bench", "[bold red]x[/]", "--no-csv", "-n", "1"], 2, "[bold red]x[/]"),
+    case("bench-csv-unwritable", f"bench {LOCAL.replace('--no-csv ', '')} --csv /proc/x.csv", 2, "cannot write"),
+    case("memo-out-unwritable", "memo --csv {files}/results.csv --chip H100 --model llama-3.1-8b --model-bytes 4.9GB -o /proc/memo.md", 2, "cannot write"),
+    case("bench-silent-identity", "bench --url http://127.0.0.1:{silent} --kind llamacpp --no-csv -n 1", 3, "within 3 s"),
+    case("compare-tampered", "compare {files}/tampered.json {files}/tampered.json", 2, "ttft_s"),
+    case("data-dir-empty", "size chips", 2, "FELAB_DATA_DIR", FELAB_DATA_DIR=""),
+    case("broker-prefix-glob", "worker list", 2, "FELAB_BROKER_PREFIX", FELAB_BROKER_PREFIX="felab*"),
+    case("bot-api-html", "bot sync --guild 5", 3, "Discord's API", FELAB_DISCORD_TOKEN="tok-{secret}", FELAB_DISCORD_API_URL="http://127.0.0.1:{html}"),
+    case("bot-api-silent", "bot sync --guild 5", 3, "no answer", FELAB_DISCORD_TOKEN="tok-{secret}", FELAB_DISCORD_API_URL="http://127.0.0.1:{silent}"),
 ]
 # fmt: on
 

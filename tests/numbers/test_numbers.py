@@ -28,7 +28,7 @@ from felab_core.numbers.recording import (
     record_measured,
     speed_limit_for,
 )
-from felab_core.numbers.speeds import MAX_PLAUSIBLE_TPS, parse_speed
+from felab_core.numbers.speeds import MAX_PLAUSIBLE_TPS, MIN_PLAUSIBLE_TPS, parse_speed
 from felab_core.people.members import (
     set_hardware,
     set_server_model,
@@ -76,14 +76,19 @@ def test_refuses_what_is_not_a_speed(text: str | float, match: str) -> None:
         parse_speed(text)
 
 
-@given(st.floats(min_value=0.001, max_value=MAX_PLAUSIBLE_TPS, allow_nan=False))
+@given(st.floats(min_value=MIN_PLAUSIBLE_TPS, max_value=MAX_PLAUSIBLE_TPS, allow_nan=False))
 def test_every_plausible_positive_number_round_trips(value: float) -> None:
     assert parse_speed(value).tokens_per_s == value
     assert parse_speed(f"{value!r} tok/s").tokens_per_s == pytest.approx(value)
 
 
-@given(st.one_of(st.floats(max_value=0), st.floats(min_value=MAX_PLAUSIBLE_TPS * 1.0001)))
-def test_every_non_positive_or_huge_number_is_refused(value: float) -> None:
+@given(
+    st.one_of(
+        st.floats(max_value=MIN_PLAUSIBLE_TPS * 0.9999),
+        st.floats(min_value=MAX_PLAUSIBLE_TPS * 1.0001),
+    )
+)
+def test_every_implausible_number_is_refused(value: float) -> None:
     with pytest.raises(Invalid):
         parse_speed(value)
 
