@@ -113,6 +113,19 @@ def _sizing_errors() -> Iterator[None]:
         raise typer.Exit(code=3 if isinstance(exc, Unreachable) else 2) from None
 
 
+def _flag(name: str, value: str | None) -> Fraction | None:
+    """A number typed for flag `name`, or a SizingError that names the flag."""
+    if value is None:
+        return None
+    try:
+        number = as_fraction(value)
+    except SizingError as exc:
+        raise SizingError(f"{name}: {exc}") from None
+    if number <= 0:
+        raise SizingError(f"{name} must be more than zero (got {value})")
+    return number
+
+
 def _guard(fn: Callable[[], T]) -> T:
     with _sizing_errors():
         return fn()
@@ -487,7 +500,7 @@ def limit_command(
                     "give the weights: --model-bytes 4.9GB, --gguf FILE, "
                     "--config DIR or --model NAME"
                 )
-            bits = as_fraction(bits_per_weight) if bits_per_weight is not None else None
+            bits = _flag("--bits-per-weight", bits_per_weight)
             weights, note = speed_limit.weights_for(shape, bits)
         per = None
         if context:
@@ -500,6 +513,7 @@ def limit_command(
             weights, kv=per, context_tokens=context, weights_note=note
         )
         limit = speed_limit.ceiling(bw, reads, found)
+        _flag("--measured", measured)
         check = speed_limit.check_speed(measured, limit) if measured is not None else None
     grid = _pairs("Single-stream speed limit")
     _pair(grid, "machine", found.name if found else "as given")

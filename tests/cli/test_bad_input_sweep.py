@@ -384,6 +384,8 @@ CASES: list[Case] = [
     case("size-capacity-tokens-absurd", "size capacity --tokens 100000000000000000000000000000 --max-len 8192", 2, "--tokens"),
     case("size-limit-tiny-weights", "size limit --bandwidth 273 --model-bytes 0.000001B", 2, "no model"),
     case("size-limit-tiny-bits", "size limit --bandwidth 273 --model llama-3.1-8b --bits-per-weight 1e-30", 2, "no model"),
+    case("size-limit-measured-inf", "size limit --bandwidth 273 --model-bytes 4.9GB --measured inf", 2, "--measured"),
+    case("size-limit-bits-nan", "size limit --bandwidth 273 --model llama-3.1-8b --bits-per-weight nan", 2, "--bits-per-weight"),
     case("size-slots-each-below-need", "size slots -c 8192 -np 4 --need 5000 --each 1", 2, "--each"),
     case("size-slots-too-many-seats", "size slots -c 8192 -np 65536", 2, "less than one token"),
     case("size-kv-config-absurd", "size kv --config {files}/config-huge", 2, "far beyond"),
