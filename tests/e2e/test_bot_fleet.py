@@ -150,9 +150,15 @@ def test_bench_from_chat_to_a_posted_result(world: BotWorld, tmp_path: Path) -> 
         files = attachments(world, good)
         assert files[f"felab-job{ids[0]}.png"].startswith(b"\x89PNG")
         assert b"writing_tps_p50" in files[f"felab-job{ids[0]}.csv"]
-        with session_scope(world.sessions) as s:
-            rows = s.scalars(select(m.JobOutbox).order_by(m.JobOutbox.job_id)).all()
-            assert [r.posted_at is not None for r in rows] == [True]
+
+        def posted_flags() -> list[bool] | None:
+            # The message is in the channel a moment before the outbox row records it.
+            with session_scope(world.sessions) as s:
+                rows = s.scalars(select(m.JobOutbox).order_by(m.JobOutbox.job_id)).all()
+                flags = [r.posted_at is not None for r in rows]
+            return flags if all(flags) else None
+
+        assert world.wait(posted_flags, 10, "the outbox row marked posted") == [True]
         assert len(posted(ids[0])) == 1
 
         # Each process's own /metrics holds the counts of what just happened.
