@@ -12,7 +12,6 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-import click
 import typer
 from rich.console import Console
 from rich.panel import Panel
@@ -156,7 +155,7 @@ def _ask(text: str, default: str | None = None) -> str | None:
     """A prompt that treats end of input (Ctrl-D) as quitting, not as an error."""
     try:
         reply: str = typer.prompt(text, default=default, show_default=False)
-    except click.exceptions.Abort:
+    except typer.Abort:  # end of input (Ctrl-D)
         return None
     return reply
 

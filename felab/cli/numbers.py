@@ -370,7 +370,7 @@ def import_cmd(
         )
         raise typer.Exit(EXIT_USAGE)
     try:
-        with path.open(newline="", encoding="utf-8") as fh:
+        with path.open(newline="", encoding="utf-8-sig") as fh:
             reader = csv.DictReader(fh)
             columns = list(reader.fieldnames or [])
             rows = list(reader)

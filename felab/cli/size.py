@@ -588,9 +588,12 @@ def chips_command(
         columns.append(Column("ceiling_tps", f"ceiling for {gb_text(weights)}", numeric=True))
     columns.append(Column("source", "source"))
     grid = Grid("Memory bandwidth by chip", columns)
-    for c in speed_limit.CHIPS:
-        if family is not None and family.lower() not in c.family.lower():
-            continue
+    shown = [c for c in speed_limit.CHIPS if family is None or family.lower() in c.family.lower()]
+    if not shown:
+        families = ", ".join(sorted({c.family for c in speed_limit.CHIPS}))
+        with _sizing_errors():
+            raise SizingError(f"--family: no chip's family contains {family!r}; try {families}")
+    for c in shown:
         cells = [Cell(c.name, c.name), Cell(c.family, c.family), _tidy(c.bandwidth_gb_s)]
         cells.append(Cell(c.memory, c.memory))
         if weights is not None:

@@ -224,10 +224,17 @@ def ensure_schema(engine: Engine, *, auto_upgrade: bool | None = None) -> None:
     current = current_revision(engine)
     if current == head_revision():
         return
+    tables = inspect(engine).get_table_names()
+    if auto_upgrade and current is None and tables:  # never write into another app's file
+        shown = ", ".join(sorted(tables)[:5]) + (" ..." if len(tables) > 5 else "")
+        raise DatabaseError(
+            f"the database {engine.url.render_as_string(hide_password=True)} holds another "
+            f"program's tables ({shown}) and no felab schema; felab keeps its own: point "
+            "FELAB_DATABASE_URL at a new file or an empty database"
+        )
     if auto_upgrade:
         upgrade(engine)
         return
-    tables = inspect(engine).get_table_names()
     where = "empty" if not tables else f"at revision {current or 'none'}"
     raise DatabaseError(
         f"the database {engine.url.render_as_string(hide_password=True)} is {where}, not at the "

@@ -170,7 +170,7 @@ def _check_header(path: Path) -> bool:
     if not (path.exists() and path.stat().st_size > 0):
         return False
     try:
-        with path.open(newline="", encoding="utf-8") as fh:
+        with path.open(newline="", encoding="utf-8-sig") as fh:
             header = next(csv.reader(fh), [])
     except (UnicodeDecodeError, csv.Error):
         header = []
@@ -200,7 +200,8 @@ def append_csv(path: Path, rows: list[dict[str, str]]) -> None:
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
-    with path.open(newline="", encoding="utf-8") as fh:
+    """The rows of a results file; a byte-order mark (a spreadsheet's save) is not a column."""
+    with path.open(newline="", encoding="utf-8-sig") as fh:
         return list(csv.DictReader(fh))
 
 

@@ -46,6 +46,13 @@ class Chip:
     def bytes_per_second(self) -> Fraction:
         return self.bandwidth_gb_s * GB
 
+    @property
+    def memory_bytes(self) -> Fraction:
+        """The most memory this chip ships with (the table's "up to 24 GB", "80 GB HBM3")."""
+        found = re.search(r"(\d+(?:\.\d+)?) GB", self.memory)
+        assert found is not None, self.memory  # every row of the table names its memory
+        return Fraction(found.group(1)) * GB
+
 
 def _chip(
     name: str, family: str, gb_s: str, memory: str, source: str, aliases: tuple[str, ...] = ()

@@ -183,6 +183,10 @@ def _write_files(d: Path) -> None:
     future.execute("INSERT INTO alembic_version VALUES ('9999')")
     future.commit()
     future.close()
+    foreign = sqlite3.connect(d / "photos.db")  # another program's database
+    foreign.execute("CREATE TABLE photos (id INTEGER PRIMARY KEY, path TEXT)")
+    foreign.commit()
+    foreign.close()
 
 
 @pytest.fixture(scope="module")
@@ -394,6 +398,7 @@ CASES: list[Case] = [
     case("db-restore-from-itself", "db restore {files}/live.db --yes", 2, "database itself", FELAB_DATABASE_URL="sqlite:///{files}/live.db"),
     case("db-backup-unwritable", "db backup /proc/felab.bak", 2, "cannot write"),
     case("db-newer-schema", "numbers show", 2, "newer felab", FELAB_DATABASE_URL="sqlite:///{files}/future.db"),
+    case("db-foreign-sqlite", "numbers show", 2, "another program's tables (photos)", FELAB_DATABASE_URL="sqlite:///{files}/photos.db"),
     case("broker-ca-private-key", "broker ca", 2, "private key", FELAB_BROKER_CA_FILE="{files}/key.pem"),
     case("broker-ca-not-pem", "broker ca", 2, "not a PEM", FELAB_BROKER_CA_FILE="{files}/page.html"),
     case("broker-tls-bad-host", ["broker", "tls", "--dir", "{files}/tls", "--host", "evil host/.."], 2, "--host"),
@@ -411,6 +416,8 @@ CASES: list[Case] = [
     case("broker-prefix-glob", "worker list", 2, "FELAB_BROKER_PREFIX", FELAB_BROKER_PREFIX="felab*"),
     case("bot-api-html", "bot sync --guild 5", 3, "Discord's API", FELAB_DISCORD_TOKEN="tok-{secret}", FELAB_DISCORD_API_URL="http://127.0.0.1:{html}"),
     case("bot-api-silent", "bot sync --guild 5", 3, "no answer", FELAB_DISCORD_TOKEN="tok-{secret}", FELAB_DISCORD_API_URL="http://127.0.0.1:{silent}"),
+    case("memo-kv-memory-absurd", "memo --csv {files}/results.csv --chip H100 --model llama-3.1-8b --model-bytes 4.9GB --kv-memory 5000TB -o -", 2, "8 x H100"),
+    case("size-chips-no-family", "size chips --family zzz", 2, "--family"),
 ]
 # fmt: on
 

@@ -77,6 +77,15 @@ def test_drill_on_a_day_without_a_pack() -> None:
     assert "Rated 0 of 2" in result.output
 
 
+def test_end_of_input_ends_the_session_quietly() -> None:
+    """Ctrl-D (or a closed stdin) is quitting: no 'Aborted.', exit 0, nothing rated."""
+    assert runner.invoke(app, ["content", "load", str(CONTENT)]).exit_code == 0
+    for typed in ("", "\n"):  # at the question, then at the rating
+        result = runner.invoke(app, ["drill", "--day", "2"], input=typed)
+        assert result.exit_code == 0, result.output
+        assert "Aborted" not in result.output and "Rated 0 of 2" in result.output
+
+
 def test_drill_for_an_unknown_cohort_says_so() -> None:
     result = runner.invoke(app, ["drill", "--member", "123", "--cohort", "99"])
     assert result.exit_code == 2

@@ -251,6 +251,21 @@ def test_import_appended_rows_adds_only_the_new_ones(tmp_path: Path) -> None:
     assert [n.value for n in numbers("measured")] == [41.5, 42.0]
 
 
+def test_import_reads_a_file_saved_with_a_byte_order_mark(tmp_path: Path) -> None:
+    """A spreadsheet's "CSV UTF-8" save starts with a BOM: the first column is still timestamp."""
+    csv_path = tmp_path / "saved.csv"
+    append_csv(csv_path, [row("ollama", "llama3.1:8b", "41.5")])
+    csv_path.write_text(csv_path.read_text(encoding="utf-8"), encoding="utf-8-sig")
+    assert csv_path.read_bytes().startswith(b"\xef\xbb\xbf")
+    code, out = felab("import", str(csv_path))
+    assert code == 0 and "1 recorded" in out, out
+    [number] = numbers("measured")
+    assert number.recorded_at.date() == date(2026, 3, 3)  # the row's time, not the import's
+    append_csv(csv_path, [row("ollama", "llama3.1:8b", "42.0", timestamp="2026-03-04T09:00:00")])
+    code, out = felab("import", str(csv_path))
+    assert code == 0 and "1 row(s) (line 2)" in out, out
+
+
 def test_import_refuses_what_is_not_a_results_file(tmp_path: Path) -> None:
     code, out = felab("import")
     assert code == 2 and "no results file at" in out and "felab bench" in out

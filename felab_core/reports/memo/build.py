@@ -119,7 +119,27 @@ def _weights(inputs: MemoInputs, shape: ModelShape) -> tuple[Fraction, str]:
         ) from None
 
 
-def _budget(inputs: MemoInputs, per_token: kv.KvPerToken, max_len: int) -> CacheBudget:
+# A server may spread its cache over a node of GPUs (tensor parallel); eight is the usual node.
+NODE_GPUS = 8
+
+
+def _check_cache_fits(memory: Fraction, machines: Sequence[Machine]) -> None:
+    """Refuse a cache bigger than a full node of the named chips (or of the largest chip known)."""
+    chips = [m.chip for m in machines if m.chip is not None]
+    if len(chips) < len(machines):  # a machine known only by its bandwidth: any chip could be it
+        chips = list(speed_limit.CHIPS)
+    biggest = max(chips, key=lambda c: c.memory_bytes)
+    if memory > NODE_GPUS * biggest.memory_bytes:
+        raise MemoError(
+            f"--kv-memory {both_ways(memory)} is more than {NODE_GPUS} x {biggest.name} "
+            f"({biggest.memory}) could hold; give the memory left for the cache after the "
+            "weights, e.g. --kv-memory 16GiB"
+        )
+
+
+def _budget(
+    inputs: MemoInputs, per_token: kv.KvPerToken, max_len: int, machines: Sequence[Machine]
+) -> CacheBudget:
     """The cache as one Capacity, whichever way it was given; concurrency needs exactly one."""
     given = [
         name
@@ -146,6 +166,7 @@ def _budget(inputs: MemoInputs, per_token: kv.KvPerToken, max_len: int) -> Cache
             if isinstance(inputs.kv_memory, str)
             else Fraction(inputs.kv_memory)
         )
+        _check_cache_fits(memory, machines)
         base = cap.capacity_from_memory(memory, per_token, bs or DEFAULT_BLOCK_SIZE, max_len)
         return CacheBudget(
             words=f"{both_ways(memory)} of cache memory",
@@ -416,7 +437,7 @@ def _build(rows: Sequence[Mapping[str, str]], inputs: MemoInputs, source: str) -
         reading_len = vllm_log.parse_log_file(inputs.vllm_log).max_len
     max_len = inputs.max_len or reading_len or DEFAULT_MAX_LEN
     contexts, context_notes = _contexts(inputs, shape, max_len)
-    budget = _budget(inputs, per_token, max_len)
+    budget = _budget(inputs, per_token, max_len, list(machines.values()))
     if budget.base.kv_dtype and kv.kv_dtype(budget.base.kv_dtype) != per_token.key_dtype:
         per_token = kv.kv_bytes_per_token(shape, budget.base.kv_dtype)  # the log's own type
 

@@ -26,7 +26,7 @@ def load_results(path: Path) -> list[dict[str, str]]:
     if path.is_dir():
         raise MemoError(f"{path} is a folder: pass --csv with the results CSV file inside it")
     try:
-        with path.open(newline="", encoding="utf-8") as fh:
+        with path.open(newline="", encoding="utf-8-sig") as fh:
             header = next(csv.reader(fh), [])
     except (OSError, UnicodeDecodeError) as exc:
         raise MemoError(f"cannot read {path}: {exc}") from None
