@@ -22,8 +22,9 @@ from felab_core.jobs.fleet import check_target, find_worker, list_workers, worke
 from felab_core.jobs.lifecycle import Send
 from felab_core.jobs.outbox import claim_outbox, mark_posted, post_failed
 from felab_core.jobs.pairing import issue_pair_code
-from felab_core.jobs.queueing import cancel_job, list_jobs, queue_bench_job
+from felab_core.jobs.queueing import cancel_job, deliveries, list_jobs, queue_bench_job
 from felab_core.jobs.render import RenderedJob, render_job
+from felab_core.jobs.spread import queue_spread_job, spread_workers
 
 _SPLIT = re.compile(r"[\s,]+")
 
@@ -88,12 +89,16 @@ def bench(
     params: dict[str, int],
     send: Send | None,
     now: datetime,
+    spread: int | None = None,
 ) -> str:
-    """Queue one job per target on the member's worker (the only one, or the one named)."""
+    """Queue one job per target on the member's worker (the only one, or the one named), or
+    one target's run spread over `spread` of the member's machines."""
     member = member_of(session, who, now)
     names = [t for t in _SPLIT.split(targets.strip()) if t]
     if not names:
         raise Invalid("name at least one target from your worker's targets file, such as mlx")
+    if spread is not None:
+        return _spread(session, member, names, worker, preset, params, send, now, spread)
     if len(names) > 5:
         raise Invalid("at most 5 targets in one /bench")
     if worker is None:
@@ -122,6 +127,37 @@ def bench(
     return fit("\n".join(lines))
 
 
+def _spread(
+    session: Session,
+    member: m.Member,
+    names: list[str],
+    worker: str | None,
+    preset: str,
+    params: dict[str, int],
+    send: Send | None,
+    now: datetime,
+    count: int,
+) -> str:
+    if len(names) != 1 or worker is not None:
+        raise Invalid(
+            "a spread run times one target on several machines: name one target, no worker"
+        )
+    machines = spread_workers(session, member, names[0], count, now=now)
+    queued = queue_spread_job(
+        session, member, machines, names[0], preset, params=params, send=send, now=now
+    )
+    assert queued.job.start_at is not None
+    lines = [
+        f"Job {queued.job.id}: {names[0]} spread over {', '.join(w.name for w in machines)}, "
+        f"preset {preset}: queued; the slices start together in "
+        f"{(queued.job.start_at - now).total_seconds():.0f} s",
+        *queued.notices,
+        "The merged result is posted here when the last slice is in; `/bench status` shows "
+        "each slice.",
+    ]
+    return fit("\n".join(lines))
+
+
 def status(session: Session, who: Who, now: datetime) -> str:
     member = member_of(session, who, now)
     views = list_jobs(session, member, limit=10)
@@ -141,20 +177,16 @@ def status(session: Session, who: Who, now: datetime) -> str:
 @dataclass(frozen=True)
 class Cancelled:
     text: str
-    job_id: int
-    worker_id: int | None
+    deliveries: list[tuple[int, int | None]]  # (job, machine) messages to withdraw
 
 
 def cancel(session: Session, who: Who, job_id: int, now: datetime) -> Cancelled:
     member = member_of(session, who, now)
     job = cancel_job(session, member, job_id, now=now)
+    sent = deliveries(session, job)
     if job.started_at is not None:
-        return Cancelled(
-            f"Job {job_id} cancelled: its machine stops the run within seconds.",
-            job_id,
-            job.worker_id,
-        )
-    return Cancelled(f"Job {job_id} cancelled.", job_id, job.worker_id)
+        return Cancelled(f"Job {job_id} cancelled: its machine stops the run within seconds.", sent)
+    return Cancelled(f"Job {job_id} cancelled.", sent)
 
 
 def pair(session: Session, who: Who, name: str, allow_instructors: bool, now: datetime) -> str:

@@ -104,6 +104,13 @@ class Settings(BaseSettings):
     job_queue_expire_s: float = Field(
         default=900.0, gt=0, description="A job no worker starts within this long expires."
     )
+    spread_lead_s: float = Field(
+        default=20.0,
+        ge=2,
+        le=600,
+        description="From queueing a spread job to the start its slices share: time for "
+        "every machine to take its slice and warm up.",
+    )
     job_resend_after_s: float = Field(
         default=20.0,
         gt=0,

@@ -52,6 +52,8 @@ def machine_rules(
         "+brpop",
         "+lpush",
         f"~{queue}*",
+        # the broker's clock, which the slices of a spread run start by (read-only, no key)
+        "+time",
         # events to the ingest: push only (no read, no delete)
         f"(+lpush %W~{inbox})",
         # the attempt it claims before running a job

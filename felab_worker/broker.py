@@ -94,6 +94,10 @@ class Store(Protocol):
 
     def pop(self, key: str, timeout_s: float) -> str | None: ...
 
+    def clock(self) -> float | None:
+        """The broker's clock in seconds (Redis's TIME); None when it is this machine's."""
+        ...
+
 
 class RedisStore:
     """The store on Redis: plain commands a machine's ACL allows, never a Lua script."""
@@ -103,6 +107,10 @@ class RedisStore:
 
     def set(self, key: str, value: str, ttl_s: int) -> None:
         self.client.set(key, value, ex=ttl_s)
+
+    def clock(self) -> float | None:
+        seconds, micros = self.client.time()
+        return float(seconds) + float(micros) / 1e6
 
     def get(self, key: str) -> str | None:
         value = self.client.get(key)
@@ -153,6 +161,9 @@ class SqliteStore:
         with self._db() as db:
             db.execute("CREATE TABLE IF NOT EXISTS kv (k TEXT PRIMARY KEY, v TEXT, expires REAL)")
             db.execute("CREATE TABLE IF NOT EXISTS lists (id INTEGER PRIMARY KEY, k TEXT, v TEXT)")
+
+    def clock(self) -> float | None:
+        return None  # the embedded broker is a file on this machine: its clock is this one
 
     def _db(self) -> sqlite3.Connection:
         return sqlite3.connect(self.path, timeout=10, isolation_level="IMMEDIATE")

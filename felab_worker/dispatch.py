@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import time
+from dataclasses import replace
 from functools import cached_property
 from typing import Any
 
@@ -51,7 +52,13 @@ class Dispatcher:
     # ------------------------------------------------------------------ jobs
 
     def send(self, msg: JobMessage) -> None:
-        """Write the attempt the machine will claim, then publish the job to its queue."""
+        """Write the attempt the machine will claim, then publish the job to its queue.
+
+        A slice's shared start leaves in the broker's clock, the one every machine reads."""
+        if msg.spread:
+            here = self.store.clock()
+            if here is not None:
+                msg = replace(msg, start_at=msg.start_at + (here - time.time()))
         ttl = int(self.settings.job_queue_expire_s + self.settings.job_time_limit_s + 600)
         self.store.set(self.names.claim_key(msg.worker_id, msg.job_id), msg.attempt, ttl)
         self.app.send_task(

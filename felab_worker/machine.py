@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -335,6 +335,19 @@ class RunJobTask(Task):  # type: ignore[misc]
             log.exception("could not report the hard time limit of task %s", task_id)
 
 
+def _broker_clock(rt: Runtime) -> Callable[[], float] | None:
+    """How a slice reads the broker's clock; None on the embedded broker (this machine's)."""
+    if rt.store.clock() is None:
+        return None
+
+    def read() -> float:
+        value = rt.store.clock()
+        assert value is not None
+        return value
+
+    return read
+
+
 def run_job(message: dict[str, Any]) -> None:
     """Decode, check it is this machine's, claim the attempt, run, report."""
     rt = runtime()
@@ -371,6 +384,7 @@ def run_job(message: dict[str, Any]) -> None:
                 time_limit_s=rt.soft_limit_s,
                 cancelled=lambda: rt.spool.is_cancelled(msg.job_id),
                 max_result_bytes=rt.max_result_bytes,
+                broker_clock=_broker_clock(rt) if msg.spread else None,
             )
         log.info("job %s reported at %.6f", msg.job_id, time.time())
         metrics.WORKER_JOBS.labels("ran").inc()

@@ -192,6 +192,79 @@ def jobs_cmd(
     console.print(table)
 
 
+def run_cmd(
+    target: str = typer.Argument(..., help="A target name from the machine's targets file."),
+    on: str | None = typer.Option(
+        None, "--on", help="Which of the member's machines (needed when they have several)."
+    ),
+    spread: int | None = typer.Option(
+        None,
+        "--spread",
+        min=2,
+        max=16,
+        help="Spread one run over this many of the member's online machines (one load test).",
+    ),
+    preset: str = typer.Option("quick", help="The measurement preset."),
+    concurrency: int | None = typer.Option(None, min=1, help="Users at once."),
+    requests: int | None = typer.Option(None, min=1, help="Requests in the run."),
+    max_tokens: int | None = typer.Option(None, min=1, help="Longest reply, in tokens."),
+    member: str = MEMBER,
+    cohort: int = COHORT,
+) -> None:
+    """Queue a benchmark on a member's machine, as /bench run does in chat; with --spread N,
+    one run cut into N slices on N machines that reach the same server, merged when all are in.
+
+    \b
+    Examples:
+      felab worker run mlx --member 1234 --cohort 1
+      felab worker run vllm --spread 2 --concurrency 64 --requests 400 --member 1234 --cohort 1
+    """
+    from felab_core.jobs.fleet import find_worker, list_workers
+    from felab_core.jobs.queueing import queue_bench_job
+    from felab_core.jobs.spread import queue_spread_job, spread_workers
+    from felab_worker.dispatch import Dispatcher
+
+    given = {"concurrency": concurrency, "requests": requests, "max_tokens": max_tokens}
+    params = {k: v for k, v in given.items() if v is not None}
+    who = _member(member, cohort)
+    settings = get_settings()
+    send = Dispatcher(settings).send
+    with service_errors(), session_scope(sessions()) as session:
+        owner = session.merge(who)
+        if spread is not None:
+            if on is not None:
+                raise Invalid("--spread picks the member's machines itself: leave out --on")
+            machines = spread_workers(session, owner, target, spread)
+            queued = queue_spread_job(
+                session, owner, machines, target, preset, params=params, send=send
+            )
+            names = ", ".join(w.name for w in machines)
+            said = [f"job {queued.job.id}: {target} spread over {names}: queued", *queued.notices]
+        else:
+            if on is None:
+                mine = list_workers(session, owner)
+                if not mine:
+                    raise Invalid(
+                        "the member has no paired machine: pair one with /worker pair in chat "
+                        "(or `felab worker pair --name NAME` here), then `felab worker pair "
+                        "--code CODE` on it"
+                    )
+                if len(mine) > 1:
+                    listed = ", ".join(v.worker.name for v in mine)
+                    raise Invalid(f"the member has several machines ({listed}): pick one with --on")
+                worker = mine[0].worker
+            else:
+                worker = find_worker(session, owner, on)
+            one = queue_bench_job(session, owner, worker, target, preset, params=params, send=send)
+            said = [
+                f"job {one.job.id}: {target} on {worker.name}: queued",
+                *filter(None, [one.notice]),
+            ]
+    for line in said:
+        console.print(line, markup=False)
+    console.print("`felab worker jobs` shows its progress; the result is posted by the bot.")
+
+
 def cancel_cmd(
     job_id: int = typer.Argument(..., help="The job's number (`felab worker jobs`)."),
     member: str = MEMBER,
@@ -199,15 +272,17 @@ def cancel_cmd(
 ) -> None:
     """Cancel a queued or running job: a queued one is dropped, a running one is stopped on the
     machine within seconds (it watches its control list)."""
-    from felab_core.jobs.queueing import cancel_job
+    from felab_core.jobs.queueing import cancel_job, deliveries
     from felab_worker.dispatch import Dispatcher
 
     who = _member(member, cohort)
     with service_errors(), session_scope(sessions()) as session:
         job = cancel_job(session, who, job_id)
-        worker_id, was_running = job.worker_id, job.started_at is not None
+        sent, was_running = deliveries(session, job), job.started_at is not None
     try:
-        Dispatcher(get_settings()).cancel(job_id, worker_id)
+        dispatcher = Dispatcher(get_settings())
+        for one_job, worker_id in sent:
+            dispatcher.cancel(one_job, worker_id)
     except Exception as exc:  # the broker down: the attempt check still drops its events
         console.print(f"(the broker did not answer: {type(exc).__name__}; the job is cancelled)")
     if was_running:

@@ -1,5 +1,5 @@
 """`felab worker`: the worker fleet. On a student's machine: `pair --code`, `start`,
-`identity`. On the instructor's server: `ingest`, `list`, `jobs`, `cancel`, `remove`,
+`identity`. On the instructor's server: `ingest`, `list`, `jobs`, `run`, `cancel`, `remove`,
 `allow-instructors`, `outbox`, `pair --name` (felab/cli/fleet.py, loaded only when used).
 
 The machine's commands load neither the database nor the bot: `felab worker start` on a Mac
@@ -28,6 +28,7 @@ SERVER_COMMANDS = {
     "ingest": Entry("felab.cli.fleet:ingest"),
     "list": Entry("felab.cli.fleet:list_cmd"),
     "jobs": Entry("felab.cli.fleet:jobs_cmd"),
+    "run": Entry("felab.cli.fleet:run_cmd"),
     "cancel": Entry("felab.cli.fleet:cancel_cmd"),
     "remove": Entry("felab.cli.fleet:remove_cmd"),
     "allow-instructors": Entry("felab.cli.fleet:allow_instructors_cmd"),

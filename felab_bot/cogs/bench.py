@@ -50,6 +50,7 @@ class BenchCog(commands.Cog, name="Bench"):
         concurrency="Conversations at once",
         requests="Requests per run",
         max_tokens="Longest reply, in tokens",
+        spread="Spread one target's run over this many of your machines (one load test)",
     )
     async def run(
         self,
@@ -60,6 +61,7 @@ class BenchCog(commands.Cog, name="Bench"):
         concurrency: app_commands.Range[int, 1, 256] | None = None,
         requests: app_commands.Range[int, 1, 10000] | None = None,
         max_tokens: app_commands.Range[int, 1, 32768] | None = None,
+        spread: app_commands.Range[int, 2, 16] | None = None,
     ) -> None:
         given = {"concurrency": concurrency, "requests": requests, "max_tokens": max_tokens}
         params = {k: v for k, v in given.items() if v is not None}
@@ -74,6 +76,7 @@ class BenchCog(commands.Cog, name="Bench"):
                 params=params,
                 send=self.bot.job_sender(),
                 now=now(),
+                spread=spread,
             )
             return Out(text)
 
@@ -118,7 +121,8 @@ class BenchCog(commands.Cog, name="Bench"):
     async def cancel(self, interaction: discord.Interaction[Any], job: int) -> None:
         async def work() -> Out:
             done = await self.bot.db(bench.cancel, who(interaction), job, now())
-            await asyncio.to_thread(self.bot.cancel_job, done.job_id, done.worker_id)
+            for job_id, worker_id in done.deliveries:
+                await asyncio.to_thread(self.bot.cancel_job, job_id, worker_id)
             return Out(done.text)
 
         await respond(interaction, work())

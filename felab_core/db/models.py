@@ -486,6 +486,12 @@ class BenchJob(Base):
     chart_png: Mapped[bytes | None] = mapped_column(LargeBinary)
     # Sends the reconciler made because the machine never took the job (capped).
     resends: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # A run spread over several machines (jobs/spread.py): each slice is a job of its own that
+    # names its parent; the parent, on no machine, holds the count and the shared start.
+    spread_of: Mapped[int | None] = mapped_column(ForeignKey("bench_jobs.id", ondelete="CASCADE"))
+    shard_index: Mapped[int | None] = mapped_column(Integer)
+    shards: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    start_at: Mapped[datetime | None] = mapped_column()
 
     __table_args__ = (
         CheckConstraint(
@@ -494,6 +500,7 @@ class BenchJob(Base):
         ),
         Index("ix_bench_jobs_member", "member_id"),
         Index("ix_bench_jobs_status", "status"),
+        Index("ix_bench_jobs_spread_of", "spread_of"),
     )
 
 

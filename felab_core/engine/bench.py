@@ -17,6 +17,7 @@ from felab_core.engine.metrics import SLO
 from felab_core.engine.probe import IdentityError
 from felab_core.engine.results import append_csv, csv_row, json_paths, write_json
 from felab_core.engine.runner import bench_target
+from felab_core.engine.shards import LateStart, Shard
 from felab_core.engine.targets import Target
 from felab_core.engine.workloads import Workload
 
@@ -50,8 +51,10 @@ async def run_bench(
     progress: ProgressFn | None = None,
     check_server: bool = True,
     processes: int | None = 1,
+    shard: Shard | None = None,
 ) -> list[BenchOutcome]:
-    """Time each target; `processes` client processes a run (None: chosen per run)."""
+    """Time each target; `processes` client processes a run (None: chosen per run); `shard`,
+    this machine's slice of a run spread over several."""
     outcomes: list[BenchOutcome] = []
     for target in targets:
 
@@ -68,8 +71,9 @@ async def run_bench(
                 progress=tick,
                 check_server=check_server,
                 processes=processes,
+                shard=shard,
             )
-        except IdentityError as exc:
+        except (IdentityError, LateStart) as exc:
             outcomes.append(BenchOutcome(target, error=str(exc)))
             continue
         outcomes.append(BenchOutcome(target, result))

@@ -8,8 +8,10 @@ result `partial` with the reason; a smaller sample is never passed off as the wh
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
 
 from felab_core.engine.metrics import SLO, RequestMetrics, RunSummary, summarize
 
@@ -92,3 +94,59 @@ def merge_shards(
         duration_s = 0.0
     summary = summarize(requests, duration_s=duration_s, slo=slo)
     return MergedRun(requests, summary, shards, losses)
+
+
+# What one request's figures weigh on the wire, for a slice that ran on another machine: every
+# field the run's figures are computed from; inter-token gaps in whole microseconds.
+_NOT_SENT = ("chunk_times_s", "server_timings", "itl_s")
+_FIELDS = {f.name for f in fields(RequestMetrics)} - set(_NOT_SENT)
+
+
+def request_to_wire(m: RequestMetrics) -> dict[str, Any]:
+    out = {k: v for k, v in asdict(m).items() if k in _FIELDS}
+    out["itl_us"] = [round(x * 1e6) for x in m.itl_s]
+    return out
+
+
+# Each field's kind, from its annotation: what a value from another machine must be.
+_KINDS = {
+    f.name: next(k for k in ("bool", "float", "int", "str", "") if k in str(f.type))
+    for f in fields(RequestMetrics)
+    if f.name in _FIELDS
+}
+
+
+def _fits(kind: str, value: Any) -> bool:
+    if value is None:
+        return kind != "bool"
+    if kind == "bool":
+        return isinstance(value, bool)
+    if kind == "float":
+        return (
+            isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        )
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, str) and len(value) <= 1000
+
+
+def request_from_wire(data: Mapping[str, Any]) -> RequestMetrics:
+    """A request as a slice reported it; ValueError for anything that is not one (a machine's
+    figures are checked for type and finiteness before any percentile is taken of them)."""
+    if not isinstance(data, Mapping) or not isinstance(data.get("index"), int):
+        raise ValueError("a request record without an index")
+    kept = {k: v for k, v in data.items() if k in _FIELDS}
+    for k, v in kept.items():
+        if not _fits(_KINDS[k], v):
+            raise ValueError(f"request {data['index']}: {k} is not a {_KINDS[k] or 'value'}")
+    itl = data.get("itl_us") or []
+    if not isinstance(itl, list) or not all(
+        isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 3_600_000_000 for x in itl
+    ):
+        raise ValueError(f"request {data['index']}: itl_us is not a list of microseconds")
+    try:
+        m = RequestMetrics(**kept)
+    except TypeError as exc:
+        raise ValueError(f"not a request record ({exc})") from None
+    m.itl_s = [x / 1e6 for x in itl]
+    return m

@@ -17,7 +17,7 @@ from typing import Any
 
 from felab_core import __version__
 from felab_core.engine.measure import RunResult, TargetResult
-from felab_core.engine.metrics import Stats
+from felab_core.engine.metrics import RunSummary, Stats
 from felab_core.settings import get_settings
 
 DEFAULT_CSV_NAME = "01-latency.csv"
@@ -94,6 +94,31 @@ def short_model(name: str | None) -> str:
     return "/".join(tail)
 
 
+def summary_columns(s: RunSummary) -> dict[str, str]:
+    """The columns a run's figures fill: what a merge of slices computes again."""
+    return {
+        "requests": str(s.ok + s.failed),
+        "ok": str(s.ok),
+        "failed": str(s.failed),
+        "prompt_tokens_server": _num(s.prompt_tokens_mean),
+        "ttft_p50_s": _p(s.ttft_s, "p50"),
+        "ttft_p95_s": _p(s.ttft_s, "p95"),
+        "tpot_p50_s": _p(s.tpot_s, "p50"),
+        "tpot_p95_s": _p(s.tpot_s, "p95"),
+        "itl_p50_s": _p(s.itl_s, "p50"),
+        "itl_p95_s": _p(s.itl_s, "p95"),
+        "writing_tps_p50": _p(s.writing_tps, "p50"),
+        "e2e_p50_s": _p(s.e2e_s, "p50"),
+        "e2e_p95_s": _p(s.e2e_s, "p95"),
+        "output_tps": _num(s.output_tps),
+        "request_tps": _num(s.request_tps),
+        "goodput_rps": _num(s.goodput_rps),
+        "token_source": s.token_source or "",
+        "server_tps_p50": _p(s.server_tps, "p50"),
+        "cold_starts": str(len(s.cold_starts)),
+    }
+
+
 def csv_row(result: TargetResult, run: RunResult) -> dict[str, str]:
     s = run.summary
     w = result.workload
@@ -111,30 +136,12 @@ def csv_row(result: TargetResult, run: RunResult) -> dict[str, str]:
         "concurrency": str(run.concurrency),
         "rate": _num(run.rate),
         "burstiness": _num(w.burstiness) if run.rate is not None else "",
-        "requests": str(s.ok + s.failed),
-        "ok": str(s.ok),
-        "failed": str(s.failed),
         "prompt_tokens": "" if w.prompt_tokens is None else str(w.prompt_tokens),
-        "prompt_tokens_server": _num(s.prompt_tokens_mean),
         "shared_prefix_tokens": str(w.shared_prefix_tokens),
         "max_tokens": "" if w.max_tokens is None else str(w.max_tokens),
         "warmup": str(w.warmup),
         "seed": str(w.seed),
-        "ttft_p50_s": _p(s.ttft_s, "p50"),
-        "ttft_p95_s": _p(s.ttft_s, "p95"),
-        "tpot_p50_s": _p(s.tpot_s, "p50"),
-        "tpot_p95_s": _p(s.tpot_s, "p95"),
-        "itl_p50_s": _p(s.itl_s, "p50"),
-        "itl_p95_s": _p(s.itl_s, "p95"),
-        "writing_tps_p50": _p(s.writing_tps, "p50"),
-        "e2e_p50_s": _p(s.e2e_s, "p50"),
-        "e2e_p95_s": _p(s.e2e_s, "p95"),
-        "output_tps": _num(s.output_tps),
-        "request_tps": _num(s.request_tps),
-        "goodput_rps": _num(s.goodput_rps),
-        "token_source": s.token_source or "",
-        "server_tps_p50": _p(s.server_tps, "p50"),
-        "cold_starts": str(len(s.cold_starts)),
+        **summary_columns(s),
         "felab_version": __version__,
     }
 

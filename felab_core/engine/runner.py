@@ -33,6 +33,7 @@ from felab_core.engine.metrics import (
 )
 from felab_core.engine.probe import ServerIdentity, check_identity, identify
 from felab_core.engine.server_kinds import ServerKind
+from felab_core.engine.shards import Shard, check_on_time
 from felab_core.engine.targets import Target
 from felab_core.engine.timeline import RequestTimeline
 from felab_core.engine.trace import TracePrompts
@@ -67,11 +68,14 @@ async def bench_target(
     progress: Callable[[str, int, int | None], None] | None = None,
     check_server: bool = True,
     processes: int | None = 1,
+    shard: Shard | None = None,
 ) -> TargetResult:
     """Identify the server, warm it up, then one run per concurrency value.
 
     `processes` > 1 spreads each run over that many client processes following one schedule
     (engine/processes.py); None chooses from the warm-up's chunk rate and the free cores.
+    `shard` makes this machine send one slice of a run spread over several machines, from the
+    start they share (one process here; LateStart when the start has passed).
     """
     workload.validate()
     limits = limits or ClientLimits()
@@ -121,7 +125,7 @@ async def bench_target(
                 progress(label, done, total)
 
         n = 1
-        if processes != 1:
+        if processes != 1 and shard is None:
             # Loaded on use: the client processes import this module.
             from felab_core.engine import processes as multi
 
@@ -146,9 +150,14 @@ async def bench_target(
             used = max((m.index for m in run.requests), default=-1) + 1
             next(itertools.islice(prompts, used, used), None)
         else:
+            mine = prompts
+            if shard is not None:
+                check_on_time(shard)
+                # Request i of the run sends prompt prompts_used + i, on whichever machine.
+                mine = itertools.islice(prompts, shard.index, None, shard.count)
             async with Lanes(limits) as lanes:
-                sender = _Sender(lanes, target, model, workload, limits, prompts, trace_prompts)
-                measured = await measure_run(sender, concurrency, workload, tick)
+                sender = _Sender(lanes, target, model, workload, limits, mine, trace_prompts)
+                measured = await measure_run(sender, concurrency, workload, tick, shard)
             interrupted = measured.interrupted
             timelines = measured.timelines
             t_start, t_end = measured.started_ns, measured.ended_ns

@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from felab_core.engine.client import now_ns
+
 # One Python process ingests about 20,000 chunks/s before its own lag shows in the figures
 # (benchmarks/timing_accuracy.py); the automatic choice keeps each process well under that.
 CHUNKS_PER_PROCESS = 15_000.0
@@ -44,6 +46,26 @@ class Shard:
 
     def requests(self, total: int | None) -> int | None:
         return None if total is None else self.share(total)
+
+
+#: A slice ready this long after the shared start would shift its arrivals: it is refused.
+LATE_AFTER_S = 0.05
+
+
+class LateStart(Exception):
+    """This machine was ready only after the start its slice shares with the others."""
+
+
+def check_on_time(shard: Shard) -> None:
+    if shard.start_ns is None:
+        return
+    late_s = (now_ns() - shard.start_ns) / 1e9
+    if late_s > LATE_AFTER_S:
+        raise LateStart(
+            f"slice {shard.index + 1} of {shard.count} was ready {late_s:.2f} s after the start "
+            "the slices share (the machine took the job late, or its warm-up ran long), so it "
+            "did not send: its arrivals would not be the run's"
+        )
 
 
 def slices(count: int, start_ns: int | None = None) -> list[Shard]:

@@ -19,16 +19,14 @@ from sqlalchemy.orm import Session
 from felab_core.db import models as m
 from felab_core.db.session import on_commit
 from felab_core.db.types import utcnow
-from felab_core.engine.results import short_model
 from felab_core.errors import Forbidden, Invalid, ServiceError
 from felab_core.jobs.fleet import clean_targets
 from felab_core.jobs.keys import verify
 from felab_core.jobs.lifecycle import TERMINAL, finish, lose, start
 from felab_core.jobs.messages import JobMessage
-from felab_core.jobs.render import chart_png
+from felab_core.jobs.result_store import checked_rows, store_result
+from felab_core.jobs.spread import follow_slice, store_slice
 from felab_core.jobs.workload import too_large_reason
-from felab_core.numbers.recording import record_measured
-from felab_core.numbers.verdict import judge
 from felab_core.ops import metrics
 from felab_core.settings import Settings, get_settings
 
@@ -131,6 +129,20 @@ def ingest_event(
     worker.last_seen_at = now
     if kind == "heartbeat":
         return _heartbeat(session, worker, payload.get("body"))
+    res = _job_event(session, worker, kind, payload, now, s)
+    if res.job is not None and res.job.spread_of is not None:
+        follow_slice(session, res.job, now)  # the run it is a slice of may now be whole
+    return res
+
+
+def _job_event(
+    session: Session,
+    worker: m.Worker,
+    kind: str,
+    payload: dict[str, Any],
+    now: datetime,
+    s: Settings,
+) -> Ingested:
     job_id = payload.get("job_id")
     job = session.get(m.BenchJob, int(job_id)) if isinstance(job_id, int) else None
     if job is None:
@@ -181,12 +193,17 @@ def ingest_event(
     raise Invalid(f"unknown event kind {kind!r}")
 
 
-def _number(row: dict[str, str], key: str) -> float | None:
-    try:
-        value = float(row.get(key) or "")
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
+def _all_finite(value: Any, where: str = "result") -> None:
+    """Refuse NaN and infinities anywhere in a result: JSON from a machine may carry them, and
+    no figure (nor PostgreSQL's JSON) can hold one."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise Invalid(f"{where} is {value}, not a finite number")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _all_finite(v, f"{where}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _all_finite(v, f"{where}[{i}]")
 
 
 def _count(value: Any, default: int) -> int:
@@ -216,49 +233,21 @@ def _finished(
         return Ingested(False, "result too large", job)
     try:
         with session.begin_nested():
-            _store_result(session, job, worker, body, now)
+            _all_finite(body)
+            if job.spread_of is not None:
+                store_slice(session, job, body, now)
+            else:
+                record = body.get("record")
+                store_result(
+                    session,
+                    job,
+                    worker.name,
+                    checked_rows(body),
+                    record if isinstance(record, dict) else None,
+                    now,
+                )
     except ServiceError as exc:
         finish(session, job, "failed", now, error=f"the result was refused: {exc}")
         on_commit(session, lambda: metrics.INGEST_REFUSED.labels("result").inc())
         return Ingested(False, f"result refused: {exc}", job)
     return Ingested(True, job=job)
-
-
-def _store_result(
-    session: Session, job: m.BenchJob, worker: m.Worker, body: dict[str, Any], now: datetime
-) -> None:
-    rows = body.get("rows")
-    if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
-        raise Invalid("a result needs at least one CSV row")
-    if len(rows) > 64:
-        raise Invalid(f"a result has at most 64 runs, not {len(rows)}")
-    record = body.get("record")
-    record = record if isinstance(record, dict) else None
-    owner = session.get(m.Member, job.member_id)
-    for row in rows:
-        clean = {str(k)[:64]: str(v)[:300] for k, v in row.items()}
-        clean["host"] = worker.name  # a machine's name as its owner chose it, never its host
-        verdict = ("ok", "")
-        tps, ok, concurrency = (
-            _number(clean, "writing_tps_p50"),
-            _number(clean, "ok"),
-            _number(clean, "concurrency"),
-        )
-        if owner is not None and tps is not None and tps > 0 and concurrency is not None:
-            judged = judge(
-                session,
-                owner,
-                str(clean.get("server") or job.server),
-                tps,
-                ok=None if ok is None else int(ok),
-                record=record or {},
-                concurrency=int(concurrency),
-            )
-            verdict = (judged.verdict, judged.note)
-        record_measured(session, job, clean, verdict=verdict, now=now)
-    job.record = record
-    job.summary = None
-    model = short_model(str(rows[0].get("model") or "")) or job.target or job.server
-    job.chart_png = chart_png(record, f"{worker.name}: {model}")
-    job.progress_done = max(job.progress_done, job.progress_total or 0)
-    finish(session, job, "done", now)

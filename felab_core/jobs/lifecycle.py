@@ -54,6 +54,9 @@ def new_attempt(job: m.BenchJob, now: datetime, *, resend: bool = False) -> JobM
         preset=job.preset,
         params=dict(job.params or {}),
         sent_at=now.timestamp(),
+        shard=job.shard_index or 0,
+        shards=job.shards,
+        start_at=job.start_at.timestamp() if job.start_at is not None else 0.0,
     )
 
 
@@ -85,6 +88,9 @@ def finish(
     on_commit(session, lambda: metrics.JOBS.labels(status).inc())
     if ran is not None:
         on_commit(session, lambda: metrics.RUN_SECONDS.observe(ran))
+    if job.spread_of is not None:
+        session.flush()  # a slice is posted as part of its run, by the run (jobs/spread.py)
+        return
     if session.scalar(select(m.JobOutbox.id).where(m.JobOutbox.job_id == job.id)) is None:
         session.add(m.JobOutbox(job_id=job.id, created_at=now))
     session.flush()

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 from felab_core.db import models as m
 from felab_core.db.types import utcnow
 from felab_core.engine.server_kinds import ServerKind
+from felab_core.engine.workloads import Workload
 from felab_core.errors import Forbidden, Invalid, NotFound
 from felab_core.jobs.fleet import NAME, ago, check_target, is_online, may_use
 from felab_core.jobs.lifecycle import TERMINAL, Send, finish, new_attempt, send_after_commit
@@ -24,6 +25,49 @@ class QueuedJob:
     job: m.BenchJob
     message: JobMessage
     notice: str = ""  # e.g. the worker is offline: said at once, not after the expiry
+
+
+def check_job(
+    session: Session,
+    member: m.Member,
+    worker: m.Worker,
+    target: str,
+    preset: str,
+    params: dict[str, int],
+    s: Settings,
+    now: datetime,
+) -> Workload:
+    """Everything a job must pass before it is queued: a target name (never a URL), a machine
+    the member may use, a workload within the limits, the member's hourly allowance."""
+    if "://" in target or "/" in target or not NAME.match(target):
+        raise Invalid(
+            f"{target!r} is not a target name: name a server from the worker's targets file "
+            "(such as mlx or llamacpp); addresses are set only in that file, on the machine"
+        )
+    owner = session.get(m.Member, worker.member_id)
+    if owner is None or not may_use(member, worker, owner):
+        raise Forbidden(
+            f"worker {worker.name!r} is not yours: its owner can allow instructors on it, "
+            "nobody else can use it"
+        )
+    if not worker.public_key or worker.status != "paired":
+        raise Invalid(f"worker {worker.name!r} is not paired: pair it with `felab worker pair`")
+    check_target(worker, target, member)
+    workload = job_workload(preset, params, Limits.from_settings(s))
+    hour_ago = now - timedelta(hours=1)
+    recent = session.scalar(
+        select(func.count(m.BenchJob.id)).where(
+            m.BenchJob.requested_by_id == member.id,
+            m.BenchJob.created_at > hour_ago,
+            m.BenchJob.spread_of.is_(None),  # a spread run counts once, not once a slice
+        )
+    )
+    if (recent or 0) >= s.job_max_per_hour:
+        raise Forbidden(
+            f"you have asked for {recent} jobs in the last hour, the most allowed "
+            f"({s.job_max_per_hour}); try again later"
+        )
+    return workload
 
 
 def queue_bench_job(
@@ -46,33 +90,8 @@ def queue_bench_job(
     """
     s = settings or get_settings()
     now = now or utcnow()
-    if "://" in target or "/" in target or not NAME.match(target):
-        raise Invalid(
-            f"{target!r} is not a target name: name a server from the worker's targets file "
-            "(such as mlx or llamacpp); addresses are set only in that file, on the machine"
-        )
-    owner = session.get(m.Member, worker.member_id)
-    if owner is None or not may_use(member, worker, owner):
-        raise Forbidden(
-            f"worker {worker.name!r} is not yours: its owner can allow instructors on it, "
-            "nobody else can use it"
-        )
-    if not worker.public_key or worker.status != "paired":
-        raise Invalid(f"worker {worker.name!r} is not paired: pair it with `felab worker pair`")
-    check_target(worker, target, member)
     params = dict(params or {})
-    job_workload(preset, params, Limits.from_settings(s))
-    hour_ago = now - timedelta(hours=1)
-    recent = session.scalar(
-        select(func.count(m.BenchJob.id)).where(
-            m.BenchJob.requested_by_id == member.id, m.BenchJob.created_at > hour_ago
-        )
-    )
-    if (recent or 0) >= s.job_max_per_hour:
-        raise Forbidden(
-            f"you have asked for {recent} jobs in the last hour, the most allowed "
-            f"({s.job_max_per_hour}); try again later"
-        )
+    check_job(session, member, worker, target, preset, params, s, now)
     kind = target.lower()
     server = kind if kind in {k.value for k in ServerKind} else ServerKind.OPENAI.value
     job = m.BenchJob(
@@ -125,8 +144,34 @@ def cancel_job(
         raise Forbidden("only who asked for the job, or the machine's owner, can cancel it")
     if job.status in TERMINAL:
         raise Invalid(f"job {job.id} is already {job.status}")
-    finish(session, job, "cancelled", now or utcnow(), error="cancelled on request")
+    if job.spread_of is not None:
+        raise Invalid(f"job {job.id} is a slice of job {job.spread_of}: cancel that one")
+    when = now or utcnow()
+    finish(session, job, "cancelled", when, error="cancelled on request")
+    for part in slices_of(session, job):
+        if part.status not in TERMINAL:
+            finish(session, part, "cancelled", when, error="its run was cancelled")
     return job
+
+
+def deliveries(session: Session, job: m.BenchJob) -> list[tuple[int, int | None]]:
+    """(job, machine) pairs whose messages a cancel of `job` withdraws: its own, or its
+    slices' for a spread run."""
+    parts = slices_of(session, job)
+    return [(p.id, p.worker_id) for p in parts] if parts else [(job.id, job.worker_id)]
+
+
+def slices_of(session: Session, job: m.BenchJob) -> list[m.BenchJob]:
+    """The jobs a spread run was cut into, in slice order (none for a one-machine job)."""
+    if job.shards <= 1 or job.spread_of is not None:
+        return []
+    return list(
+        session.scalars(
+            select(m.BenchJob)
+            .where(m.BenchJob.spread_of == job.id)
+            .order_by(m.BenchJob.shard_index)
+        )
+    )
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from felab_core.db import models as m
@@ -18,7 +18,11 @@ from felab_core.db.types import utcnow
 from felab_core.jobs.fleet import is_online
 from felab_core.jobs.lifecycle import finish, lose, new_attempt
 from felab_core.jobs.messages import JobMessage
+from felab_core.jobs.spread import settle
 from felab_core.settings import Settings, get_settings
+
+#: Jobs a machine runs: all but the parent of a spread run, whose slices run instead.
+ON_A_MACHINE = or_(m.BenchJob.shards == 1, m.BenchJob.spread_of.is_not(None))
 
 
 @dataclass
@@ -65,7 +69,7 @@ def reconcile(
     deaf = heard_for_s is not None and heard_for_s < s.worker_offline_after_s * 2
     queued = session.scalars(
         select(m.BenchJob)
-        .where(m.BenchJob.status == "queued", m.BenchJob.target.is_not(None))
+        .where(m.BenchJob.status == "queued", m.BenchJob.target.is_not(None), ON_A_MACHINE)
         .order_by(m.BenchJob.id)
     ).all()
     # A worker that just finished a job is about to take the next one from its queue: the
@@ -82,15 +86,17 @@ def reconcile(
         worker = workers.get(job.worker_id) if job.worker_id is not None else None
         if (job.expires_at is not None and job.expires_at <= now) or worker is None:
             name = worker.name if worker else "its worker"
+            late = (
+                "it was not taken by the start the slices share (FELAB_SPREAD_LEAD_S)"
+                if job.spread_of is not None
+                else f"no worker started it within {int(s.job_queue_expire_s // 60)} min"
+            )
             finish(
                 session,
                 job,
                 "expired",
                 now,
-                error=(
-                    f"no worker started it within {int(s.job_queue_expire_s // 60)} min: is "
-                    f"`felab worker start --name {name}` running on that machine?"
-                ),
+                error=f"{late}: is `felab worker start --name {name}` running on that machine?",
             )
             out.expired.append(job.id)
             continue
@@ -118,7 +124,9 @@ def reconcile(
                 continue
             out.resend.append(new_attempt(job, now, resend=True))
     running = session.scalars(
-        select(m.BenchJob).where(m.BenchJob.status == "running", m.BenchJob.target.is_not(None))
+        select(m.BenchJob).where(
+            m.BenchJob.status == "running", m.BenchJob.target.is_not(None), ON_A_MACHINE
+        )
     ).all()
     for job in running:
         worker = workers.get(job.worker_id) if job.worker_id is not None else None
@@ -147,5 +155,11 @@ def reconcile(
                 error=f"ran past the {int(s.job_time_limit_s)} s limit: ask for fewer requests",
             )
             out.failed.append(job.id)
+    # A spread run ends when its last slice does, however that slice ended (expired above,
+    # lost, cancelled): merge those whose slices have all ended.
+    for parent in session.scalars(
+        select(m.BenchJob).where(m.BenchJob.status.in_(("queued", "running")), ~ON_A_MACHINE)
+    ):
+        settle(session, parent, now)
     session.flush()
     return out

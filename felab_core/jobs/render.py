@@ -174,12 +174,46 @@ def _verdicts(session: Session, job: m.BenchJob) -> list[str]:
     return notes
 
 
+def clock_line(record: dict[str, Any] | None) -> str | None:
+    """How far each machine's clock was from the broker's, as measured before its slice."""
+    spread = (record or {}).get("spread")
+    if not isinstance(spread, dict):
+        return None
+    parts = []
+    for machine in spread.get("machines") or []:
+        clock = machine.get("clock") if isinstance(machine, dict) else None
+        if not isinstance(clock, dict):
+            continue
+        try:
+            offset = float(clock["offset_s"]) * 1e3
+            rtt = float(clock["rtt_s"]) * 1e3
+        except (KeyError, TypeError, ValueError):
+            continue
+        parts.append(f"{machine.get('worker')} {offset:+.1f} ms (±{rtt / 2:.1f})")
+    if not parts:
+        return None
+    return "Clocks against the broker's: " + ", ".join(parts)
+
+
+def _machines(session: Session, job: m.BenchJob) -> str:
+    """Where a job ran: its machine, or the machines its slices ran on."""
+    if job.shards > 1 and job.spread_of is None:
+        names = session.scalars(
+            select(m.Worker.name)
+            .join(m.BenchJob, m.BenchJob.worker_id == m.Worker.id)
+            .where(m.BenchJob.spread_of == job.id)
+            .order_by(m.BenchJob.shard_index)
+        ).all()
+        return f" spread over {job.shards} machines ({', '.join(literal(n) for n in names)})"
+    worker = session.get(m.Worker, job.worker_id) if job.worker_id is not None else None
+    return f" on {worker.name}" if worker else ""
+
+
 def render_job(session: Session, job: m.BenchJob) -> RenderedJob:
     """The post for a finished job: whose and where, the table, or why it did not run."""
     owner = session.get(m.Member, job.member_id)
-    worker = session.get(m.Worker, job.worker_id) if job.worker_id is not None else None
     who = mention_of(owner) if owner is not None else ""
-    where = f" on {worker.name}" if worker else ""
+    where = _machines(session, job)
     what = job.target or job.server
     head = f"{who} **Benchmark {job.id}**{where}: `{what}`, preset `{job.preset}`".strip()
     results = session.scalars(
@@ -202,6 +236,8 @@ def render_job(session: Session, job: m.BenchJob) -> RenderedJob:
             _EXPLAIN,
             *_cache_lines(rows),
             *_verdicts(session, job),
+            *([f"{job.error}: these figures are not the whole run"] if job.error else []),
+            *filter(None, [clock_line(job.record)]),
         ]
     else:
         lines = [f"{head}: {job.status}", job.error or "no reason recorded"]

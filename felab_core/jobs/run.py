@@ -21,9 +21,12 @@ from typing import Any, TypeVar
 from felab_core.engine.bench import run_bench
 from felab_core.engine.event_loop import run_sync
 from felab_core.engine.measure import RunResult, TargetResult
+from felab_core.engine.merge import request_to_wire
 from felab_core.engine.results import csv_row
+from felab_core.engine.shards import Shard
 from felab_core.engine.targets import Target, TargetError, load_targets
 from felab_core.errors import ServiceError
+from felab_core.jobs.clock import SAME_CLOCK, ClockOffset, local_start_ns, measure_offset
 from felab_core.jobs.messages import JobMessage, event
 from felab_core.jobs.workload import Limits, job_workload, too_large_reason
 
@@ -96,6 +99,36 @@ def _workload_extras(run: RunResult) -> dict[str, str]:
     if turns and all(t is not None for t in turns):
         extras["ttft_p50_by_turn_ms"] = "/".join(f"{t * 1e3:.0f}" for t in turns)
     return extras
+
+
+def fingerprint(result: TargetResult) -> dict[str, Any]:
+    """What a slice reached, without its address: the slices of one run must agree on it."""
+    ident = result.identity
+    kind = ident.kind.value if ident is not None and ident.kind else result.target.kind.value
+    return {
+        "kind": kind,
+        "version": (ident.version if ident is not None else None) or "",
+        "model": result.model or "",
+        "models": sorted(ident.models)[:20] if ident is not None else [],
+    }
+
+
+def _slice_report(
+    result: TargetResult, msg: JobMessage, clock: ClockOffset, expected: int | None
+) -> dict[str, Any]:
+    run = result.runs[0]
+    return {
+        "index": msg.shard,
+        "count": msg.shards,
+        "start_at": msg.start_at,
+        "duration_s": run.summary.duration_s,
+        "expected": expected,
+        "interrupted": result.interrupted,
+        "clock": clock.to_dict(),
+        "fingerprint": fingerprint(result),
+        "warnings": [w[:300] for w in run.client.warnings][:10],
+        "requests": [_clean(request_to_wire(m)) for m in run.requests],
+    }
 
 
 def find_target(name: str, targets_file: Path | None) -> Target:
@@ -180,6 +213,7 @@ def execute(
     time_limit_s: float | None = None,
     cancelled: Cancelled | None = None,
     max_result_bytes: int = 1_000_000,
+    broker_clock: Callable[[], float] | None = None,
 ) -> None:
     """Run the job and report: progress while it runs, then a result or a failure reason.
 
@@ -187,7 +221,8 @@ def execute(
     and reports why; the pool's hard limit is the backstop for a run stuck outside it. (Celery's
     own soft limit raises from a signal handler, which an asyncio loop swallows.) `cancelled`
     is polled while the run goes on: once it says so, the run stops and a `stopped` event says
-    when.
+    when. A slice of a spread run reads `broker_clock` (seconds on the broker's clock; None
+    when this machine's clock is the broker's) to start with the others.
     """
 
     def send(kind: str, body: dict[str, Any]) -> None:
@@ -216,7 +251,11 @@ def execute(
             last = now
             send("progress", {"done": done, "total": total})
 
-    bench = run_bench([target], workload, progress=tick)
+    shard, clock = None, SAME_CLOCK
+    if msg.spread:
+        clock = measure_offset(broker_clock) if broker_clock is not None else SAME_CLOCK
+        shard = Shard(msg.shard, msg.shards, local_start_ns(msg.start_at, clock))
+    bench = run_bench([target], workload, progress=tick, shard=shard)
     try:
         outcomes = run_sync(_within(bench, time_limit_s, cancelled))
     except _OutOfTime:
@@ -236,7 +275,11 @@ def execute(
         errors = [r.error for run in result.runs for r in run.requests if r.error]
         fail(f"every request failed: {errors[0] if errors else 'no reason given'}")
         return
-    body = {"rows": result_rows(result), "record": result_record(result)}
+    body: dict[str, Any] = {"rows": result_rows(result), "record": result_record(result)}
+    if shard is not None:
+        body["shard"] = _slice_report(result, msg, clock, shard.requests(workload.requests))
+        for run in body["record"]["runs"]:
+            run["requests"] = []  # the slice's own list below is the one the merge reads
     size = len(json.dumps(body))
     if size > max_result_bytes:
         fail(too_large_reason(size, max_result_bytes))

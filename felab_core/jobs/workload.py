@@ -75,3 +75,25 @@ def too_large_reason(size: int, limit: int) -> str:
         f"the result is {size:,} bytes, over the {limit:,}-byte limit (FELAB_RESULT_MAX_BYTES): "
         "ask for fewer requests"
     )
+
+
+def spread_problem(workload: Workload, slices: int) -> str | None:
+    """Why `workload` cannot be cut into `slices` machines' slices, or None when it can.
+
+    A slice is a share of one schedule: one concurrency, a fixed count of requests, and no
+    figure that needs the whole run at once (conversations, traces, ramps, saturation).
+    """
+    if len(workload.concurrency) != 1:
+        return "a spread run measures one concurrency: give one --concurrency"
+    if workload.sessions is not None or workload.trace is not None:
+        return "conversations and trace replays run on one machine"
+    if workload.duration_s is not None or workload.requests is None:
+        return "a spread run needs a count of requests, not a duration"
+    if workload.ramp_up_s or workload.ramp_down_s or workload.stop_when_saturated:
+        return "a steady-state window or a stop at saturation needs the whole run on one machine"
+    if workload.requests < slices:
+        return f"{workload.requests} requests cannot be cut into {slices} slices: ask for more"
+    users = workload.concurrency[0]
+    if not workload.open_loop and users < slices:
+        return f"{users} users cannot be cut into {slices} slices: ask for more concurrency"
+    return None

@@ -131,6 +131,31 @@ def test_pair_status_cancel(db: Session, cohort: m.Cohort) -> None:
         bench.cancel(db, stranger, job2.id, NOW)
 
 
+def test_a_run_spread_over_the_members_machines(db: Session, cohort: m.Cohort) -> None:
+    who = who_in(cohort)
+    member = _member(db, cohort, who)
+    _worker(db, member, "studio")
+    with pytest.raises(Invalid, match=r"online with target 'mlx'; you have 1 \(studio\)"):
+        _queue(db, who, spread=2, params={"concurrency": 2, "requests": 4})
+    _worker(db, member, "box")
+    for targets, worker in (("mlx llamacpp", None), ("mlx", "box")):
+        with pytest.raises(Invalid, match="name one target, no worker"):
+            _queue(db, who, targets, spread=2, worker=worker)
+    text, _ = _queue(db, who, spread=2, params={"concurrency": 2, "requests": 4})
+    assert "mlx spread over box, studio, preset day2: queued" in text
+    assert "start together in 20 s" in text
+    parent = db.scalars(select(m.BenchJob).where(m.BenchJob.spread_of.is_(None))).one()
+    parts = db.scalars(select(m.BenchJob).where(m.BenchJob.spread_of == parent.id)).all()
+    assert parent.worker_id is None and parent.shards == 2
+    assert sorted(p.shard_index or 0 for p in parts) == [0, 1]
+    assert {p.start_at for p in parts} == {parent.start_at} and len(
+        {p.worker_id for p in parts}
+    ) == 2
+    done = bench.cancel(db, who, parent.id, NOW)
+    assert sorted(done.deliveries) == sorted((p.id, p.worker_id) for p in parts)
+    assert {p.status for p in parts} == {"cancelled"}
+
+
 ROW = {
     "server": "mlx",
     "model": "llama-3.1-8b-4bit",

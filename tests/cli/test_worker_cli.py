@@ -175,3 +175,37 @@ def test_allow_instructors_is_the_owners_choice(fleet: Fleet) -> None:
     assert not allowed()
     code, out = felab("allow-instructors", "nope", "--no", *fleet.who())
     assert code == 2 and "no worker named 'nope'" in out
+
+
+def test_run_queues_on_one_machine_or_spreads_over_several(fleet: Fleet) -> None:
+    from felab_worker.broker import broker_url, make_store
+    from felab_worker.names import Names
+
+    running = fleet.job(fleet.running)
+    with session_scope(default_sessions()) as s:
+        ada = s.get(m.Worker, fleet.worker)
+        assert ada is not None
+        member = s.get(m.Member, ada.member_id)
+        assert member is not None
+        key = new_private_key()
+        box = redeem_pair_code(s, issue_pair_code(s, member, "ada-box"), public_key_text(key))
+        ingest_event(s, sign(event(box.id, "heartbeat", body={"seq": 1}), key))
+        ingest_event(s, _signed(fleet.key, fleet.worker, "progress", running))  # ada-mac is up
+    code, out = felab("run", "mlx", *fleet.who())
+    assert code == 2 and "several machines (ada-box, ada-mac): pick one with --on" in out
+    code, out = felab("run", "mlx", "--on", "ada-mac", *fleet.who())
+    assert code == 0 and ": mlx on ada-mac: queued" in out, out
+    code, out = felab(
+        "run", "mlx", "--spread", "2", "--concurrency", "2", "--requests", "4", *fleet.who()
+    )
+    assert code == 0 and ": mlx spread over ada-box, ada-mac: queued" in out, out
+    settings = get_settings()
+    store, names = make_store(broker_url(settings), settings), Names(settings.broker_prefix)
+    with session_scope(default_sessions()) as s:
+        parts = s.query(m.BenchJob).filter(m.BenchJob.spread_of.is_not(None)).all()
+        assert sorted(p.shard_index or 0 for p in parts) == [0, 1]
+        for p in parts:  # each slice's message went to its own machine, its attempt to claim
+            assert p.worker_id is not None
+            assert store.get(names.claim_key(p.worker_id, p.id)) == p.attempt
+    code, out = felab("run", "mlx", "--spread", "3", *fleet.who())
+    assert code == 2 and "you have 2 (ada-box, ada-mac)" in out

@@ -62,6 +62,9 @@ def test_old_future_and_replayed_events_are_refused(db: Session, student: m.Memb
         ({"rows": [{**ROW, "server": "vllm"}]}, "asked for mlx but the row measured vllm"),
         ({"rows": [{**ROW, "concurrency": "many"}]}, "is not a whole number"),
         ({"rows": [ROW] * 65}, "at most 64 runs"),
+        # JSON from a machine may carry NaN; PostgreSQL's JSON cannot, and no figure can.
+        ({"rows": [ROW], "record": {"runs": [{"ttft_s": float("nan")}]}}, "is nan, not a finite"),
+        ({"rows": [{**ROW, "x": float("inf")}]}, "result.rows[0].x is inf"),
     ],
 )
 def test_a_verified_result_with_bad_content_fails_the_job_at_once(
