@@ -5,6 +5,9 @@ in advance. `write_tiny_model` writes one set of weights twice, as a Hugging Fac
 safetensors, tokenizer with a ChatML chat template) for MLX and vLLM, and as a GGUF file for
 llama.cpp. Only numpy, safetensors, tokenizers and gguf are used: no torch, no network.
 
+Long because the weights, the tokenizer and both file formats must agree to the byte: split, the
+reasons for each choice below would be a file away from the code that depends on them.
+
 How the weights are arranged (and why):
 
 * The layers are random, so every engine really does the work of a Llama model of that shape.
