@@ -209,6 +209,21 @@ class Settings(BaseSettings):
             raise ValueError("is empty: give a folder, or unset it for the default")
         return value
 
+    @field_validator(
+        "database_url",
+        "broker_url",
+        "broker_public_url",
+        "targets_file",
+        "worker_key_file",
+        mode="before",
+    )
+    @classmethod
+    def _not_blank(cls, value: object) -> object:
+        """Set but empty is a mistake (an unfilled .env line), not a wish for the default."""
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("is set but empty: give a value, or unset it for the default")
+        return value
+
     @field_validator("broker_prefix")
     @classmethod
     def _prefix(cls, value: str) -> str:

@@ -50,9 +50,13 @@ def _check_api(settings: Settings) -> None:
     import httpx
 
     from felab_core.engine.client import connect_failure
+    from felab_core.redact import url_password_masked
 
     token = settings.discord_token.get_secret_value()
-    where = f"FELAB_DISCORD_API_URL={url}"
+    where = f"FELAB_DISCORD_API_URL={url_password_masked(url)}"
+    if not url.startswith(("http://", "https://")):
+        err(f"{where} is not an http:// or https:// address: give the API's full URL, or unset it")
+        raise typer.Exit(EXIT_USAGE)
     try:
         answer = httpx.get(
             url.rstrip("/") + "/gateway/bot",
@@ -62,11 +66,23 @@ def _check_api(settings: Settings) -> None:
     except httpx.TimeoutException:
         err(f"{where} took no answer within 10 s: is it Discord's API? Unset it for Discord's own")
         raise typer.Exit(EXIT_UNREACHABLE) from None
+    except httpx.ConnectError as exc:
+        failure = connect_failure(exc, url)
+        if failure.startswith("connection refused"):  # the advice there is for model servers
+            failure = "connection refused: nothing listens there; start it, or unset it"
+        err(f"{where}: {failure}")
+        raise typer.Exit(EXIT_UNREACHABLE) from None
     except httpx.HTTPError as exc:
         err(f"{where}: {connect_failure(exc, url)}")
         raise typer.Exit(EXIT_UNREACHABLE) from None
     if answer.status_code == 401:
         return  # the bot's own start says the token was refused
+    if answer.status_code != 200:
+        err(
+            f"{where} answered HTTP {answer.status_code} to /gateway/bot: not Discord's API "
+            "(or not at that path): check the address, or unset it for Discord's own"
+        )
+        raise typer.Exit(EXIT_UNREACHABLE)
     try:
         body = answer.json()
     except ValueError:

@@ -25,6 +25,7 @@ from felab_core.db.session import (
 )
 from felab_core.errors import ServiceError
 from felab_core.failures import explain
+from felab_core.redact import redact
 from felab_core.settings import get_settings
 
 db_app = typer.Typer(
@@ -52,7 +53,7 @@ def sessions() -> sessionmaker[Session]:
 
 
 def _where() -> str:
-    return make_engine().url.render_as_string(hide_password=True)
+    return redact(make_engine().url.render_as_string(hide_password=True))
 
 
 @db_app.command("upgrade")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import signal
 import time
 from pathlib import Path
@@ -193,6 +194,25 @@ def where() -> None:
     console.print(table)
 
 
+def _check_host(host: str) -> str:
+    """An address this machine can listen on, checked before any engine starts."""
+    import socket
+
+    try:
+        socket.getaddrinfo(host, None)
+    except (socket.gaierror, UnicodeError):
+        raise typer.BadParameter(
+            f"{host!r} is not an address or a host name this machine knows"
+        ) from None
+    return host
+
+
+def _check_timeout(value: float | None) -> float | None:
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise typer.BadParameter(f"seconds above zero (got {value})")
+    return value
+
+
 def serve(
     ctx: typer.Context,
     engine: str = typer.Argument(..., help="llamacpp, mlx or vllm.", callback=_check_engine),
@@ -206,14 +226,19 @@ def serve(
     port: int | None = typer.Option(
         None,
         "--port",
+        min=1,
+        max=65535,
         help=f"Default: llamacpp {DEFAULT_PORTS['llamacpp']}, mlx {DEFAULT_PORTS['mlx']} "
         f"(mlx_lm.server's own default is 8080, like llama-server's), "
         f"vllm {DEFAULT_PORTS['vllm']}.",
     ),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
+    host: str = typer.Option(
+        "127.0.0.1", "--host", help="Address to listen on.", callback=_check_host
+    ),
     timeout: float | None = typer.Option(
         None,
         "--timeout",
+        callback=_check_timeout,
         help="Seconds to wait for the first completion (default: 60 llama.cpp, 120 MLX, 600 vLLM).",
     ),
 ) -> None:

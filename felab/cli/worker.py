@@ -119,7 +119,9 @@ def pair(
     ),
     member: str = typer.Option(None, "--member", help="On the server: the member's Discord id."),
     cohort: int = typer.Option(None, "--cohort", help="On the server: the member's cohort id."),
-    timeout: float = typer.Option(30.0, min=1, help="Seconds to wait for the ingest's answer."),
+    timeout: float = typer.Option(
+        30.0, min=1, max=3600, help="Seconds to wait for the ingest's answer (1 to 3600)."
+    ),
 ) -> None:
     """Pair a machine. On the server (or the bot's /worker pair): issue a one-time code. On the
     machine: `--code CODE`, with FELAB_BROKER_URL set to the pairing URL from your instructor,

@@ -62,6 +62,13 @@ def _sqlite_begin(conn: Any) -> None:
     conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+#: What SQLAlchemy's SQLite driver reads from a URL's query string.
+SQLITE_URL_ARGUMENTS = frozenset(
+    "timeout isolation_level detect_types check_same_thread cached_statements uri "
+    "mode cache vfs nolock immutable modeof".split()
+)
+
+
 def make_engine(url: str | None = None, **kwargs: Any) -> Engine:
     """An engine for `url` (default: the settings'); SQLite gets foreign keys and a busy wait."""
     url = url or get_settings().resolved_database_url()
@@ -82,6 +89,12 @@ def make_engine(url: str | None = None, **kwargs: Any) -> Engine:
             "for SQLite"
         )
     if backend == "sqlite":
+        unknown = sorted(set(parsed.query) - SQLITE_URL_ARGUMENTS)
+        if unknown:  # SQLAlchemy would only warn, and the value may be a secret: name keys only
+            raise DatabaseError(
+                f"FELAB_DATABASE_URL: SQLite takes no {', '.join(map(repr, unknown))} argument "
+                f"(it takes {', '.join(sorted(SQLITE_URL_ARGUMENTS))}): remove it"
+            )
         db = parsed.database
         if db and db != ":memory:" and not db.startswith("file:"):
             Path(db).parent.mkdir(parents=True, exist_ok=True)

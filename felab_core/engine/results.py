@@ -152,7 +152,9 @@ def check_destinations(csv_path: Path | None, json_path: Path | None) -> None:
     for path in (csv_path, json_path):
         if path is None:
             continue
-        folder = path if path.is_dir() else path.parent
+        if path.is_dir():
+            raise ResultsFileError(f"cannot write {path}: it is a folder; give a file name in it")
+        folder = path.parent
         for above in (folder, *folder.parents):
             if above.exists():
                 if not above.is_dir():

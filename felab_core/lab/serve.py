@@ -174,6 +174,16 @@ def resolve_model_path(engine: str, model: Path) -> Path:
                 f"llama.cpp loads one GGUF file, and {model} is a folder with "
                 f"{len(ggufs)} .gguf files; pass the file itself."
             )
+        try:
+            with model.open("rb") as fh:
+                magic = fh.read(4)
+        except OSError as exc:
+            raise ModelNotFound(f"cannot read {model}: {exc.strerror or exc}") from None
+        if magic != b"GGUF":
+            raise ModelNotFound(
+                f"{model} is not a GGUF file (it does not start with GGUF): llama.cpp loads "
+                "GGUF models, such as the one `felab model tiny --out DIR` writes"
+            )
         return model
     if model.is_file():
         raise ModelNotFound(

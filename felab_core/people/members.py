@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import secrets
+import unicodedata
 from datetime import date, datetime, time
 from fractions import Fraction
 
@@ -278,6 +279,10 @@ def validate_server(server: str) -> str:
         raise Invalid(f"{server!r} is not a server felab knows: use one of {names}") from None
 
 
+#: No model file is bigger: a trillion weights at 32 bits is 4 TB.
+MAX_MODEL_BYTES = 10 * 10**12
+
+
 def set_server_model(
     session: Session,
     member: m.Member,
@@ -291,6 +296,11 @@ def set_server_model(
     server = validate_server(server)
     if not model.strip():
         raise Invalid("give the model name as the server shows it, such as llama3.1:8b")
+    for what, text, most in (("model name", model, 300), ("label", model_label or "", 100)):
+        if any(unicodedata.category(c) == "Cc" for c in text):
+            raise Invalid(f"the {what} holds control characters: type it as the server shows it")
+        if len(text.strip()) > most:
+            raise Invalid(f"the {what} is longer than {most} characters: give the short name")
     size: int | None = None
     if model_bytes is not None:
         try:
@@ -299,6 +309,11 @@ def set_server_model(
             raise Invalid(str(exc)) from None
         if size <= 0:
             raise Invalid("the model file's size must be more than zero, such as 4.9GB")
+        if size > MAX_MODEL_BYTES:
+            raise Invalid(
+                f"{model_bytes} is more than any model file (the largest are a few TB): write "
+                "the size `ollama list` or `ls -l` shows, such as 4.9GB"
+            )
         if size < 1_000_000:
             raise Invalid(
                 f"{model_bytes} is only {size:,} bytes, no model file: write the unit, such as "
@@ -314,8 +329,6 @@ def set_server_model(
         session.add(row)
     row.model = model.strip()
     row.model_bytes = size
-    if model_label and len(model_label.strip()) > 100:
-        raise Invalid("the label is longer than 100 characters: give a short name for the model")
     row.model_label = model_label.strip() if model_label else None
     session.flush()
     return row

@@ -16,6 +16,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from felab_core.engine.client import connect_failure
+from felab_core.redact import url_password_masked
 from felab_core.sizing.errors import SizingError, Unreachable
 from felab_core.sizing.units import decimal_text, whole_text
 
@@ -141,7 +142,8 @@ def scrape(base_url: str, client: httpx.Client | None = None, timeout: float = 5
             http.close()
     if response.status_code != 200:
         raise SizingError(
-            f"{url} answered HTTP {response.status_code}: start llama-server with --metrics "
+            f"{url_password_masked(url)} answered HTTP {response.status_code}: start "
+            "llama-server with --metrics "
             "(vLLM serves /metrics by default)"
         )
     return parse_metrics(response.text, taken_at=taken)

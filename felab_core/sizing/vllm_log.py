@@ -24,6 +24,7 @@ from pathlib import Path
 import httpx
 
 from felab_core.engine.client import connect_failure
+from felab_core.redact import url_password_masked
 from felab_core.sizing.capacity import Capacity, capacity_from_blocks, capacity_from_tokens
 from felab_core.sizing.errors import SizingError, Unreachable
 from felab_core.sizing.metrics_scrape import VLLM, parse_metrics
@@ -386,7 +387,8 @@ def read_live_vllm(
             http.close()
     if metrics.status_code != 200:
         raise SizingError(
-            f"{base}/metrics answered HTTP {metrics.status_code}; is this a vLLM server?"
+            f"{url_password_masked(base)}/metrics answered HTTP {metrics.status_code}; is this "
+            "a vLLM server?"
         )
     max_len = None
     if models.status_code == 200:
@@ -398,4 +400,5 @@ def read_live_vllm(
             if isinstance(item, dict) and isinstance(item.get("max_model_len"), int):
                 max_len = item["max_model_len"]
                 break
-    return reading_from_metrics(metrics.text, max_len=max_len, source=f"{base}/metrics")
+    source = f"{url_password_masked(base)}/metrics"
+    return reading_from_metrics(metrics.text, max_len=max_len, source=source)

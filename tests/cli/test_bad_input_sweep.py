@@ -120,6 +120,7 @@ class World:
 def _write_files(d: Path) -> None:
     d.mkdir(parents=True, exist_ok=True)
     (d / "regular-file").write_text("not a folder\n")
+    (d / "a-folder").mkdir(exist_ok=True)
     (d / "empty.csv").write_text("")
     (d / "page.html").write_text("<!doctype html><html><body>hello</body></html>\n")
     (d / "binary.bin").write_bytes(bytes(range(256)) * 64)
@@ -132,6 +133,8 @@ def _write_files(d: Path) -> None:
     (d / "wrong-header.csv").write_text("name,age\nann,3\nbob,4\n")
     (d / "only-header.csv").write_text("name,age\n")
     (d / "results-header-only.csv").write_text(header)
+    (d / "short-row.csv").write_text(header + "2026-03-03T10:00:00+00:00,mac,mlx,mlx,0\n")
+    (d / "huge-field.csv").write_text(header + "x" * 200_000 + "\n")
     row = dict.fromkeys(CSV_COLUMNS, "")
     row.update(
         timestamp="2026-12-01T10:00:00+00:00", host="mac", target="mlx", server="mlx",
@@ -416,6 +419,22 @@ CASES: list[Case] = [
     case("broker-prefix-glob", "worker list", 2, "FELAB_BROKER_PREFIX", FELAB_BROKER_PREFIX="felab*"),
     case("bot-api-html", "bot sync --guild 5", 3, "Discord's API", FELAB_DISCORD_TOKEN="tok-{secret}", FELAB_DISCORD_API_URL="http://127.0.0.1:{html}"),
     case("bot-api-silent", "bot sync --guild 5", 3, "no answer", FELAB_DISCORD_TOKEN="tok-{secret}", FELAB_DISCORD_API_URL="http://127.0.0.1:{silent}"),
+    # the second independent sweep's findings
+    case("bot-api-secret-in-url", "bot sync --guild 5", 3, "nothing listens there", FELAB_DISCORD_TOKEN="tok-{secret}", FELAB_DISCORD_API_URL="http://u:{secret}@127.0.0.1:{closed}/?token={secret}"),
+    case("bot-api-no-scheme", "bot sync --guild 5", 2, "not an http", FELAB_DISCORD_TOKEN="tok-{secret}", FELAB_DISCORD_API_URL="garbage"),
+    case("size-capacity-secret", "size capacity --url http://u:{secret}@127.0.0.1:{whole}", 2, "answered HTTP 404"),
+    case("db-sqlite-query-secret", "db status", 2, "takes no 'token'", FELAB_DATABASE_URL="sqlite:///{files}/q.db?token={secret}"),
+    case("db-url-empty", "numbers show", 2, "is set but empty", FELAB_DATABASE_URL=""),
+    case("serve-port-range", "serve llamacpp --model {files}/binary.bin --port 70000", 2, "--port"),
+    case("serve-bad-host", ["serve", "llamacpp", "--model", "{files}/binary.bin", "--host", "not a host"], 2, "not an address"),
+    case("serve-timeout-nan", "serve llamacpp --model {files}/binary.bin --timeout nan", 2, "--timeout"),
+    case("memo-short-row", "memo --csv {files}/short-row.csv --chip H100 --model llama-3.1-8b --model-bytes 4.9GB -o -", 2, "line 2: 5 cells"),
+    case("memo-huge-field", "memo --csv {files}/huge-field.csv --chip H100 --model llama-3.1-8b --model-bytes 4.9GB -o -", 2, "field larger"),
+    case("bench-json-folder", f"bench {LOCAL} --json {{files}}/a-folder", 2, "is a folder"),
+    case("memo-out-folder", "memo --csv {files}/results.csv --chip H100 --model llama-3.1-8b --model-bytes 4.9GB -o {files}/a-folder", 2, "is a folder"),
+    case("pair-timeout-inf", "worker pair --code ABCD-EFGH-JKLM --timeout 1e309", 2, "--timeout"),
+    case("numbers-model-control", ["numbers", "model", "ollama", "--name", "a\x01b", "--bytes", "4.9GB"], 2, "control characters"),
+    case("numbers-model-huge", "numbers model ollama --name x --bytes 900TB", 2, "more than any model file"),
     case("memo-kv-memory-absurd", "memo --csv {files}/results.csv --chip H100 --model llama-3.1-8b --model-bytes 4.9GB --kv-memory 5000TB -o -", 2, "8 x H100"),
     case("size-chips-no-family", "size chips --family zzz", 2, "--family"),
 ]

@@ -28,12 +28,21 @@ def load_results(path: Path) -> list[dict[str, str]]:
     try:
         with path.open(newline="", encoding="utf-8-sig") as fh:
             header = next(csv.reader(fh), [])
-    except (OSError, UnicodeDecodeError) as exc:
+        if not header:
+            return []
+        _check_header(tuple(header), str(path))
+        rows = read_csv(path)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise MemoError(f"cannot read {path}: {exc}") from None
-    if not header:
-        return []
-    _check_header(tuple(header), str(path))
-    return read_csv(path)
+    for line, row in enumerate(rows, start=2):
+        extra = row.pop(None, None)  # type: ignore[call-overload]  # csv's key for extra cells
+        if extra is not None or None in row.values():  # more or fewer cells than the header
+            cells = sum(v is not None for v in row.values()) + len(extra or [])
+            raise MemoError(
+                f"{path} line {line}: {cells} cells where the header has {len(header)}: "
+                "the row is cut short or has extra cells; fix or remove it"
+            )
+    return rows
 
 
 def _check_header(header: tuple[str, ...], where: str) -> None:
