@@ -58,9 +58,21 @@ def _check_engine(engine: str) -> str:
     return engine
 
 
+def _folder_named(value: str) -> Path:
+    if not value.strip():
+        raise typer.BadParameter("is empty: name the folder to write, such as --out models")
+    return Path(value)
+
+
 @model_app.command("tiny")
 def tiny(
-    out: Path = typer.Option(..., "--out", help="Folder to write (created if missing)."),
+    out: Path = typer.Option(
+        ...,
+        "--out",
+        help="Folder to write (created if missing).",
+        parser=_folder_named,
+        metavar="DIR",
+    ),
     size: str = typer.Option(
         "tiny",
         "--size",

@@ -89,9 +89,10 @@ def as_fraction(value: int | float | str | Decimal | Fraction) -> Fraction:
     if exponent and abs(int(exponent.group(1))) > 30:
         raise SizingError(f"{value!r} is out of range: felab takes numbers up to 1e24")
     try:
-        return _bounded(Fraction(text), repr(value))
+        number = Fraction(text)
     except (ValueError, ZeroDivisionError):
         raise SizingError(f"expected a number, got {value!r}") from None
+    return _bounded(number, repr(value))  # its own message: a number, but out of range
 
 
 def require_positive(what: str, value: int | Fraction | float, hint: str = "") -> None:

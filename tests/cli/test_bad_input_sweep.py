@@ -435,6 +435,8 @@ CASES: list[Case] = [
     case("pair-timeout-inf", "worker pair --code ABCD-EFGH-JKLM --timeout 1e309", 2, "--timeout"),
     case("numbers-model-control", ["numbers", "model", "ollama", "--name", "a\x01b", "--bytes", "4.9GB"], 2, "control characters"),
     case("numbers-model-huge", "numbers model ollama --name x --bytes 900TB", 2, "more than any model file"),
+    case("model-tiny-out-empty", ["model", "tiny", "--out", ""], 2, "is empty"),
+    case("size-limit-bytes-out-of-range", "size limit --chip H100 --model-bytes 1e30", 2, "out of range"),
     case("memo-kv-memory-absurd", "memo --csv {files}/results.csv --chip H100 --model llama-3.1-8b --model-bytes 4.9GB --kv-memory 5000TB -o -", 2, "8 x H100"),
     case("size-chips-no-family", "size chips --family zzz", 2, "--family"),
 ]
