@@ -70,6 +70,13 @@ def check_job(
     return workload
 
 
+def server_for(target: str) -> str:
+    """The server kind a job expects from its target's name: a kind's own name (mlx), else any
+    OpenAI-compatible server."""
+    kind = target.lower()
+    return kind if kind in {k.value for k in ServerKind} else ServerKind.OPENAI.value
+
+
 def queue_bench_job(
     session: Session,
     member: m.Member,
@@ -92,8 +99,7 @@ def queue_bench_job(
     now = now or utcnow()
     params = dict(params or {})
     check_job(session, member, worker, target, preset, params, s, now)
-    kind = target.lower()
-    server = kind if kind in {k.value for k in ServerKind} else ServerKind.OPENAI.value
+    server = server_for(target)
     job = m.BenchJob(
         member_id=worker.member_id,
         requested_by_id=member.id,

@@ -26,13 +26,12 @@ from felab_core.db import models as m
 from felab_core.db.types import utcnow
 from felab_core.engine.merge import MergedRun, ShardRecords, merge_shards, request_from_wire
 from felab_core.engine.results import summary_columns
-from felab_core.engine.server_kinds import ServerKind
 from felab_core.engine.shards import Shard
 from felab_core.errors import Invalid
 from felab_core.jobs.fleet import is_online, worker_targets
 from felab_core.jobs.lifecycle import TERMINAL, Send, finish, new_attempt, send_after_commit
 from felab_core.jobs.messages import MAX_SHARDS, JobMessage
-from felab_core.jobs.queueing import check_job, slices_of
+from felab_core.jobs.queueing import check_job, server_for, slices_of
 from felab_core.jobs.result_store import checked_rows, store_result
 from felab_core.jobs.run import REQUEST_FIELDS
 from felab_core.jobs.workload import Limits, job_workload, spread_problem
@@ -81,8 +80,7 @@ def queue_spread_job(
     problem = spread_problem(workload, n)
     if problem:
         raise Invalid(f"this run cannot be spread: {problem}")
-    kind = target.lower()
-    server = kind if kind in {k.value for k in ServerKind} else ServerKind.OPENAI.value
+    server = server_for(target)
     start_at = now + timedelta(seconds=s.spread_lead_s)
     common: dict[str, Any] = {
         "member_id": workers[0].member_id,
@@ -166,10 +164,13 @@ def store_slice(session: Session, job: m.BenchJob, body: dict[str, Any], now: da
             f"the result is for slice {report.get('index')} of {report.get('count')}, "
             f"not slice {job.shard_index} of {job.shards}"
         )
-    job.record = {"slice": report, "record": record if isinstance(record, dict) else {}}
+    job.record = {
+        "slice": report,
+        "record": record if isinstance(record, dict) else {},
+        "row": rows[0],
+    }
     job.summary = None
     job.progress_done = max(job.progress_done, job.progress_total or 0)
-    job.record["row"] = rows[0]
     finish(session, job, "done", now)
 
 
