@@ -66,7 +66,20 @@ class Failure:
 def debug_requested() -> bool:
     """FELAB_DEBUG=1 (or true/yes/on): show tracebacks. Read from the environment itself, not
     through Settings, since a bad setting is one of the things it helps to debug."""
-    return os.environ.get("FELAB_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")
+    return os.environ.get("FELAB_DEBUG", "").strip().lower() in _YES
+
+
+_YES = ("1", "true", "yes", "on")
+_NO = ("", "0", "false", "no", "off")
+
+
+def debug_setting_problem() -> str | None:
+    """What is wrong with FELAB_DEBUG, if it is neither yes nor no (a typo would silently mean
+    no, and the traceback someone asked for would never come)."""
+    raw = os.environ.get("FELAB_DEBUG", "")
+    if raw.strip().lower() in _YES + _NO:
+        return None
+    return f"FELAB_DEBUG={raw[:40]!r} is neither yes nor no: set it to 1 (show tracebacks) or 0"
 
 
 def _names(exc: BaseException) -> set[str]:

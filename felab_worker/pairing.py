@@ -54,7 +54,12 @@ def check_reachable(
     client = redis_client(url, settings, timeout_s=max(0.5, min(timeout_s, CONNECT_TIMEOUT_S)))
     try:
         client.ping()
-    except redis.exceptions.ResponseError:
+    except redis.exceptions.ResponseError as exc:
+        if "DB index" in str(exc):  # SELECT on connecting: the URL's /N is past the last one
+            raise PairingError(
+                f"the broker at {redacted(url)} has no such database ({exc}): the number after "
+                "the last / in FELAB_BROKER_URL must be one it has (0-15 unless configured)"
+            ) from None
         return  # it answered: a pairing user may not be allowed PING
     except redis.exceptions.RedisError as exc:
         detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]

@@ -34,6 +34,7 @@ from felab.cli.output import (
     print_table,
     text,
 )
+from felab.cli.waiting import SilenceNotice
 from felab_core.engine.apis import Api
 from felab_core.engine.bench import BenchOutcome, run_bench, save_outcomes
 from felab_core.engine.client import ClientLimits
@@ -98,9 +99,23 @@ def _parse_processes(text: str) -> int | None:
         n = int(text)
     except ValueError:
         raise typer.BadParameter(f"{text!r}: use auto or a whole number, e.g. 2") from None
-    if n < 1:
-        raise typer.BadParameter(f"{n}: use auto or 1 or more processes")
+    if not 1 <= n <= MAX_PROCESSES:
+        raise typer.BadParameter(f"{n}: use auto or 1 to {MAX_PROCESSES} processes")
     return n
+
+
+#: Seconds without a finished request before the bench says it is still waiting.
+QUIET_NOTICE_S = 30.0
+
+#: More client processes than any one machine's cores could use (the auto choice stays lower).
+MAX_PROCESSES = 64
+
+
+def _partners_given(*pairs: tuple[str, object, str, object]) -> None:
+    """Refuse a flag given without the flag it only makes sense with (it would be ignored)."""
+    for flag, value, partner, partner_value in pairs:
+        if value is not None and partner_value is None:
+            raise ValueError(f"{flag} only applies with {partner}: add {partner}, or drop {flag}")
 
 
 def _fmt(value: float | None, scale: float = 1.0, digits: int = 1) -> str:
@@ -242,6 +257,12 @@ def _print_details(outcomes: list[BenchOutcome], out: Console) -> None:
                     f"{r.target.name} c={run.concurrency}: steady window {win['from_s']:g}-"
                     f"{win['to_s']:.1f} s: {win['kept']} requests in the figures, {win['dropped']} "
                     "sent in the ramp-up or still running in the ramp-down left out"
+                    + (
+                        ": nothing was measured (shorten --ramp-up/--ramp-down, or send for "
+                        "longer with --duration)"
+                        if win["kept"] == 0
+                        else ""
+                    )
                 )
             for turn in s.per_turn:
                 cached = turn["cached_share"]
@@ -326,8 +347,10 @@ def bench(
         help="Replay a Mooncake-style JSONL trace (timestamp ms, input_length, output_length, "
         "hash_ids): its arrival times, lengths and shared prompt blocks. -c caps in-flight.",
     ),
-    trace_speed: float = typer.Option(
-        1.0, "--trace-speed", help="Replay speed: 2 sends the trace twice as fast (0.001-1000)."
+    trace_speed: float | None = typer.Option(
+        None,
+        "--trace-speed",
+        help="With --trace: 2 sends it twice as fast (0.001-1000) [default: 1].",
     ),
     sessions: int | None = typer.Option(
         None,
@@ -335,9 +358,14 @@ def bench(
         help="Multi-turn conversations: N of them, -c at a time (all at once by default); "
         "each turn's prompt holds the whole history, so the prefix cache can pay off.",
     ),
-    turns: int = typer.Option(4, "--turns", help="Turns per session (with --sessions; 1-1000)."),
-    think_time: float = typer.Option(
-        0.0, "--think-time", help="Seconds a user pauses between an answer and the next turn."
+    turns: int | None = typer.Option(
+        None, "--turns", help="With --sessions: turns per session, 1-1000 [default: 4]."
+    ),
+    think_time: float | None = typer.Option(
+        None,
+        "--think-time",
+        help="With --sessions: seconds a user pauses between an answer and the next turn "
+        "(0-3600) [default: 0].",
     ),
     tools: bool = typer.Option(
         False,
@@ -366,8 +394,8 @@ def bench(
     repeat: int = typer.Option(
         1,
         "--repeat",
-        help="Run the whole workload N times (2-100) and print each figure's mean with its 95 % "
-        "interval over the repeats; each repeat is saved as a run (--json FILE.rK.json).",
+        help="Run the whole workload N times (1-100); from 2, print each figure's mean with its "
+        "95 % interval over the repeats; each repeat is saved as a run (--json FILE.rK.json).",
     ),
     stop_when_saturated: bool = typer.Option(
         False,
@@ -375,8 +403,10 @@ def bench(
         help="Open loop: stop sending once the server falls behind (in 3 s, under half the "
         "requests sent finished and those in flight doubled); what was sent is measured.",
     ),
-    trace_block_size: int = typer.Option(
-        512, "--trace-block-size", help="Prompt tokens per hash_id (512 in Mooncake's traces)."
+    trace_block_size: int | None = typer.Option(
+        None,
+        "--trace-block-size",
+        help="With --trace: prompt tokens per hash_id [default: 512, as in Mooncake's traces].",
     ),
     slo: str | None = typer.Option(
         None, "--slo", help="Goodput objective in seconds, e.g. ttft=0.5,tpot=0.05."
@@ -405,8 +435,9 @@ def bench(
     processes: str = typer.Option(
         "auto",
         "--processes",
-        help="Client processes per run, each with its own event loop, following one schedule; "
-        "auto adds them when the warm-up says one process (~15,000 chunks/s) cannot keep up.",
+        help="Client processes per run (1-64), each with its own event loop, following one "
+        "schedule; auto adds them when the warm-up says one process (~15,000 chunks/s) cannot "
+        "keep up.",
     ),
     fmt: Format = format_option(),
 ) -> None:
@@ -433,11 +464,23 @@ def bench(
             resolve_target(n, targets=table, url=url, api=api, model=model, kind=kind)
             for n in names
         ]
+        _partners_given(
+            ("--trace-speed", trace_speed, "--trace", trace),
+            ("--trace-block-size", trace_block_size, "--trace", trace),
+            ("--turns", turns, "--sessions", sessions),
+            ("--think-time", think_time, "--sessions", sessions),
+        )
         replay = (
-            load_trace(trace, block_size=trace_block_size, speed=trace_speed) if trace else None
+            load_trace(
+                trace,
+                block_size=512 if trace_block_size is None else trace_block_size,
+                speed=1.0 if trace_speed is None else trace_speed,
+            )
+            if trace
+            else None
         )
         workload: Workload = PRESETS[preset].workload.with_overrides(
-            concurrency=_parse_concurrency(concurrency) if concurrency else None,
+            concurrency=None if concurrency is None else _parse_concurrency(concurrency),
             rate=rate,
             burstiness=burstiness,
             requests=requests,
@@ -459,18 +502,18 @@ def bench(
             workload = replace(
                 workload,
                 sessions=sessions,
-                turns=turns,
-                think_time_s=think_time,
-                preset=f"sessions {sessions}x{turns}",
+                turns=4 if turns is None else turns,
+                think_time_s=0.0 if think_time is None else think_time,
+                preset=f"sessions {sessions}x{4 if turns is None else turns}",
                 requests=None,
-                concurrency=workload.concurrency if concurrency else (max(1, sessions),),
+                concurrency=(max(1, sessions),) if concurrency is None else workload.concurrency,
             )
         if replay is not None:
             workload = replace(
                 workload,
                 preset=f"trace:{replay.name}",
                 requests=requests,  # the whole trace unless -n cuts it
-                concurrency=workload.concurrency if concurrency else (0,),
+                concurrency=workload.concurrency if concurrency is not None else (0,),
             )
         if rate is not None and concurrency is None:
             workload = replace(workload, concurrency=(0,))  # open loop, no cap on in-flight
@@ -523,17 +566,31 @@ def bench(
             console=console,
         )
         return
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-    ) as bar:
+
+    def quiet_for(seconds: float) -> None:
+        err_console.print(
+            f"[yellow]waiting:[/yellow] no request has finished in {seconds:.0f} s. A server "
+            "loading its model, or writing long answers, can take this long; one that took the "
+            f"connection and never answers is given up at --timeout ({timeout:g} s)"
+            + (" (without --no-check, felab asks it first)" if no_check else "")
+            + ". Ctrl-C stops."
+        )
+
+    with (
+        Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err_console,
+            transient=True,
+        ) as bar,
+        SilenceNotice(QUIET_NOTICE_S, quiet_for) as silence,
+    ):
         tasks: dict[str, TaskID] = {}
 
         def progress(target: Target, label: str, done: int, total: int | None) -> None:
+            silence.poke()
             key = f"{target.name} {label}"
             if key not in tasks:
                 tasks[key] = bar.add_task(key, total=total)

@@ -41,6 +41,10 @@ def bot_main(ctx: typer.Context) -> None:
             raise typer.Exit(EXIT_USAGE) from None
 
 
+#: Discord's API answers /gateway/bot in well under a second; a silent one is said in seconds.
+_API_CHECK_S = 5.0
+
+
 def _check_api(settings: Settings) -> None:
     """A FELAB_DISCORD_API_URL that is not Discord's API (a web page, a port that never
     answers) is said at once, in words, instead of a hang or discord.py's own traceback."""
@@ -61,10 +65,13 @@ def _check_api(settings: Settings) -> None:
         answer = httpx.get(
             url.rstrip("/") + "/gateway/bot",
             headers={"Authorization": f"Bot {token}"},
-            timeout=10.0,
+            timeout=_API_CHECK_S,
         )
     except httpx.TimeoutException:
-        err(f"{where} took no answer within 10 s: is it Discord's API? Unset it for Discord's own")
+        err(
+            f"{where} took no answer within {_API_CHECK_S:.0f} s: is it Discord's API? Unset it "
+            "for Discord's own"
+        )
         raise typer.Exit(EXIT_UNREACHABLE) from None
     except httpx.ConnectError as exc:
         failure = connect_failure(exc, url)

@@ -10,8 +10,10 @@ from __future__ import annotations
 import typer
 
 from felab.cli.boundary import bounded, set_debug
+from felab.cli.errors import err
 from felab.cli.lazy import Entry, lazy_group
 from felab_core import __version__
+from felab_core.failures import EXIT_USAGE, debug_setting_problem
 from felab_core.settings import get_settings
 
 COMMANDS: dict[str, Entry] = {
@@ -66,4 +68,8 @@ def _root(
 ) -> None:
     """felab's command line."""
     set_debug(debug)
+    problem = debug_setting_problem()
+    if problem:
+        err(problem)
+        raise typer.Exit(EXIT_USAGE)
     get_settings()  # every FELAB_ setting checked before any command runs: one line per bad one

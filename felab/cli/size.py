@@ -20,6 +20,7 @@ import typer
 from rich.console import Console
 
 from felab.cli.output import Cell, Column, Format, Grid, emit, format_option
+from felab_core.engine.targets import TargetError, normalize_base_url
 from felab_core.sizing import capacity as cap
 from felab_core.sizing import kv, slots, speed_limit, vllm_log
 from felab_core.sizing.errors import SizingError, Unreachable
@@ -124,6 +125,14 @@ def _flag(name: str, value: str | None) -> Fraction | None:
     if number <= 0:
         raise SizingError(f"{name} must be more than zero (got {value})")
     return number
+
+
+def _server_url(url: str) -> str:
+    """A typed server address as the bench reads it (no scheme means http://), or a SizingError."""
+    try:
+        return normalize_base_url(url)
+    except TargetError as exc:
+        raise SizingError(str(exc)) from None
 
 
 def _guard(fn: Callable[[], T]) -> T:
@@ -268,7 +277,7 @@ def capacity_command(
                 reading = vllm_log.parse_log_file(vllm_log_file)
             else:
                 assert url is not None
-                reading = vllm_log.read_live_vllm(url)
+                reading = vllm_log.read_live_vllm(_server_url(url))
             base = reading.capacity(block_size=block_size, max_len=max_len)
             if reading.kv_cache_dtype is None:
                 base = replace(base, kv_dtype=kv.kv_dtype(kv_dtype).name)
@@ -398,7 +407,7 @@ def slots_command(
                     "(give -c only if you know what it was started with)"
                 )
             verdict = slots.read_live(
-                url, ctx=ctx, need=need, shape=shape, kv_type=kv_type, tokens_each=each
+                _server_url(url), ctx=ctx, need=need, shape=shape, kv_type=kv_type, tokens_each=each
             )
         else:
             if ctx is None:

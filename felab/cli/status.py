@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from felab.cli.db import service_errors, sessions
+from felab.cli.errors import err
 from felab_core.db.session import session_scope
 from felab_core.db.types import utcnow
+from felab_core.failures import EXIT_UNREACHABLE
 from felab_core.redact import redact
 from felab_core.settings import get_settings
+
+if TYPE_CHECKING:
+    from felab_core.ops.status import FleetStatus
 
 
 def _age(seconds: float | None) -> str:
@@ -39,6 +45,7 @@ def status(
     with service_errors(), session_scope(sessions()) as session:
         fleet = fleet_status(session, utcnow(), settings)
     broker = "reached"
+    broker_ok = True
     try:
         dispatcher = Dispatcher(settings)
         if dispatcher.redis:  # asked even with no machine: "reached" is a fact, not a default
@@ -51,9 +58,17 @@ def status(
         fleet = replace(fleet, machines=machines)
     except Exception as exc:
         broker = f"not reached ({type(exc).__name__}): {redact(str(exc))[:200]}"
+        broker_ok = False
     if as_json:
         typer.echo(json.dumps({**fleet.to_json(), "broker": broker}))
-        return
+    else:
+        _print(fleet, broker)
+    if not broker_ok:  # a monitoring script reads the exit code: 3, a service not reached
+        err(f"broker {broker}")
+        raise typer.Exit(EXIT_UNREACHABLE)
+
+
+def _print(fleet: FleetStatus, broker: str) -> None:
     console = Console(highlight=False)
     table = Table("worker", "id", "state", "last seen", "running", "queued", "in its queue",
                   title="machines")  # fmt: skip

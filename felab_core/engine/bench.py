@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from felab_core.engine.client import ClientLimits
-from felab_core.engine.measure import TargetResult
+from felab_core.engine.measure import RunResult, TargetResult
 from felab_core.engine.metrics import SLO
 from felab_core.engine.probe import IdentityError
 from felab_core.engine.results import append_csv, csv_row, json_paths, write_json
@@ -39,7 +39,13 @@ class BenchOutcome:
         """Every request failed (an HTML page, a server that never answers): nothing was timed,
         which is a target that could not be timed, not a run with some failures."""
         r = self.result
-        return r is not None and not r.interrupted and all(run.summary.ok == 0 for run in r.runs)
+        return r is not None and not r.interrupted and all(_nothing_in(run) for run in r.runs)
+
+
+def _nothing_in(run: RunResult) -> bool:
+    """No request was timed, or none fell in the steady window the ramps left."""
+    window = run.summary.window
+    return run.summary.ok == 0 or (window is not None and window["kept"] == 0)
 
 
 async def run_bench(
@@ -91,9 +97,16 @@ def save_outcomes(
     # An interrupted or partial run is short of its preset: it stays out of the results file.
     complete = [r for r in results if not r.interrupted and not r.partial]
     if csv_path is not None and complete:
-        rows = [csv_row(r, run) for r in complete for run in r.runs]
-        append_csv(csv_path, rows)
-        written.append(csv_path)
+        # A run whose steady window held no request has no figures: a row of dashes.
+        rows = [
+            csv_row(r, run)
+            for r in complete
+            for run in r.runs
+            if run.summary.ok == 0 or not _nothing_in(run)
+        ]
+        if rows:
+            append_csv(csv_path, rows)
+            written.append(csv_path)
     if json_path is not None and results:
         paths = json_paths(json_path, [r.target.name for r in results])
         for r in results:

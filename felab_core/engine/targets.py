@@ -133,9 +133,18 @@ def load_targets(path: Path | None) -> dict[str, Target]:
     if path is None:
         return targets
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        # utf-8-sig: Notepad and some editors open a UTF-8 file with a byte-order mark.
+        raw = tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         raise TargetError(f"targets file {path} does not exist (FELAB_TARGETS_FILE)") from None
+    except IsADirectoryError:
+        raise TargetError(f"targets file {path} is a folder: give the .toml file") from None
+    except UnicodeDecodeError as exc:
+        raise TargetError(
+            f"targets file {path} is not UTF-8 text (byte {exc.start}): save it as UTF-8 TOML"
+        ) from None
+    except OSError as exc:
+        raise TargetError(f"targets file {path} cannot be read: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise TargetError(f"targets file {path} is not valid TOML: {exc}") from None
     try:

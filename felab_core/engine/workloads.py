@@ -178,6 +178,8 @@ class Workload:
             problems.append(
                 f"--burstiness must be above 0, at most {MAX_BURSTINESS:g} (1 = Poisson)"
             )
+        if self.burstiness != 1.0 and self.rate is None:
+            problems.append("--burstiness shapes the gaps of an open loop: give --rate too")
         if self.sessions is not None:
             if self.sessions < 1:
                 problems.append("--sessions must be 1 or more")
@@ -216,6 +218,24 @@ class Workload:
             and self.shared_prefix_tokens >= self.prompt_tokens
         ):
             problems.append("--shared-prefix-tokens must be smaller than --prompt-tokens")
+        if self.shared_prefix_tokens and self.prompt_tokens is None and self.trace is None:
+            problems.append(
+                "--shared-prefix-tokens needs --prompt-tokens: the prefix opens a synthetic prompt"
+            )
+        if self.stop_when_saturated and not self.open_loop:
+            problems.append(
+                "--stop-when-saturated watches an open loop: give --rate (or --trace) too"
+            )
+        if (
+            self.duration_s is not None
+            and self.ramp_up_s + self.ramp_down_s >= self.duration_s
+            and (self.ramp_up_s or self.ramp_down_s)
+        ):
+            problems.append(
+                f"--ramp-up and --ramp-down ({self.ramp_up_s + self.ramp_down_s:g} s together) "
+                f"leave nothing of a {self.duration_s:g} s run to measure: shorten them or "
+                "lengthen --duration"
+            )
         if not 0 <= self.seed < 2**63:
             problems.append("--seed must be from 0 to 2**63 - 1")
         if problems:

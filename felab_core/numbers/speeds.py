@@ -26,7 +26,7 @@ _TPS_UNITS = {
 }
 _MS_PER_TOKEN_UNITS = {"ms/token", "ms/tok", "ms per token"}
 _NUMBER = re.compile(
-    r"^\s*(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)(?![\d,.]|[eE][-+]?\d)\s*(.*?)\s*$"
+    r"^\s*(\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?:\d+(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?)(?![\d,.])\s*(.*?)\s*$"
 )
 
 
@@ -66,6 +66,11 @@ def typed_text(number: m.Number) -> str:
     return f"{as_typed(number.typed_value, number.typed_unit or TPS_UNIT)} ({tps})"
 
 
+def _amount(x: float) -> str:
+    """A large figure readably: 10,000,000 up to a billion, then 1e+300."""
+    return f"{x:,.0f}" if x < 1e9 else f"{x:.3g}"
+
+
 def parse_speed(value: str | float | int, unit: str | None = None) -> Speed:
     """Read a typed writing speed: '44.6', '44.6 tok/s', '22.4 ms/token' (converted).
 
@@ -96,6 +101,8 @@ def parse_speed(value: str | float | int, unit: str | None = None) -> Speed:
         if len(digits) > 30:
             raise Invalid(f"{digits[:12]}… has more digits than any timing script prints")
         number = float(digits)
+        if math.isinf(number):
+            raise Invalid(f"{digits} tokens per second is out of range (more than any float)")
         rest = match.group(2) or unit or ""
     unit_text = " ".join(rest.lower().split())
     note = ""
@@ -122,12 +129,12 @@ def parse_speed(value: str | float | int, unit: str | None = None) -> Speed:
         raise Invalid(f"a writing speed must be more than zero tokens per second, got {value}")
     if tps < MIN_PLAUSIBLE_TPS:
         raise Invalid(
-            f"{tps:g} tokens per second is one token every {1 / tps:,.0f} s, no writing speed: "
+            f"{tps:g} tokens per second is one token every {_amount(1 / tps)} s, no writing speed: "
             "check the unit (tokens per second, or ms/token) and the decimal point"
         )
     if tps > MAX_PLAUSIBLE_TPS:
         raise Invalid(
-            f"{tps:,.0f} tokens per second is beyond any single conversation on any machine; "
+            f"{_amount(tps)} tokens per second is beyond any single conversation on any machine; "
             "check the unit (per second, not per minute) and that it is one person's speed"
         )
     return Speed(tps, note, digits, typed_unit)

@@ -144,9 +144,14 @@ def _positive_int(value: Any, key: str, where: str) -> int:
 
 def _load_json(path: Path) -> dict[str, Any]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise SizingError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise SizingError(
+            f"{path} is not UTF-8 text (byte {exc.start}): give the model's config.json as "
+            "downloaded"
+        ) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

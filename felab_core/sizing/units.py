@@ -259,4 +259,15 @@ def parse_bandwidth(text: str | int | float) -> Fraction:
                 "273 or '3.35 TB/s'"
             )
         text = text.removesuffix("/s").removesuffix("/S")
-    return parse_bytes(text, default_unit="GB")
+    value = parse_bytes(text, default_unit="GB")
+    if not MIN_BANDWIDTH <= value <= MAX_BANDWIDTH:
+        raise SizingError(
+            f"a memory bandwidth of {text!r} is out of range: felab takes 1 GB/s to 100 TB/s "
+            "(a laptop has tens to hundreds of GB/s, an H200 4.8 TB/s)"
+        )
+    return value
+
+
+#: The slowest memory worth sizing (a small board's) and more than any node of chips has.
+MIN_BANDWIDTH = 1 * GB
+MAX_BANDWIDTH = 100_000 * GB

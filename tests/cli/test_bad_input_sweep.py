@@ -169,6 +169,8 @@ def _write_files(d: Path) -> None:
     (d / "config-bad").mkdir(exist_ok=True)
     (d / "config-bad" / "config.json").write_text('{"hidden_size": "big"}')
     (d / "vllm.log").write_text("INFO nothing about the cache here\n")
+    (d / "config-binary").mkdir(exist_ok=True)
+    (d / "config-binary" / "config.json").write_bytes(b"\xff\xfe{" + bytes(range(256)))
     (d / "config-huge").mkdir(exist_ok=True)
     (d / "config-huge" / "config.json").write_text(
         json.dumps({"num_hidden_layers": 10**12, "num_attention_heads": 32, "hidden_size": 4096})
@@ -390,7 +392,7 @@ CASES: list[Case] = [
     case("numbers-model-long-label", ["numbers", "model", "ollama", "--name", "m", "--bytes", "4.9GB", "--label", "x" * 200], 2, "100 characters"),
     case("size-capacity-tokens-absurd", "size capacity --tokens 100000000000000000000000000000 --max-len 8192", 2, "--tokens"),
     case("size-limit-tiny-weights", "size limit --bandwidth 273 --model-bytes 0.000001B", 2, "no model"),
-    case("size-limit-tiny-bits", "size limit --bandwidth 273 --model llama-3.1-8b --bits-per-weight 1e-30", 2, "no model"),
+    case("size-limit-tiny-bits", "size limit --bandwidth 273 --model llama-3.1-8b --bits-per-weight 1e-30", 2, "1 to 32 bits"),
     case("size-limit-measured-inf", "size limit --bandwidth 273 --model-bytes 4.9GB --measured inf", 2, "--measured"),
     case("size-limit-bits-nan", "size limit --bandwidth 273 --model llama-3.1-8b --bits-per-weight nan", 2, "--bits-per-weight"),
     case("size-slots-each-below-need", "size slots -c 8192 -np 4 --need 5000 --each 1", 2, "--each"),
@@ -439,6 +441,26 @@ CASES: list[Case] = [
     case("size-limit-bytes-out-of-range", "size limit --chip H100 --model-bytes 1e30", 2, "out of range"),
     case("memo-kv-memory-absurd", "memo --csv {files}/results.csv --chip H100 --model llama-3.1-8b --model-bytes 4.9GB --kv-memory 5000TB -o -", 2, "8 x H100"),
     case("size-chips-no-family", "size chips --family zzz", 2, "--family"),
+    # what the second independent sweep found that round three left: each now says so
+    case("numbers-machine-crawl", "numbers machine --bandwidth 0.001", 2, "1 GB/s to 100 TB/s"),
+    case("numbers-machine-absurd", "numbers machine --bandwidth 99999999", 2, "out of range"),
+    case("size-limit-bits-absurd", "size limit --bandwidth 273 --model llama-3.1-8b --bits-per-weight 1000", 2, "1 to 32 bits"),
+    case("numbers-enter-exponent", "numbers enter ollama 1e-300", 2, "one token every 1e+300 s"),
+    case("size-capacity-no-scheme", "size capacity --url 127.0.0.1:{closed}", 3, "connection refused"),
+    case("setting-debug-maybe", "size chips", 2, "FELAB_DEBUG", FELAB_DEBUG="maybe"),
+    case("status-broker-no-db", "status", 3, "no such database", FELAB_BROKER_URL="redis://127.0.0.1:6379/99"),
+    case("status-broker-closed", "status", 3, "not reached", FELAB_BROKER_URL="redis://u:{secret}@127.0.0.1:{closed}/0"),
+    case("bench-burstiness-alone", f"bench {LOCAL} --burstiness 0.5", 2, "give --rate too"),
+    case("bench-turns-alone", f"bench {LOCAL} --turns 3", 2, "--turns only applies with --sessions"),
+    case("bench-think-alone", f"bench {LOCAL} --think-time 2", 2, "--think-time only applies"),
+    case("bench-trace-speed-alone", f"bench {LOCAL} --trace-speed 2", 2, "--trace-speed only applies"),
+    case("bench-prefix-alone", f"bench {LOCAL} --shared-prefix-tokens 10", 2, "needs --prompt-tokens"),
+    case("bench-saturated-closed", f"bench {LOCAL} --stop-when-saturated", 2, "open loop"),
+    case("bench-concurrency-empty", ["bench", *LOCAL.split(), "-c", ""], 2, "at least one value"),
+    case("bench-processes-huge", f"bench {LOCAL} --processes 100000", 2, "1 to 64"),
+    case("bench-ramps-eat-run", f"bench {LOCAL} --ramp-up 100 --duration 2", 2, "leave nothing"),
+    case("targets-not-utf8", "targets --targets-file {files}/binary.bin", 2, "binary.bin is not UTF-8"),
+    case("size-kv-config-not-utf8", "size kv --config {files}/config-binary", 2, "config.json is not UTF-8"),
 ]
 # fmt: on
 

@@ -40,3 +40,22 @@ def test_the_ramp_is_left_out_of_the_figures(tmp_path: Path) -> None:
     assert steady["summary"]["ok"] == len(steady["requests"])  # every request still counted
     assert steady["summary"]["goodput_fraction"] > 0.95 > whole["summary"]["goodput_fraction"]
     assert "steady window 0.8-" in steady["output"]
+
+
+def test_a_window_the_ramps_leave_empty_measured_nothing(tmp_path: Path) -> None:
+    """A request-count run over before its ramp-up ends has no figures: 'not timed' (exit 3)
+    and no row of dashes in the results CSV, not a quiet success."""
+    from felab.cli.main import app
+    from felab_core.lab.scripted_server import ScriptedServer
+
+    server = ScriptedServer(Script(persona="llamacpp", ttft_s=0.01, itl_s=0.002)).start_in_thread()
+    csv = tmp_path / "results.csv"
+    try:
+        args = ["bench", "llamacpp", "--url", server.base_url, "-n", "2", "--warmup", "0"]
+        args += ["--max-tokens", "4", "--ramp-up", "100", "--csv", str(csv)]
+        result = runner.invoke(app, args)
+    finally:
+        server.stop_thread()
+    assert result.exit_code == 3, result.output
+    assert "nothing was measured" in " ".join(result.output.split())
+    assert not csv.exists()

@@ -83,6 +83,16 @@ def test_bad_targets_files_name_the_place(tmp_path: Path, text: str, message: st
         load_targets(path)
 
 
+def test_targets_file_saved_with_a_bom_or_not_utf8(tmp_path: Path) -> None:
+    """Notepad's "UTF-8 with BOM" reads as TOML; a file in another encoding is named."""
+    path = tmp_path / "bom.toml"
+    path.write_bytes(b'\xef\xbb\xbf[targets.mlx]\nmodel = "m"\n')
+    assert load_targets(path)["mlx"].model == "m"
+    path.write_bytes('[targets.mlx]\nnote = "caf\u00e9"\n'.encode("latin-1"))
+    with pytest.raises(TargetError, match=r"bom\.toml is not UTF-8 text \(byte 25\)"):
+        load_targets(path)
+
+
 def test_missing_targets_file(tmp_path: Path) -> None:
     with pytest.raises(TargetError, match="does not exist"):
         load_targets(tmp_path / "nope.toml")

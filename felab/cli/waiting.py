@@ -1,0 +1,50 @@
+"""A note when a long command has heard nothing for a while.
+
+A server that takes the connection and never answers (a wrong port held by another program, a
+server still loading its model) would otherwise look like a hang for the whole request timeout,
+with nothing on screen when stderr is not a terminal (no progress bar is drawn there).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from types import TracebackType
+
+
+class SilenceNotice:
+    """Calls `say` once if `poke` has not been called for `after_s` seconds.
+
+    Used as a context manager around the work; `poke` from wherever progress is reported.
+    """
+
+    def __init__(self, after_s: float, say: Callable[[float], None]) -> None:
+        self._after_s = after_s
+        self._say = say
+        self._last = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="silence-notice", daemon=True)
+
+    def poke(self) -> None:
+        self._last = time.monotonic()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(min(1.0, self._after_s / 4)):
+            quiet = time.monotonic() - self._last
+            if quiet >= self._after_s:
+                self._say(quiet)
+                return
+
+    def __enter__(self) -> SilenceNotice:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2.0)
