@@ -21,6 +21,7 @@ from discord.ext import commands
 from sqlalchemy.orm import Session, sessionmaker
 
 from felab_bot.endpoints import use_api, use_gateway_of
+from felab_bot.gateway_reads import yield_between_events
 from felab_bot.host import Host
 from felab_core.db.session import default_sessions, session_scope
 from felab_core.jobs.lifecycle import Publisher
@@ -91,6 +92,7 @@ class FelabBot(Host):
 
     async def setup_hook(self) -> None:
         await use_gateway_of(self)
+        yield_between_events()
         for name in EXTENSIONS:
             await self.load_extension(name)
 

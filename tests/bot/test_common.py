@@ -82,7 +82,10 @@ async def test_a_burst_is_acknowledged_sooner(monkeypatch: pytest.MonkeyPatch) -
     stale = SimpleNamespace(created_at=common.now() - timedelta(seconds=5))
     assert common.wait_for_work_s(stale, 2.0) == 0  # type: ignore[arg-type]
     monkeypatch.setattr(common, "_in_flight", common.BUSY_AFTER + 1)
-    assert 0.15 < common.wait_for_work_s(fresh, 2.0) <= 0.2  # type: ignore[arg-type]
+    assert common.wait_for_work_s(fresh, 2.0) == 0  # type: ignore[arg-type]  # 0.1 s old
+    young = SimpleNamespace(created_at=common.now() - timedelta(seconds=0.01))
+    busy_wait = common.wait_for_work_s(young, 2.0)  # type: ignore[arg-type]
+    assert 0 < busy_wait <= common.BUSY_ANSWER_WITHIN_S - 0.01 < 1.0
     monkeypatch.setattr(common, "_in_flight", 0)
     it = _Interaction()
     await respond(it, _out(Out("quick")))  # type: ignore[arg-type]
