@@ -260,6 +260,8 @@ def parse_bandwidth(text: str | int | float) -> Fraction:
             )
         text = text.removesuffix("/s").removesuffix("/S")
     value = parse_bytes(text, default_unit="GB")
+    if value <= 0:
+        raise SizingError(f"a memory bandwidth must be more than zero (got {text!r})")
     if not MIN_BANDWIDTH <= value <= MAX_BANDWIDTH:
         raise SizingError(
             f"a memory bandwidth of {text!r} is out of range: felab takes 1 GB/s to 100 TB/s "
