@@ -18,7 +18,14 @@ from felab_bot.drills import fit
 from felab_bot.who import Who, member_of
 from felab_core.db import models as m
 from felab_core.errors import Invalid, NotFound
-from felab_core.jobs.fleet import check_target, find_worker, list_workers, worker_targets
+from felab_core.jobs.fleet import (
+    NoMachine,
+    SeveralMachines,
+    check_target,
+    list_workers,
+    the_machine,
+    worker_targets,
+)
 from felab_core.jobs.lifecycle import Send
 from felab_core.jobs.outbox import claim_outbox, mark_posted, post_failed
 from felab_core.jobs.pairing import issue_pair_code
@@ -44,16 +51,6 @@ def worker_names(session: Session, who: Who, current: str, now: datetime) -> lis
     return [n for n in names if n.lower().startswith(low)][:25]
 
 
-def _chosen(session: Session, member: m.Member, worker: str | None, now: datetime) -> m.Worker:
-    """The named machine, or the member's only one; NotFound/Invalid otherwise."""
-    if worker:
-        return find_worker(session, member, worker)
-    mine = list_workers(session, member, now=now)
-    if len(mine) != 1:
-        raise Invalid("pick a worker first")
-    return mine[0].worker
-
-
 def target_names(
     session: Session, who: Who, worker: str | None, current: str, now: datetime
 ) -> list[str]:
@@ -61,7 +58,7 @@ def target_names(
     last word typed (the words before it kept, so several targets can be picked one by one)."""
     member = member_of(session, who, now)
     try:
-        chosen = _chosen(session, member, worker, now)
+        chosen = the_machine(session, member, worker, now=now)
     except (Invalid, NotFound):
         return []
     known = worker_targets(chosen) or {}
@@ -101,16 +98,13 @@ def bench(
         return _spread(session, member, names, worker, preset, params, send, now, spread)
     if len(names) > 5:
         raise Invalid("at most 5 targets in one /bench")
-    if worker is None:
-        mine = list_workers(session, member, now=now)
-        if not mine:
-            return _no_worker()
-        if len(mine) > 1:
-            listed = ", ".join(v.worker.name for v in mine)
-            return f"You have several workers ({listed}): pick one with the `worker` option."
-        chosen = mine[0].worker
-    else:
-        chosen = find_worker(session, member, worker)
+    try:
+        chosen = the_machine(session, member, worker, now=now)
+    except NoMachine:
+        return _no_worker()
+    except SeveralMachines as several:
+        listed = ", ".join(several.names)
+        return f"You have several workers ({listed}): pick one with the `worker` option."
     for target in dict.fromkeys(names):  # all refused at once, before any is queued
         check_target(chosen, target, member)
     lines = []

@@ -219,7 +219,7 @@ def run_cmd(
       felab worker run mlx --member 1234 --cohort 1
       felab worker run vllm --spread 2 --concurrency 64 --requests 400 --member 1234 --cohort 1
     """
-    from felab_core.jobs.fleet import find_worker, list_workers
+    from felab_core.jobs.fleet import NoMachine, SeveralMachines, the_machine
     from felab_core.jobs.queueing import queue_bench_job
     from felab_core.jobs.spread import queue_spread_job, spread_workers
     from felab_worker.dispatch import Dispatcher
@@ -241,20 +241,19 @@ def run_cmd(
             names = ", ".join(w.name for w in machines)
             said = [f"job {queued.job.id}: {target} spread over {names}: queued", *queued.notices]
         else:
-            if on is None:
-                mine = list_workers(session, owner)
-                if not mine:
-                    raise Invalid(
-                        "the member has no paired machine: pair one with /worker pair in chat "
-                        "(or `felab worker pair --name NAME` here), then `felab worker pair "
-                        "--code CODE` on it"
-                    )
-                if len(mine) > 1:
-                    listed = ", ".join(v.worker.name for v in mine)
-                    raise Invalid(f"the member has several machines ({listed}): pick one with --on")
-                worker = mine[0].worker
-            else:
-                worker = find_worker(session, owner, on)
+            try:
+                worker = the_machine(session, owner, on)
+            except NoMachine:
+                raise Invalid(
+                    "the member has no paired machine: pair one with /worker pair in chat "
+                    "(or `felab worker pair --name NAME` here), then `felab worker pair "
+                    "--code CODE` on it"
+                ) from None
+            except SeveralMachines as several:
+                listed = ", ".join(several.names)
+                raise Invalid(
+                    f"the member has several machines ({listed}): pick one with --on"
+                ) from None
             one = queue_bench_job(session, owner, worker, target, preset, params=params, send=send)
             said = [
                 f"job {one.job.id}: {target} on {worker.name}: queued",

@@ -132,6 +132,35 @@ def list_workers(
     return out
 
 
+class NoMachine(Invalid):
+    """The member has no paired machine to run a job on."""
+
+
+class SeveralMachines(Invalid):
+    """The member has several machines and named none: which one is theirs to say."""
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__(f"several machines ({', '.join(names)}): name one")
+        self.names = names
+
+
+def the_machine(
+    session: Session, member: m.Member, name: str | None, *, now: datetime | None = None
+) -> m.Worker:
+    """The machine a job goes to: the one named, else the member's only one.
+
+    The rule is here once; each adapter words NoMachine and SeveralMachines for its own
+    audience (a slash command's option, a CLI flag)."""
+    if name:
+        return find_worker(session, member, name)
+    mine = list_workers(session, member, now=now)
+    if not mine:
+        raise NoMachine("no paired machine")
+    if len(mine) > 1:
+        raise SeveralMachines([v.worker.name for v in mine])
+    return mine[0].worker
+
+
 def find_worker(session: Session, member: m.Member, name: str) -> m.Worker:
     """One of the member's machines by name; an instructor may name any machine in their
     cohort, as `owner/name` when two members gave theirs the same name."""

@@ -293,3 +293,21 @@ def test_an_instructor_naming_a_shared_machine_name_is_asked_which(
     with pytest.raises(Invalid, match=r"2 machines are named 'mac'.*Ada/mac, Bob/mac"):
         find_worker(db, instructor, "mac")
     assert find_worker(db, instructor, "Bob/mac").id == bobs.id
+
+
+def test_the_machine_is_the_one_named_or_the_only_one(db: Session, student: m.Member) -> None:
+    """One rule for /bench run and `felab worker run`: each adapter words the refusals."""
+    from felab_core.errors import NotFound
+    from felab_core.jobs.fleet import NoMachine, SeveralMachines, the_machine
+
+    with pytest.raises(NoMachine):
+        the_machine(db, student, None, now=NOW)
+    mac = _worker(db, _paired(db, student, "mac"))
+    assert the_machine(db, student, None, now=NOW) is mac
+    box = _worker(db, _paired(db, student, "box"))
+    with pytest.raises(SeveralMachines) as several:
+        the_machine(db, student, None, now=NOW)
+    assert several.value.names == ["box", "mac"]
+    assert the_machine(db, student, "box", now=NOW) is box
+    with pytest.raises(NotFound):
+        the_machine(db, student, "nope", now=NOW)
