@@ -188,17 +188,36 @@ class JobView:
 
 
 def list_jobs(session: Session, member: m.Member, *, limit: int = 20) -> list[JobView]:
-    """A member's jobs, newest first: those on their machines and those they asked for."""
+    """A member's jobs, newest first: those on their machines and those they asked for.
+
+    A run spread over several machines is one line: its machines in `worker`, the slices'
+    requests added up in `progress` (the slices are parts of it, not jobs of their own)."""
     rows = session.execute(
         select(m.BenchJob, m.Worker.name)
         .outerjoin(m.Worker, m.BenchJob.worker_id == m.Worker.id)
         .where((m.BenchJob.member_id == member.id) | (m.BenchJob.requested_by_id == member.id))
+        .where(m.BenchJob.spread_of.is_(None))
         .order_by(m.BenchJob.id.desc())
         .limit(limit)
     ).all()
+    parents = [job.id for job, _ in rows if job.shards > 1]
+    slices: dict[int, list[tuple[m.BenchJob, str | None]]] = {}
+    if parents:
+        for part, name in session.execute(
+            select(m.BenchJob, m.Worker.name)
+            .outerjoin(m.Worker, m.BenchJob.worker_id == m.Worker.id)
+            .where(m.BenchJob.spread_of.in_(parents))
+            .order_by(m.BenchJob.shard_index)
+        ).all():
+            slices.setdefault(part.spread_of or 0, []).append((part, name))
     out = []
     for job, worker in rows:
-        total = job.progress_total
-        progress = f"{job.progress_done}/{total}" if total else "-"
+        done, total = job.progress_done, job.progress_total
+        parts = slices.get(job.id)
+        if parts:
+            worker = "spread: " + ", ".join(name or "?" for _, name in parts)
+            done = sum(p.progress_done or 0 for p, _ in parts)
+            total = sum(p.progress_total or 0 for p, _ in parts)
+        progress = f"{done}/{total}" if total else "-"
         out.append(JobView(job, worker or "-", progress))
     return out

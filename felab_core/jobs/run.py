@@ -235,7 +235,13 @@ def execute(
     except ServiceError as exc:
         fail(str(exc))
         return
-    total = (workload.requests or 0) * len(workload.concurrency)
+    shard, clock = None, SAME_CLOCK
+    if msg.spread:
+        clock = measure_offset(broker_clock) if broker_clock is not None else SAME_CLOCK
+        shard = Shard(msg.shard, msg.shards, local_start_ns(msg.start_at, clock))
+    # A slice counts the requests it sends, not the whole run's.
+    each = workload.requests if shard is None else shard.requests(workload.requests)
+    total = (each or 0) * len(workload.concurrency)
     done = 0
     last = 0.0
 
@@ -249,10 +255,6 @@ def execute(
             last = now
             send("progress", {"done": done, "total": total})
 
-    shard, clock = None, SAME_CLOCK
-    if msg.spread:
-        clock = measure_offset(broker_clock) if broker_clock is not None else SAME_CLOCK
-        shard = Shard(msg.shard, msg.shards, local_start_ns(msg.start_at, clock))
     bench = run_bench([target], workload, progress=tick, shard=shard)
     try:
         outcomes = run_sync(_within(bench, time_limit_s, cancelled))

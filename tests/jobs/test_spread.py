@@ -28,7 +28,7 @@ from felab_core.jobs.ingest import ingest_event
 from felab_core.jobs.keys import Identity, new_private_key
 from felab_core.jobs.messages import JobMessage
 from felab_core.jobs.pairing import issue_pair_code, redeem_pair_code
-from felab_core.jobs.queueing import cancel_job, deliveries
+from felab_core.jobs.queueing import cancel_job, deliveries, list_jobs
 from felab_core.jobs.reconciler import reconcile
 from felab_core.jobs.render import render_job
 from felab_core.jobs.run import execute
@@ -173,6 +173,10 @@ def test_the_merged_run_is_the_percentiles_of_every_slices_requests(
     text = render_job(db, parent).text
     assert "spread over 2 machines (mac1, mac2)" in text and ": done" in text
     assert "Clocks against the broker's: mac1 +0.0 ms (±0.0), mac2 +0.0 ms (±0.0)" in text
+    # The member's job list shows the run once, its machines and all its requests, no slices.
+    [view] = list_jobs(db, student)
+    assert view.job.id == parent.id and view.worker == "spread: mac1, mac2"
+    assert view.progress == "12/12"
 
 
 def test_a_failed_slice_makes_the_run_partial_not_a_smaller_whole(
