@@ -18,6 +18,7 @@ from rich.console import Console
 from felab.cli.db import service_errors, sessions
 from felab.cli.errors import EXIT_UNREACHABLE, EXIT_USAGE, err
 from felab_core.db.session import session_scope
+from felab_core.files import MiB, NamedFileError, read_named_bytes
 from felab_core.settings import Settings, get_settings
 
 broker_app = typer.Typer(
@@ -123,10 +124,12 @@ def ca() -> None:
         )
         raise typer.Exit(EXIT_USAGE)
     try:
-        text = path.read_text(encoding="ascii")
-    except (OSError, UnicodeDecodeError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) else "not a PEM text file"
-        err(f"cannot read {path}: {why}")
+        text = read_named_bytes(path, what="CA certificate (PEM)", limit=MiB).decode("ascii")
+    except NamedFileError as exc:
+        err(f"{exc} (FELAB_BROKER_CA_FILE)")
+        raise typer.Exit(EXIT_USAGE) from None
+    except UnicodeDecodeError:
+        err(f"cannot read {path}: not a PEM text file (FELAB_BROKER_CA_FILE)")
         raise typer.Exit(EXIT_USAGE) from None
     typer.echo(_certificates_only(path, text), nl=False)
 

@@ -446,7 +446,9 @@ def _import_summary(console: Console, path: Path, report: ImportReport) -> None:
             continue
         what = f"line {r.line}: {r.server or '?'} {r.model or '?'} (preset {r.preset or 'none'})"
         if r.outcome == "recorded" and r.tokens_per_s is not None:
-            _say(console, f"{what}: recorded {_tps(r.tokens_per_s)}")
+            review = "; an instructor reviews it" if r.reason.startswith("flagged") else ""
+            flag = f" ({r.reason}{review})" if r.reason else ""
+            _say(console, f"{what}: recorded {_tps(r.tokens_per_s)}{flag}")
         elif r.outcome in ("result only", "skipped"):
             _say(console, f"{what}: {r.outcome}: {r.reason}")
     if shown > _SHOWN_ROWS:

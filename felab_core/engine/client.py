@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from felab_core.engine.apis import ApiAdapter, StreamProtocolError
+from felab_core.engine.framing import FrameTooLarge
 from felab_core.engine.netbackend import RX_STAMP_INFO, LeanTransport
 from felab_core.engine.timeline import Chunk, RequestTimeline
 from felab_core.redact import url_without_credentials
@@ -288,6 +289,10 @@ async def _stream(
                     if tl.error:
                         tl.end_ns = t
                         return
+        except FrameTooLarge as exc:
+            tl.end_ns = now_ns()
+            tl.error = _not_a_stream(head, resp.headers.get("content-type", "")) or str(exc)
+            return
         except StreamProtocolError:
             if not tl.chunks and _not_a_stream(head, resp.headers.get("content-type", "")):
                 tl.end_ns = now_ns()

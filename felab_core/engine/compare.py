@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from felab_core.engine.measure import SCHEMA
+from felab_core.files import GiB, NamedFileError, read_named_text
 
 RESAMPLES = 2000
 CONFIDENCE = 0.95
@@ -130,11 +131,13 @@ class Comparison:
 def load_record(path: Path) -> dict[str, Any]:
     """A `felab bench --json` file, or a CompareError saying what it is instead."""
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CompareError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        record = json.loads(read_named_text(path, what="bench record (JSON)", limit=GiB))
+    except NamedFileError as exc:
+        raise CompareError(str(exc)) from None
+    except json.JSONDecodeError as exc:
         raise CompareError(f"{path}: not a JSON file ({exc})") from None
+    except RecursionError:  # a file nested thousands deep: no record felab writes
+        raise CompareError(f"{path}: nested too deeply to be a felab bench record") from None
     if not isinstance(record, dict) or record.get("schema") != SCHEMA:
         raise CompareError(
             f"{path}: not a felab bench record (expected schema {SCHEMA!r}); write one with "

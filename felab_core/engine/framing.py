@@ -1,13 +1,56 @@
 """Incremental framing of streamed response bodies: Server-Sent Events and NDJSON.
 
 Bytes arrive in arbitrary pieces (one network read may hold half an event or ten of them). The
-parsers here turn pieces into whole events and never raise on bad input: timing depends on
-stamping each event with the read that completed it, and a fuzzed body must not crash a run.
+parsers here turn pieces into whole events and never raise on bad input, but one: a line or
+an event longer than MAX_FRAME_BYTES (no LLM server sends one; a body that never ends a line
+would otherwise fill memory). Timing depends on stamping each event with the read that
+completed it, and a fuzzed body must not crash a run. Pieces without a line break are kept
+aside, not joined, so a long line costs linear time.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+#: The longest line or event a stream may send (a token chunk is tens to hundreds of bytes).
+MAX_FRAME_BYTES = 16 * 1024 * 1024
+
+
+class FrameTooLarge(Exception):
+    """The body sent more than MAX_FRAME_BYTES without ending a line or an event."""
+
+
+class _Lines:
+    """Complete lines from pieces; the unfinished rest kept as a list until a break arrives."""
+
+    __slots__ = ("_held", "_size")
+
+    def __init__(self) -> None:
+        self._held: list[bytes] = []
+        self._size = 0
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        if (
+            b"\n" not in chunk
+            and b"\r" not in chunk
+            and not (self._held and self._held[-1].endswith(b"\r"))
+        ):
+            self._held.append(chunk)
+            self._size += len(chunk)
+            if self._size > MAX_FRAME_BYTES:
+                raise FrameTooLarge(
+                    f"the server sent {self._size:,} bytes without ending a line: not a token "
+                    "stream"
+                )
+            return []
+        lines, rest = _split_lines(b"".join(self._held) + chunk)
+        self._held = [rest] if rest else []
+        self._size = len(rest)
+        return lines
+
+    def rest(self) -> bytes:
+        held, self._held, self._size = b"".join(self._held), [], 0
+        return held
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,22 +87,23 @@ class SSEDecoder:
     joined with newlines; an event is dispatched on a blank line.
     """
 
-    __slots__ = ("_buf", "_data", "_event", "comments")
+    __slots__ = ("_data", "_data_size", "_event", "_lines", "comments")
 
     def __init__(self) -> None:
-        self._buf = b""
+        self._lines = _Lines()
         self._data: list[str] = []
+        self._data_size = 0
         self._event: str | None = None
         self.comments = 0
 
     def feed(self, chunk: bytes) -> list[Frame]:
-        lines, self._buf = _split_lines(self._buf + chunk)
         frames: list[Frame] = []
-        for raw in lines:
+        for raw in self._lines.feed(chunk):
             if not raw:
                 if self._data:
                     frames.append(Frame("\n".join(self._data), self._event))
                 self._data = []
+                self._data_size = 0
                 self._event = None
                 continue
             line = raw.decode("utf-8", errors="replace")
@@ -71,6 +115,12 @@ class SSEDecoder:
                 value = value[1:]
             if field == "data":
                 self._data.append(value)
+                self._data_size += len(raw)
+                if self._data_size > MAX_FRAME_BYTES:
+                    raise FrameTooLarge(
+                        f"the server sent an event of over {MAX_FRAME_BYTES:,} bytes: not a "
+                        "token stream"
+                    )
             elif field == "event":
                 self._event = value
             # id and retry carry nothing a benchmark needs.
@@ -78,8 +128,9 @@ class SSEDecoder:
 
     def close(self) -> Frame | None:
         """Return an event left without its closing blank line, if any (a truncated stream)."""
-        if self._buf:
-            self.feed(b"\n")
+        rest = self._lines.rest()
+        if rest:
+            self.feed(rest + b"\n")
         if self._data:
             frame = Frame("\n".join(self._data), self._event)
             self._data = []
@@ -90,17 +141,17 @@ class SSEDecoder:
 class NDJSONDecoder:
     """Newline-delimited JSON (Ollama's native API): one object per non-empty line."""
 
-    __slots__ = ("_buf",)
+    __slots__ = ("_lines",)
 
     def __init__(self) -> None:
-        self._buf = b""
+        self._lines = _Lines()
 
     def feed(self, chunk: bytes) -> list[Frame]:
-        lines, self._buf = _split_lines(self._buf + chunk)
+        lines = self._lines.feed(chunk)
         return [Frame(line.decode("utf-8", errors="replace")) for line in lines if line.strip()]
 
     def close(self) -> Frame | None:
-        rest, self._buf = self._buf, b""
+        rest = self._lines.rest()
         if rest.strip():
             return Frame(rest.decode("utf-8", errors="replace"))
         return None

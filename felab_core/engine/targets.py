@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from felab_core.engine.apis import Api
 from felab_core.engine.server_kinds import ServerKind
+from felab_core.files import MiB, NamedFileError, read_named_text
 from felab_core.redact import redact
 
 
@@ -133,18 +134,9 @@ def load_targets(path: Path | None) -> dict[str, Target]:
     if path is None:
         return targets
     try:
-        # utf-8-sig: Notepad and some editors open a UTF-8 file with a byte-order mark.
-        raw = tomllib.loads(path.read_text(encoding="utf-8-sig"))
-    except FileNotFoundError:
-        raise TargetError(f"targets file {path} does not exist (FELAB_TARGETS_FILE)") from None
-    except IsADirectoryError:
-        raise TargetError(f"targets file {path} is a folder: give the .toml file") from None
-    except UnicodeDecodeError as exc:
-        raise TargetError(
-            f"targets file {path} is not UTF-8 text (byte {exc.start}): save it as UTF-8 TOML"
-        ) from None
-    except OSError as exc:
-        raise TargetError(f"targets file {path} cannot be read: {exc.strerror or exc}") from None
+        raw = tomllib.loads(read_named_text(path, what="targets file (TOML)", limit=MiB))
+    except NamedFileError as exc:
+        raise TargetError(f"{exc} (FELAB_TARGETS_FILE or --targets-file)") from None
     except tomllib.TOMLDecodeError as exc:
         raise TargetError(f"targets file {path} is not valid TOML: {exc}") from None
     try:

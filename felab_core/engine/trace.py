@@ -22,10 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from felab_core.engine.words import synthetic_words
+from felab_core.files import MiB, NamedFileError, read_named_text
 
 DEFAULT_BLOCK_SIZE = 512
 MAX_LINES = 1_000_000
 MAX_LINE_BYTES = 1 << 20
+#: A million lines of about a hundred bytes, with room: Mooncake's day-long traces are ~3 MB.
+MAX_TRACE_BYTES = 512 * MiB
+#: A replay of more than a day is a mistake (seconds given as milliseconds, a stray stamp).
+MAX_SPAN_S = 86_400
 MAX_INPUT_TOKENS = 2_000_000
 MAX_OUTPUT_TOKENS = 1_000_000
 
@@ -166,6 +171,12 @@ def parse_trace(
         TraceRequest((r.at_s - start) / 1000, r.input_tokens, r.output_tokens, r.hash_ids)
         for r in ordered
     )
+    span_s = rebased[-1].at_s / speed
+    if span_s > MAX_SPAN_S:
+        raise TraceError(
+            f"the trace spans {span_s:,.0f} s at --trace-speed {speed:g} (its timestamps are "
+            f"milliseconds): more than a day ({MAX_SPAN_S:,} s); cut it, or replay it faster"
+        )
     digest = hashlib.sha256(text.encode()).hexdigest()
     return Trace(name, digest, rebased, block_size, speed)
 
@@ -173,11 +184,9 @@ def parse_trace(
 def load_trace(path: Path, *, block_size: int = DEFAULT_BLOCK_SIZE, speed: float = 1.0) -> Trace:
     """Read a trace file (see parse_trace)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TraceError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TraceError(f"{path}: cannot be read as text ({exc})") from None
+        text = read_named_text(path, what="trace (JSONL)", limit=MAX_TRACE_BYTES)
+    except NamedFileError as exc:
+        raise TraceError(str(exc)) from None
     return parse_trace(text, name=path.name, block_size=block_size, speed=speed)
 
 

@@ -14,6 +14,7 @@ from felab_core.db import models as m
 from felab_core.db.types import utcnow
 from felab_core.errors import Invalid
 from felab_core.numbers.recording import ResultRow, check_result_row
+from felab_core.numbers.verdict import judge_imports
 
 IMPORT_OUTCOMES = ("recorded", "result only", "already imported", "skipped")
 _NEEDED_COLUMNS = ("server", "model", "preset", "concurrency", "writing_tps_p50")
@@ -109,6 +110,7 @@ class _Planned:
     checked: ResultRow
     when: datetime
     group: tuple[str, ...]
+    verdict: tuple[str, str | None] = ("ok", None)
 
 
 def _refusal(problems: list[tuple[int, str]]) -> str:
@@ -170,6 +172,7 @@ def import_results(
     }
     planned: list[_Planned] = []
     problems: list[tuple[int, str]] = []
+    judge = judge_imports(session, member)
     out = []
     total = len(rows)
     for index, row in enumerate(rows):
@@ -198,7 +201,13 @@ def import_results(
         group = tuple(
             (row.get(c) or "").strip() for c in ("timestamp", "host", "target", "server", "preset")
         )
-        planned.append(_Planned(line, cells, checked, _when(row, when_now), group))
+        verdict: tuple[str, str | None] = ("ok", None)
+        if checked.gives_writing_speed and checked.writing_tps_p50 is not None:
+            # A file from the member's own disk is checked as a worker's result is: against
+            # the speed limit of their machine (flagged rows wait for an instructor's review).
+            judged = judge(checked.server, checked.writing_tps_p50)
+            verdict = (judged.verdict, judged.note or None)
+        planned.append(_Planned(line, cells, checked, _when(row, when_now), group, verdict))
         if checked.gives_writing_speed:
             out.append(
                 ImportedRow(
@@ -207,6 +216,7 @@ def import_results(
                     checked.model,
                     checked.preset,
                     "recorded",
+                    "" if verdict[0] == "ok" else f"{verdict[0]}: {verdict[1]}",
                     tokens_per_s=checked.writing_tps_p50,
                 )
             )
@@ -301,8 +311,8 @@ def _store(session: Session, member: m.Member, planned: list[_Planned]) -> None:
                     "preset": c.preset,
                     "job_id": job_id,
                     "recorded_at": p.when,
-                    "verdict": "ok",
-                    "verdict_note": None,
+                    "verdict": p.verdict[0],
+                    "verdict_note": p.verdict[1],
                 }
             )
     for start in range(0, len(results), _BATCH):

@@ -5,9 +5,10 @@ ones from a felab job, each judged before it can rank.
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
@@ -242,6 +243,12 @@ def check_result_row(row: Mapping[str, str]) -> ResultRow:
     for name, longest in _ROW_TEXT_LIMITS.items():
         if len(row[name].strip()) > longest:
             raise Invalid(f"the result row's {name} is longer than {longest} characters")
+    for name, value in row.items():
+        if isinstance(value, str) and any(unicodedata.category(c) == "Cc" for c in value):
+            # Escape codes in a model name would reach terminals, chat posts and leaderboards.
+            raise Invalid(f"the result row's {name} holds control characters: felab writes none")
+    if any(c in row["preset"] for c in "/\\"):
+        raise Invalid(f"preset {row['preset'].strip()[:40]!r} is not a name felab writes")
     server = validate_server(row["server"])
     try:
         concurrency = int(row["concurrency"])
@@ -281,12 +288,18 @@ def _check_agrees(row: Mapping[str, str], writing: float | None) -> None:
     stamp = (row.get("timestamp") or "").strip()
     if stamp:
         try:
-            datetime.fromisoformat(stamp)
+            when = datetime.fromisoformat(stamp)
         except ValueError:
             raise Invalid(f"timestamp {stamp[:40]!r} is not a date and time felab writes") from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        if when > datetime.now(UTC) + timedelta(days=1):
+            raise Invalid(f"timestamp {stamp[:40]!r} is in the future: no run was timed then")
     requests, ok, failed = (_count(row, c) for c in ("requests", "ok", "failed"))
     if requests is not None and ((ok or 0) > requests or (failed or 0) > requests):
         raise Invalid(f"ok {ok} / failed {failed} of {requests} requests: more than were sent")
+    if ok == 0 and writing:
+        raise Invalid(f"a writing speed of {writing:g} tok/s from 0 answered requests")
     tpot = _float(row, "tpot_p50_s")
     if writing and tpot and not 1 / 1.5 <= writing * tpot <= 1.5:
         raise Invalid(

@@ -14,7 +14,7 @@ result's own request records before any leaderboard shows it.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -105,13 +105,29 @@ def judge(
         wrong = against_record(tps, ok, record, concurrency)
         if wrong:
             return Verdict("flagged", wrong)
-    limit = speed_limit_for(session, member, server)
+    return _against(speed_limit_for(session, member, server), tps)
+
+
+def _against(limit: Any, tps: float) -> Verdict:
+    """A speed against the member's limit (a reason in words when none is known)."""
     if isinstance(limit, str):
         return Verdict("unverified", limit)
     check = check_speed(Fraction(repr(tps)), limit)
     if check.impossible:
         return Verdict("flagged", check.explanation)
     return Verdict("ok")
+
+
+def judge_imports(session: Session, member: m.Member) -> Callable[[str, float], Verdict]:
+    """`judge` for the many rows of one imported file: each server's limit looked up once."""
+    limits: dict[str, Any] = {}
+
+    def one(server: str, tps: float) -> Verdict:
+        if server not in limits:
+            limits[server] = speed_limit_for(session, member, server)
+        return _against(limits[server], tps)
+
+    return one
 
 
 def approve(session: Session, instructor: m.Member, number_id: int) -> m.Number:

@@ -63,6 +63,10 @@ def _writable_file(to: Path) -> None:
     """Refuse, before any work, a destination that is a folder or cannot be written."""
     if to.is_dir():
         raise BackupError(f"{to} is a folder: give a file name for the backup, such as felab.bak")
+    if to.exists() and not to.is_file():  # a device or a pipe: the backup would replace it
+        raise BackupError(
+            f"{to} is not a regular file (a device or a pipe): give a file name for the backup"
+        )
     try:
         check_destinations(None, to)
         to.parent.mkdir(parents=True, exist_ok=True)

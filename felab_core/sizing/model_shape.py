@@ -22,6 +22,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from felab_core.files import MiB, NamedFileError, read_named_text
 from felab_core.sizing.errors import SizingError
 from felab_core.sizing.units import both_ways, tidy_text
 
@@ -144,14 +145,9 @@ def _positive_int(value: Any, key: str, where: str) -> int:
 
 def _load_json(path: Path) -> dict[str, Any]:
     try:
-        text = path.read_text(encoding="utf-8-sig")
-    except OSError as exc:
-        raise SizingError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise SizingError(
-            f"{path} is not UTF-8 text (byte {exc.start}): give the model's config.json as "
-            "downloaded"
-        ) from None
+        text = read_named_text(path, what="model's config.json", limit=16 * MiB)
+    except NamedFileError as exc:
+        raise SizingError(str(exc)) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -323,6 +323,11 @@ def test_import_groups_runs_into_jobs_and_never_stores_a_row_twice(
         ("concurrency", "-3", "not from 0 to"),
         ("concurrency", "10000000000", "not from 0 to"),
         ("model", "m" * 400, "longer than 300"),
+        ("model", "\x1b[31mevil", "control characters"),
+        ("host", "h\x00", "control characters"),
+        ("preset", "../../x", "not a name felab writes"),
+        ("timestamp", "2099-01-01T00:00:00", "in the future"),
+        ("ok", "0", "from 0 answered requests"),
     ],
 )
 def test_import_refuses_impossible_values_with_the_line_and_stores_nothing(
@@ -392,3 +397,20 @@ def test_an_unchanged_figure_is_not_stored_again(db: Session, student: m.Member)
     legacy.number.value = 1000 / 22.4
     db.flush()
     assert record_entered(db, student, "mlx", "44.6429", skip_unchanged=True).unchanged
+
+
+def test_an_imported_speed_above_the_machine_limit_is_flagged_not_ok(
+    db: Session, student: m.Member
+) -> None:
+    """A results file is the member's own disk: its figures face the speed limit as a worker's
+    do (a hand-edited 500 tok/s on an M4 Pro is 9x what memory allows)."""
+    set_hardware(db, student, chip="M4 Pro")
+    set_server_model(db, student, "ollama", "llama3.1:8b", model_bytes="4.9GB")
+    rows = [_row("ollama", "llama3.1:8b", tps="500"), _row("ollama", "llama3.1:8b", tps="40")]
+    rows[1]["timestamp"] = "2026-03-03T10:00:00"
+    report = import_results(db, student, rows, now=NOW)
+    assert [r.outcome for r in report.rows] == ["recorded", "recorded"]
+    assert report.rows[0].reason.startswith("flagged:") and report.rows[1].reason == ""
+    stored = db.scalars(select(m.Number).where(m.Number.server == "ollama"))
+    verdicts = sorted((n.value, n.verdict) for n in stored)
+    assert verdicts == [(40.0, "ok"), (500.0, "flagged")]

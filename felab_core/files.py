@@ -1,0 +1,59 @@
+"""Reading a file a person named: a regular file, of a size that fits what it should hold.
+
+A path can name a device (/dev/zero never ends), a FIFO (waits for a writer), a folder, or a
+file far larger than any targets file, config or trace: read whole, each would hang felab or
+fill its memory. `read_named_file` looks before it reads and says which of these it is.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+KiB = 1024
+MiB = 1024 * KiB
+GiB = 1024 * MiB
+
+
+class NamedFileError(ValueError):
+    """The named file cannot be what it should be; the message names it and says why."""
+
+
+def read_named_bytes(path: Path, *, what: str, limit: int) -> bytes:
+    """The file's bytes, refusing anything but a regular file of at most `limit` bytes."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise NamedFileError(f"{path} does not exist: give the path of the {what}") from None
+    except OSError as exc:
+        raise NamedFileError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise NamedFileError(f"{path} is a folder: give the {what} itself")
+    if not stat.S_ISREG(info.st_mode):
+        raise NamedFileError(f"{path} is not a regular file (a device or a pipe): give the {what}")
+    if info.st_size > limit:
+        raise NamedFileError(
+            f"{path} is {info.st_size:,} bytes: a {what} is at most {limit:,}; is this the "
+            "right file?"
+        )
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(limit + 1)
+    except OSError as exc:
+        raise NamedFileError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(data) > limit:  # it grew while being read
+        raise NamedFileError(f"{path} is over {limit:,} bytes: a {what} is at most that")
+    return data
+
+
+def read_named_text(path: Path, *, what: str, limit: int) -> str:
+    """The file as UTF-8 text (a byte-order mark is fine), or a NamedFileError saying where
+    it is not."""
+    data = read_named_bytes(path, what=what, limit=limit)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise NamedFileError(
+            f"{path} is not UTF-8 text (byte {exc.start}): save the {what} as UTF-8"
+        ) from None
