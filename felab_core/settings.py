@@ -224,6 +224,18 @@ class Settings(BaseSettings):
             raise ValueError("is set but empty: give a value, or unset it for the default")
         return value
 
+    @field_validator("database_url")
+    @classmethod
+    def _kept(cls, value: str | None) -> str | None:
+        """An in-memory SQLite database forgets everything when the command ends: a number
+        'recorded' there is lost, so it is refused rather than believed."""
+        if value and re.fullmatch(r"sqlite(\+\w+)?://(/(:memory:)?)?(\?.*)?", value.strip()):
+            raise ValueError(
+                "is an in-memory SQLite database, which keeps nothing once the command ends: "
+                "give a file (sqlite:////path/felab.db) or unset it for the embedded one"
+            )
+        return value
+
     @field_validator("broker_prefix")
     @classmethod
     def _prefix(cls, value: str) -> str:

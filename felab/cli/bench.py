@@ -306,8 +306,7 @@ def bench(
     rate: float | None = typer.Option(
         None,
         "--rate",
-        help="Open loop: requests/s on a fixed schedule (above 0, at most 100,000); -c then "
-        "caps in-flight.",
+        help="Open loop: requests/s on a fixed schedule (0.01 to 100,000); -c then caps in-flight.",
     ),
     burstiness: float | None = typer.Option(
         None,

@@ -20,6 +20,8 @@ from felab_core.db import models as m
 from felab_core.db.session import session_scope
 from felab_core.db.types import utcnow
 from felab_core.errors import Invalid
+from felab_core.jobs.messages import JobMessage
+from felab_core.redact import redact
 from felab_core.settings import Settings, get_settings
 
 console = Console(highlight=False)
@@ -228,7 +230,17 @@ def run_cmd(
     params = {k: v for k, v in given.items() if v is not None}
     who = _member(member, cohort)
     settings = get_settings()
-    send = Dispatcher(settings).send
+    dispatcher = Dispatcher(settings)
+    unsent: list[str] = []
+
+    def send(msg: JobMessage) -> None:
+        """Publish after the commit; a broker that does not answer leaves the job queued (the
+        ingest's reconciler sends it again), said below, never a crash after the commit."""
+        try:
+            dispatcher.send(msg)
+        except Exception as exc:
+            unsent.append(redact(str(exc).strip().splitlines()[0] if str(exc).strip() else ""))
+
     with service_errors(), session_scope(sessions()) as session:
         owner = session.merge(who)
         if spread is not None:
@@ -261,6 +273,12 @@ def run_cmd(
             ]
     for line in said:
         console.print(line, markup=False)
+    if unsent:
+        err(
+            f"the broker did not take the job ({unsent[0] or 'no answer'}): it stays queued, and "
+            "the ingest sends it again once the broker answers (`felab status` shows the broker)"
+        )
+        raise typer.Exit(EXIT_UNREACHABLE)
     console.print("`felab worker jobs` shows its progress; the result is posted by the bot.")
 
 

@@ -586,7 +586,13 @@ def chips_command(
     """The bandwidth table: Apple M-series, NVIDIA and AMD Instinct data-center GPUs, consumer
     GPUs, DGX Spark."""
     console = _console()
-    weights = _guard(lambda: parse_bytes(model_bytes) if model_bytes is not None else None)
+    weights = _guard(
+        lambda: (
+            None
+            if model_bytes is None
+            else speed_limit.bytes_per_token(parse_bytes(model_bytes)).weights
+        )  # refuses 0, 1 B
+    )
     columns = [
         Column("chip", "chip"),
         Column("family", "family"),

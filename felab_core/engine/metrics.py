@@ -93,10 +93,24 @@ def _s(a: int | None, b: int | None) -> float | None:
     return (b - a) / NS
 
 
+#: Tokens a server may count without sending their text (the end of the turn, a stop string).
+_UNSHOWN_TOKENS = 16
+
+
 def output_tokens(tl: RequestTimeline, api_is_ollama: bool) -> tuple[int | None, str | None]:
-    """N and where it came from: server count first, counted messages last."""
+    """N and where it came from: server count first, counted messages last.
+
+    A server's count is believed when the text it sent could hold it: a token is at least one
+    byte of text, or a piece of a character (at most 4 to a character), plus a few the server
+    counts but does not show (the end, a stop string). A count past that (10^9 tokens after 6
+    chunks) is no measurement; the chunks are counted instead, and the source says so."""
     if tl.usage and "completion_tokens" in tl.usage:
-        return tl.usage["completion_tokens"], ("eval_count" if api_is_ollama else "usage")
+        said = tl.usage["completion_tokens"]
+        shown = sum(len(c.text.encode()) for c in tl.content_chunks())
+        if isinstance(said, int) and 0 <= said <= 4 * shown + _UNSHOWN_TOKENS:
+            return said, ("eval_count" if api_is_ollama else "usage")
+        counted = len(tl.content_chunks())
+        return (counted or None), "chunks (the server's count did not fit its text)"
     counted = len(tl.content_chunks())
     if counted:
         return counted, "chunks"

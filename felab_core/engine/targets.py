@@ -16,11 +16,19 @@ URLs its owner wrote down here, never one that arrives from chat.
 from __future__ import annotations
 
 import tomllib
+import unicodedata
 from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from felab_core.engine.apis import Api
 from felab_core.engine.server_kinds import ServerKind
@@ -121,6 +129,13 @@ class _TargetEntry(BaseModel):
     def _url(cls, value: str | None) -> str | None:
         return None if value is None else normalize_base_url(value)
 
+    @field_validator("model", "note")
+    @classmethod
+    def _text(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and any(unicodedata.category(c) == "Cc" for c in value):
+            raise ValueError(f"{info.field_name} holds control characters")
+        return value
+
 
 class _TargetsFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -137,6 +152,8 @@ def load_targets(path: Path | None) -> dict[str, Target]:
         raw = tomllib.loads(read_named_text(path, what="targets file (TOML)", limit=MiB))
     except NamedFileError as exc:
         raise TargetError(f"{exc} (FELAB_TARGETS_FILE or --targets-file)") from None
+    except RecursionError:
+        raise TargetError(f"targets file {path} is nested too deeply to be one") from None
     except tomllib.TOMLDecodeError as exc:
         raise TargetError(f"targets file {path} is not valid TOML: {exc}") from None
     try:
@@ -193,5 +210,19 @@ def resolve_target(
         if kind is not None:
             base = replace(base, kind=kind)
     if model is not None:
-        base = replace(base, model=model)
+        base = replace(base, model=check_model_name(model, "--model"))
     return base
+
+
+def check_model_name(model: str, where: str) -> str:
+    """A model name as a server knows it: not empty, no control characters (an escape code
+    would reach terminals, results files and chat), at most 300 characters."""
+    if not model.strip():
+        raise TargetError(
+            f"{where} is empty: give the model name the server knows, or leave it out"
+        )
+    if any(unicodedata.category(c) == "Cc" for c in model):
+        raise TargetError(f"{where} holds control characters: give the model name as typed")
+    if len(model) > 300:
+        raise TargetError(f"{where} is longer than 300 characters")
+    return model

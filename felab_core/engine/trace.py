@@ -133,6 +133,8 @@ def parse_trace(
             row = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise TraceError(f"line {line_no}: not JSON ({exc.msg})") from None
+        except RecursionError:
+            raise TraceError(f"line {line_no}: nested too deeply to be a trace record") from None
         if not isinstance(row, dict):
             raise TraceError(f'line {line_no}: expected an object such as {{"timestamp": 0, ...}}')
         stamp = _time_ms(row, ("timestamp", "created_time"), line_no)
@@ -187,7 +189,10 @@ def load_trace(path: Path, *, block_size: int = DEFAULT_BLOCK_SIZE, speed: float
         text = read_named_text(path, what="trace (JSONL)", limit=MAX_TRACE_BYTES)
     except NamedFileError as exc:
         raise TraceError(str(exc)) from None
-    return parse_trace(text, name=path.name, block_size=block_size, speed=speed)
+    try:
+        return parse_trace(text, name=path.name, block_size=block_size, speed=speed)
+    except TraceError as exc:
+        raise TraceError(f"{path}: {exc}") from None
 
 
 class TracePrompts:

@@ -28,6 +28,7 @@ DEFAULT_PROMPT = (
 MAX_CONCURRENCY = 4096
 MAX_SWEEP = 64
 MAX_RATE = 100_000.0
+MIN_RATE = 0.01  # one request every 100 s: slower, and a run of a few requests takes hours
 MAX_BURSTINESS = 1000.0
 MAX_REQUESTS = 1_000_000
 MAX_DURATION_S = 86_400.0
@@ -170,9 +171,10 @@ class Workload:
             )
         if len(self.concurrency) > MAX_SWEEP:
             problems.append(f"a concurrency sweep has at most {MAX_SWEEP} steps")
-        if self.rate is not None and not (0 < self.rate <= MAX_RATE):
+        if self.rate is not None and not (MIN_RATE <= self.rate <= MAX_RATE):
             problems.append(
-                f"--rate must be a number of requests per second above 0, at most {MAX_RATE:,}"
+                f"--rate must be a number of requests per second from {MIN_RATE:g} to "
+                f"{MAX_RATE:,.0f}"
             )
         if not (0 < self.burstiness <= MAX_BURSTINESS):
             problems.append(

@@ -155,6 +155,8 @@ def _load_json(path: Path) -> dict[str, Any]:
             f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}); "
             "give the model's config.json as downloaded"
         ) from None
+    except RecursionError:
+        raise SizingError(f"{path} is nested too deeply to be a model's config.json") from None
     if not isinstance(data, dict):
         raise SizingError(f"{path} holds a JSON {type(data).__name__}, not a config object")
     return data

@@ -66,6 +66,9 @@ def _bounded(value: Fraction, shown: object) -> Fraction:
     return value
 
 
+_THOUSANDS = re.compile(r"^[+-]?\d{1,3}(,\d{3})+(\.\d*)?([eE][+-]?\d+)?$")
+
+
 def as_fraction(value: int | float | str | Decimal | Fraction) -> Fraction:
     """Turn a typed number into an exact fraction; floats go through their text, so 4.9 is 49/10.
 
@@ -84,7 +87,13 @@ def as_fraction(value: int | float | str | Decimal | Fraction) -> Fraction:
         if not value.is_finite():
             raise SizingError(f"expected a finite number, got {value}")
         return _bounded(Fraction(value), value)
-    text = value.strip().replace(",", "").replace("_", "")
+    typed = value.strip()
+    if "," in typed and not _THOUSANDS.match(typed):
+        raise SizingError(
+            f"{value!r}: felab reads a comma only between groups of three digits (1,024); "
+            "write a decimal point: 4.9, not 4,9"
+        )
+    text = typed.replace(",", "").replace("_", "")
     exponent = re.search(r"[eE]([+-]?\d+)$", text)
     if exponent and abs(int(exponent.group(1))) > 30:
         raise SizingError(f"{value!r} is out of range: felab takes numbers up to 1e24")

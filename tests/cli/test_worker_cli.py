@@ -209,3 +209,23 @@ def test_run_queues_on_one_machine_or_spreads_over_several(fleet: Fleet) -> None
             assert store.get(names.claim_key(p.worker_id, p.id)) == p.attempt
     code, out = felab("run", "mlx", "--spread", "3", *fleet.who())
     assert code == 2 and "you have 2 (ada-box, ada-mac)" in out
+
+
+def test_run_with_the_broker_down_keeps_the_job_queued_and_says_so(
+    fleet: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The job row is committed before the publish: a broker that does not answer leaves it
+    queued for the reconciler, said in words with exit 3 (it crashed on the committed session)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    monkeypatch.setenv("FELAB_BROKER_URL", f"redis://u:hunter2@127.0.0.1:{closed}/0")
+    get_settings.cache_clear()
+    code, out = felab("run", "mlx", *fleet.who())
+    assert code == 3, out
+    assert "stays queued" in out and "hunter2" not in out
+    with session_scope(default_sessions()) as s:
+        newest = s.query(m.BenchJob).order_by(m.BenchJob.id.desc()).first()
+        assert newest is not None and newest.status == "queued" and newest.target == "mlx"

@@ -117,7 +117,7 @@ def test_runs_are_matched_by_load_and_differences_are_said() -> None:
 
 
 def test_files_that_are_not_records_are_refused_in_words(tmp_path: Path) -> None:
-    with pytest.raises(CompareError, match="no such file"):
+    with pytest.raises(CompareError, match="does not exist"):
         load_record(tmp_path / "missing.json")
     (tmp_path / "bad.json").write_text("{not json")
     with pytest.raises(CompareError, match="not a JSON file"):

@@ -82,7 +82,7 @@ def test_shared_hash_ids_give_shared_prompt_blocks_and_nothing_more() -> None:
 
 
 def test_a_missing_file_is_said(tmp_path: Path) -> None:
-    with pytest.raises(TraceError, match="no such file"):
+    with pytest.raises(TraceError, match=r"none\.jsonl does not exist"):
         load_trace(tmp_path / "none.jsonl")
 
 
