@@ -176,8 +176,21 @@ def explain(exc: BaseException) -> Failure | None:
             )
         if "unable to open database file" in detail:
             return Failure(
-                f"cannot open the database {_database_url()}: its folder is missing or not "
-                "writable; check FELAB_DATA_DIR or FELAB_DATABASE_URL",
+                f"cannot open the database {_database_url()}: the path is a folder, or its "
+                "folder is missing or not writable; check FELAB_DATA_DIR or FELAB_DATABASE_URL",
+                EXIT_USAGE,
+            )
+        if (
+            orig is not None
+            and _names(orig) & {"sqlite3.OperationalError", "sqlite3.DatabaseError"}
+            and (
+                "locked" not in detail  # another process holds it: a wait, not a fix
+            )
+        ):
+            # An SQLite file is a path on this machine: nothing to reach, something to fix.
+            return Failure(
+                f"cannot use the SQLite database {_database_url()}: {detail}; point "
+                "FELAB_DATABASE_URL or FELAB_DATA_DIR at a file felab can write",
                 EXIT_USAGE,
             )
         if {"sqlalchemy.exc.OperationalError", "sqlalchemy.exc.InterfaceError"} & names:

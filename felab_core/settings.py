@@ -6,8 +6,9 @@ import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -16,6 +17,10 @@ def _default_cache_dir() -> Path:
 
 
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+#: The longest any FELAB_*_S setting may be.
+_MOST_SECONDS = 30 * 86_400.0
 
 
 class Settings(BaseSettings):
@@ -102,7 +107,9 @@ class Settings(BaseSettings):
         default=2, ge=1, description="Times a job is sent before a lost run fails it."
     )
     job_queue_expire_s: float = Field(
-        default=900.0, gt=0, description="A job no worker starts within this long expires."
+        default=900.0,
+        ge=1,
+        description="A job no worker starts within this long expires.",
     )
     spread_lead_s: float = Field(
         default=20.0,
@@ -131,7 +138,7 @@ class Settings(BaseSettings):
         default=5.0, gt=0, description="How often the ingest runs the reconciler."
     )
     pair_code_ttl_s: float = Field(
-        default=600.0, gt=0, description="How long a pairing code lives."
+        default=600.0, ge=10, description="How long a pairing code lives (10 s or more)."
     )
 
     # --- the Discord bot (README "Discord bot") ---
@@ -195,6 +202,16 @@ class Settings(BaseSettings):
         "voice messages as spoken answers; turn it on in the developer portal first.",
     )
 
+    @field_validator("*", mode="after")
+    @classmethod
+    def _seconds(cls, value: object, info: ValidationInfo) -> object:
+        """Every *_S setting at most 30 days: 1e300 s is a typo (it crashed as 'a number too
+        large on the command line')."""
+        name = info.field_name or ""
+        if name.endswith("_s") and isinstance(value, float) and value > _MOST_SECONDS:
+            raise ValueError(f"at most {_MOST_SECONDS:,.0f} s (30 days)")
+        return value
+
     @field_validator("log_level")
     @classmethod
     def _log_level(cls, value: str) -> str:
@@ -248,6 +265,14 @@ class Settings(BaseSettings):
     def _broker(cls, value: str | None) -> str | None:
         if value and not value.startswith(("redis://", "rediss://", "sqla+sqlite:///")):
             raise ValueError("use redis://HOST:6379/0 or rediss://USER:PASSWORD@HOST:6380/0")
+        if value and value.startswith(("redis://", "rediss://")):
+            parts = urlsplit(value)
+            try:
+                parts.port  # noqa: B018 - validates the port
+            except ValueError:
+                raise ValueError("has a port outside 1-65535") from None
+            if not re.fullmatch(r"/?(\d{1,5})?", parts.path):
+                raise ValueError("ends in a database that is not a number: use /0 (or /1 ...)")
         return value
 
     def resolved_database_url(self) -> str:

@@ -106,7 +106,7 @@ def pair_machine(settings: Settings, code: str, *, timeout_s: float = 30.0) -> I
             break
         time.sleep(0.2)
     if raw is None:
-        raise PairingError(
+        raise BrokerUnreachable(  # a service that did not answer: exit 3, nothing to retype
             f"no answer from the ingest within {timeout_s:g} s: is `felab worker ingest` running "
             "on the same broker (FELAB_BROKER_URL, FELAB_BROKER_PREFIX)?"
         )

@@ -50,7 +50,7 @@ from felab_core.engine.results import (
 from felab_core.engine.server_kinds import ServerKind
 from felab_core.engine.targets import Target, TargetError, load_targets, resolve_target
 from felab_core.engine.trace import load_trace
-from felab_core.engine.workloads import PRESETS, Workload
+from felab_core.engine.workloads import MAX_CONCURRENCY, PRESETS, Workload
 from felab_core.redact import url_without_credentials
 from felab_core.settings import get_settings
 
@@ -322,7 +322,7 @@ def bench(
         help="Seconds per run, at most 86,400 (instead of, or as well as, --requests).",
     ),
     warmup: int | None = typer.Option(
-        None, "--warmup", help="Warm-up requests, not counted (0 to 10,000)."
+        None, "--warmup", help="Warm-up requests, not counted (0 to 1,000)."
     ),
     max_tokens: int | None = typer.Option(
         None,
@@ -505,7 +505,9 @@ def bench(
                 think_time_s=0.0 if think_time is None else think_time,
                 preset=f"sessions {sessions}x{4 if turns is None else turns}",
                 requests=None,
-                concurrency=(max(1, sessions),) if concurrency is None else workload.concurrency,
+                concurrency=(min(max(1, sessions), MAX_CONCURRENCY),)
+                if concurrency is None
+                else workload.concurrency,
             )
         if replay is not None:
             workload = replace(

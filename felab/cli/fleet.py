@@ -332,7 +332,7 @@ def remove_cmd(
             f"{name} is removed in the database, but the broker did not answer ({exc}): its "
             "user goes at the ingest's next start, or run `felab broker setup`"
         )
-        raise typer.Exit(EXIT_USAGE) from None
+        raise typer.Exit(EXIT_UNREACHABLE) from None
     console.print(f"removed {name} (worker {worker_id}): its key and broker user no longer work")
 
 

@@ -130,7 +130,12 @@ def install(
         "recent CPU, so a CI cache can travel, and was faster here.",
     ),
     jobs: int | None = typer.Option(
-        None, "--jobs", "-j", help="Parallel compile jobs (default: all cores)."
+        None,
+        "--jobs",
+        "-j",
+        min=1,
+        max=256,
+        help="Parallel compile jobs, 1-256 (default: all cores).",
     ),
     force: bool = typer.Option(
         False,

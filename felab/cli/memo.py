@@ -33,7 +33,6 @@ from felab_core.sizing.units import MAX_TOKENS
 
 DEFAULT_OUT = DEFAULT_CSV.parent / "memo.md"
 EXIT_USAGE = 2
-EXIT_WRITE = 1
 _CONTEXTS_TEXT = ",".join(str(c) for c in DEFAULT_CONTEXTS)
 
 
@@ -212,7 +211,12 @@ def memo(
         out.write_text(render_markdown(result, charts=names), encoding="utf-8")
         written = [out, *(charts or ())]
     except OSError as exc:
-        err.print(f"error: could not write the memo: {exc}", markup=False, soft_wrap=True)
-        raise typer.Exit(EXIT_WRITE) from None
+        why = exc.strerror or str(exc)
+        err.print(
+            f"error: could not write the memo to {out}: {why}: choose another path (-o)",
+            markup=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(EXIT_USAGE) from None
     for path in written:
         console.print(f"wrote {path}", markup=False, soft_wrap=True)

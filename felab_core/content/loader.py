@@ -8,6 +8,8 @@ only a folder that checks clean, so a broken pack never half-loads.
 from __future__ import annotations
 
 import hashlib
+import re
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -274,6 +276,14 @@ def parse_pack(path: Path) -> tuple[ParsedPack | None, list[ContentProblem]]:
             ContentProblem(path, "", "expected a mapping of fields starting with `format:`", 1)
         )
         return None, problems
+    for where, text in _strings(data):
+        if any(unicodedata.category(c) == "Cc" and c not in "\n\t" for c in text):
+            # An escape code in a title would reach every member's terminal and chat post.
+            problems.append(
+                ContentProblem(path, where, "holds control characters: write plain text")
+            )
+    if problems:
+        return None, problems
     try:
         pack = Pack.model_validate(data)
     except ValidationError as exc:
@@ -285,9 +295,31 @@ def parse_pack(path: Path) -> tuple[ParsedPack | None, list[ContentProblem]]:
         return None, problems
     for loc, message in _cross_checks(pack):
         problems.append(ContentProblem(path, field_path(loc), message, pos.line(loc)))
+    named = re.fullmatch(r"day-0*(\d+)\.ya?ml", path.name)
+    if named and int(named.group(1)) != pack.day:
+        problems.append(
+            ContentProblem(
+                path, "day", f"the file is named for day {named.group(1)} but says day {pack.day}"
+            )
+        )
     if problems:
         return None, problems
     return ParsedPack(path, pack, hashlib.sha256(raw).hexdigest()), []
+
+
+def _strings(value: object, where: str = "") -> list[tuple[str, str]]:
+    """Every text in a parsed pack, with where it sits (title, cards.2.front ...)."""
+    if isinstance(value, str):
+        return [(where, value)]
+    if isinstance(value, dict):
+        return [
+            found
+            for k, v in value.items()
+            for found in _strings(v, f"{where}.{k}" if where else str(k))
+        ]
+    if isinstance(value, list):
+        return [found for i, v in enumerate(value) for found in _strings(v, f"{where}.{i}")]
+    return []
 
 
 def pack_files(folder: Path) -> list[Path]:

@@ -24,7 +24,7 @@ from felab_core.engine.apis import ApiAdapter, StreamProtocolError
 from felab_core.engine.framing import FrameTooLarge
 from felab_core.engine.netbackend import RX_STAMP_INFO, LeanTransport
 from felab_core.engine.timeline import Chunk, RequestTimeline
-from felab_core.redact import url_without_credentials
+from felab_core.redact import redact, url_without_credentials
 
 now_ns = time.monotonic_ns
 
@@ -165,6 +165,13 @@ def connect_failure(exc: BaseException, host: str) -> str:
     unresolved = "name" in lowered and ("resolution" in lowered or "known" in lowered)
     if unresolved or "nodename" in lowered:
         return f"DNS failure: cannot resolve the host in {host}; check the URL"
+    if isinstance(exc, httpx.ReadTimeout):
+        return (
+            f"no answer: {host} took the connection but sent nothing back in time; is it the "
+            "server you meant, and has it finished starting?"
+        )
+    if isinstance(exc, httpx.RemoteProtocolError | httpx.LocalProtocolError):
+        return f"not HTTP: {host} answered with something other than HTTP ({text}); check the port"
     return f"connect error: {host}: {text}"
 
 
@@ -268,6 +275,14 @@ async def _stream(
         tl.status = resp.status_code
         if tl.headers_ns is None:
             tl.headers_ns = now_ns()
+        if 300 <= resp.status_code < 400:
+            tl.end_ns = now_ns()
+            where = redact(resp.headers.get("location", "") or "(no Location)")[:200]
+            tl.error = (
+                f"redirect: the server answered HTTP {resp.status_code} pointing to {where}; "
+                "felab does not follow redirects: give the server's own address"
+            )
+            return
         if resp.status_code >= 400:
             body = await resp.aread()
             tl.end_ns = now_ns()

@@ -159,18 +159,24 @@ def _check_request(path: Path, run: int, index: int, request: Any) -> None:
     measurement (an edited or broken file), and a comparison would believe it."""
     if not isinstance(request, dict):
         raise CompareError(f"{path}: run {run}, request {index} is not a request record")
-    for key in ("ttft_s", "e2e_s", "tpot_s"):
-        value = request.get(key)
+    itl = request.get("itl_s")
+    if itl is not None and not isinstance(itl, list):
+        raise CompareError(f"{path}: run {run}, request {index} has itl_s that is not a list")
+    values = [(k, request.get(k)) for k in ("ttft_s", "e2e_s", "tpot_s", "writing_tps")]
+    values += [("itl_s", v) for v in itl or []]
+    for key, value in values:
         if value is None:
             continue
+        most = 86_400 if key.endswith("_s") else 10_000_000  # a day; any stream's tok/s
         if (
             isinstance(value, bool)
             or not isinstance(value, (int, float))
-            or not (math.isfinite(value) and 0 <= value < 86_400)
+            or not (math.isfinite(value) and 0 <= value < most)
         ):
+            what = "a time" if key.endswith("_s") else "a speed"
             raise CompareError(
-                f"{path}: run {run}, request {index} has {key} = {value!r}, not a time felab "
-                "measures (seconds, 0 to a day): the file was edited or broken"
+                f"{path}: run {run}, request {index} has {key} = {value!r}, not {what} felab "
+                "measures: the file was edited or broken"
             )
 
 

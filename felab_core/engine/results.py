@@ -154,6 +154,12 @@ def check_destinations(csv_path: Path | None, json_path: Path | None) -> None:
             continue
         if path.is_dir():
             raise ResultsFileError(f"cannot write {path}: it is a folder; give a file name in it")
+        if path.exists() and not path.is_file():
+            # A device or a pipe: files written beside it would land in /dev.
+            raise ResultsFileError(
+                f"cannot write {path}: it is not a regular file (a device or a pipe); choose "
+                "another path"
+            )
         folder = path.parent
         for above in (folder, *folder.parents):
             if above.exists():

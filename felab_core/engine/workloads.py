@@ -32,7 +32,7 @@ MIN_RATE = 0.01  # one request every 100 s: slower, and a run of a few requests 
 MAX_BURSTINESS = 1000.0
 MAX_REQUESTS = 1_000_000
 MAX_DURATION_S = 86_400.0
-MAX_WARMUP = 10_000
+MAX_WARMUP = 1_000  # a warm-up fills caches and loads the model: more is a run of its own
 MAX_TOKENS = 262_144
 
 
@@ -183,8 +183,13 @@ class Workload:
         if self.burstiness != 1.0 and self.rate is None:
             problems.append("--burstiness shapes the gaps of an open loop: give --rate too")
         if self.sessions is not None:
-            if self.sessions < 1:
-                problems.append("--sessions must be 1 or more")
+            if not 1 <= self.sessions <= MAX_REQUESTS:
+                problems.append(f"--sessions must be from 1 to {MAX_REQUESTS:,}")
+            elif self.sessions * self.turns > MAX_REQUESTS:
+                problems.append(
+                    f"--sessions x --turns is {self.sessions * self.turns:,} requests: at most "
+                    f"{MAX_REQUESTS:,}"
+                )
             if self.open_loop:
                 problems.append("--sessions runs conversations back to back: drop --rate/--trace")
         if not (0 <= self.ramp_up_s <= 86_400 and 0 <= self.ramp_down_s <= 86_400):

@@ -143,6 +143,8 @@ def _write_files(d: Path) -> None:
         itl_p50_s="0.025", tpot_p50_s="0.025", e2e_p50_s="5", output_tps="40",
     )  # fmt: skip
     (d / "results.csv").write_text(header + ",".join(row[c] for c in CSV_COLUMNS) + "\n")
+    future = {**row, "timestamp": "2099-01-01T00:00:00+00:00"}
+    (d / "results-future.csv").write_text(header + ",".join(future[c] for c in CSV_COLUMNS) + "\n")
     for name, value in (("negative", "-41.8"), ("nan", "nan"), ("overflow", "1e309")):
         bad = {**row, "writing_tps_p50": value}
         lines = [",".join(r[c] for c in CSV_COLUMNS) for r in (row, bad)]
@@ -169,6 +171,16 @@ def _write_files(d: Path) -> None:
     (d / "config-bad").mkdir(exist_ok=True)
     (d / "config-bad" / "config.json").write_text('{"hidden_size": "big"}')
     (d / "vllm.log").write_text("INFO nothing about the cache here\n")
+    if not (d / "a-pipe").exists():
+        os.mkfifo(d / "a-pipe")
+    (d / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    (d / "trace-far.jsonl").write_text(
+        '{"timestamp": 0, "input_length": 10, "output_length": 5}\n'
+        '{"timestamp": 1e12, "input_length": 10, "output_length": 5}\n'
+    )
+    ctrl = d / "ctrl-pack"
+    ctrl.mkdir(exist_ok=True)
+    (ctrl / "day-01.yaml").write_text('format: 1\nday: 1\ntitle: "\\e[31mred"\n')
     (d / "config-binary").mkdir(exist_ok=True)
     (d / "config-binary" / "config.json").write_bytes(b"\xff\xfe{" + bytes(range(256)))
     (d / "config-huge").mkdir(exist_ok=True)
@@ -461,6 +473,24 @@ CASES: list[Case] = [
     case("bench-ramps-eat-run", f"bench {LOCAL} --ramp-up 100 --duration 2", 2, "leave nothing"),
     case("targets-not-utf8", "targets --targets-file {files}/binary.bin", 2, "binary.bin is not UTF-8"),
     case("size-kv-config-not-utf8", "size kv --config {files}/config-binary", 2, "config.json is not UTF-8"),
+    # the third independent sweep's findings
+    case("backup-onto-a-pipe", "db backup {files}/a-pipe", 2, "not a regular file"),
+    case("targets-dev-zero", "targets --targets-file /dev/zero", 2, "not a regular file"),
+    case("size-kv-config-pipe", "size kv --config {files}/a-pipe", 2, "not a regular file"),
+    case("compare-deep", "compare {files}/deep.json {files}/deep.json", 2, "nested too deeply"),
+    case("bench-trace-far", f"bench {LOCAL} --trace {{files}}/trace-far.jsonl", 2, "more than a day"),
+    case("bench-trace-dev-zero", f"bench {LOCAL} --trace /dev/zero", 2, "not a regular file"),
+    case("bench-rate-tiny", f"bench {LOCAL} --rate 1e-300", 2, "from 0.01"),
+    case("bench-sessions-huge", f"bench {LOCAL} --sessions 100000 --turns 1000", 2, "at most 1,000,000"),
+    case("bench-model-control", ["bench", *LOCAL.split(), "--model", "m\x1b[31mX"], 2, "control characters"),
+    case("size-chips-zero-bytes", "size chips --model-bytes 0", 2, "more than zero"),
+    case("size-limit-decimal-comma", "size limit --bandwidth 273 --model-bytes 4,9GB", 2, "decimal point"),
+    case("numbers-import-future", "numbers import {files}/results-future.csv", 2, "in the future"),
+    case("content-control-characters", "content check {files}/ctrl-pack", 2, "control characters"),
+    case("memo-out-full", "memo --csv {files}/results.csv --chip H100 --model llama-3.1-8b --model-bytes 4.9GB --kv-memory 16GiB -o /dev/full", 2, "not a regular file"),
+    case("db-in-memory", "numbers show", 2, "in-memory", FELAB_DATABASE_URL="sqlite://"),
+    case("setting-seconds-huge", "status", 2, "30 days", FELAB_PAIR_CODE_TTL_S="1e300"),
+    case("setting-broker-port", "status", 2, "port outside", FELAB_BROKER_URL="redis://127.0.0.1:99999/0"),
 ]
 # fmt: on
 
