@@ -80,8 +80,11 @@ err_console = Console(stderr=True)
 
 
 def _parse_concurrency(text: str) -> tuple[int, ...]:
+    parts = text.replace(" ", "").split(",")
+    if any(not p for p in parts) and any(parts):
+        raise typer.BadParameter(f"{text!r} has an empty item: use e.g. 1,4,16")
     try:
-        values = tuple(int(p) for p in text.replace(" ", "").split(",") if p)
+        values = tuple(int(p) for p in parts if p)
     except ValueError:
         raise typer.BadParameter(
             f"{text!r}: use whole numbers separated by commas, e.g. 1,4,16"
@@ -528,6 +531,8 @@ def bench(
         except ValueError as exc:
             raise ValueError(f"--slo: {exc}") from None
         client_processes = _parse_processes(processes)
+        if no_csv and csv_path is not None:
+            raise ValueError("--no-csv and --csv contradict each other: give one")
         check_destinations(None if no_csv else (csv_path or default_csv()), json_path)
     except (TargetError, ValueError, ResultsFileError) as exc:
         err_console.print(f"[red]error:[/red] {esc(str(exc))}")

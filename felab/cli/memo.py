@@ -174,6 +174,11 @@ def memo(
     """
     err = Console(stderr=True, highlight=False)
     try:
+        if model_bytes is not None and bits_per_weight is not None:
+            raise MemoError(
+                "--bits-per-weight sizes a model from the table; --model-bytes already gives the "
+                "size: drop one"
+            )
         inputs = MemoInputs(
             machines=_machines(chip, bandwidth),
             model=model,

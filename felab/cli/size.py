@@ -500,6 +500,11 @@ def limit_command(
                 raise SizingError(
                     "give the weights one way: --model-bytes, --gguf, --config or --model"
                 )
+            if bits_per_weight is not None:
+                raise SizingError(
+                    "--bits-per-weight sizes a model from the table (--model): --model-bytes "
+                    "already gives the size; drop one"
+                )
             weights = parse_bytes(model_bytes, default_unit="bytes")
             note = f"{both_ways(weights)} as given"
         else:
@@ -512,6 +517,8 @@ def limit_command(
             bits = _flag("--bits-per-weight", bits_per_weight)
             weights, note = speed_limit.weights_for(shape, bits)
         per = None
+        if kv_type != "f16" and not context:
+            raise SizingError("--kv-type is the cache's type at --context: give --context too")
         if context:
             if shape is None:
                 raise SizingError(

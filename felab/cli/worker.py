@@ -128,6 +128,12 @@ def pair(
     makes a key pair, proves it holds the code (which never travels), and keeps the machine's
     own broker user and key."""
     settings = get_settings()
+    if code is not None and name is not None:
+        err(
+            "--name issues a code on the server; --code redeems one on the machine (the name "
+            "comes with the code): give one"
+        )
+        raise typer.Exit(EXIT_USAGE)
     if code is None:
         if name is None:
             err("give --name NAME to issue a code, or --code CODE to redeem one on the machine")

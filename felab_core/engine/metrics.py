@@ -192,6 +192,8 @@ class SLO:
                 raise ValueError(f"bad SLO value in {part!r}: {value!r} is not a number") from None
             if not math.isfinite(number) or number <= 0:
                 raise ValueError(f"bad SLO value in {part!r}: must be a positive number of seconds")
+            if f"{key}_s" in fields:
+                raise ValueError(f"{key} is given twice: give each objective once")
             fields[f"{key}_s"] = number
         if not fields:
             raise ValueError("empty SLO: use for example ttft=0.5,tpot=0.05")
