@@ -18,6 +18,8 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, s
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from felab_core.errors import Invalid
+
 _TIMES = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800)
 
 JOBS = Counter("felab_jobs", "Jobs that ended, by how they ended.", ["status"])
@@ -90,4 +92,10 @@ def serve(port: int, addr: str = "127.0.0.1", *, extra: Collector | None = None)
         multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
     if extra is not None:
         registry.register(extra)
-    start_http_server(port, addr=addr, registry=registry)
+    try:
+        start_http_server(port, addr=addr, registry=registry)
+    except OSError as exc:  # the port taken (another felab process, another program)
+        raise Invalid(
+            f"cannot serve metrics on {addr}:{port} ({exc.strerror or exc}): give another "
+            "FELAB_METRICS_PORT (each process needs its own), or unset it"
+        ) from None

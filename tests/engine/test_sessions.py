@@ -80,7 +80,7 @@ def test_the_cached_history_takes_its_prefill_off_ttft(tmp_path: Path) -> None:
 
 def test_bad_session_flags_are_refused(tmp_path: Path) -> None:
     for flags, said in (
-        (["--sessions", "0"], "--sessions must be 1 or more"),
+        (["--sessions", "0"], "--sessions must be from 1 to 1,000,000"),
         (["--sessions", "2", "--turns", "0"], "--turns must be 1-1000"),
         (["--sessions", "2", "--think-time", "-1"], "--think-time must be 0-3600"),
         (["--sessions", "2", "--rate", "3"], "drop --rate"),
