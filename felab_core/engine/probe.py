@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from felab_core.bounded_get import aget_bounded
 from felab_core.engine.client import connect_failure
 from felab_core.engine.server_kinds import ServerKind
 from felab_core.engine.targets import Target
@@ -38,7 +39,7 @@ class IdentityError(Exception):
 
 async def _get_json(client: httpx.AsyncClient, url: str) -> tuple[Any, httpx.Headers | None]:
     try:
-        resp = await client.get(url)
+        resp = await aget_bounded(client, url, deadline_s=PROBE_TIMEOUT_S)
     except httpx.HTTPError:
         return None, None
     if resp.status_code != 200:
@@ -65,7 +66,7 @@ async def identify(base_url: str, *, wait_s: float = PROBE_TIMEOUT_S) -> ServerI
     """Ask the identity endpoints in parallel and decide from what answered."""
     async with httpx.AsyncClient(timeout=wait_s, trust_env=False) as client:
         try:
-            root = await client.get(base_url + "/")
+            root = await aget_bounded(client, base_url + "/", deadline_s=wait_s)
         except httpx.ConnectError as exc:
             raise IdentityError(connect_failure(exc, base_url)) from None
         except httpx.ConnectTimeout:

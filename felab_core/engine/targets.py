@@ -96,6 +96,11 @@ def normalize_base_url(url: str) -> str:
     (`/v1/chat/completions` pasted from a server's docs): the base address felab adds to."""
     text = url.strip()
     shown = redact(text)
+    if any(unicodedata.category(c) == "Cc" or c.isspace() for c in text):
+        raise TargetError(
+            f"{shown.encode('unicode_escape').decode()!r} holds spaces or control characters: "
+            "give the address as http://HOST:PORT"
+        )
     if "://" not in text:
         text = "http://" + text
     parts = urlsplit(text)

@@ -15,6 +15,7 @@ from fractions import Fraction
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from felab_core.bounded_get import get_bounded
 from felab_core.engine.client import connect_failure
 from felab_core.redact import url_password_masked
 from felab_core.sizing.errors import SizingError, Unreachable
@@ -133,7 +134,7 @@ def scrape(base_url: str, client: httpx.Client | None = None, timeout: float = 5
     http = client or httpx.Client(timeout=timeout)
     try:
         try:
-            response = http.get(url)
+            response = get_bounded(http, url)
         except httpx.HTTPError as exc:
             raise Unreachable(connect_failure(exc, url)) from None
         taken = time.monotonic()

@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 
+from felab_core.bounded_get import get_bounded
 from felab_core.engine.client import connect_failure
 from felab_core.sizing.errors import SizingError, Unreachable
 from felab_core.sizing.kv import KvMemory, kv_bytes_per_token, kv_memory
@@ -318,7 +319,7 @@ def _not_llama(url: str, why: str) -> SizingError:
 
 def _get_json(client: httpx.Client, url: str) -> tuple[int, Any]:
     try:
-        response = client.get(url)
+        response = get_bounded(client, url)
     except httpx.HTTPError as exc:
         raise Unreachable(connect_failure(exc, url)) from None
     if response.status_code != 200:

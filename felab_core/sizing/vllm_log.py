@@ -23,7 +23,9 @@ from pathlib import Path
 
 import httpx
 
+from felab_core.bounded_get import get_bounded
 from felab_core.engine.client import connect_failure
+from felab_core.files import MiB, NamedFileError, read_named_bytes
 from felab_core.redact import url_password_masked
 from felab_core.sizing.capacity import Capacity, capacity_from_blocks, capacity_from_tokens
 from felab_core.sizing.errors import SizingError, Unreachable
@@ -324,9 +326,10 @@ def parse_log_file(path: str | Path) -> VllmReading:
     """Read a saved vLLM log file; refuse a missing or unreadable one plainly."""
     log = Path(path)
     try:
-        text = log.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise SizingError(f"cannot read the log {log}: {exc.strerror or exc}") from None
+        raw = read_named_bytes(log, what="vLLM log (its startup is enough)", limit=256 * MiB)
+    except NamedFileError as exc:
+        raise SizingError(str(exc)) from None
+    text = raw.decode("utf-8", errors="replace")
     return parse_log(text, source=str(log))
 
 
@@ -378,8 +381,8 @@ def read_live_vllm(
     http = client or httpx.Client(timeout=timeout)
     try:
         try:
-            metrics = http.get(f"{base}/metrics")
-            models = http.get(f"{base}/v1/models")
+            metrics = get_bounded(http, f"{base}/metrics")
+            models = get_bounded(http, f"{base}/v1/models")
         except httpx.HTTPError as exc:
             raise Unreachable(connect_failure(exc, base)) from None
     finally:
@@ -393,7 +396,7 @@ def read_live_vllm(
     max_len = None
     if models.status_code == 200:
         try:
-            data = models.json().get("data") or []
+            data = models.json().get("data") or []  # type: ignore[attr-defined]
         except (ValueError, AttributeError):
             data = []
         for item in data:

@@ -114,7 +114,7 @@ def test_log_with_no_kv_lines_is_refused(tmp_path: Path) -> None:
     log.write_text("main: server is listening on http://127.0.0.1:8080\n")
     with pytest.raises(SizingError, match=r"no KV-cache lines in .*llama.log"):
         vllm_log.parse_log_file(log)
-    with pytest.raises(SizingError, match="cannot read the log"):
+    with pytest.raises(SizingError, match=r"missing\.log does not exist"):
         vllm_log.parse_log_file(tmp_path / "missing.log")
 
 
