@@ -631,6 +631,9 @@ def export(
     cohort_id: int | None = typer.Option(None, "--cohort", help=_COHORT_HELP),
 ) -> None:
     """Everything felab holds about you, as JSON: machine, models, numbers, runs, reviews."""
+    if str(file) != "-" and file.exists() and not file.is_file():
+        err(f"{file} is not a regular file (a folder, a device or a pipe): give a file name")
+        raise typer.Exit(EXIT_USAGE)
     if str(file) != "-" and file.exists() and not force:
         err(f"{file} already exists: pick another name, or add --force to replace it")
         raise typer.Exit(EXIT_USAGE)

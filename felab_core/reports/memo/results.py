@@ -25,6 +25,8 @@ def load_results(path: Path) -> list[dict[str, str]]:
         )
     if path.is_dir():
         raise MemoError(f"{path} is a folder: pass --csv with the results CSV file inside it")
+    if not path.is_file():
+        raise MemoError(f"{path} is not a regular file (a device or a pipe): pass the results CSV")
     try:
         with path.open(newline="", encoding="utf-8-sig") as fh:
             header = next(csv.reader(fh), [])
