@@ -466,6 +466,16 @@ def bench(
             resolve_target(n, targets=table, url=url, api=api, model=model, kind=kind)
             for n in names
         ]
+        if trace is not None:
+            for flag, value in (
+                ("--prompt-tokens", prompt_tokens),
+                ("--max-tokens", max_tokens),
+                ("--shared-prefix-tokens", shared_prefix_tokens),
+            ):
+                if value is not None:
+                    raise ValueError(
+                        f"--trace sets each request's lengths from its lines: drop {flag}"
+                    )
         _partners_given(
             ("--trace-speed", trace_speed, "--trace", trace),
             ("--trace-block-size", trace_block_size, "--trace", trace),
@@ -527,10 +537,13 @@ def bench(
         limits = ClientLimits(total=timeout, stall=stall_timeout)
         limits.validate()
         try:
-            objective = SLO.parse(slo) if slo else None
+            objective = SLO.parse(slo) if slo is not None else None
         except ValueError as exc:
             raise ValueError(f"--slo: {exc}") from None
         client_processes = _parse_processes(processes)
+        for flag, given in (("--json", json_path), ("--csv", csv_path)):
+            if given is not None and str(given) == "-":
+                raise ValueError(f"{flag} - : felab writes a file there; for stdout use -o json")
         if no_csv and csv_path is not None:
             raise ValueError("--no-csv and --csv contradict each other: give one")
         check_destinations(None if no_csv else (csv_path or default_csv()), json_path)
@@ -555,6 +568,23 @@ def bench(
                 raise ValueError(f"--find-max-rate: {exc}") from None
             if len(chosen) != 1 or workload.trace is not None or workload.sessions is not None:
                 raise ValueError("--find-max-rate searches one target with a synthetic workload")
+            ignored = [
+                flag
+                for flag, given in (
+                    ("--json", json_path is not None),
+                    ("--csv", csv_path is not None),
+                    ("--slo", slo is not None),
+                    ("--repeat", repeat != 1),
+                    ("-n without --duration", requests is not None and duration is None),
+                    ("a -c list", concurrency is not None and len(workload.concurrency) > 1),
+                )
+                if given
+            ]
+            if ignored:
+                raise ValueError(
+                    f"--find-max-rate prints its own search, probe by probe: {', '.join(ignored)} "
+                    "would not apply; drop them (its objective is the one it names)"
+                )
         except ValueError as exc:
             err_console.print(f"[red]error:[/red] {esc(str(exc))}")
             raise typer.Exit(EXIT_USAGE) from None

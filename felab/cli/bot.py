@@ -14,6 +14,7 @@ import typer
 from felab.cli.db import service_errors
 from felab.cli.errors import EXIT_UNREACHABLE, EXIT_USAGE, err
 from felab_core.jobs.lifecycle import Publisher
+from felab_core.redact import redact
 from felab_core.settings import Settings, get_settings
 
 bot_app = typer.Typer(
@@ -61,12 +62,13 @@ def _check_api(settings: Settings) -> None:
     if not url.startswith(("http://", "https://")):
         err(f"{where} is not an http:// or https:// address: give the API's full URL, or unset it")
         raise typer.Exit(EXIT_USAGE)
+    from felab_core.bounded_get import get_bounded
+
     try:
-        answer = httpx.get(
-            url.rstrip("/") + "/gateway/bot",
-            headers={"Authorization": f"Bot {token}"},
-            timeout=_API_CHECK_S,
-        )
+        with httpx.Client(
+            timeout=_API_CHECK_S, headers={"Authorization": f"Bot {token}"}, trust_env=False
+        ) as client:  # at most 8 MiB within the deadline: an endless body is no API
+            answer = get_bounded(client, url.rstrip("/") + "/gateway/bot", deadline_s=_API_CHECK_S)
     except httpx.TimeoutException:
         err(
             f"{where} took no answer within {_API_CHECK_S:.0f} s: is it Discord's API? Unset it "
@@ -112,17 +114,25 @@ def _dispatcher(settings: Settings) -> Publisher:
 @bot_app.command("sync")
 def sync_cmd(
     guild: int | None = typer.Option(
-        None, "--guild", help="Register on this server (guild) id only: shows at once."
+        None, "--guild", min=1, help="Register on this server (guild) id only: shows at once."
     ),
 ) -> None:
     """Register the slash commands with Discord (global without --guild: up to an hour)."""
     from felab_bot.app import BotConfigError, sync
 
     _check_api(get_settings())
+    import aiohttp
+
     try:
         names = asyncio.run(sync(get_settings(), guild))
     except BotConfigError as exc:
         err(str(exc))
         raise typer.Exit(EXIT_USAGE) from None
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        err(
+            f"could not reach Discord's API ({type(exc).__name__}: {redact(str(exc))[:160]}): "
+            "check this machine's network (or FELAB_DISCORD_API_URL)"
+        )
+        raise typer.Exit(EXIT_UNREACHABLE) from None
     where = f"guild {guild}" if guild is not None else "every guild (global)"
     typer.echo(f"synced {len(names)} command(s) to {where}: {', '.join(sorted(names))}")

@@ -363,6 +363,9 @@ def import_cmd(
     --skip-invalid. Importing the same file twice records nothing new.
     """
     path = csv_path if csv_path is not None else default_csv()
+    if path.exists() and not path.is_file():
+        err(f"{path} is not a regular file (a folder, a device or a pipe): give the results CSV")
+        raise typer.Exit(EXIT_USAGE)
     if not path.is_file():
         err(
             f"no results file at {path}: time your servers with `felab bench` first, or give "
@@ -375,7 +378,16 @@ def import_cmd(
             columns = list(reader.fieldnames or [])
             rows = list(reader)
         check_columns(columns)
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        for at, row in enumerate(rows, start=2):
+            if None in row or None in row.values():  # more or fewer cells than the header
+                cells = sum(v is not None for k, v in row.items() if k is not None)
+                extra = row.get(None)
+                cells += len(extra) if isinstance(extra, list) else 0
+                raise Invalid(f"line {at}: {cells} cells where the header has {len(columns)}")
+    except UnicodeDecodeError as exc:
+        err(f"{path} is not UTF-8 text (byte {exc.start}): save it as UTF-8 (CSV UTF-8)")
+        raise typer.Exit(EXIT_USAGE) from None
+    except (OSError, csv.Error) as exc:
         err(f"cannot read {path}: {exc}")
         raise typer.Exit(EXIT_USAGE) from None
     except Invalid as exc:
@@ -634,6 +646,11 @@ def export(
     if str(file) != "-" and file.exists() and not file.is_file():
         err(f"{file} is not a regular file (a folder, a device or a pipe): give a file name")
         raise typer.Exit(EXIT_USAGE)
+    if str(file) != "-" and file.is_file():
+        with file.open("rb") as fh:
+            if fh.read(16) == b"SQLite format 3\x00":  # the live database, or a backup of it
+                err(f"{file} is an SQLite database: the export is JSON; give another file name")
+                raise typer.Exit(EXIT_USAGE)
     if str(file) != "-" and file.exists() and not force:
         err(f"{file} already exists: pick another name, or add --force to replace it")
         raise typer.Exit(EXIT_USAGE)

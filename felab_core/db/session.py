@@ -74,6 +74,8 @@ def make_engine(url: str | None = None, **kwargs: Any) -> Engine:
     url = url or get_settings().resolved_database_url()
     try:
         parsed = make_url(url)
+        if parsed.host and "@" in parsed.host:  # the password's own @ split it: part in host
+            raise ValueError("an @ in the host")
     except ValueError:  # a port that is not a number: often a password holding @ or :
         raise DatabaseError(
             "FELAB_DATABASE_URL is not a valid database URL: a password with @, : or / in it "

@@ -14,6 +14,7 @@ import functools
 import json
 import ssl
 import time
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -120,8 +121,14 @@ def server_error_message(status: int, body: bytes) -> str:
             err = "; ".join(str(e.get("msg", e)) for e in err)
         if err is not None:
             message = str(err)
-    message = " ".join(message.split())[:300] or "(empty body)"
-    return f"HTTP {status}: {message}"
+    return f"HTTP {status}: {shown_text(message) or '(empty body)'}"
+
+
+def shown_text(text: str, most: int = 300) -> str:
+    """A server's words as felab shows them: one line, no control characters (an escape code
+    would reach the terminal, the record and chat), at most `most` characters."""
+    plain = "".join("?" if unicodedata.category(c) == "Cc" else c for c in " ".join(text.split()))
+    return plain if len(plain) <= most else plain[: most - 1] + "…"
 
 
 def _root_cause(exc: BaseException) -> BaseException:
@@ -364,7 +371,7 @@ def _not_a_stream(head: bytes, content_type: str) -> str | None:
 
 def _record(adapter: ApiAdapter, tl: RequestTimeline, data: str, t: int, info: Any) -> None:
     if info.error:
-        tl.error = f"server error in stream: {info.error}"
+        tl.error = f"server error in stream: {shown_text(str(info.error))}"
     chunk = Chunk(t_ns=t, nbytes=len(data), text=info.text)
     tl.chunks.append(chunk)
     if info.usage:

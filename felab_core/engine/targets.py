@@ -107,9 +107,11 @@ def normalize_base_url(url: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise TargetError(f"{shown!r} is not a server address: use http://HOST:PORT")
     try:
-        parts.port  # noqa: B018 - validates the port
+        port = parts.port
     except ValueError:
-        raise TargetError(f"{shown!r} has a bad port number (1-65535)") from None
+        port = -1
+    if port is not None and not 1 <= port <= 65535:
+        raise TargetError(f"{shown!r} has a bad port number (1-65535)")
     if parts.query or parts.fragment:
         raise TargetError(f"{shown!r} has a ?query or #fragment: give only http://HOST:PORT")
     path = parts.path.rstrip("/")

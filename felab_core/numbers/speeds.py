@@ -93,9 +93,10 @@ def parse_speed(value: str | float | int, unit: str | None = None) -> Speed:
             raise Invalid(f"a writing speed must be more than zero tokens per second, got {text!r}")
         match = _NUMBER.match(text)
         if not match:
+            comma = ": write a decimal point, 44.6, not 44,6" if "," in text else ""
             raise Invalid(
                 f"could not read {value!r} as a writing speed: write a number of tokens per "
-                "second, such as 44.6"
+                f"second, such as 44.6{comma}"
             )
         digits = match.group(1).replace(",", "")
         if len(digits) > 30:

@@ -96,7 +96,7 @@ def as_fraction(value: int | float | str | Decimal | Fraction) -> Fraction:
     text = typed.replace(",", "").replace("_", "")
     exponent = re.search(r"[eE]([+-]?\d+)$", text)
     if exponent and abs(int(exponent.group(1))) > 30:
-        raise SizingError(f"{value!r} is out of range: felab takes numbers up to 1e24")
+        raise SizingError(f"{value!r} is out of range: felab takes numbers from 1e-24 to 1e24")
     try:
         number = Fraction(text)
     except (ValueError, ZeroDivisionError):

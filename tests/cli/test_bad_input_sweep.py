@@ -491,6 +491,18 @@ CASES: list[Case] = [
     case("db-in-memory", "numbers show", 2, "in-memory", FELAB_DATABASE_URL="sqlite://"),
     case("setting-seconds-huge", "status", 2, "30 days", FELAB_PAIR_CODE_TTL_S="1e300"),
     case("setting-broker-port", "status", 2, "port outside", FELAB_BROKER_URL="redis://127.0.0.1:99999/0"),
+    # the fourth independent sweep's findings
+    case("export-over-a-database", "numbers export {files}/live.db --force", 2, "is an SQLite database"),
+    case("bench-json-dash", f"bench {LOCAL} --json -", 2, "-o json"),
+    case("bench-max-rate-json", f"bench {LOCAL} --find-max-rate ttft_p95=500ms --duration 1 --json {{files}}/x.json", 2, "would not apply"),
+    case("bench-trace-max-tokens", f"bench {LOCAL} --trace {{files}}/trace-bad.jsonl --max-tokens 5", 2, "drop --max-tokens"),
+    case("bench-url-escape", ["bench", "--url", "http://127.0.0.1:1/\x1b[31m", "--no-csv", "-n", "1"], 2, "control characters"),
+    case("bench-url-port-zero", "bench --url http://127.0.0.1:0 --no-csv -n 1", 2, "bad port"),
+    case("db-password-at-unencoded", "db status", 2, "percent-encoded", FELAB_DATABASE_URL="postgresql+psycopg://felab:Sup3r@{secret}@127.0.0.1:{closed}/x"),
+    case("numbers-import-short-row", "numbers import {files}/short-row.csv", 2, "cells where the header"),
+    case("numbers-import-device", "numbers import /dev/zero", 2, "not a regular file"),
+    case("numbers-enter-decimal-comma", "numbers enter ollama 44,6", 2, "decimal point"),
+    case("size-vllm-log-dev-zero", "size capacity --vllm-log /dev/zero", 2, "not a regular file"),
 ]
 # fmt: on
 
