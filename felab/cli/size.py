@@ -611,7 +611,7 @@ def chips_command(
     columns.append(Column("source", "source"))
     grid = Grid("Memory bandwidth by chip", columns)
     shown = [c for c in speed_limit.CHIPS if family is None or family.lower() in c.family.lower()]
-    if not shown:
+    if not shown or (family is not None and not family.strip()):
         families = ", ".join(sorted({c.family for c in speed_limit.CHIPS}))
         with _sizing_errors():
             raise SizingError(f"--family: no chip's family contains {family!r}; try {families}")

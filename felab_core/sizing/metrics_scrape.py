@@ -87,7 +87,9 @@ class Snapshot:
 def parse_metrics(text: str, taken_at: float | None = None) -> Snapshot:
     """Parse Prometheus text from llama-server or vLLM into a snapshot of felab's counters."""
     if text.lstrip()[:1] == "<":
-        raise SizingError("/metrics answered with an HTML page, not Prometheus text")
+        raise Unreachable(
+            "/metrics answered with an HTML page, not Prometheus text: check the address"
+        )
     try:
         families = list(text_string_to_metric_families(text))
     except (ValueError, TypeError) as exc:

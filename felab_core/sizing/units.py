@@ -246,6 +246,10 @@ def parse_bytes(text: str | int | float, default_unit: str = "bytes") -> Fractio
             )
         number = as_fraction(match.group(1))
         unit = match.group(2) or default_unit
+    if len(unit) == 2 and unit[0].isupper() and unit[1] == "b":  # Gb, Mb, Tb: bits, not bytes
+        raise SizingError(
+            f"{unit!r} in {text!r} reads as bits: felab sizes in bytes; write {unit[0]}B"
+        )
     factor = _SIZE_UNITS.get(unit.lower())
     if factor is None:
         raise SizingError(
