@@ -20,18 +20,33 @@ class NamedFileError(ValueError):
     """The named file cannot be what it should be; the message names it and says why."""
 
 
-def read_named_bytes(path: Path, *, what: str, limit: int) -> bytes:
-    """The file's bytes, refusing anything but a regular file of at most `limit` bytes."""
+def refuse_special(path: Path, *, what: str, to_write: bool = False) -> os.stat_result | None:
+    """Refuse a path naming a folder, a device or a pipe; its stat when it is a regular file,
+    None when nothing is there (the caller says what a missing file means for it).
+
+    Read, a device never ends and a FIFO waits for a writer; written, a device or a pipe would
+    be replaced by the file (as root) or would swallow it. One check, one wording, everywhere a
+    person names a path.
+    """
     try:
         info = os.stat(path)
-    except FileNotFoundError:
-        raise NamedFileError(f"{path} does not exist: give the path of the {what}") from None
+    except (FileNotFoundError, NotADirectoryError):
+        return None
     except OSError as exc:
-        raise NamedFileError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise NamedFileError(f"cannot use {path}: {exc.strerror or exc}") from None
+    hint = f"give a file name for the {what}" if to_write else f"give the {what} itself"
     if stat.S_ISDIR(info.st_mode):
-        raise NamedFileError(f"{path} is a folder: give the {what} itself")
+        raise NamedFileError(f"{path} is a folder: {hint}")
     if not stat.S_ISREG(info.st_mode):
-        raise NamedFileError(f"{path} is not a regular file (a device or a pipe): give the {what}")
+        raise NamedFileError(f"{path} is not a regular file (a device or a pipe): {hint}")
+    return info
+
+
+def read_named_bytes(path: Path, *, what: str, limit: int) -> bytes:
+    """The file's bytes, refusing anything but a regular file of at most `limit` bytes."""
+    info = refuse_special(path, what=what)
+    if info is None:
+        raise NamedFileError(f"{path} does not exist: give the path of the {what}")
     if info.st_size > limit:
         raise NamedFileError(
             f"{path} is {info.st_size:,} bytes: a {what} is at most {limit:,}; is this the "

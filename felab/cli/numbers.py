@@ -47,6 +47,7 @@ from felab_core.db import models as m
 from felab_core.db.session import session_scope
 from felab_core.engine.results import default_csv
 from felab_core.errors import Invalid
+from felab_core.files import NamedFileError, refuse_special
 from felab_core.numbers.importing import ImportReport, check_columns, import_results
 from felab_core.numbers.progress import (
     DayNumbers,
@@ -363,10 +364,12 @@ def import_cmd(
     --skip-invalid. Importing the same file twice records nothing new.
     """
     path = csv_path if csv_path is not None else default_csv()
-    if path.exists() and not path.is_file():
-        err(f"{path} is not a regular file (a folder, a device or a pipe): give the results CSV")
-        raise typer.Exit(EXIT_USAGE)
-    if not path.is_file():
+    try:
+        present = refuse_special(path, what="results CSV")
+    except NamedFileError as exc:
+        err(str(exc))
+        raise typer.Exit(EXIT_USAGE) from None
+    if present is None:
         err(
             f"no results file at {path}: time your servers with `felab bench` first, or give "
             "the CSV's path"
@@ -643,15 +646,17 @@ def export(
     cohort_id: int | None = typer.Option(None, "--cohort", help=_COHORT_HELP),
 ) -> None:
     """Everything felab holds about you, as JSON: machine, models, numbers, runs, reviews."""
-    if str(file) != "-" and file.exists() and not file.is_file():
-        err(f"{file} is not a regular file (a folder, a device or a pipe): give a file name")
-        raise typer.Exit(EXIT_USAGE)
-    if str(file) != "-" and file.is_file():
+    try:
+        present = None if str(file) == "-" else refuse_special(file, what="export", to_write=True)
+    except NamedFileError as exc:
+        err(str(exc))
+        raise typer.Exit(EXIT_USAGE) from None
+    if present is not None:
         with file.open("rb") as fh:
             if fh.read(16) == b"SQLite format 3\x00":  # the live database, or a backup of it
                 err(f"{file} is an SQLite database: the export is JSON; give another file name")
                 raise typer.Exit(EXIT_USAGE)
-    if str(file) != "-" and file.exists() and not force:
+    if present is not None and not force:
         err(f"{file} already exists: pick another name, or add --force to replace it")
         raise typer.Exit(EXIT_USAGE)
     with service_errors(), session_scope(sessions()) as s:

@@ -18,6 +18,7 @@ from typing import Any
 from felab_core import __version__
 from felab_core.engine.measure import RunResult, TargetResult
 from felab_core.engine.metrics import RunSummary, Stats
+from felab_core.files import NamedFileError, refuse_special
 from felab_core.settings import get_settings
 
 DEFAULT_CSV_NAME = "01-latency.csv"
@@ -152,14 +153,10 @@ def check_destinations(csv_path: Path | None, json_path: Path | None) -> None:
     for path in (csv_path, json_path):
         if path is None:
             continue
-        if path.is_dir():
-            raise ResultsFileError(f"cannot write {path}: it is a folder; give a file name in it")
-        if path.exists() and not path.is_file():
-            # A device or a pipe: files written beside it would land in /dev.
-            raise ResultsFileError(
-                f"cannot write {path}: it is not a regular file (a device or a pipe); choose "
-                "another path"
-            )
+        try:  # a device or a pipe: files written beside it would land in /dev
+            refuse_special(path, what="results", to_write=True)
+        except NamedFileError as exc:
+            raise ResultsFileError(f"cannot write there: {exc}") from None
         folder = path.parent
         for above in (folder, *folder.parents):
             if above.exists():

@@ -18,6 +18,7 @@ from sqlalchemy.engine import make_url
 
 from felab_core.engine.results import ResultsFileError, check_destinations
 from felab_core.errors import Invalid
+from felab_core.files import NamedFileError, refuse_special
 from felab_core.redact import redact
 
 
@@ -61,16 +62,11 @@ def _same_file(a: Path, b: Path) -> bool:
 
 def _writable_file(to: Path) -> None:
     """Refuse, before any work, a destination that is a folder or cannot be written."""
-    if to.is_dir():
-        raise BackupError(f"{to} is a folder: give a file name for the backup, such as felab.bak")
-    if to.exists() and not to.is_file():  # a device or a pipe: the backup would replace it
-        raise BackupError(
-            f"{to} is not a regular file (a device or a pipe): give a file name for the backup"
-        )
     try:
+        refuse_special(to, what="backup, such as felab.bak", to_write=True)
         check_destinations(None, to)
         to.parent.mkdir(parents=True, exist_ok=True)
-    except (ResultsFileError, OSError) as exc:
+    except (NamedFileError, ResultsFileError, OSError) as exc:
         raise BackupError(str(exc)) from None
 
 

@@ -9,6 +9,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from felab_core.engine.results import CSV_COLUMNS, read_csv
+from felab_core.files import NamedFileError, refuse_special
 from felab_core.reports.memo.model import _SERVER_ORDER, REQUIRED_COLUMNS, MemoError
 from felab_core.sizing.errors import SizingError
 from felab_core.sizing.units import (
@@ -23,10 +24,10 @@ def load_results(path: Path) -> list[dict[str, str]]:
             f"{path} does not exist: run `felab bench` first (it appends to "
             "results/01-latency.csv), or pass --csv with the path of your results file"
         )
-    if path.is_dir():
-        raise MemoError(f"{path} is a folder: pass --csv with the results CSV file inside it")
-    if not path.is_file():
-        raise MemoError(f"{path} is not a regular file (a device or a pipe): pass the results CSV")
+    try:
+        refuse_special(path, what="results CSV")
+    except NamedFileError as exc:
+        raise MemoError(f"{exc}, with --csv") from None
     try:
         with path.open(newline="", encoding="utf-8-sig") as fh:
             header = next(csv.reader(fh), [])
