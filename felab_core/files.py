@@ -19,6 +19,12 @@ GiB = 1024 * MiB
 class NamedFileError(ValueError):
     """The named file cannot be what it should be; the message names it and says why."""
 
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path} {reason}")
+        self.path = path
+        #: The message without the path, for lists that already show it.
+        self.reason = reason
+
 
 def refuse_special(path: Path, *, what: str, to_write: bool = False) -> os.stat_result | None:
     """Refuse a path naming a folder, a device or a pipe; its stat when it is a regular file,
@@ -33,12 +39,12 @@ def refuse_special(path: Path, *, what: str, to_write: bool = False) -> os.stat_
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
-        raise NamedFileError(f"cannot use {path}: {exc.strerror or exc}") from None
+        raise NamedFileError(path, f"cannot be used: {exc.strerror or exc}") from None
     hint = f"give a file name for the {what}" if to_write else f"give the {what} itself"
     if stat.S_ISDIR(info.st_mode):
-        raise NamedFileError(f"{path} is a folder: {hint}")
+        raise NamedFileError(path, f"is a folder: {hint}")
     if not stat.S_ISREG(info.st_mode):
-        raise NamedFileError(f"{path} is not a regular file (a device or a pipe): {hint}")
+        raise NamedFileError(path, f"is not a regular file (a device or a pipe): {hint}")
     return info
 
 
@@ -46,19 +52,19 @@ def read_named_bytes(path: Path, *, what: str, limit: int) -> bytes:
     """The file's bytes, refusing anything but a regular file of at most `limit` bytes."""
     info = refuse_special(path, what=what)
     if info is None:
-        raise NamedFileError(f"{path} does not exist: give the path of the {what}")
+        raise NamedFileError(path, f"does not exist: give the path of the {what}")
     if info.st_size > limit:
         raise NamedFileError(
-            f"{path} is {info.st_size:,} bytes: a {what} is at most {limit:,}; is this the "
-            "right file?"
+            path,
+            f"is {info.st_size:,} bytes: a {what} is at most {limit:,}; is this the right file?",
         )
     try:
         with open(path, "rb") as fh:
             data = fh.read(limit + 1)
     except OSError as exc:
-        raise NamedFileError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise NamedFileError(path, f"cannot be read: {exc.strerror or exc}") from None
     if len(data) > limit:  # it grew while being read
-        raise NamedFileError(f"{path} is over {limit:,} bytes: a {what} is at most that")
+        raise NamedFileError(path, f"is over {limit:,} bytes: a {what} is at most that")
     return data
 
 
@@ -70,5 +76,5 @@ def read_named_text(path: Path, *, what: str, limit: int) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise NamedFileError(
-            f"{path} is not UTF-8 text (byte {exc.start}): save the {what} as UTF-8"
+            path, f"is not UTF-8 text (byte {exc.start}): save the {what} as UTF-8"
         ) from None

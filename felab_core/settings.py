@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -285,3 +287,22 @@ class Settings(BaseSettings):
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     return Settings()
+
+
+#: FELAB_ names read outside Settings: the debug switch, and the test suite's own.
+_OTHER_NAMES = ("FELAB_DEBUG", "FELAB_UPDATE_GOLDEN")
+_OTHER_PREFIXES = ("FELAB_TEST_",)
+
+
+def unknown_setting_names(environ: Mapping[str, str]) -> list[str]:
+    """A line for each FELAB_ variable felab does not read, naming the setting it is closest
+    to: FELAB_DATABSE_URL would otherwise be ignored and felab would use SQLite, silently."""
+    known = {f"FELAB_{name.upper()}" for name in Settings.model_fields} | set(_OTHER_NAMES)
+    lines = []
+    for name in sorted(environ):
+        if not name.startswith("FELAB_") or name in known or name.startswith(_OTHER_PREFIXES):
+            continue
+        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.8)
+        hint = f"did you mean {close[0]}?" if close else "see the README's settings table"
+        lines.append(f"{name} is not a felab setting and is ignored: {hint}")
+    return lines

@@ -11,6 +11,8 @@ import typer
 from typer import _click as click  # typer's own copy of click: its groups are these
 from typer.core import TyperGroup
 
+from felab.cli.opposites import refuse_opposites
+
 
 @dataclass(frozen=True)
 class Entry:
@@ -51,6 +53,7 @@ def load_command(name: str, entry: Entry, path: str = "felab") -> click.Command:
         single.command(name, help=helptext, context_settings=entry.context or None)(obj)
         cmd = typer.main.get_command(single)
     cmd.name = name
+    refuse_opposites(cmd)
     return cmd
 
 

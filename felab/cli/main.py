@@ -7,14 +7,16 @@ or the ingest.
 
 from __future__ import annotations
 
+import os
+
 import typer
 
 from felab.cli.boundary import bounded, set_debug
-from felab.cli.errors import err
+from felab.cli.errors import err, warn
 from felab.cli.lazy import Entry, lazy_group
 from felab_core import __version__
 from felab_core.failures import EXIT_USAGE, debug_setting_problem
-from felab_core.settings import get_settings
+from felab_core.settings import get_settings, unknown_setting_names
 
 COMMANDS: dict[str, Entry] = {
     "bench": Entry("felab.cli.bench:bench", doc_help=True),
@@ -73,3 +75,5 @@ def _root(
         err(problem)
         raise typer.Exit(EXIT_USAGE)
     get_settings()  # every FELAB_ setting checked before any command runs: one line per bad one
+    for line in unknown_setting_names(os.environ):
+        warn(line)

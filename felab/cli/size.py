@@ -159,7 +159,9 @@ def kv_command(
         None, "--model", help="A model from felab's table (e.g. llama-3.1-8b)."
     ),
     dtype: str = typer.Option(
-        "f16", "--dtype", help="KV cache type: f32, f16, bf16, fp8, q8_0, q4_0."
+        "f16",
+        "--dtype",
+        help="KV cache type: f32, f16, bf16, fp8, q8_0, q5_1, q5_0, q4_1, q4_0, iq4_nl.",
     ),
     value_dtype: str | None = typer.Option(
         None, "--value-dtype", help="llama.cpp only: a different type for values (-ctv)."
@@ -400,6 +402,16 @@ def slots_command(
     console = _console()
     with _sizing_errors():
         shape = _maybe_shape(config, gguf, model)
+        kv.kv_dtype(kv_type)  # an unknown type is refused even when nothing is costed
+        if kv_type != "f16" and shape is None:
+            raise SizingError(
+                "--kv-type sets what one token of cache costs: give the model too (--model, "
+                "--config or --gguf), or drop --kv-type"
+            )
+        if each is not None and need is None:
+            raise SizingError(
+                "--each is the tokens each seat gets in the fix for --need: give --need too"
+            )
         if url is not None:
             if parallel is not None or unified:
                 raise SizingError(

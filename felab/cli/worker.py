@@ -144,13 +144,26 @@ def pair(
         return
     from felab_worker.pairing import BrokerUnreachable, pair_machine
 
+    local = settings.broker_url is None
+    where = (
+        " on this machine's embedded broker (FELAB_BROKER_URL is unset: a code from your "
+        "cohort's bot needs the pairing URL your instructor gave, in FELAB_BROKER_URL)"
+        if local
+        else ""
+    )
     Console(stderr=True, highlight=False).print(
-        f"pairing: waiting up to {timeout:g} s for the ingest's answer ...", markup=False
+        f"pairing{where}: waiting up to {timeout:g} s for the ingest's answer ...",
+        markup=False,
+        soft_wrap=True,
     )
     try:
         identity = pair_machine(settings, code, timeout_s=timeout)
     except ServiceError as exc:
-        err(str(exc))
+        err(
+            f"{exc} (FELAB_BROKER_URL is unset: this asked the embedded broker on this machine)"
+            if local
+            else str(exc)
+        )
         raise typer.Exit(
             EXIT_UNREACHABLE if isinstance(exc, BrokerUnreachable) else EXIT_USAGE
         ) from None

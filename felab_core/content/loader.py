@@ -18,6 +18,7 @@ import yaml
 from pydantic import ValidationError
 
 from felab_core.content.format import FORMAT, ID_PATTERN, Pack
+from felab_core.files import NamedFileError, read_named_bytes
 
 PACK_SUFFIXES = (".yaml", ".yml")
 
@@ -237,20 +238,10 @@ def _shape_problem(text: str) -> tuple[str, int | None] | None:
 
 def parse_pack(path: Path) -> tuple[ParsedPack | None, list[ContentProblem]]:
     """Read and check one file: the pack when it is sound, else every problem found."""
-    try:
-        size = path.stat().st_size
-        if size > MAX_PACK_BYTES:
-            return None, [
-                ContentProblem(
-                    path,
-                    "",
-                    f"{size:,} bytes: a pack is at most {MAX_PACK_BYTES:,} (one day of course "
-                    "text); is this the right file?",
-                )
-            ]
-        raw = path.read_bytes()
-    except OSError as exc:
-        return None, [ContentProblem(path, "", f"cannot read the file: {exc.strerror or exc}")]
+    try:  # the bytes as they are: the pack's hash is of the file
+        raw = read_named_bytes(path, what="pack (one day of course text)", limit=MAX_PACK_BYTES)
+    except NamedFileError as exc:
+        return None, [ContentProblem(path, "", exc.reason)]
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -323,7 +314,9 @@ def _strings(value: object, where: str = "") -> list[tuple[str, str]]:
 
 
 def pack_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in PACK_SUFFIXES)
+    """Every entry named like a pack: one that is a pipe or a device is then refused by name,
+    not passed over (a folder of such files read as "no packs here")."""
+    return sorted(p for p in folder.iterdir() if p.suffix in PACK_SUFFIXES and not p.is_dir())
 
 
 def check_dir(folder: Path) -> CheckReport:

@@ -67,6 +67,8 @@ SQLITE_URL_ARGUMENTS = frozenset(
     "timeout isolation_level detect_types check_same_thread cached_statements uri "
     "mode cache vfs nolock immutable modeof".split()
 )
+#: The arguments SQLite takes from a file: URI, which pysqlite builds only when uri=true.
+_SQLITE_URI_ONLY = frozenset("mode cache vfs nolock immutable modeof".split())
 
 
 def make_engine(url: str | None = None, **kwargs: Any) -> Engine:
@@ -96,6 +98,12 @@ def make_engine(url: str | None = None, **kwargs: Any) -> Engine:
             raise DatabaseError(
                 f"FELAB_DATABASE_URL: SQLite takes no {', '.join(map(repr, unknown))} argument "
                 f"(it takes {', '.join(sorted(SQLITE_URL_ARGUMENTS))}): remove it"
+            )
+        as_uri = sorted(set(parsed.query) & _SQLITE_URI_ONLY)
+        if as_uri and str(parsed.query.get("uri", "")).lower() not in ("true", "1"):
+            raise DatabaseError(  # pysqlite would ignore them with a warning: ro would not be
+                f"FELAB_DATABASE_URL: SQLite reads {', '.join(map(repr, as_uri))} only with "
+                "uri=true: add &uri=true, or remove it"
             )
         db = parsed.database
         if db and db != ":memory:" and not db.startswith("file:"):

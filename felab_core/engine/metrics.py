@@ -97,6 +97,23 @@ def _s(a: int | None, b: int | None) -> float | None:
 _UNSHOWN_TOKENS = 16
 
 
+#: Where a run's token counts came from, as the results CSV's token_source column says it
+#: ("mixed" when requests differ; empty when nothing was counted).
+COUNT_FROM_SERVER, COUNT_FROM_OLLAMA = "usage", "eval_count"
+COUNT_FROM_CHUNKS = "chunks"
+COUNT_FROM_CHUNKS_DISBELIEVED = "chunks (the server's count did not fit its text)"
+COUNT_MIXED = "mixed"
+TOKEN_SOURCES = frozenset(
+    {
+        COUNT_FROM_SERVER,
+        COUNT_FROM_OLLAMA,
+        COUNT_FROM_CHUNKS,
+        COUNT_FROM_CHUNKS_DISBELIEVED,
+        COUNT_MIXED,
+    }
+)
+
+
 def output_tokens(tl: RequestTimeline, api_is_ollama: bool) -> tuple[int | None, str | None]:
     """N and where it came from: server count first, counted messages last.
 
@@ -108,12 +125,12 @@ def output_tokens(tl: RequestTimeline, api_is_ollama: bool) -> tuple[int | None,
         said = tl.usage["completion_tokens"]
         shown = sum(len(c.text.encode()) for c in tl.content_chunks())
         if isinstance(said, int) and 0 <= said <= 4 * shown + _UNSHOWN_TOKENS:
-            return said, ("eval_count" if api_is_ollama else "usage")
+            return said, (COUNT_FROM_OLLAMA if api_is_ollama else COUNT_FROM_SERVER)
         counted = len(tl.content_chunks())
-        return (counted or None), "chunks (the server's count did not fit its text)"
+        return (counted or None), COUNT_FROM_CHUNKS_DISBELIEVED
     counted = len(tl.content_chunks())
     if counted:
-        return counted, "chunks"
+        return counted, COUNT_FROM_CHUNKS
     return None, None
 
 
@@ -319,7 +336,7 @@ def summarize(
     sources = Counter(m.token_source for m in ok if m.token_source)
     token_source = None
     if sources:
-        token_source = sources.most_common(1)[0][0] if len(sources) == 1 else "mixed"
+        token_source = sources.most_common(1)[0][0] if len(sources) == 1 else COUNT_MIXED
     total_out = sum(m.output_tokens or 0 for m in ok)
     prompt_counts = [m.prompt_tokens for m in ok if m.prompt_tokens is not None]
     dur = duration_s if duration_s > 0 else float("nan")

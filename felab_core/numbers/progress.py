@@ -191,12 +191,38 @@ def numbers_day(session: Session, member: m.Member, now: datetime) -> int | None
     return reached[-1] if reached else days[0]
 
 
-def field_key_for(session: Session, day_number: int, server: str) -> str | None:
-    """The key of the writing-speed field a day asks for on this server, or None."""
-    server = validate_server(server)
+def loaded_day(session: Session, day_number: int) -> m.ContentDay:
+    """The day of the loaded content, or NotFound saying which days there are."""
     day = day_for_number(session, day_number)
-    if day is None:
-        return None
+    if day is not None:
+        return day
+    numbers = session.scalars(
+        select(m.ContentDay.number).where(m.ContentDay.retired.is_(False))
+    ).all()
+    if not numbers:
+        raise NotFound(
+            f"day {day_number} is not in the loaded content: load the course with "
+            "`felab content load content/`"
+        )
+    days = sorted(set(numbers))
+    held = (
+        f"day {days[0]}"
+        if len(days) == 1
+        else f"days {', '.join(map(str, days))}"
+        if len(days) <= 8
+        else f"days {days[0]} to {days[-1]}"
+    )
+    raise NotFound(
+        f"day {day_number} is not in the loaded content (it has {held}): give one of those, "
+        "or leave --day out for today's"
+    )
+
+
+def field_key_for(session: Session, day_number: int, server: str) -> str | None:
+    """The key of the writing-speed field a day asks for on this server; None when the day
+    asks for no such figure, NotFound when the day is not in the loaded content."""
+    server = validate_server(server)
+    day = loaded_day(session, day_number)
     return session.scalar(
         select(m.NumberField.key)
         .where(
@@ -263,12 +289,7 @@ class DayNumbers:
 
 def day_numbers(session: Session, member: m.Member, day_number: int) -> DayNumbers:
     """The member's latest typed and measured figure for each field of the day, checked."""
-    day = day_for_number(session, day_number)
-    if day is None:
-        raise NotFound(
-            f"day {day_number} is not in the loaded content: load the course with "
-            "`felab content load content/`"
-        )
+    day = loaded_day(session, day_number)
     metrics = dict(
         session.execute(
             select(m.NumberField.key, m.NumberField.metric).where(m.NumberField.day_id == day.id)

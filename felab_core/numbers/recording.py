@@ -5,6 +5,7 @@ ones from a felab job, each judged before it can rank.
 from __future__ import annotations
 
 import math
+import re
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -15,8 +16,10 @@ from fractions import Fraction
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from felab_core import __version__
 from felab_core.db import models as m
 from felab_core.db.types import utcnow
+from felab_core.engine.metrics import TOKEN_SOURCES
 from felab_core.errors import Invalid, NotFound
 from felab_core.numbers.speeds import MAX_PLAUSIBLE_TPS, TPS_UNIT, Speed, parse_speed
 from felab_core.people.members import bandwidth_bytes_per_s, validate_server
@@ -195,7 +198,23 @@ def create_job(
 MAX_ROW_TPS = 10_000_000.0
 MAX_ROW_SECONDS = 86_400.0
 MAX_ROW_CONCURRENCY = 1_000_000
-_ROW_BOUNDS = {"writing_tps_p50": MAX_ROW_TPS, "ttft_p50_s": MAX_ROW_SECONDS}
+MAX_ROW_RATE = 100_000.0  # bench --rate's own bound
+_ROW_BOUNDS = {
+    **dict.fromkeys(
+        ("writing_tps_p50", "output_tps", "server_tps_p50", "request_tps", "goodput_rps"),
+        MAX_ROW_TPS,
+    ),
+    **dict.fromkeys(
+        (
+            "ttft_p50_s", "ttft_p95_s", "tpot_p50_s", "tpot_p95_s", "itl_p50_s", "itl_p95_s",
+            "e2e_p50_s", "e2e_p95_s",
+        ),
+        MAX_ROW_SECONDS,
+    ),
+    "rate": MAX_ROW_RATE,
+}  # fmt: skip
+#: felab wrote no row before this: an earlier timestamp is a hand-made or damaged one.
+FIRST_ROW_DATE = datetime(2025, 1, 1, tzinfo=UTC)
 _ROW_TEXT_LIMITS = {"server": 32, "model": 300, "preset": 64}
 
 
@@ -282,6 +301,17 @@ def _count(row: Mapping[str, str], name: str) -> int | None:
     return value
 
 
+def _written_by_felab(version: str) -> bool:
+    """A version felab writes (major.minor.patch, this one or older, or the next minor: a worker
+    may be upgraded before the ingest), not 99 or 'latest'."""
+    written = re.fullmatch(r"(\d{1,4})\.(\d{1,4})(\.\d{1,4})?([.+-]?[0-9A-Za-z.]{1,20})?", version)
+    ours = re.match(r"(\d+)\.(\d+)", __version__)
+    if written is None or ours is None:
+        return False
+    major, minor = int(written[1]), int(written[2])
+    return (major, minor) <= (int(ours[1]), int(ours[2]) + 1)
+
+
 def _check_agrees(row: Mapping[str, str], writing: float | None) -> None:
     """A row felab wrote agrees with itself: a time that reads as a time, no more successes
     than requests, and a writing speed that is 1/TPOT (within the spread of two medians)."""
@@ -295,6 +325,16 @@ def _check_agrees(row: Mapping[str, str], writing: float | None) -> None:
             when = when.replace(tzinfo=UTC)
         if when > datetime.now(UTC) + timedelta(days=1):
             raise Invalid(f"timestamp {stamp[:40]!r} is in the future: no run was timed then")
+        if when < FIRST_ROW_DATE:
+            raise Invalid(f"timestamp {stamp[:40]!r} is from before felab timed any run")
+    for name in _ROW_BOUNDS:
+        _float(row, name)  # every figure finite, not negative, within what felab can write
+    source = (row.get("token_source") or "").strip()
+    if source and source not in TOKEN_SOURCES:
+        raise Invalid(f"token_source {source[:40]!r} is not one felab writes")
+    version = (row.get("felab_version") or "").strip()
+    if version and not _written_by_felab(version):
+        raise Invalid(f"felab_version {version[:40]!r} is not a felab that has written rows")
     requests, ok, failed = (_count(row, c) for c in ("requests", "ok", "failed"))
     if requests is not None and ((ok or 0) > requests or (failed or 0) > requests):
         raise Invalid(f"ok {ok} / failed {failed} of {requests} requests: more than were sent")

@@ -20,6 +20,7 @@ from felab_core.db import models as m
 from felab_core.engine.server_kinds import ServerKind
 from felab_core.errors import Forbidden, Invalid, NotFound
 from felab_core.sizing.errors import SizingError
+from felab_core.sizing.model_shape import file_size_problem
 from felab_core.sizing.speed_limit import find_chip
 from felab_core.sizing.units import GB, parse_bandwidth, parse_bytes
 
@@ -315,6 +316,10 @@ def set_server_model(
                 f"{model_bytes} is only {size:,} bytes, no model file: write the unit, such as "
                 "4.9GB (`ollama list` shows it)"
             )
+        for given in (model, model_label or ""):
+            problem = file_size_problem(given.strip(), size) if given.strip() else None
+            if problem:
+                raise Invalid(problem)
     row = session.scalar(
         select(m.MemberServer).where(
             m.MemberServer.member_id == member.id, m.MemberServer.server == server

@@ -42,6 +42,27 @@ KV_DTYPES: dict[str, KvDtype] = {
     "q4_0": KvDtype(
         "q4_0", Fraction(18, 32), "4-bit blocks of 32 with a 2-byte scale, 18 bytes per 32"
     ),
+    # The rest of llama.cpp's -ctk/-ctv choices, sized from ggml's block layouts.
+    "q4_1": KvDtype(
+        "q4_1",
+        Fraction(20, 32),
+        "4-bit blocks of 32 with a 2-byte scale and a 2-byte minimum, 20 bytes per 32",
+    ),
+    "q5_0": KvDtype(
+        "q5_0",
+        Fraction(22, 32),
+        "5-bit blocks of 32 with a 2-byte scale, 22 bytes per 32",
+    ),
+    "q5_1": KvDtype(
+        "q5_1",
+        Fraction(24, 32),
+        "5-bit blocks of 32 with a 2-byte scale and a 2-byte minimum, 24 bytes per 32",
+    ),
+    "iq4_nl": KvDtype(
+        "iq4_nl",
+        Fraction(18, 32),
+        "4-bit non-linear blocks of 32 with a 2-byte scale, 18 bytes per 32",
+    ),
 }
 
 _ALIASES = {

@@ -22,9 +22,9 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from felab_core.files import MiB, NamedFileError, read_named_text
+from felab_core.files import MiB, NamedFileError, read_named_text, refuse_special
 from felab_core.sizing.errors import SizingError
-from felab_core.sizing.units import both_ways, tidy_text
+from felab_core.sizing.units import both_ways, decimal_size_text, tidy_text
 
 _EXPERT_SAFETENSORS = re.compile(r"\.experts\.")
 _EXPERT_GGUF = re.compile(r"_exps\.")
@@ -241,6 +241,7 @@ def from_hf_config(source: str | Path | Mapping[str, Any], name: str | None = No
             f"{where}: {n_kv} KV heads but only {n_heads} query heads; a model never has more "
             "KV heads than query heads, so the config is damaged or not a decoder's"
         )
+    _check_groups(n_heads, n_kv, where)
 
     hidden = _positive_int(hidden_hit[1], hidden_hit[0], where) if hidden_hit else None
     if cfg.get("head_dim") is not None:
@@ -377,10 +378,12 @@ def _per_layer(value: Any) -> tuple[int | None, tuple[int, ...] | None]:
 def from_gguf(path: str | Path) -> ModelShape:
     """Read a model's shape and exact weight bytes from a GGUF file's metadata and tensor list."""
     gguf_path = Path(path)
-    if not gguf_path.is_file():
-        raise SizingError(
-            f"{gguf_path} does not exist or is not a file: give the path of a .gguf model"
-        )
+    try:  # mapped, not read whole: any size is fine, but a device or a pipe is not a model
+        present = refuse_special(gguf_path, what=".gguf model")
+    except NamedFileError as exc:
+        raise SizingError(str(exc)) from None
+    if present is None:
+        raise SizingError(f"{gguf_path} does not exist: give the path of a .gguf model")
     try:
         from gguf import GGUFReader
 
@@ -430,6 +433,8 @@ def from_gguf(path: str | Path) -> ModelShape:
             )
         if all(v == 0 for v in kv_by_layer):
             raise SizingError(f"{gguf_path}: every layer has zero KV heads")
+    elif kv:
+        _check_groups(int(heads), int(kv), str(gguf_path))
     key_len = key("attention.key_length")
     value_len = key("attention.value_length")
     if key_len is None:
@@ -498,6 +503,17 @@ def _gguf_file_type_name(file_type: Any) -> str | None:
         return str(LlamaFileType(int(file_type)).name).removeprefix("MOSTLY_").lower()
     except (ValueError, ImportError):
         return str(file_type)
+
+
+def _check_groups(n_heads: int, n_kv: int, where: str) -> None:
+    """Grouped-query attention shares each KV head among the same number of query heads, so
+    the query heads are a whole multiple of the KV heads; anything else is a damaged shape."""
+    if n_kv and n_heads % n_kv:
+        raise SizingError(
+            f"{where}: {n_heads} query heads cannot share {n_kv} KV heads evenly (grouped-query "
+            "attention gives each KV head the same number of query heads); check "
+            "num_key_value_heads against num_attention_heads"
+        )
 
 
 def gguf_file_bytes(path: str | Path) -> int:
@@ -754,6 +770,34 @@ def known_model(name: str) -> ModelShape:
     raise SizingError(
         f"{name!r} is not in felab's table of well-known models ({choices}); give the model's "
         "config.json with --config or its GGUF file with --gguf instead"
+    )
+
+
+#: Bits per weight a model file can hold: from llama.cpp's 1.5-bit quants (a little under, for
+#: the rounding of a typed size) to 32-bit floats with the embeddings and metadata a file adds.
+_FILE_BITS_LOW, _FILE_BITS_HIGH = Fraction(14, 10), Fraction(34)
+
+
+def file_size_problem(name: str, size_bytes: int) -> str | None:
+    """Why a file of `size_bytes` cannot hold `name`, a model from the table; None when it
+    can, or when the table does not know the name. A size typed 1000x off (1MB for an 8B
+    model) would raise the speed limit 1000x and hide every impossible figure."""
+    try:
+        shape = known_model(name)
+    except SizingError:
+        return None
+    params = shape.params_total
+    if not params:
+        return None
+    bits = Fraction(size_bytes * 8, params)
+    if _FILE_BITS_LOW <= bits <= _FILE_BITS_HIGH:
+        return None
+    low, high = params * _FILE_BITS_LOW / 8, params * _FILE_BITS_HIGH / 8
+    return (
+        f"{decimal_size_text(size_bytes)} cannot hold {shape.name}: its {params / 1e9:.1f}B "
+        f"weights make files of {decimal_size_text(low)} to {decimal_size_text(high)} (1.4 to "
+        f"34 bits a weight), and this is {float(bits):.3g} bits a weight; write the size "
+        "`ollama list` or `ls -l` shows, such as 4.9GB"
     )
 
 

@@ -19,6 +19,7 @@ from felab_core.sizing.model_shape import ModelShape
 from felab_core.sizing.units import (
     GB,
     KB,
+    TB,
     about_text,
     as_fraction,
     both_ways,
@@ -59,6 +60,10 @@ def _chip(
 ) -> Chip:
     return Chip(name, family, Fraction(gb_s), memory, source, aliases)
 
+
+#: Weights beyond this are a unit slip, not a model: a 2-trillion-parameter model at 16 bits
+#: is 4 TB, so 50 TB leaves room for what comes next and still catches 99999999TB.
+MAX_WEIGHTS_BYTES = 50 * TB
 
 _APPLE = "Apple's published tech specs for Macs with this chip (memory bandwidth)"
 _NV = "NVIDIA's product datasheet"
@@ -237,6 +242,12 @@ def bytes_per_token(
             f"{decimal_text(Fraction(weights_bytes), 6)} bytes of weights is no model (the "
             "smallest are megabytes): write the unit, e.g. --model-bytes 4.9GB, or check "
             "--bits-per-weight"
+        )
+    if Fraction(weights_bytes) > MAX_WEIGHTS_BYTES:
+        raise SizingError(
+            f"{decimal_text(Fraction(weights_bytes) / TB, 1)} TB of weights is no model (the "
+            "largest open models are a few TB even at 16 bits): check the unit, e.g. "
+            "--model-bytes 4.9GB"
         )
     if context_tokens < 0:
         raise SizingError(f"the context length cannot be negative (got {context_tokens})")

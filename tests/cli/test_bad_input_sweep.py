@@ -145,6 +145,16 @@ def _write_files(d: Path) -> None:
     (d / "results.csv").write_text(header + ",".join(row[c] for c in CSV_COLUMNS) + "\n")
     future = {**row, "timestamp": "2099-01-01T00:00:00+00:00"}
     (d / "results-future.csv").write_text(header + ",".join(future[c] for c in CSV_COLUMNS) + "\n")
+    for name, column, value in (
+        ("1970", "timestamp", "1970-01-01T00:00:00+00:00"),
+        ("version", "felab_version", "99"),
+        ("source", "token_source", "made up"),
+        ("server-tps", "server_tps_p50", "1e9"),
+    ):
+        odd = {**row, column: value}
+        (d / f"results-{name}.csv").write_text(
+            header + ",".join(odd[c] for c in CSV_COLUMNS) + "\n"
+        )
     for name, value in (("negative", "-41.8"), ("nan", "nan"), ("overflow", "1e309")):
         bad = {**row, "writing_tps_p50": value}
         lines = [",".join(r[c] for c in CSV_COLUMNS) for r in (row, bad)]
@@ -168,6 +178,20 @@ def _write_files(d: Path) -> None:
     binpack = d / "binary-pack"
     binpack.mkdir(exist_ok=True)
     (binpack / "day-01.yaml").write_bytes(b"\x00\xff\xfe" * 1000)
+    (d / "config-gqa").mkdir(exist_ok=True)
+    (d / "config-gqa" / "config.json").write_text(
+        json.dumps(
+            {
+                "num_hidden_layers": 32,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 7,
+                "hidden_size": 4096,
+            }
+        )
+    )
+    (d / "pipe-pack").mkdir(exist_ok=True)
+    if not (d / "pipe-pack" / "day-01.yaml").exists():
+        os.mkfifo(d / "pipe-pack" / "day-01.yaml")
     (d / "config-bad").mkdir(exist_ok=True)
     (d / "config-bad" / "config.json").write_text('{"hidden_size": "big"}')
     (d / "vllm.log").write_text("INFO nothing about the cache here\n")
@@ -503,6 +527,24 @@ CASES: list[Case] = [
     case("numbers-import-device", "numbers import /dev/zero", 2, "not a regular file"),
     case("numbers-enter-decimal-comma", "numbers enter ollama 44,6", 2, "decimal point"),
     case("size-vllm-log-dev-zero", "size capacity --vllm-log /dev/zero", 2, "not a regular file"),
+    # the fourth independent sweep's last findings
+    case("size-kv-gqa-uneven", "size kv --config {files}/config-gqa", 2, "cannot share 7 KV heads evenly"),
+    case("size-slots-each-alone", "size slots -c 8192 --each 300", 2, "give --need too"),
+    case("size-slots-kv-type-unknown", "size slots -c 8192 --kv-type q5", 2, "unknown KV cache type"),
+    case("size-slots-kv-type-no-model", "size slots -c 8192 --kv-type q8_0", 2, "give the model too"),
+    case("size-chips-bytes-absurd", "size chips --model-bytes 99999999TB", 2, "is no model"),
+    case("size-kv-gguf-device", "size kv --gguf /dev/zero", 2, "not a regular file"),
+    case("content-check-pipe-pack", "content check {files}/pipe-pack", 2, "not a regular file"),
+    case("numbers-enter-day-absent", "numbers enter ollama 40 --day 366", 2, "not in the loaded content"),
+    case("numbers-privacy-both", "numbers privacy --public --private", 2, "say opposite things"),
+    case("drill-plain-and-deep", "drill --plain --deep", 2, "say opposite things"),
+    case("db-sqlite-mode-without-uri", "db status", 2, "only with uri=true", FELAB_DATABASE_URL="sqlite:///{files}/x.db?mode=ro"),
+    case("numbers-model-bytes-off", "numbers model ollama --bytes 1MB --name llama3.1:8b", 2, "cannot hold llama 3.1 8b"),
+    case("numbers-import-1970", "numbers import {files}/results-1970.csv", 2, "before felab timed"),
+    case("numbers-import-version-99", "numbers import {files}/results-version.csv", 2, "felab_version '99'"),
+    case("numbers-import-token-source", "numbers import {files}/results-source.csv", 2, "token_source 'made up'"),
+    case("numbers-import-server-tps", "numbers import {files}/results-server-tps.csv", 2, "server_tps_p50"),
+    case("setting-name-typo", "size chips --family Apple", 0, "did you mean FELAB_DATABASE_URL", FELAB_DATABSE_URL="postgresql+psycopg://x@127.0.0.1/x"),
 ]
 # fmt: on
 

@@ -246,7 +246,7 @@ def test_day_numbers_sets_entered_and_measured_side_by_side(
     assert cpp.flags == ("entered: above the speed limit", "typed in only")
     assert "above the physical limit" in cpp.notes[0]
     assert not view.done.done and view.done.missing
-    with pytest.raises(NotFound, match="felab content load"):
+    with pytest.raises(NotFound, match=r"day 9 is not in the loaded content \(it has day 2\)"):
         day_numbers(db, student, 9)
 
 
@@ -258,7 +258,9 @@ def test_the_default_day_is_the_latest_reached_that_asks_for_numbers(
     assert numbers_day(db, student, datetime(2026, 2, 20, tzinfo=UTC)) == 2
     assert numbers_day(db, student, datetime(2026, 3, 20, tzinfo=UTC)) == 2
     assert field_key_for(db, 2, "MLX") == "d02.num.mlx-writing"
-    assert field_key_for(db, 2, "vllm") is None and field_key_for(db, 9, "mlx") is None
+    assert field_key_for(db, 2, "vllm") is None  # the day asks for no such figure
+    with pytest.raises(NotFound, match="day 9 is not in the loaded content"):
+        field_key_for(db, 9, "mlx")  # a typed --day that is not in the course is not kept
     with pytest.raises(Invalid, match="use one of"):
         field_key_for(db, 2, "lmstudio")
 

@@ -94,6 +94,11 @@ def test_kv_dtypes_have_exact_sizes() -> None:
     assert kv.kv_bytes_per_token(shape, "fp8").bytes == 65_536
     assert kv.kv_bytes_per_token(shape, "q8_0").bytes == 69_632  # 34 bytes per 32 numbers
     assert kv.kv_bytes_per_token(shape, "q4_0").bytes == 36_864  # 18 bytes per 32 numbers
+    # llama.cpp's other -ctk types: ggml's block sizes (scale, minimum, high bits, quants)
+    assert kv.kv_bytes_per_token(shape, "q4_1").bytes == 40_960  # 2 + 2 + 16 bytes per 32
+    assert kv.kv_bytes_per_token(shape, "q5_0").bytes == 45_056  # 2 + 4 + 16 bytes per 32
+    assert kv.kv_bytes_per_token(shape, "q5_1").bytes == 49_152  # 2 + 2 + 4 + 16 bytes per 32
+    assert kv.kv_bytes_per_token(shape, "iq4_nl").bytes == 36_864  # 2 + 16 bytes per 32
     assert kv.kv_bytes_per_token(shape, "auto").bytes == 131_072
 
 
