@@ -1,0 +1,222 @@
+"""What `felab bench`'s flags ask for, checked as a whole before anything runs.
+
+Every flag that only means something beside another, every pair that contradicts, every
+number out of range is refused here with a ValueError in words (the command turns it into
+exit 2): a run that started would otherwise ignore a flag or fail minutes in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import typer
+
+from felab_core.engine.apis import Api
+from felab_core.engine.client import ClientLimits
+from felab_core.engine.metrics import SLO
+from felab_core.engine.results import check_destinations, default_csv
+from felab_core.engine.server_kinds import ServerKind
+from felab_core.engine.targets import Target, load_targets, resolve_target
+from felab_core.engine.trace import load_trace
+from felab_core.engine.workloads import MAX_CONCURRENCY, PRESETS, Workload
+from felab_core.settings import get_settings
+
+#: More client processes than any one machine's cores could use (the auto choice stays lower).
+MAX_PROCESSES = 64
+
+
+def _parse_concurrency(text: str) -> tuple[int, ...]:
+    parts = text.replace(" ", "").split(",")
+    if any(not p for p in parts) and any(parts):
+        raise typer.BadParameter(f"{text!r} has an empty item: use e.g. 1,4,16")
+    try:
+        values = tuple(int(p) for p in parts if p)
+    except ValueError:
+        raise typer.BadParameter(
+            f"{text!r}: use whole numbers separated by commas, e.g. 1,4,16"
+        ) from None
+    if not values:
+        raise typer.BadParameter("give at least one value, e.g. 1 or 1,4,16")
+    return values
+
+
+def _parse_processes(text: str) -> int | None:
+    """`auto` (None: chosen per run) or a whole number of client processes."""
+    if text.strip().lower() == "auto":
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        raise typer.BadParameter(f"{text!r}: use auto or a whole number, e.g. 2") from None
+    if not 1 <= n <= MAX_PROCESSES:
+        raise typer.BadParameter(f"{n}: use auto or 1 to {MAX_PROCESSES} processes")
+    return n
+
+
+def _partners_given(*pairs: tuple[str, object, str, object]) -> None:
+    """Refuse a flag given without the flag it only makes sense with (it would be ignored)."""
+    for flag, value, partner, partner_value in pairs:
+        if value is not None and partner_value is None:
+            raise ValueError(f"{flag} only applies with {partner}: add {partner}, or drop {flag}")
+
+
+def plan_run(
+    *,
+    targets: list[str] | None,
+    targets_file: Path | None,
+    url: str | None,
+    api: Api | None,
+    model: str | None,
+    kind: ServerKind | None,
+    preset: str,
+    concurrency: str | None,
+    rate: float | None,
+    burstiness: float | None,
+    requests: int | None,
+    duration: float | None,
+    warmup: int | None,
+    max_tokens: int | None,
+    prompt_tokens: int | None,
+    shared_prefix_tokens: int | None,
+    seed: int | None,
+    trace: Path | None,
+    trace_speed: float | None,
+    trace_block_size: int | None,
+    tools: bool,
+    ramp_up: float,
+    ramp_down: float,
+    stop_when_saturated: bool,
+    sessions: int | None,
+    turns: int | None,
+    think_time: float | None,
+    timeout: float,
+    stall_timeout: float,
+    slo: str | None,
+    processes: str,
+) -> tuple[list[Target], Workload, ClientLimits, SLO | None, int | None]:
+    """The targets, the workload, the client's limits, the objective and the process count
+    the flags ask for; ValueError (or TargetError) says what does not fit."""
+    table = load_targets(targets_file or get_settings().targets_file)
+    names: list[str | None] = list(targets or []) or [None]
+    chosen: list[Target] = [
+        resolve_target(n, targets=table, url=url, api=api, model=model, kind=kind) for n in names
+    ]
+    if trace is not None:
+        for flag, value in (
+            ("--prompt-tokens", prompt_tokens),
+            ("--max-tokens", max_tokens),
+            ("--shared-prefix-tokens", shared_prefix_tokens),
+        ):
+            if value is not None:
+                raise ValueError(f"--trace sets each request's lengths from its lines: drop {flag}")
+    _partners_given(
+        ("--trace-speed", trace_speed, "--trace", trace),
+        ("--trace-block-size", trace_block_size, "--trace", trace),
+        ("--turns", turns, "--sessions", sessions),
+        ("--think-time", think_time, "--sessions", sessions),
+    )
+    replay = (
+        load_trace(
+            trace,
+            block_size=512 if trace_block_size is None else trace_block_size,
+            speed=1.0 if trace_speed is None else trace_speed,
+        )
+        if trace
+        else None
+    )
+    workload: Workload = PRESETS[preset].workload.with_overrides(
+        concurrency=None if concurrency is None else _parse_concurrency(concurrency),
+        rate=rate,
+        burstiness=burstiness,
+        requests=requests,
+        duration_s=duration,
+        warmup=warmup,
+        max_tokens=max_tokens,
+        prompt_tokens=prompt_tokens,
+        shared_prefix_tokens=shared_prefix_tokens,
+        seed=seed,
+        trace=replay,
+        tools=tools or None,
+        ramp_up_s=ramp_up or None,
+        ramp_down_s=ramp_down or None,
+        stop_when_saturated=stop_when_saturated or None,
+    )
+    if tools and any(t.api is Api.OPENAI_COMPLETIONS for t in chosen):
+        raise ValueError("--tools needs a chat API (openai-chat or ollama), not completions")
+    if sessions is not None:
+        workload = replace(
+            workload,
+            sessions=sessions,
+            turns=4 if turns is None else turns,
+            think_time_s=0.0 if think_time is None else think_time,
+            preset=f"sessions {sessions}x{4 if turns is None else turns}",
+            requests=None,
+            concurrency=(min(max(1, sessions), MAX_CONCURRENCY),)
+            if concurrency is None
+            else workload.concurrency,
+        )
+    if replay is not None:
+        workload = replace(
+            workload,
+            preset=f"trace:{replay.name}",
+            requests=requests,  # the whole trace unless -n cuts it
+            concurrency=workload.concurrency if concurrency is not None else (0,),
+        )
+    if rate is not None and concurrency is None:
+        workload = replace(workload, concurrency=(0,))  # open loop, no cap on in-flight
+    if duration is not None and requests is None:
+        workload = replace(workload, requests=None)  # the clock ends the run
+    workload.validate()
+    limits = ClientLimits(total=timeout, stall=stall_timeout)
+    limits.validate()
+    try:
+        objective = SLO.parse(slo) if slo is not None else None
+    except ValueError as exc:
+        raise ValueError(f"--slo: {exc}") from None
+    client_processes = _parse_processes(processes)
+    return chosen, workload, limits, objective, client_processes
+
+
+def check_outputs(*, json_path: Path | None, csv_path: Path | None, no_csv: bool) -> None:
+    """Refuse, before the run, files it could not be saved to (minutes of timing not lost)."""
+    for flag, given in (("--json", json_path), ("--csv", csv_path)):
+        if given is not None and str(given) == "-":
+            raise ValueError(f"{flag} - : felab writes a file there; for stdout use -o json")
+    if no_csv and csv_path is not None:
+        raise ValueError("--no-csv and --csv contradict each other: give one")
+    check_destinations(None if no_csv else (csv_path or default_csv()), json_path)
+
+
+def check_search(
+    chosen: list[Target],
+    workload: Workload,
+    *,
+    json_path: Path | None,
+    csv_path: Path | None,
+    slo: str | None,
+    repeat: int,
+    requests: int | None,
+    duration: float | None,
+    concurrency: str | None,
+) -> None:
+    """--find-max-rate runs its own probes: refuse the flags it would not apply."""
+    if len(chosen) != 1 or workload.trace is not None or workload.sessions is not None:
+        raise ValueError("--find-max-rate searches one target with a synthetic workload")
+    ignored = [
+        flag
+        for flag, given in (
+            ("--json", json_path is not None),
+            ("--csv", csv_path is not None),
+            ("--slo", slo is not None),
+            ("--repeat", repeat != 1),
+            ("-n without --duration", requests is not None and duration is None),
+            ("a -c list", concurrency is not None and len(workload.concurrency) > 1),
+        )
+        if given
+    ]
+    if ignored:
+        raise ValueError(
+            f"--find-max-rate prints its own search, probe by probe: {', '.join(ignored)} "
+            "would not apply; drop them (its objective is the one it names)"
+        )
