@@ -50,6 +50,18 @@ from tests.fakediscord.server import Interaction  # noqa: E402
 FELAB = str(Path(sys.executable).with_name("felab"))
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far, from /proc (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def bot_pid(wrapper: int) -> int:
+    """The `felab bot` process under the `timeout` that starts it."""
+    children = Path(f"/proc/{wrapper}/task/{wrapper}/children").read_text().split()
+    return int(children[0]) if children else wrapper
+
+
 def pct(values: list[float], q: float) -> float:
     s = sorted(values)
     return s[min(len(s) - 1, round(q * (len(s) - 1)))]
@@ -181,6 +193,8 @@ def run(clicks: int, burst: int, cohorts: int, database_url: str | None) -> dict
         time.sleep(0.5)
 
         users = [User(str(400000000000000000 + i), f"b{i}") for i in range(burst)]
+        bot = bot_pid(proc.pid)
+        bot_cpu_before, here_cpu_before = cpu_s(bot), time.process_time()
         made = fake.click_burst([(card["id"], good, u) for u in users])
         end = time.monotonic() + 5
         while time.monotonic() < end and any(it.responded_at is None for it in made):
@@ -199,6 +213,7 @@ def run(clicks: int, burst: int, cohorts: int, database_url: str | None) -> dict
         while time.monotonic() < end and not deferred <= set(followups()):
             time.sleep(0.02)
         followup_at = followups()
+        bot_cpu, here_cpu = cpu_s(bot) - bot_cpu_before, time.process_time() - here_cpu_before
         complete = [
             (
                 (it.responded_at if (it.response or {}).get("type") == 4 else followup_at[it.token])
@@ -227,6 +242,11 @@ def run(clicks: int, burst: int, cohorts: int, database_url: str | None) -> dict
                 "deferred": sum(1 for it in made if (it.response or {}).get("type") == 5),
                 **(summary(answered) if answered else {}),
                 "full_answer": {"count": len(complete), **(summary(complete) if complete else {})},
+                # What the burst cost: the bot's CPU per press bounds how many one core can
+                # answer in a second, whatever else the machine runs.
+                "bot_cpu_s": round(bot_cpu, 2),
+                "bot_cpu_ms_per_press": round(bot_cpu * 1000 / max(1, burst), 2),
+                "fake_and_benchmark_cpu_s": round(here_cpu, 2),
             },
             "reviews_recorded": reviews,
         }
@@ -260,6 +280,10 @@ def table(r: dict[str, Any]) -> str:
             f"| the same burst, to the full answer ({b['deferred']} acknowledged first) "
             f"| {b['full_answer'].get('p50_ms')} / {b['full_answer'].get('p95_ms')} / "
             f"{b['full_answer'].get('max_ms')} ms | |",
+            "",
+            f"The burst cost the bot {b.get('bot_cpu_s')} s of CPU, "
+            f"{b.get('bot_cpu_ms_per_press')} ms a press (the fake and this script: "
+            f"{b.get('fake_and_benchmark_cpu_s')} s).",
         ]
     )
 
