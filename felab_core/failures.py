@@ -52,7 +52,9 @@ _NETWORK_ERRNOS = frozenset(
         errno.ECONNABORTED,
     }
 )
-_SECRET_FIELDS = ("url", "token", "password", "secret")
+#: Settings whose value may hold a secret (a URL's password, a token): their value is never
+#: repeated. Matched at the end of the name: FELAB_JOB_MAX_TOKENS is a count, not a token.
+_SECRET_FIELDS = ("_url", "_token", "password", "secret")
 
 
 @dataclass(frozen=True)
@@ -97,9 +99,12 @@ def settings_messages(errors: list[dict[str, Any]]) -> list[str]:
 
     lines: list[str] = []
     for e in errors:
-        field = str(e["loc"][0]) if e.get("loc") else "?"
+        if not e.get("loc"):  # a rule between two settings: its message names both
+            lines.append(str(e["msg"]).removeprefix("Value error, ") + ".")
+            continue
+        field = str(e["loc"][0])
         name = f"FELAB_{field.upper()}"
-        secret = any(s in field for s in _SECRET_FIELDS)
+        secret = field.endswith(_SECRET_FIELDS)
         value = "" if secret else f"={e.get('input')!s}"
         info = Settings.model_fields.get(field)
         about = f" ({info.description})" if info is not None and info.description else ""

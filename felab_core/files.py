@@ -9,11 +9,18 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterable
 from pathlib import Path
+
+from felab_core.text import holds_hidden
 
 KiB = 1024
 MiB = 1024 * KiB
 GiB = 1024 * MiB
+
+
+#: The first 16 bytes of every SQLite database file: felab's own, or a backup of it.
+SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 class NamedFileError(ValueError):
@@ -78,3 +85,49 @@ def read_named_text(path: Path, *, what: str, limit: int) -> str:
         raise NamedFileError(
             path, f"is not UTF-8 text (byte {exc.start}): save the {what} as UTF-8"
         ) from None
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+def refuse_overwrite(
+    path: Path,
+    *,
+    what: str,
+    inputs: Iterable[tuple[Path | None, str]] = (),
+    database_ok: bool = False,
+) -> None:
+    """Refuse writing `what` to `path` where it would destroy something felab still needs: an
+    SQLite database (felab's own, or a backup of it), or a file this command reads or writes
+    as something else (`--json` onto the `--csv` history, `--out` onto the results it reads).
+    Also a name with control characters (a newline pasted into it) and a folder, device or pipe.
+    `database_ok`: a backup replaces an earlier backup (only once the new one is complete).
+    """
+    if holds_hidden(str(path)):
+        raise NamedFileError(
+            path, "holds control characters (a pasted newline?): give a plain name"
+        )
+    info = refuse_special(path, what=what, to_write=True)
+    for other, role in inputs:
+        if other is not None and _same(path, other):
+            raise NamedFileError(
+                path, f"is also the {role}: the {what} would replace it; give another name"
+            )
+    if info is not None and info.st_size >= len(SQLITE_MAGIC) and not database_ok:
+        try:
+            with open(path, "rb") as fh:
+                head = fh.read(len(SQLITE_MAGIC))
+        except OSError:
+            return  # the write itself will say why
+        if head == SQLITE_MAGIC:
+            raise NamedFileError(
+                path,
+                f"is an SQLite database (felab's, or a backup): the {what} would replace it; "
+                "give another name",
+            )

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, ValidationInfo, field_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -203,6 +203,27 @@ class Settings(BaseSettings):
         description="Ask Discord for the privileged message-content intent, so the bot reads "
         "voice messages as spoken answers; turn it on in the developer portal first.",
     )
+
+    @model_validator(mode="after")
+    def _times_agree(self) -> Settings:
+        """Pairs of times that only work one way round: a soft margin given as long as the
+        hard limit would leave no soft limit at all (the default margin quietly steps aside
+        for a short limit); a heartbeat slower than the offline mark makes every worker look
+        offline between beats (its jobs re-sent or failed)."""
+        margin_given = "job_soft_margin_s" in self.model_fields_set  # the default 30 s yields
+        if margin_given and 0 < self.job_time_limit_s <= self.job_soft_margin_s:
+            raise ValueError(
+                f"FELAB_JOB_SOFT_MARGIN_S={self.job_soft_margin_s:g} is not shorter than "
+                f"FELAB_JOB_TIME_LIMIT_S={self.job_time_limit_s:g}: no soft limit would be "
+                "left; make the margin shorter than the limit, or 0 for none"
+            )
+        if self.worker_heartbeat_s >= self.worker_offline_after_s:
+            raise ValueError(
+                f"FELAB_WORKER_HEARTBEAT_S={self.worker_heartbeat_s:g} is not shorter than "
+                f"FELAB_WORKER_OFFLINE_AFTER_S={self.worker_offline_after_s:g}: every worker "
+                "would look offline between two beats; beat more often than the offline mark"
+            )
+        return self
 
     @field_validator("*", mode="after")
     @classmethod

@@ -5,14 +5,36 @@ otherwise become a role mention or bold type in every post that quotes it. `lite
 text inert in running text; `in_code` does the same inside a code block, where Markdown escapes
 do not work. (The bot also sends every message with mentions disabled: this keeps names from
 even looking like a mention.)
+
+`holds_hidden` is the one test for text a person or a results row gives (a model name, a
+label, a CSV cell, a URL): whether it holds characters a reader cannot see.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 
 _MARKDOWN = re.compile(r"([\\*_~`|>#\[\]])")
 ZERO_WIDTH_SPACE = "\u200b"
+
+#: Control characters (Cc: an escape code, a NUL, a line break) and invisible format characters
+#: (Cf: U+202E that reverses what follows it, U+200B zero-width space, U+FEFF): text holding
+#: one does not read as it is, in a terminal, a chat post or a leaderboard.
+_HIDDEN_CATEGORIES = frozenset(("Cc", "Cf"))
+
+
+def is_hidden(char: str) -> bool:
+    """Whether one character is a control or an invisible format character."""
+    return unicodedata.category(char) in _HIDDEN_CATEGORIES
+
+
+def holds_hidden(text: str, *, allowed: str = "") -> bool:
+    """Whether `text` holds a control or invisible format character (other than `allowed`,
+    such as the line breaks and tabs of a multi-line text)."""
+    if text.isprintable():  # the common case, in C: Cc and Cf are never printable
+        return False
+    return any(unicodedata.category(c) in _HIDDEN_CATEGORIES and c not in allowed for c in text)
 
 
 def literal(text: str) -> str:

@@ -371,7 +371,9 @@ def bench(
         help="With --trace: prompt tokens per hash_id [default: 512, as in Mooncake's traces].",
     ),
     slo: str | None = typer.Option(
-        None, "--slo", help="Goodput objective in seconds, e.g. ttft=0.5,tpot=0.05."
+        None,
+        "--slo",
+        help="Goodput objective, e.g. ttft=0.5,tpot=0.05 (seconds) or ttft=500ms,tpot=50ms.",
     ),
     timeout: float = typer.Option(
         600.0, "--timeout", help="Seconds one request may take (above 0, at most 86,400)."
@@ -417,7 +419,10 @@ def bench(
       felab bench ollama llamacpp mlx -o md        (a GitHub table to paste; csv, json too)
     """
     if preset not in PRESETS:
-        err_console.print(f"unknown preset {esc(repr(preset))}: choose from {', '.join(PRESETS)}")
+        err_console.print(
+            f"[red]error:[/red] unknown preset {esc(repr(preset))}: choose from "
+            f"{', '.join(PRESETS)}"
+        )
         raise typer.Exit(EXIT_USAGE)
     try:
         chosen, workload, limits, objective, client_processes = plan_run(
@@ -453,7 +458,13 @@ def bench(
             slo=slo,
             processes=processes,
         )
-        check_outputs(json_path=json_path, csv_path=csv_path, no_csv=no_csv)
+        check_outputs(
+            json_path=json_path,
+            csv_path=csv_path,
+            no_csv=no_csv,
+            trace=trace,
+            targets_file=targets_file or get_settings().targets_file,
+        )
     except (TargetError, ValueError, ResultsFileError) as exc:
         err_console.print(f"[red]error:[/red] {esc(str(exc))}")
         raise typer.Exit(EXIT_USAGE) from None

@@ -110,6 +110,13 @@ def plan_run(
         ):
             if value is not None:
                 raise ValueError(f"--trace sets each request's lengths from its lines: drop {flag}")
+    if sessions is not None:
+        for flag, given in (("-n/--requests", requests), ("--duration", duration)):
+            if given is not None:
+                raise ValueError(
+                    f"--sessions runs each session's --turns to the end: {flag} would not "
+                    "apply; size the run with --sessions and --turns"
+                )
     _partners_given(
         ("--trace-speed", trace_speed, "--trace", trace),
         ("--trace-block-size", trace_block_size, "--trace", trace),
@@ -178,14 +185,25 @@ def plan_run(
     return chosen, workload, limits, objective, client_processes
 
 
-def check_outputs(*, json_path: Path | None, csv_path: Path | None, no_csv: bool) -> None:
+def check_outputs(
+    *,
+    json_path: Path | None,
+    csv_path: Path | None,
+    no_csv: bool,
+    trace: Path | None = None,
+    targets_file: Path | None = None,
+) -> None:
     """Refuse, before the run, files it could not be saved to (minutes of timing not lost)."""
     for flag, given in (("--json", json_path), ("--csv", csv_path)):
         if given is not None and str(given) == "-":
             raise ValueError(f"{flag} - : felab writes a file there; for stdout use -o json")
     if no_csv and csv_path is not None:
         raise ValueError("--no-csv and --csv contradict each other: give one")
-    check_destinations(None if no_csv else (csv_path or default_csv()), json_path)
+    check_destinations(
+        None if no_csv else (csv_path or default_csv()),
+        json_path,
+        inputs=((trace, "trace (--trace)"), (targets_file, "targets file")),
+    )
 
 
 def check_search(

@@ -1,6 +1,7 @@
 """The CLI's error boundary: every failure felab expects leaves as one or two lines on stderr
 and an exit code (felab_core/failures.py says which); never as a traceback, unless `--debug`
-or FELAB_DEBUG=1 asks for one.
+or FELAB_DEBUG=1 asks for one (printed before the message; the exit code stays the same, so a
+script sees the same failure with and without it).
 
 It wraps the root command's `invoke`, so it holds for the installed `felab` script and for
 typer's CliRunner alike.
@@ -8,6 +9,7 @@ typer's CliRunner alike.
 
 from __future__ import annotations
 
+import traceback
 from typing import Any
 
 from typer import _click as click
@@ -38,9 +40,9 @@ def bounded(group: type[TyperGroup]) -> type[TyperGroup]:
             except (KeyboardInterrupt, SystemExit, GeneratorExit):
                 raise
             except Exception as exc:
-                if _debug or debug_requested():
-                    raise
                 failure = explain(exc) or unexpected(exc)
+                if _debug or debug_requested():  # the traceback for a bug report; same exit code
+                    traceback.print_exc()
                 err(failure.message)
                 raise Exit(failure.exit_code) from None
 

@@ -21,6 +21,7 @@ from felab_core.engine.compare import (
     compare_records,
     load_record,
 )
+from felab_core.files import NamedFileError, refuse_overwrite
 
 _STYLE = {"better": "green", "worse": "red"}
 
@@ -89,7 +90,9 @@ def compare(
         "are 'within noise' even when the interval leaves out zero.",
     ),
     chart: Path | None = typer.Option(
-        None, "--chart", help="Also draw the changes with their intervals to this PNG."
+        None,
+        "--chart",
+        help="Also draw the changes with their intervals to this file: .png, .svg or .pdf.",
     ),
     fmt: Format = format_option(),
 ) -> None:
@@ -104,7 +107,14 @@ def compare(
     """
     console = Console(stderr=fmt.is_data, highlight=False)
     try:
-        smallest = _percent(min_effect)  # the flag first: a typo is said before files are read
+        smallest = _percent(min_effect)  # the flags first: a typo is said before files are read
+        if chart is not None:  # a name matplotlib would fill with a PNG regardless (chart.txt)
+            from felab_core.reports.compare_chart import chart_format
+
+            chart_format(chart)
+            refuse_overwrite(
+                chart, what="chart", inputs=((a_path, "record A"), (b_path, "record B"))
+            )
         comparison = compare_records(
             load_record(a_path),
             load_record(b_path),
@@ -112,7 +122,7 @@ def compare(
             b_name=b_path.name,
             min_effect=smallest,
         )
-    except CompareError as exc:
+    except (CompareError, NamedFileError) as exc:
         err(str(exc))
         raise typer.Exit(EXIT_USAGE) from None
     for caveat in comparison.caveats:
@@ -121,4 +131,9 @@ def compare(
     if chart is not None:
         from felab_core.reports.compare_chart import draw_comparison
 
-        console.print(f"chart: {draw_comparison(comparison, chart)}")
+        try:
+            drawn = draw_comparison(comparison, chart)
+        except OSError as exc:
+            err(f"could not write the chart to {chart}: {exc.strerror or exc}: choose another path")
+            raise typer.Exit(EXIT_USAGE) from None
+        console.print(f"chart: {drawn}")

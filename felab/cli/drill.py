@@ -8,6 +8,7 @@ own learner (a local cohort paced by hand: --day picks the course day).
 from __future__ import annotations
 
 import os
+import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,8 +20,8 @@ from rich.text import Text
 from sqlalchemy.orm import Session, sessionmaker
 
 from felab.cli.db import service_errors, sessions
-from felab.cli.errors import err
-from felab_core.content.calendar import set_manual_day, today_plan, zone
+from felab.cli.errors import EXIT_USAGE, err
+from felab_core.content.calendar import last_content_day, set_manual_day, today_plan, zone
 from felab_core.content.view import CardView, card_view
 from felab_core.db import models as m
 from felab_core.db.session import session_scope
@@ -129,6 +130,13 @@ def drill(
                 if member.cohort.name != LOCAL_COHORT or member.cohort.guild_id is not None:
                     raise typer.BadParameter("--day only moves this terminal's own learner")
                 set_manual_day(s, member.cohort, day)
+                last = last_content_day(s)
+                if last is not None and day > last:
+                    console.print(
+                        f"Note: day {day} is past the last day of the loaded content (day "
+                        f"{last}): no new cards come after it; earlier ones still do.",
+                        markup=False,
+                    )
             now = datetime.now(UTC)
             plan = today_plan(s, member.cohort, now)
             due = cards_due(s, member, now)
@@ -144,20 +152,47 @@ def drill(
             return
         done = 0
         for d in due:
-            if not _one_card(console, factory, mid, d, deep):
-                break
+            try:
+                if not _one_card(console, factory, mid, d, deep):
+                    break
+            except ReplyTooLong as exc:
+                err(f"{exc} (rated {done} of {len(due)}: those are kept)")
+                raise typer.Exit(EXIT_USAGE) from None
             done += 1
         console.print(f"Rated {done} of {len(due)}.")
         _finish(console, factory, mid, nothing=False)
 
 
+#: The longest reply a drill reads from a pipe: a rating or an Enter is a few characters.
+MAX_REPLY_CHARS = 4096
+
+
+class ReplyTooLong(Exception):
+    """A line of piped input longer than any reply (/dev/zero has no end of line)."""
+
+
 def _ask(text: str, default: str | None = None) -> str | None:
-    """A prompt that treats end of input (Ctrl-D) as quitting, not as an error."""
+    """A prompt that treats end of input (Ctrl-D) as quitting, not as an error.
+
+    From a terminal, typer's prompt (line editing); from a pipe or a file, one line of at most
+    MAX_REPLY_CHARS, so an input without line ends is refused instead of read into memory."""
+    if not sys.stdin.isatty():
+        typer.echo(f"{text}: ", nl=False)
+        line = sys.stdin.readline(MAX_REPLY_CHARS + 1)
+        if not line:
+            return None
+        if len(line) > MAX_REPLY_CHARS:
+            raise ReplyTooLong(
+                f"a line of input longer than {MAX_REPLY_CHARS:,} characters: the drill reads "
+                "one short reply per line (Enter, a rating, q); is stdin the right file?"
+            )
+        reply = line.rstrip("\r\n")
+        return reply if reply or default is None else default
     try:
-        reply: str = typer.prompt(text, default=default, show_default=False)
+        answer: str = typer.prompt(text, default=default, show_default=False)
     except typer.Abort:  # end of input (Ctrl-D)
         return None
-    return reply
+    return answer
 
 
 def _one_card(

@@ -196,9 +196,14 @@ def memo(
             vllm_log=vllm_log_file,
             hosts=tuple(host or ()),
         )
-        if str(out) != "-":
-            check_destinations(None, out)  # before the work: an unwritable path is said first
         csv_path = csv_path or default_csv()
+        if str(out) != "-":  # before the work: an unwritable path is said first
+            check_destinations(
+                None,
+                out,
+                what="memo",
+                inputs=((csv_path, "results CSV (--csv)"), (vllm_log_file, "vLLM log")),
+            )
         rows = load_results(csv_path)
         result = build_memo(rows, inputs, source=str(csv_path))
     except (MemoError, SizingError, ResultsFileError) as exc:

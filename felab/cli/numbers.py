@@ -47,8 +47,13 @@ from felab_core.db import models as m
 from felab_core.db.session import session_scope
 from felab_core.engine.results import default_csv
 from felab_core.errors import Invalid
-from felab_core.files import NamedFileError, refuse_special
-from felab_core.numbers.importing import ImportReport, check_columns, import_results
+from felab_core.files import NamedFileError, refuse_overwrite, refuse_special
+from felab_core.numbers.importing import (
+    ImportReport,
+    check_columns,
+    import_results,
+    read_results_csv,
+)
 from felab_core.numbers.progress import (
     DayNumbers,
     DoneWhenStatus,
@@ -376,15 +381,12 @@ def import_cmd(
         )
         raise typer.Exit(EXIT_USAGE)
     try:
-        with path.open(newline="", encoding="utf-8-sig") as fh:
-            reader = csv.DictReader(fh)
-            columns = list(reader.fieldnames or [])
-            rows = list(reader)
+        columns, rows = read_results_csv(path)
         check_columns(columns)
         for at, row in enumerate(rows, start=2):
             if None in row or None in row.values():  # more or fewer cells than the header
                 cells = sum(v is not None for k, v in row.items() if k is not None)
-                extra = row.get(None)
+                extra = row.get(None)  # type: ignore[call-overload]  # csv's key for extra cells
                 cells += len(extra) if isinstance(extra, list) else 0
                 raise Invalid(f"line {at}: {cells} cells where the header has {len(columns)}")
     except UnicodeDecodeError as exc:
@@ -647,16 +649,12 @@ def export(
 ) -> None:
     """Everything felab holds about you, as JSON: machine, models, numbers, runs, reviews."""
     try:
-        present = None if str(file) == "-" else refuse_special(file, what="export", to_write=True)
+        if str(file) != "-":
+            refuse_overwrite(file, what="export")
     except NamedFileError as exc:
         err(str(exc))
         raise typer.Exit(EXIT_USAGE) from None
-    if present is not None:
-        with file.open("rb") as fh:
-            if fh.read(16) == b"SQLite format 3\x00":  # the live database, or a backup of it
-                err(f"{file} is an SQLite database: the export is JSON; give another file name")
-                raise typer.Exit(EXIT_USAGE)
-    if present is not None and not force:
+    if str(file) != "-" and file.exists() and not force:
         err(f"{file} already exists: pick another name, or add --force to replace it")
         raise typer.Exit(EXIT_USAGE)
     with service_errors(), session_scope(sessions()) as s:

@@ -21,6 +21,7 @@ from felab.cli.errors import EXIT_UNREACHABLE, EXIT_USAGE, err
 from felab.cli.lazy import Entry, lazy_group
 from felab.cli.output import LogLevel
 from felab_core.errors import ServiceError
+from felab_core.jobs.handshake import check_code_shape
 from felab_core.jobs.keys import Identity, check_worker_name
 from felab_core.settings import Settings, get_settings
 
@@ -144,6 +145,11 @@ def pair(
         return
     from felab_worker.pairing import BrokerUnreachable, pair_machine
 
+    try:
+        check_code_shape(code)  # a typo is said before the wait, not after it
+    except ServiceError as exc:
+        err(str(exc))
+        raise typer.Exit(EXIT_USAGE) from None
     local = settings.broker_url is None
     where = (
         " on this machine's embedded broker (FELAB_BROKER_URL is unset: a code from your "

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -89,6 +89,13 @@ def set_manual_day(session: Session, cohort: m.Cohort, day: int) -> int:
     """Put a manually paced cohort on a given day (the terminal's own cohort uses this)."""
     return (
         advance_day(session, cohort, day - cohort.manual_day) if day != cohort.manual_day else day
+    )
+
+
+def last_content_day(session: Session) -> int | None:
+    """The last day the loaded content has a pack for (None: nothing loaded)."""
+    return session.scalar(
+        select(func.max(m.ContentDay.number)).where(m.ContentDay.retired.is_(False))
     )
 
 

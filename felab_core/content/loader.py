@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from pydantic import ValidationError
 
 from felab_core.content.format import FORMAT, ID_PATTERN, Pack
 from felab_core.files import NamedFileError, read_named_bytes
+from felab_core.text import holds_hidden
 
 PACK_SUFFIXES = (".yaml", ".yml")
 
@@ -268,10 +268,13 @@ def parse_pack(path: Path) -> tuple[ParsedPack | None, list[ContentProblem]]:
         )
         return None, problems
     for where, text in _strings(data):
-        if any(unicodedata.category(c) == "Cc" and c not in "\n\t" for c in text):
-            # An escape code in a title would reach every member's terminal and chat post.
+        if holds_hidden(text, allowed="\n\t"):
+            # An escape code (or a U+202E) in a title would reach every member's terminal and
+            # chat post.
             problems.append(
-                ContentProblem(path, where, "holds control characters: write plain text")
+                ContentProblem(
+                    path, where, "holds invisible or control characters: write plain text"
+                )
             )
     if problems:
         return None, problems

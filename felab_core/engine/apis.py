@@ -79,6 +79,10 @@ def _loads(data: str) -> dict[str, Any]:
         obj = json.loads(data)
     except ValueError as exc:
         raise StreamProtocolError(f"not JSON ({exc.args[0]}): {data[:80]!r}") from None
+    except RecursionError:  # [[[[... thousands deep: no server's chunk is
+        raise StreamProtocolError(
+            f"a chunk nested too deeply to be a token: {data[:40]!r}..."
+        ) from None
     if not isinstance(obj, dict):
         kind = type(obj).__name__
         raise StreamProtocolError(f"expected a JSON object, got {kind}: {data[:80]!r}")

@@ -14,7 +14,6 @@ import functools
 import json
 import ssl
 import time
-import unicodedata
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -26,6 +25,7 @@ from felab_core.engine.framing import FrameTooLarge
 from felab_core.engine.netbackend import RX_STAMP_INFO, LeanTransport
 from felab_core.engine.timeline import Chunk, RequestTimeline
 from felab_core.redact import redact, url_without_credentials
+from felab_core.text import is_hidden
 
 now_ns = time.monotonic_ns
 
@@ -111,7 +111,7 @@ def server_error_message(status: int, body: bytes) -> str:
     message = text
     try:
         obj = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         obj = None
     if isinstance(obj, dict):
         err = obj.get("error", obj.get("detail", obj.get("message")))
@@ -125,9 +125,10 @@ def server_error_message(status: int, body: bytes) -> str:
 
 
 def shown_text(text: str, most: int = 300) -> str:
-    """A server's words as felab shows them: one line, no control characters (an escape code
-    would reach the terminal, the record and chat), at most `most` characters."""
-    plain = "".join("?" if unicodedata.category(c) == "Cc" else c for c in " ".join(text.split()))
+    """A server's words as felab shows them: one line, no control or invisible characters (an
+    escape code or a U+202E would reach the terminal, the record and chat), at most `most`
+    characters."""
+    plain = "".join("?" if is_hidden(c) else c for c in " ".join(text.split()))
     return plain if len(plain) <= most else plain[: most - 1] + "…"
 
 
@@ -332,6 +333,12 @@ async def _stream(
         # A last message without its terminator: keep it, but the stream was cut short.
         _record(adapter, tl, leftover.data, tl.end_ns, adapter.interpret(leftover))
     tl.sse_comments = getattr(decoder, "comments", 0)
+    if not tl.done and tl.error is None and not tl.chunks and head.strip():
+        # Bytes came, but not one message: binary or other text, not a cut-short stream.
+        tl.error = (
+            f"not a token stream: the server sent {head[:40]!r}... and not one message felab "
+            "reads (SSE data: lines or JSON lines); check the URL and --api"
+        )
     if not tl.done and tl.error is None:
         tl.error = (
             f"truncated: the stream ended without its final message ({adapter.end_marker}) "

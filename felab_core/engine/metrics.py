@@ -184,6 +184,22 @@ def request_metrics(tl: RequestTimeline, *, api_is_ollama: bool = False) -> Requ
     return m
 
 
+#: A latency limit written without a unit above this many seconds is a missing "ms", not a
+#: wish: ttft=500 would wait 500 s per request and a rate search would flood the server.
+BARE_SECONDS_MOST = {"ttft": 60.0, "itl": 10.0, "tpot": 10.0, "e2e": 3600.0}
+
+
+def unit_slip(metric: str, seconds: float, unit: str | None) -> str | None:
+    """Why a limit written with no unit is refused, or None (a unit given is taken as said)."""
+    most = BARE_SECONDS_MOST.get(metric)
+    if unit is None and most is not None and seconds > most:
+        return (
+            f"{seconds:g} with no unit reads as {seconds:g} seconds for {metric}: write "
+            f"{seconds:g}ms, or {seconds:g}s if you mean seconds"
+        )
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class SLO:
     """Service-level objective for goodput: a request counts only if it meets every bound."""
@@ -194,7 +210,7 @@ class SLO:
 
     @classmethod
     def parse(cls, text: str) -> SLO:
-        """`ttft=0.5,tpot=0.05` (seconds) -> SLO."""
+        """`ttft=0.5,tpot=0.05` (seconds; `500ms` and `0.5s` too) -> SLO."""
         fields: dict[str, float] = {}
         for part in filter(None, (p.strip() for p in text.split(","))):
             key, sep, value = part.partition("=")
@@ -203,12 +219,17 @@ class SLO:
                 raise ValueError(
                     f"bad SLO term {part!r}: use ttft=SECONDS, tpot=SECONDS or e2e=SECONDS"
                 )
+            written = value.strip().lower()
+            unit = "ms" if written.endswith("ms") else "s" if written.endswith("s") else None
             try:
-                number = float(value)
+                number = float(written.removesuffix(unit or "")) / (1000 if unit == "ms" else 1)
             except ValueError:
                 raise ValueError(f"bad SLO value in {part!r}: {value!r} is not a number") from None
             if not math.isfinite(number) or number <= 0:
                 raise ValueError(f"bad SLO value in {part!r}: must be a positive number of seconds")
+            slip = unit_slip(key, number, unit)
+            if slip:
+                raise ValueError(f"bad SLO value in {part!r}: {slip}")
             if f"{key}_s" in fields:
                 raise ValueError(f"{key} is given twice: give each objective once")
             fields[f"{key}_s"] = number

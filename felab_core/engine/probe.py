@@ -19,6 +19,7 @@ from felab_core.engine.client import connect_failure
 from felab_core.engine.server_kinds import ServerKind
 from felab_core.engine.targets import Target
 from felab_core.redact import url_without_credentials
+from felab_core.text import holds_hidden
 
 PROBE_TIMEOUT_S = 3.0
 
@@ -50,10 +51,25 @@ async def _get_json(client: httpx.AsyncClient, url: str) -> tuple[Any, httpx.Hea
         return None, resp.headers
 
 
+#: The longest model name believed from a server (felab's own limit for a row's model).
+MAX_MODEL_NAME = 300
+
+
+def _a_name(text: str) -> bool:
+    """Whether a server's model id can be a model's name: short, printable, one line. An id
+    with escape codes would reach the terminal, the CSV and chat; 100,000 characters the
+    table. Such an id is passed over, so the run asks for --model instead."""
+    return 0 < len(text) <= MAX_MODEL_NAME and text.strip() == text and not holds_hidden(text)
+
+
 def _owned_by(models: Any) -> tuple[list[str], set[str]]:
     if not isinstance(models, dict) or not isinstance(models.get("data"), list):
         return [], set()
-    ids = [m["id"] for m in models["data"] if isinstance(m, dict) and isinstance(m.get("id"), str)]
+    ids = [
+        m["id"]
+        for m in models["data"]
+        if isinstance(m, dict) and isinstance(m.get("id"), str) and _a_name(m["id"])
+    ]
     owners = {
         str(m.get("owned_by")).lower()
         for m in models["data"]

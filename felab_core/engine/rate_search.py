@@ -16,7 +16,7 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from felab_core.engine.metrics import RunSummary, Stats
+from felab_core.engine.metrics import RunSummary, Stats, unit_slip
 
 METRICS = {"ttft": "ttft_s", "itl": "itl_s", "tpot": "tpot_s", "e2e": "e2e_s"}
 PERCENTILES = (50, 90, 95, 99)
@@ -57,6 +57,9 @@ def parse_objective(text: str) -> tuple[Bound, ...]:
         limit = float(value) / (1000 if unit == "ms" else 1)
         if not (math.isfinite(limit) and 0 < limit <= 3600):
             raise ObjectiveError(f"{part!r}: the limit must be above 0 and at most an hour")
+        slip = unit_slip(metric, limit, unit)
+        if slip:
+            raise ObjectiveError(f"{part!r}: {slip}")
         bounds.append(Bound(metric, int(pct), limit))
     if not bounds:
         raise ObjectiveError("the objective is empty: e.g. ttft_p95=500ms,itl_p95=50ms")

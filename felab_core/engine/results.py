@@ -12,13 +12,14 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from felab_core import __version__
 from felab_core.engine.measure import RunResult, TargetResult
 from felab_core.engine.metrics import RunSummary, Stats
-from felab_core.files import NamedFileError, refuse_special
+from felab_core.files import NamedFileError, refuse_overwrite
 from felab_core.settings import get_settings
 
 DEFAULT_CSV_NAME = "01-latency.csv"
@@ -147,14 +148,24 @@ def csv_row(result: TargetResult, run: RunResult) -> dict[str, str]:
     }
 
 
-def check_destinations(csv_path: Path | None, json_path: Path | None) -> None:
+def check_destinations(
+    csv_path: Path | None,
+    json_path: Path | None,
+    *,
+    inputs: Sequence[tuple[Path | None, str]] = (),
+    what: str = "results",
+    database_ok: bool = False,
+) -> None:
     """Refuse, before a run, files the run could not be saved to: a results CSV with other
-    columns, or a folder that is a file. Minutes of timing are not lost at the end."""
-    for path in (csv_path, json_path):
+    columns, a folder that is a file, the database, a file the run reads (`inputs`, each with
+    its role) or the other output. Minutes of timing are not lost at the end."""
+    outputs = ((csv_path, "results CSV (--csv)"), (json_path, "JSON record (--json)"))
+    for path, _ in outputs:
         if path is None:
             continue
+        others = [o for o in outputs if o[0] is not path]
         try:  # a device or a pipe: files written beside it would land in /dev
-            refuse_special(path, what="results", to_write=True)
+            refuse_overwrite(path, what=what, inputs=[*inputs, *others], database_ok=database_ok)
         except NamedFileError as exc:
             raise ResultsFileError(f"cannot write there: {exc}") from None
         folder = path.parent

@@ -16,7 +16,6 @@ URLs its owner wrote down here, never one that arrives from chat.
 from __future__ import annotations
 
 import tomllib
-import unicodedata
 from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -34,6 +33,7 @@ from felab_core.engine.apis import Api
 from felab_core.engine.server_kinds import ServerKind
 from felab_core.files import MiB, NamedFileError, read_named_text
 from felab_core.redact import redact
+from felab_core.text import holds_hidden
 
 
 class TargetError(ValueError):
@@ -96,14 +96,20 @@ def normalize_base_url(url: str) -> str:
     (`/v1/chat/completions` pasted from a server's docs): the base address felab adds to."""
     text = url.strip()
     shown = redact(text)
-    if any(unicodedata.category(c) == "Cc" or c.isspace() for c in text):
+    if holds_hidden(text) or any(c.isspace() for c in text):
         raise TargetError(
-            f"{shown.encode('unicode_escape').decode()!r} holds spaces or control characters: "
-            "give the address as http://HOST:PORT"
+            f"{shown.encode('unicode_escape').decode()!r} holds spaces, invisible or control "
+            "characters: give the address as http://HOST:PORT"
         )
     if "://" not in text:
         text = "http://" + text
-    parts = urlsplit(text)
+    try:
+        parts = urlsplit(text)
+    except ValueError:  # an unclosed [ of an IPv6 address
+        raise TargetError(
+            f"{shown!r} is not a server address (an IPv6 address needs its closing ]): use "
+            "http://HOST:PORT, such as http://[::1]:8080"
+        ) from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise TargetError(f"{shown!r} is not a server address: use http://HOST:PORT")
     try:
@@ -139,8 +145,8 @@ class _TargetEntry(BaseModel):
     @field_validator("model", "note")
     @classmethod
     def _text(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if value is not None and any(unicodedata.category(c) == "Cc" for c in value):
-            raise ValueError(f"{info.field_name} holds control characters")
+        if value is not None and holds_hidden(value):
+            raise ValueError(f"{info.field_name} holds invisible or control characters")
         return value
 
 
@@ -169,6 +175,14 @@ def load_targets(path: Path | None) -> dict[str, Target]:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise TargetError(f"targets file {path}: {where}: {first['msg']}") from None
+    for name in parsed.targets:
+        if holds_hidden(name) or len(name) > 64:
+            shown = name[:64].encode("unicode_escape").decode()
+            raise TargetError(
+                f"targets file {path}: the target name '{shown}' is not a name felab can show "
+                "(control or invisible characters, or over 64 characters): use letters, digits, "
+                "- and _"
+            )
     for name, entry in parsed.targets.items():
         base = targets.get(name)
         if base is None:
@@ -222,14 +236,17 @@ def resolve_target(
 
 
 def check_model_name(model: str, where: str) -> str:
-    """A model name as a server knows it: not empty, no control characters (an escape code
-    would reach terminals, results files and chat), at most 300 characters."""
+    """A model name as a server knows it: not empty, no control or invisible characters (an
+    escape code or a U+202E would reach terminals, results files and chat), at most 300
+    characters."""
     if not model.strip():
         raise TargetError(
             f"{where} is empty: give the model name the server knows, or leave it out"
         )
-    if any(unicodedata.category(c) == "Cc" for c in model):
-        raise TargetError(f"{where} holds control characters: give the model name as typed")
+    if holds_hidden(model):
+        raise TargetError(
+            f"{where} holds invisible or control characters: give the model name as typed"
+        )
     if len(model) > 300:
         raise TargetError(f"{where} is longer than 300 characters")
     return model

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 import re
-import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -19,7 +18,9 @@ from sqlalchemy.orm import Session
 from felab_core import __version__
 from felab_core.db import models as m
 from felab_core.db.types import utcnow
+from felab_core.engine.apis import Api
 from felab_core.engine.metrics import TOKEN_SOURCES
+from felab_core.engine.workloads import MAX_BURSTINESS, MAX_REQUESTS, MAX_TOKENS, PRESETS
 from felab_core.errors import Invalid, NotFound
 from felab_core.numbers.speeds import MAX_PLAUSIBLE_TPS, TPS_UNIT, Speed, parse_speed
 from felab_core.people.members import bandwidth_bytes_per_s, validate_server
@@ -32,6 +33,7 @@ from felab_core.sizing.speed_limit import (
     check_speed,
     find_chip,
 )
+from felab_core.text import holds_hidden
 
 
 @dataclass(frozen=True)
@@ -199,6 +201,21 @@ MAX_ROW_TPS = 10_000_000.0
 MAX_ROW_SECONDS = 86_400.0
 MAX_ROW_CONCURRENCY = 1_000_000
 MAX_ROW_RATE = 100_000.0  # bench --rate's own bound
+#: The most a count in a row can be (requests sent, answered, failed, cold; the server's mean
+#: prompt tokens): no felab run comes near it (a day at 10,000 requests a second is 864 million).
+MAX_ROW_COUNT = 10**9
+MAX_ROW_SEED = 2**63 - 1  # bench's --seed bound (Workload.validate)
+MAX_ROW_TURNS = 1000  # and its --turns bound
+#: The whole-number columns felab writes, each with the least and the most it can hold: the
+#: workload's bounds where it has them (a warm-up's was 10,000 before MAX_WARMUP: 1,000).
+_ROW_COUNTS = {
+    **{name: (0, MAX_ROW_COUNT) for name in ("requests", "ok", "failed", "cold_starts")},
+    "prompt_tokens": (1, MAX_TOKENS),
+    "shared_prefix_tokens": (0, MAX_TOKENS),
+    "max_tokens": (1, MAX_TOKENS),
+    "warmup": (0, MAX_REQUESTS),
+    "seed": (0, MAX_ROW_SEED),
+}
 _ROW_BOUNDS = {
     **dict.fromkeys(
         ("writing_tps_p50", "output_tps", "server_tps_p50", "request_tps", "goodput_rps"),
@@ -212,7 +229,12 @@ _ROW_BOUNDS = {
         MAX_ROW_SECONDS,
     ),
     "rate": MAX_ROW_RATE,
+    "burstiness": MAX_BURSTINESS,
+    "prompt_tokens_server": float(MAX_ROW_COUNT),  # a mean: felab writes it with decimals
 }  # fmt: skip
+#: The latencies felab writes as a median and a 95th percentile of the same requests.
+_PERCENTILE_PAIRS = ("ttft", "tpot", "itl", "e2e")
+_APIS = tuple(a.value for a in Api)
 #: felab wrote no row before this: an earlier timestamp is a hand-made or damaged one.
 FIRST_ROW_DATE = datetime(2025, 1, 1, tzinfo=UTC)
 _ROW_TEXT_LIMITS = {"server": 32, "model": 300, "preset": 64}
@@ -263,11 +285,22 @@ def check_result_row(row: Mapping[str, str]) -> ResultRow:
         if len(row[name].strip()) > longest:
             raise Invalid(f"the result row's {name} is longer than {longest} characters")
     for name, value in row.items():
-        if isinstance(value, str) and any(unicodedata.category(c) == "Cc" for c in value):
-            # Escape codes in a model name would reach terminals, chat posts and leaderboards.
-            raise Invalid(f"the result row's {name} holds control characters: felab writes none")
-    if any(c in row["preset"] for c in "/\\"):
-        raise Invalid(f"preset {row['preset'].strip()[:40]!r} is not a name felab writes")
+        if not isinstance(value, str):
+            continue
+        # Escape codes in a model name would reach terminals, chat posts and leaderboards (a
+        # U+202E shows it reversed); a leading = runs as a formula in an exported spreadsheet.
+        odd = "holds invisible or control characters" if holds_hidden(value) else ""
+        odd = odd or ("begins with '=', a spreadsheet formula" if value.lstrip()[:1] == "=" else "")
+        if odd:
+            raise Invalid(f"the result row's {name} {odd}: felab writes none")
+    if "host" in row and not (row["host"] or "").strip():
+        raise Invalid("the result row's host is empty: felab writes the machine's name there")
+    preset = row["preset"].strip()
+    if any(c in preset for c in "/\\") or not _preset_felab_writes(preset):
+        raise Invalid(
+            f"preset {preset[:40]!r} is not a name felab writes: a preset ({', '.join(PRESETS)}), "
+            "one changed by flags (day2+custom), sessions NxM or trace:NAME"
+        )
     server = validate_server(row["server"])
     try:
         concurrency = int(row["concurrency"])
@@ -288,16 +321,38 @@ def check_result_row(row: Mapping[str, str]) -> ResultRow:
     )
 
 
+def _preset_felab_writes(preset: str) -> bool:
+    """A preset as felab names it in a row: a named preset (day2), one changed by flags
+    (day2+custom, Workload.with_overrides), a multi-turn run (sessions 8x4) or a trace replay
+    (trace:NAME, the trace file's name), as `felab bench` and the worker build them."""
+    if preset.removesuffix("+custom") in PRESETS:
+        return True
+    if preset.startswith("trace:"):
+        return bool(preset.removeprefix("trace:").strip())
+    sessions = re.fullmatch(r"sessions ([1-9][0-9]{0,6})x([1-9][0-9]{0,3})", preset)
+    if sessions is None:
+        return False
+    count, turns = int(sessions[1]), int(sessions[2])
+    return turns <= MAX_ROW_TURNS and count * turns <= MAX_REQUESTS
+
+
 def _count(row: Mapping[str, str], name: str) -> int | None:
+    """A whole-number column (None when empty), within what felab writes there (_ROW_COUNTS)."""
     text = (row.get(name) or "").strip()
     if not text:
         return None
-    try:
-        value = int(text)
-    except ValueError:
-        raise Invalid(f"result column {name} holds {text[:40]!r}, not a whole number") from None
-    if value < 0:
-        raise Invalid(f"result column {name} holds {value}: it cannot be negative")
+    least, most = _ROW_COUNTS[name]
+    digits = text.removeprefix("-")
+    if not (digits.isascii() and digits.isdigit()):
+        raise Invalid(f"result column {name} holds {text[:40]!r}, not a whole number")
+    if text.startswith("-"):
+        raise Invalid(f"result column {name} holds {text[:40]!r}: it cannot be negative")
+    # By length first: int() of thousands of digits is slow, then refused.
+    value = int(digits) if len(digits.lstrip("0")) <= len(str(most)) else most + 1
+    if value > most:
+        raise Invalid(f"result column {name} holds {text[:40]!r}, above {most:,}: not real")
+    if value < least:
+        raise Invalid(f"result column {name} holds {value}: felab writes at least {least}")
     return value
 
 
@@ -313,8 +368,10 @@ def _written_by_felab(version: str) -> bool:
 
 
 def _check_agrees(row: Mapping[str, str], writing: float | None) -> None:
-    """A row felab wrote agrees with itself: a time that reads as a time, no more successes
-    than requests, and a writing speed that is 1/TPOT (within the spread of two medians)."""
+    """A row felab wrote agrees with itself: a time that reads as a time (with its time zone),
+    every figure and count within what felab writes, medians no higher than their 95th
+    percentiles, an API felab speaks, requests that are ok + failed, and a writing speed that
+    is 1/TPOT (within the spread of two medians)."""
     stamp = (row.get("timestamp") or "").strip()
     if stamp:
         try:
@@ -322,25 +379,44 @@ def _check_agrees(row: Mapping[str, str], writing: float | None) -> None:
         except ValueError:
             raise Invalid(f"timestamp {stamp[:40]!r} is not a date and time felab writes") from None
         if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
+            raise Invalid(f"timestamp {stamp[:40]!r} has no time zone: felab writes one (+00:00)")
         if when > datetime.now(UTC) + timedelta(days=1):
             raise Invalid(f"timestamp {stamp[:40]!r} is in the future: no run was timed then")
         if when < FIRST_ROW_DATE:
             raise Invalid(f"timestamp {stamp[:40]!r} is from before felab timed any run")
-    for name in _ROW_BOUNDS:
-        _float(row, name)  # every figure finite, not negative, within what felab can write
+    # Every figure finite, not negative, within what felab can write.
+    figures = {name: _float(row, name) for name in _ROW_BOUNDS}
+    for metric in _PERCENTILE_PAIRS:
+        p50, p95 = figures[f"{metric}_p50_s"], figures[f"{metric}_p95_s"]
+        # Both are written to 6 digits: a tie may round either way.
+        if p50 is not None and p95 is not None and p50 > p95 * (1 + 1e-5):
+            raise Invalid(
+                f"{metric}_p50_s {p50:g} is above {metric}_p95_s {p95:g}: a median is never above "
+                "the 95th percentile of the same requests; the row was edited"
+            )
+    api = (row.get("api") or "").strip()
+    if api and api not in _APIS:
+        raise Invalid(f"api {api[:40]!r} is not one felab speaks: {', '.join(_APIS)}")
     source = (row.get("token_source") or "").strip()
     if source and source not in TOKEN_SOURCES:
         raise Invalid(f"token_source {source[:40]!r} is not one felab writes")
     version = (row.get("felab_version") or "").strip()
     if version and not _written_by_felab(version):
         raise Invalid(f"felab_version {version[:40]!r} is not a felab that has written rows")
-    requests, ok, failed = (_count(row, c) for c in ("requests", "ok", "failed"))
+    counts = {name: _count(row, name) for name in _ROW_COUNTS}
+    requests, ok, failed = counts["requests"], counts["ok"], counts["failed"]
     if requests is not None and ((ok or 0) > requests or (failed or 0) > requests):
         raise Invalid(f"ok {ok} / failed {failed} of {requests} requests: more than were sent")
+    if requests is not None and ok is not None and failed is not None and ok + failed != requests:
+        raise Invalid(
+            f"ok {ok} + failed {failed} is not requests {requests}: felab writes their sum"
+        )
+    cold = counts["cold_starts"]
+    if requests is not None and cold is not None and cold > requests:
+        raise Invalid(f"cold_starts {cold} of {requests} requests: more than were sent")
     if ok == 0 and writing:
         raise Invalid(f"a writing speed of {writing:g} tok/s from 0 answered requests")
-    tpot = _float(row, "tpot_p50_s")
+    tpot = figures["tpot_p50_s"]
     if writing and tpot and not 1 / 1.5 <= writing * tpot <= 1.5:
         raise Invalid(
             f"writing speed {writing:g} tok/s disagrees with its time per token {tpot:g} s "

@@ -64,7 +64,7 @@ def _writable_file(to: Path) -> None:
     """Refuse, before any work, a destination that is a folder or cannot be written."""
     try:
         refuse_special(to, what="backup, such as felab.bak", to_write=True)
-        check_destinations(None, to)
+        check_destinations(None, to, what="backup", database_ok=True)
         to.parent.mkdir(parents=True, exist_ok=True)
     except (NamedFileError, ResultsFileError, OSError) as exc:
         raise BackupError(str(exc)) from None

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import secrets
-import unicodedata
 from datetime import date, datetime, time
 from fractions import Fraction
 
@@ -23,6 +22,7 @@ from felab_core.sizing.errors import SizingError
 from felab_core.sizing.model_shape import file_size_problem
 from felab_core.sizing.speed_limit import find_chip
 from felab_core.sizing.units import GB, parse_bandwidth, parse_bytes
+from felab_core.text import holds_hidden
 
 ROLES = ("student", "instructor")
 JOIN_MODES = ("open", "code", "invite")
@@ -294,8 +294,10 @@ def set_server_model(
     if not model.strip():
         raise Invalid("give the model name as the server shows it, such as llama3.1:8b")
     for what, text, most in (("model name", model, 300), ("label", model_label or "", 100)):
-        if any(unicodedata.category(c) == "Cc" for c in text):
-            raise Invalid(f"the {what} holds control characters: type it as the server shows it")
+        if holds_hidden(text):  # an escape code, or U+202E turning what follows around
+            raise Invalid(
+                f"the {what} holds invisible or control characters: type it as the server shows it"
+            )
         if len(text.strip()) > most:
             raise Invalid(f"the {what} is longer than {most} characters: give the short name")
     size: int | None = None

@@ -8,11 +8,34 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from felab_core.engine.compare import Comparison
+from felab_core.engine.compare import CompareError, Comparison
+
+#: What --chart writes, by the file's suffix: matplotlib draws each, and each opens as a picture.
+#: Metadata that would change with every run (the date, the library's version) is left out.
+CHART_FORMATS: dict[str, tuple[str, dict[str, None]]] = {
+    ".png": ("png", {"Software": None}),
+    ".svg": ("svg", {"Date": None}),
+    ".pdf": ("pdf", {"CreationDate": None}),
+}
+
+
+def chart_format(path: Path) -> str:
+    """The format a --chart path asks for by its suffix; CompareError for any other name.
+
+    matplotlib would write a PNG under any name (chart.txt), which no reader expects."""
+    found = CHART_FORMATS.get(path.suffix.lower())
+    if found is None:
+        what = f"ends in {path.suffix!r}" if path.suffix else "has no suffix"
+        raise CompareError(
+            f"--chart {path} {what}: the chart is written as PNG, SVG or PDF, so name the file "
+            f"{path.stem or 'chart'}.png (or .svg, .pdf)"
+        )
+    return found[0]
 
 
 def draw_comparison(comparison: Comparison, path: Path) -> Path:
-    """Write the chart as a PNG and return its path."""
+    """Write the chart in the format its suffix names (.png, .svg, .pdf) and return its path."""
+    fmt = chart_format(path)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -48,6 +71,6 @@ def draw_comparison(comparison: Comparison, path: Path) -> Path:
     ax.legend(loc="lower right", fontsize="small")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png", metadata={"Software": None})
+    fig.savefig(path, format=fmt, metadata=CHART_FORMATS[path.suffix.lower()][1])
     plt.close(fig)
     return path

@@ -9,3 +9,8 @@ class SizingError(ValueError):
 
 class Unreachable(SizingError):
     """The server a sizing question reads (--url) could not be reached: exit code 3, not 2."""
+
+
+class BadAnswer(Unreachable):
+    """The server (--url) answered, but with figures no server of its kind reports (10^30
+    seats, a negative length): the server's fault, so exit code 3 like an unreachable one."""

@@ -385,13 +385,35 @@ def from_gguf(path: str | Path) -> ModelShape:
     if present is None:
         raise SizingError(f"{gguf_path} does not exist: give the path of a .gguf model")
     try:
-        from gguf import GGUFReader
-
-        reader = GGUFReader(str(gguf_path), "r")
-    except Exception as exc:  # the reader raises many kinds on a damaged file
+        with gguf_path.open("rb") as fh:
+            head = fh.read(8)
+    except OSError as exc:
+        raise SizingError(f"cannot read {gguf_path}: {exc.strerror or exc}") from None
+    if head[:4] != b"GGUF":  # a JSON, safetensors or text file: say so, not the reader's error
         raise SizingError(
-            f"cannot read {gguf_path} as a GGUF model ({type(exc).__name__}: {exc}); check that it "
-            "is a complete .gguf download, not a safetensors file or a partial copy"
+            f"{gguf_path} is not a GGUF file (it does not start with GGUF), so felab cannot read "
+            "it as a GGUF model: give the .gguf file itself, or the model's Hugging Face "
+            "config.json with --config"
+        )
+    from gguf import GGUFReader
+    from gguf.gguf_reader import READER_SUPPORTED_VERSIONS
+
+    version = int.from_bytes(head[4:8], "little") if len(head) == 8 else None
+    if version is not None and version & 0xFFFF == 0:  # written big-endian
+        version = int.from_bytes(head[4:8], "big")
+    if version is not None and version not in READER_SUPPORTED_VERSIONS:
+        known = " and ".join(str(v) for v in READER_SUPPORTED_VERSIONS)
+        raise SizingError(
+            f"{gguf_path} is GGUF version {version}, and felab reads versions {known}: give "
+            "the model's Hugging Face config.json with --config instead"
+        )
+    try:
+        reader = GGUFReader(str(gguf_path), "r")
+    except Exception:  # on a damaged file the reader raises numpy's errors: none says why
+        raise SizingError(
+            f"cannot read {gguf_path} as a GGUF model: it starts with GGUF, but its header or "
+            "tensor list is damaged or cut short; download the .gguf file again (a partial copy "
+            "is the usual cause)"
         ) from None
 
     arch = _gguf_value(reader, "general.architecture")

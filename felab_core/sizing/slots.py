@@ -17,10 +17,10 @@ import httpx
 
 from felab_core.bounded_get import get_bounded
 from felab_core.engine.client import connect_failure
-from felab_core.sizing.errors import SizingError, Unreachable
+from felab_core.sizing.errors import BadAnswer, SizingError, Unreachable
 from felab_core.sizing.kv import KvMemory, kv_bytes_per_token, kv_memory
 from felab_core.sizing.model_shape import ModelShape
-from felab_core.sizing.units import article, decimal_text, require_whole, whole_text
+from felab_core.sizing.units import MAX_TOKENS, article, decimal_text, require_whole, whole_text
 
 # Recent llama.cpp rounds the cache length, and each split seat, up to a multiple of this.
 LLAMA_CTX_PAD = 256
@@ -343,6 +343,22 @@ class LiveSlots:
     slots_endpoint: bool
 
 
+#: More seats than llama-server's --parallel takes: a larger count is not a real server's.
+MAX_SLOTS = 65_536
+
+
+def _reported(base: str, where: str, name: str, value: object, most: int) -> int:
+    """A count the server reports, when it is a whole number from 1 to `most`; else BadAnswer
+    (10^30 seats overflowed felab, a negative length read as the input's fault)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
+        raise BadAnswer(
+            f"llama-server at {base} reports {name} = {shown} in {where}: no server has that "
+            f"(1 to {most:,}); check the server, or give the figures with -c and --parallel"
+        )
+    return value
+
+
 def read_slots(
     base_url: str, client: httpx.Client | None = None, timeout: float = 5.0
 ) -> LiveSlots:
@@ -363,10 +379,16 @@ def read_slots(
         props_ctx = settings.get("n_ctx")
         if not isinstance(props_ctx, int):
             raise _not_llama(base, "/props gives no n_ctx for its seats")
+        _reported(base, "/props", "total_slots", total_slots, MAX_SLOTS)
+        _reported(base, "/props", "n_ctx", props_ctx, MAX_TOKENS)
         status, slots = _get_json(http, f"{base}/slots")
         per_slot: tuple[int, ...]
         if status == 200 and isinstance(slots, list) and slots:
-            per_slot = tuple(int(s.get("n_ctx", props_ctx)) for s in slots if isinstance(s, dict))
+            per_slot = tuple(
+                _reported(base, "/slots", "n_ctx", s.get("n_ctx", props_ctx), MAX_TOKENS)
+                for s in slots[:MAX_SLOTS]
+                if isinstance(s, dict)
+            )
             endpoint = True
         else:
             per_slot = (props_ctx,) * total_slots

@@ -93,6 +93,11 @@ def as_fraction(value: int | float | str | Decimal | Fraction) -> Fraction:
             f"{value!r}: felab reads a comma only between groups of three digits (1,024); "
             "write a decimal point: 4.9, not 4,9"
         )
+    if "_" in typed and not _THOUSANDS.match(typed.replace("_", ",")):
+        raise SizingError(
+            f"{value!r}: felab reads an underscore only between groups of three digits "
+            "(1_024); is it a typo?"
+        )
     text = typed.replace(",", "").replace("_", "")
     exponent = re.search(r"[eE]([+-]?\d+)$", text)
     if exponent and abs(int(exponent.group(1))) > 30:

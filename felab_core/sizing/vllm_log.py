@@ -28,9 +28,9 @@ from felab_core.engine.client import connect_failure
 from felab_core.files import MiB, NamedFileError, read_named_bytes
 from felab_core.redact import url_password_masked
 from felab_core.sizing.capacity import Capacity, capacity_from_blocks, capacity_from_tokens
-from felab_core.sizing.errors import SizingError, Unreachable
+from felab_core.sizing.errors import BadAnswer, SizingError, Unreachable
 from felab_core.sizing.metrics_scrape import VLLM, parse_metrics
-from felab_core.sizing.units import GB, GiB, as_fraction, decimal_text, whole_text
+from felab_core.sizing.units import GB, MAX_TOKENS, GiB, as_fraction, decimal_text, whole_text
 
 _NUM = r"(\d+(?:,\d{3})*)"
 _TOKENS_RE = re.compile(rf"\b([A-Z]{{2,4}}(?: \+ host)?) KV cache size: {_NUM} tokens")
@@ -113,9 +113,14 @@ class VllmReading:
         """
         length = self.max_len or max_len
         if length is None:
+            said = (
+                f"{self.source} and /v1/models name no max model length"
+                if self.format == "metrics"
+                else "this log names no max model length (no 'Maximum concurrency for L tokens' "
+                "line)"
+            )
             raise SizingError(
-                "this log names no max model length (no 'Maximum concurrency for L tokens' line); "
-                "pass --max-len with the --max-model-len the server was started with"
+                f"{said}; pass --max-len with the --max-model-len the server was started with"
             )
         bs = self.block_size
         if max_len is not None and self.max_len is not None and max_len != self.max_len:
@@ -126,7 +131,8 @@ class VllmReading:
         if self.gpu_blocks is not None:
             if bs is None:
                 raise SizingError(
-                    f"the log gives {whole_text(self.gpu_blocks)} blocks but not their size; pass "
+                    f"{'the server' if self.format == 'metrics' else 'the log'} gives "
+                    f"{whole_text(self.gpu_blocks)} blocks but not their size; pass "
                     "--block-size (vLLM's default is 16 tokens on NVIDIA GPUs)"
                 )
             return capacity_from_blocks(self.gpu_blocks, bs, length, dtype)
@@ -177,7 +183,8 @@ class VllmReading:
                 f"a maximum concurrency of {decimal_text(self.printed_concurrency, 2)}x for "
                 f"{whole_text(self.max_len)} tokens per request"
             )
-        text = f"{who}{where} logged " + ", ".join(facts) + f" [{self.format_words}]."
+        verb = "reports" if self.format == "metrics" else "logged"
+        text = f"{who}{where} {verb} " + ", ".join(facts) + f" [{self.format_words}]."
         if self.kv_memory_bytes is not None:
             text += (
                 f" Memory left for the cache: {decimal_text(self.kv_memory_bytes / GiB, 2)} GiB."
@@ -333,6 +340,17 @@ def parse_log_file(path: str | Path) -> VllmReading:
     return parse_log(text, source=str(log))
 
 
+#: The most a live vLLM's cache_config_info can say for each figure (the flags' own limits):
+#: past these a server is broken or hostile, and its figures are not believed.
+_MOST_FROM_SERVER = {
+    "num_gpu_blocks": MAX_TOKENS,
+    "num_cpu_blocks": MAX_TOKENS,
+    "block_size": 65_536,
+    "kv_cache_size_tokens": 10 * MAX_TOKENS,
+    "kv_cache_memory_bytes": 100 * 10**12,
+}
+
+
 def reading_from_metrics(
     metrics_text: str, max_len: int | None = None, source: str = "/metrics"
 ) -> VllmReading:
@@ -346,9 +364,16 @@ def reading_from_metrics(
 
     def label_int(name: str) -> int | None:
         raw = info.get(name)
-        if raw is None or not raw.replace(".", "", 1).isdigit():
+        if raw is None or not raw.isascii() or not raw.replace(".", "", 1).isdigit():
             return None
-        return int(float(raw))
+        value = int(Fraction(raw))
+        most = _MOST_FROM_SERVER.get(name, MAX_TOKENS)
+        if value > most:
+            raise BadAnswer(
+                f"{source} reports {name} = {raw[:40]}: no vLLM has that (at most {most:,}); "
+                "check the server, or give the figures with --blocks/--tokens"
+            )
+        return value
 
     tokens = label_int("kv_cache_size_tokens")
     conc_raw = info.get("kv_cache_max_concurrency")
@@ -400,8 +425,14 @@ def read_live_vllm(
         except (ValueError, AttributeError):
             data = []
         for item in data:
-            if isinstance(item, dict) and isinstance(item.get("max_model_len"), int):
-                max_len = item["max_model_len"]
+            said = item.get("max_model_len") if isinstance(item, dict) else None
+            if isinstance(said, int) and not isinstance(said, bool):
+                if not 1 <= said <= MAX_TOKENS:
+                    raise BadAnswer(
+                        f"{url_password_masked(base)}/v1/models reports max_model_len = {said}: "
+                        f"no model has that (1 to {MAX_TOKENS:,}); give --max-len"
+                    )
+                max_len = said
                 break
     source = f"{url_password_masked(base)}/metrics"
     return reading_from_metrics(metrics.text, max_len=max_len, source=source)

@@ -93,6 +93,30 @@ class _Whole(_Html):
         self.wfile.write(body)
 
 
+class _Impossible(_Html):
+    """A llama-server and a vLLM that report figures no server has (10^30 seats, 10^23 cache
+    blocks): a broken or hostile server, the server's fault (exit 3), never a crash."""
+
+    def _answer(self) -> None:
+        if self.path == "/props":
+            payload: object = {
+                "total_slots": 10**30,
+                "default_generation_settings": {"n_ctx": 10**30},
+            }
+            body = json.dumps(payload).encode()
+        elif self.path == "/metrics":
+            body = (
+                b'vllm:cache_config_info{block_size="16",num_gpu_blocks="99999999999999999999999"}'
+                b" 1.0\n"
+            )
+        else:
+            body = b"{}"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
 def _serve(handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -150,10 +174,22 @@ def _write_files(d: Path) -> None:
         ("version", "felab_version", "99"),
         ("source", "token_source", "made up"),
         ("server-tps", "server_tps_p50", "1e9"),
+        ("max-tokens-negative", "max_tokens", "-5"),
+        ("cold-negative", "cold_starts", "-3"),
+        ("requests-huge", "requests", "1" * 30),
+        ("seed-huge", "seed", "9" * 30),
+        ("requests-sum", "requests", "11"),
+        ("p50-above-p95", "ttft_p95_s", "0.1"),
+        ("api", "api", "grpc"),
+        ("preset", "preset", "day99"),
+        ("host-empty", "host", ""),
+        ("naive-time", "timestamp", "2026-12-01T10:00:00"),
+        ("formula", "model", "=1+1"),
+        ("rlo", "model", "llama\u202e3"),
     ):
         odd = {**row, column: value}
         (d / f"results-{name}.csv").write_text(
-            header + ",".join(odd[c] for c in CSV_COLUMNS) + "\n"
+            header + ",".join(odd[c] for c in CSV_COLUMNS) + "\n", encoding="utf-8"
         )
     for name, value in (("negative", "-41.8"), ("nan", "nan"), ("overflow", "1e309")):
         bad = {**row, "writing_tps_p50": value}
@@ -178,6 +214,10 @@ def _write_files(d: Path) -> None:
     binpack = d / "binary-pack"
     binpack.mkdir(exist_ok=True)
     (binpack / "day-01.yaml").write_bytes(b"\x00\xff\xfe" * 1000)
+    (d / "trace-ok.jsonl").write_text('{"timestamp": 0, "input_length": 10, "output_length": 5}\n')
+    (d / "targets-escape.toml").write_text(
+        '[targets."a b\\u001b[31m"]\nkind = "vllm"\nurl = "http://127.0.0.1:1"\n'
+    )
     (d / "config-gqa").mkdir(exist_ok=True)
     (d / "config-gqa" / "config.json").write_text(
         json.dumps(
@@ -238,11 +278,16 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     template = root / "template"
     env = _env(template)
     # a learner who has used felab once: what a case stores is then its own doing
-    for args in (["db", "upgrade"], ["content", "load", str(CONTENT)], ["drill", "--list"]):
+    for args in (
+        ["db", "upgrade"],
+        ["content", "load", str(CONTENT)],
+        ["drill", "--list"],
+        ["drill", "--day", "2", "--list"],  # day 2's cards are due: a drill has cards to ask
+    ):
         done = subprocess.run([*FELAB, *args], env=env, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stdout + done.stderr
     shutil.copy(template / "data" / "felab.db", files / "live.db")
-    servers = {"html": _serve(_Html), "whole": _serve(_Whole)}
+    servers = {"html": _serve(_Html), "whole": _serve(_Whole), "impossible": _serve(_Impossible)}
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))
     silent.listen(0)
@@ -467,7 +512,7 @@ CASES: list[Case] = [
     case("serve-bad-host", ["serve", "llamacpp", "--model", "{files}/binary.bin", "--host", "not a host"], 2, "not an address"),
     case("serve-timeout-nan", "serve llamacpp --model {files}/binary.bin --timeout nan", 2, "--timeout"),
     case("memo-short-row", "memo --csv {files}/short-row.csv --chip H100 --model llama-3.1-8b --model-bytes 4.9GB -o -", 2, "line 2: 5 cells"),
-    case("memo-huge-field", "memo --csv {files}/huge-field.csv --chip H100 --model llama-3.1-8b --model-bytes 4.9GB -o -", 2, "field larger"),
+    case("memo-huge-field", "memo --csv {files}/huge-field.csv --chip H100 --model llama-3.1-8b --model-bytes 4.9GB -o -", 2, "a cell longer than 131,072"),
     case("bench-json-folder", f"bench {LOCAL} --json {{files}}/a-folder", 2, "is a folder"),
     case("memo-out-folder", "memo --csv {files}/results.csv --chip H100 --model llama-3.1-8b --model-bytes 4.9GB -o {files}/a-folder", 2, "is a folder"),
     case("pair-timeout-inf", "worker pair --code ABCD-EFGH-JKLM --timeout 1e309", 2, "--timeout"),
@@ -544,6 +589,48 @@ CASES: list[Case] = [
     case("numbers-import-version-99", "numbers import {files}/results-version.csv", 2, "felab_version '99'"),
     case("numbers-import-token-source", "numbers import {files}/results-source.csv", 2, "token_source 'made up'"),
     case("numbers-import-server-tps", "numbers import {files}/results-server-tps.csv", 2, "server_tps_p50"),
+    # the fifth independent sweep's findings
+    case("bench-json-onto-its-csv", "bench --url http://127.0.0.1:{whole} --kind llamacpp -n 1 --csv {files}/h.csv --json {files}/h.csv", 2, "is also the"),
+    case("bench-json-onto-the-database", f"bench {LOCAL} --json {{files}}/live.db", 2, "is an SQLite database"),
+    case("bench-json-onto-its-trace", f"bench {LOCAL} --trace {{files}}/trace-ok.jsonl --json {{files}}/trace-ok.jsonl", 2, "is also the trace"),
+    case("bench-json-newline", ["bench", "--url", "http://127.0.0.1:{whole}", "--kind", "llamacpp", "--no-csv", "-n", "1", "--json", "{files}/a\nb.json"], 2, "control characters"),
+    case("size-capacity-url-ipv6-open", "size capacity --url http://[::1", 2, "closing ]"),
+    case("size-slots-url-ipv6-open", "size slots --url http://[::1", 2, "closing ]"),
+    case("size-slots-impossible-server", "size slots --url http://127.0.0.1:{impossible}", 3, "no server has that"),
+    case("size-capacity-impossible-server", "size capacity --url http://127.0.0.1:{impossible} --max-len 8192", 3, "no vllm has that"),
+    case("drill-endless-stdin", "drill", 2, "longer than 4,096 characters", stdin="x" * 5000),
+    case("bench-sessions-with-n", f"bench {LOCAL} --sessions 2", 2, "-n/--requests would not apply"),
+    case("bench-max-rate-no-unit", f"bench {LOCAL} --find-max-rate ttft_p95=500", 2, "no unit reads as 500 seconds"),
+    case("bench-slo-no-unit", f"bench {LOCAL} --slo ttft=500", 2, "no unit reads as 500 seconds"),
+    case("bench-preset-unknown", f"bench {LOCAL} --preset day99", 2, "error: unknown preset"),
+    case("setting-soft-margin-over-limit", "status", 2, "not shorter than FELAB_JOB_TIME_LIMIT_S", FELAB_JOB_TIME_LIMIT_S="10", FELAB_JOB_SOFT_MARGIN_S="100"),
+    case("setting-heartbeat-over-offline", "status", 2, "every worker would look offline", FELAB_WORKER_HEARTBEAT_S="60", FELAB_WORKER_OFFLINE_AFTER_S="5"),
+    case("setting-max-tokens-shown", "status", 2, "FELAB_JOB_MAX_TOKENS=0", FELAB_JOB_MAX_TOKENS="0"),
+    case("worker-pair-code-typo", "worker pair --code 12345", 2, "is not a pairing code"),
+    case("targets-name-escape", "targets --targets-file {files}/targets-escape.toml", 2, "not a name felab can show"),
+    case("size-bandwidth-underscore", "size limit --bandwidth 2_73 --model-bytes 4.9GB", 2, "underscore"),
+    case("memo-model-bytes-1mb", "memo --csv {files}/results.csv --chip M4Pro --model llama-3.1-8b --model-bytes 1MB --kv-memory 16GiB -o -", 2, "cannot hold Llama 3.1 8B"),
+    case("memo-weights-and-cache-too-big", "memo --csv {files}/results.csv --chip M4Pro --model llama-3.1-70b --model-bytes 140GB --kv-memory 16GiB -o -", 2, "more than M4 Pro comes with"),
+    case("memo-csv-binary", "memo --csv {files}/binary.bin --chip H100 --model llama-3.1-8b --model-bytes 4.9GB -o -", 2, "is not UTF-8 text (byte 128)"),
+    case("memo-out-onto-its-csv", "memo --csv {files}/results.csv --chip H100 --model llama-3.1-8b --model-bytes 4.9GB --kv-memory 16GiB --no-charts -o {files}/results.csv", 2, "is also the results csv"),
+    case("size-limit-gguf-jsonl", "size limit --gguf {files}/trace-ok.jsonl --chip H100", 2, "is not a GGUF file (it does not start with GGUF)"),
+    case("compare-chart-txt", "compare {files}/other.json {files}/other.json --chart {files}/chart.txt", 2, "ends in '.txt'"),
+    case("compare-chart-no-suffix", "compare {files}/other.json {files}/other.json --chart {files}/chart", 2, "has no suffix"),
+    case("numbers-import-huge-field", "numbers import {files}/huge-field.csv", 2, "a cell longer than 131,072"),
+    case("numbers-import-max-tokens-negative", "numbers import {files}/results-max-tokens-negative.csv", 2, "max_tokens holds '-5'"),
+    case("numbers-import-cold-negative", "numbers import {files}/results-cold-negative.csv", 2, "cold_starts holds '-3'"),
+    case("numbers-import-requests-huge", "numbers import {files}/results-requests-huge.csv", 2, "requests holds '111"),
+    case("numbers-import-seed-huge", "numbers import {files}/results-seed-huge.csv", 2, "seed holds '999"),
+    case("numbers-import-requests-sum", "numbers import {files}/results-requests-sum.csv", 2, "is not requests 11"),
+    case("numbers-import-p50-above-p95", "numbers import {files}/results-p50-above-p95.csv", 2, "ttft_p50_s 0.2 is above ttft_p95_s 0.1"),
+    case("numbers-import-api", "numbers import {files}/results-api.csv", 2, "api 'grpc'"),
+    case("numbers-import-preset", "numbers import {files}/results-preset.csv", 2, "preset 'day99'"),
+    case("numbers-import-host-empty", "numbers import {files}/results-host-empty.csv", 2, "host is empty"),
+    case("numbers-import-naive-time", "numbers import {files}/results-naive-time.csv", 2, "has no time zone"),
+    case("numbers-import-formula", "numbers import {files}/results-formula.csv", 2, "begins with '='"),
+    case("numbers-import-rlo", "numbers import {files}/results-rlo.csv", 2, "invisible or control characters"),
+    case("numbers-model-invisible", ["numbers", "model", "ollama", "--name", "llama\u202e3", "--bytes", "4.9GB"], 2, "invisible or control characters"),
+    case("bench-model-invisible", ["bench", *LOCAL.split(), "--model", "m\u200bX"], 2, "invisible or control characters"),
     case("setting-name-typo", "size chips --family Apple", 0, "did you mean FELAB_DATABASE_URL", FELAB_DATABSE_URL="postgresql+psycopg://x@127.0.0.1/x"),
 ]
 # fmt: on

@@ -245,7 +245,9 @@ def test_import_appended_rows_adds_only_the_new_ones(tmp_path: Path) -> None:
     append_csv(csv_path, [row("ollama", "llama3.1:8b", "41.5")])
     code, out = felab("import", str(csv_path))
     assert code == 0 and "1 recorded" in out
-    append_csv(csv_path, [row("ollama", "llama3.1:8b", "42.0", timestamp="2026-03-04T09:00:00")])
+    append_csv(
+        csv_path, [row("ollama", "llama3.1:8b", "42.0", timestamp="2026-03-04T09:00:00+00:00")]
+    )
     code, out = felab("import", str(csv_path))
     assert code == 0, out
     assert "line 3: ollama llama3.1:8b (preset day2): recorded 42.0 tok/s" in out
@@ -263,7 +265,9 @@ def test_import_reads_a_file_saved_with_a_byte_order_mark(tmp_path: Path) -> Non
     assert code == 0 and "1 recorded" in out, out
     [number] = numbers("measured")
     assert number.recorded_at.date() == date(2026, 3, 3)  # the row's time, not the import's
-    append_csv(csv_path, [row("ollama", "llama3.1:8b", "42.0", timestamp="2026-03-04T09:00:00")])
+    append_csv(
+        csv_path, [row("ollama", "llama3.1:8b", "42.0", timestamp="2026-03-04T09:00:00+00:00")]
+    )
     code, out = felab("import", str(csv_path))
     assert code == 0 and "1 row(s) (line 2)" in out, out
 

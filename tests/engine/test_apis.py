@@ -108,6 +108,11 @@ def test_malformed_messages_raise_the_protocol_error(data: str) -> None:
         chat.interpret(Frame(data))
 
 
+def test_a_chunk_nested_thousands_deep_is_the_server_s_fault_in_words() -> None:
+    with pytest.raises(StreamProtocolError, match="nested too deeply to be a token"):
+        chat.interpret(Frame("[" * 100_000 + "]" * 100_000))
+
+
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
     lambda inner: (

@@ -125,6 +125,32 @@ async def test_broken_responses_become_recorded_errors(fault: str, api: Api, exp
         assert len(tl.content_chunks()) == 2
 
 
+async def test_bytes_that_hold_no_message_are_not_a_stream_not_a_truncated_one() -> None:
+    """3 KB of binary with no line end: said as what it is, not as a stream cut short."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        body = bytes(range(256)).replace(b"\n", b"").replace(b"\r", b"") * 12
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: "
+        writer.write(head + str(len(body)).encode() + b"\r\n\r\n" + body)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        adapter = adapter_for(Api.OPENAI_CHAT)
+        limits = ClientLimits(total=10, stall=2, connect=2)
+        payload = adapter.payload(GenerationRequest("hello", max_tokens=4, model="m"))
+        async with make_client(1, limits) as client:
+            url = f"http://127.0.0.1:{port}" + adapter.path
+            tl = await stream_request(client, url, adapter, payload, RequestTimeline(0), limits)
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert tl.error is not None and tl.error.startswith("not a token stream"), tl.error
+
+
 async def test_a_stall_fails_after_the_stall_timeout() -> None:
     limits = ClientLimits(total=10, stall=0.3, connect=2)
     async with ScriptedServer(Script(fault="stall", fault_after=3)) as server:
@@ -213,7 +239,10 @@ def test_any_body_bytes_become_a_timeline_never_an_exception(body: bytes, api: A
 
     tl = asyncio.run(go())
     assert tl.end_ns is not None and tl.sent_ns is not None
-    assert tl.ok == tl.done  # ok only when the stream ended with its final message
+    assert not tl.ok or tl.done  # ok only when the stream ended with its final message
+    if tl.done and not tl.ok:  # ended, but with nothing to time, or the server's own error
+        assert tl.error is not None
+        assert tl.error.startswith(("empty answer", "server error in stream")), tl.error
 
 
 async def test_a_request_lost_to_the_keepalive_race_is_sent_again_once() -> None:

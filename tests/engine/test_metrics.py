@@ -163,6 +163,13 @@ def test_bad_slo_is_refused_with_a_reason(bad: str) -> None:
         SLO.parse(bad)
 
 
+def test_an_slo_takes_units_and_refuses_a_missing_ms() -> None:
+    assert SLO.parse("ttft=500ms,tpot=50ms") == SLO.parse("ttft=0.5,tpot=0.05")
+    assert SLO.parse("e2e=90s").e2e_s == 90.0  # a unit given is taken as said
+    with pytest.raises(ValueError, match="500 with no unit reads as 500 seconds for ttft"):
+        SLO.parse("ttft=500")
+
+
 def test_cold_first_request_is_reported_not_averaged() -> None:
     metrics = []
     for i, first in enumerate([2000, 20, 22, 21, 23]):

@@ -54,6 +54,7 @@ def test_objectives_read_and_refuse_in_words() -> None:
         ("ttft_p42=1", "not p42"),
         ("ttft_p95=0ms", "above 0"),
         ("", "empty"),
+        ("ttft_p95=500", "500 with no unit reads as 500 seconds"),
     ):
         with pytest.raises(ObjectiveError, match=said):
             parse_objective(bad)

@@ -127,6 +127,15 @@ async def test_identify_each_kind(persona: str, kind: ServerKind | None) -> None
     assert ident.models == ["felab-scripted"]
 
 
+@pytest.mark.parametrize("name", ["m\x1b[31mRED\x07", "x" * 100_000, "evil\u202e", " padded "])
+async def test_a_model_id_that_is_no_name_is_passed_over(name: str) -> None:
+    """A hostile server's model id (escape codes, 100,000 characters, a right-to-left override)
+    never becomes the run's model: it would reach the terminal, the CSV and chat."""
+    async with ScriptedServer(Script(persona="vllm", model=name)) as server:
+        ident = await identify(server.base_url)
+    assert ident.models == []
+
+
 async def test_mismatch_is_refused_and_unknown_is_noted() -> None:
     async with ScriptedServer(Script(persona="vllm", version="0.32.0")) as server:
         ident = await identify(server.base_url)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from felab_core.jobs.messages import JobMessage
 from felab_core.jobs.run import execute
@@ -66,7 +67,11 @@ def test_the_soft_limit_comes_the_margin_before_the_hard_one() -> None:
     assert soft_time_limit(Settings(job_time_limit_s=1800)) == 1770
     assert soft_time_limit(Settings(job_time_limit_s=4, job_soft_margin_s=2.5)) == 1.5
     assert soft_time_limit(Settings(job_time_limit_s=2, job_soft_margin_s=0)) is None
-    assert soft_time_limit(Settings(job_time_limit_s=20, job_soft_margin_s=30)) is None
+    assert soft_time_limit(Settings(job_time_limit_s=20)) is None  # the default margin yields
+    with pytest.raises(ValidationError, match="FELAB_JOB_SOFT_MARGIN_S=30 is not shorter"):
+        Settings(job_time_limit_s=20, job_soft_margin_s=30)  # a margin given is meant
+    with pytest.raises(ValidationError, match="every worker would look offline"):
+        Settings(worker_heartbeat_s=60, worker_offline_after_s=5)
 
 
 def test_a_worker_reports_target_names_and_kinds_never_urls(tmp_path: Path) -> None:

@@ -158,8 +158,18 @@ def test_day_fields_come_from_the_pack_with_hints(
 
 
 def _row(server: str, model: str, preset: str = "day2", tps: str = "41.5") -> dict[str, str]:
+    """A results-CSV row as `felab bench` writes it (the columns the checks read set)."""
     row = dict.fromkeys(CSV_COLUMNS, "")
-    row.update(server=server, model=model, preset=preset, concurrency="1", writing_tps_p50=tps)
+    row.update(
+        host="my-mac",
+        target=server,
+        api="openai-chat",
+        server=server,
+        model=model,
+        preset=preset,
+        concurrency="1",
+        writing_tps_p50=tps,
+    )
     return row
 
 
@@ -278,10 +288,15 @@ def test_import_groups_runs_into_jobs_and_never_stores_a_row_twice(
             "timestamp": "2026-03-03T10:00:00+00:00",
             "concurrency": "4",
         },
-        {**_row("mlx", "m", tps="52"), "timestamp": "2026-03-03T10:10:00"},
+        {**_row("mlx", "m", tps="52"), "timestamp": "2026-03-03T10:10:00+00:00"},
         _row("mlx", "m", preset=""),
         {**_row("mlx", "m"), "concurrency": "many"},
-        {**_row("mlx", "m"), "concurrency": "0", "rate": "2", "timestamp": "2026-03-03T10:10:00"},
+        {
+            **_row("mlx", "m"),
+            "concurrency": "0",
+            "rate": "2",
+            "timestamp": "2026-03-03T10:10:00+00:00",
+        },
     ]
     with pytest.raises(Invalid, match="line 6: concurrency 'many' is not a whole number"):
         import_results(db, student, sweep, now=NOW)  # all or nothing by default
@@ -306,7 +321,7 @@ def test_import_groups_runs_into_jobs_and_never_stores_a_row_twice(
     mlx = db.scalar(select(m.Number).where(m.Number.server == "mlx"))
     assert mlx is not None and mlx.recorded_at.replace(tzinfo=UTC) == datetime(
         2026, 3, 3, 10, 10, tzinfo=UTC
-    )  # measured when the row says, naive timestamps read as UTC
+    )  # measured when the row says
 
     again = import_results(db, student, sweep, now=NOW, skip_invalid=True)
     assert [r.outcome for r in again.rows][:3] == ["already imported"] * 3 and not again.new
@@ -328,7 +343,7 @@ def test_import_groups_runs_into_jobs_and_never_stores_a_row_twice(
         ("model", "\x1b[31mevil", "control characters"),
         ("host", "h\x00", "control characters"),
         ("preset", "../../x", "not a name felab writes"),
-        ("timestamp", "2099-01-01T00:00:00", "in the future"),
+        ("timestamp", "2099-01-01T00:00:00+00:00", "in the future"),
         ("ok", "0", "from 0 answered requests"),
     ],
 )
@@ -409,7 +424,7 @@ def test_an_imported_speed_above_the_machine_limit_is_flagged_not_ok(
     set_hardware(db, student, chip="M4 Pro")
     set_server_model(db, student, "ollama", "llama3.1:8b", model_bytes="4.9GB")
     rows = [_row("ollama", "llama3.1:8b", tps="500"), _row("ollama", "llama3.1:8b", tps="40")]
-    rows[1]["timestamp"] = "2026-03-03T10:00:00"
+    rows[1]["timestamp"] = "2026-03-03T10:00:00+00:00"
     report = import_results(db, student, rows, now=NOW)
     assert [r.outcome for r in report.rows] == ["recorded", "recorded"]
     assert report.rows[0].reason.startswith("flagged:") and report.rows[1].reason == ""

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from fractions import Fraction
 
+from felab_core.reports.memo.fits import check_cache_fits, check_machine_memory, weights_held
 from felab_core.reports.memo.model import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_MAX_LEN,
@@ -31,7 +32,12 @@ from felab_core.reports.memo.results import _fraction, _int, _latest, _server_ra
 from felab_core.sizing import capacity as cap
 from felab_core.sizing import change, kv, speed_limit, vllm_log
 from felab_core.sizing.errors import SizingError
-from felab_core.sizing.model_shape import ModelShape, gguf_file_bytes, resolve_shape
+from felab_core.sizing.model_shape import (
+    ModelShape,
+    file_size_problem,
+    gguf_file_bytes,
+    resolve_shape,
+)
 from felab_core.sizing.units import (
     GB,
     MB,
@@ -104,6 +110,11 @@ def _weights(inputs: MemoInputs, shape: ModelShape) -> tuple[Fraction, str]:
                 f"--model-bytes {inputs.model_bytes} is only {tidy_text(weights)} bytes; write "
                 "the unit, e.g. --model-bytes 4.9GB"
             )
+        # A model from the table has a known size: a file 1000x too small (1MB for an 8B model)
+        # would raise the speed limit 1000x and hide every impossible figure.
+        problem = file_size_problem(inputs.model, int(weights)) if inputs.model else None
+        if problem:
+            raise MemoError(problem)
         return weights, f"the {gb_text(weights, 1)} model file, as given"
     if inputs.gguf is not None:
         size = gguf_file_bytes(inputs.gguf)
@@ -117,24 +128,6 @@ def _weights(inputs: MemoInputs, shape: ModelShape) -> tuple[Fraction, str]:
             "weights is unknown: pass --model-bytes with the model file's size (e.g. 4.9GB, "
             "as `ollama list` shows it), --gguf FILE, or --bits-per-weight"
         ) from None
-
-
-# A server may spread its cache over a node of GPUs (tensor parallel); eight is the usual node.
-NODE_GPUS = 8
-
-
-def _check_cache_fits(memory: Fraction, machines: Sequence[Machine]) -> None:
-    """Refuse a cache bigger than a full node of the named chips (or of the largest chip known)."""
-    chips = [m.chip for m in machines if m.chip is not None]
-    if len(chips) < len(machines):  # a machine known only by its bandwidth: any chip could be it
-        chips = list(speed_limit.CHIPS)
-    biggest = max(chips, key=lambda c: c.memory_bytes)
-    if memory > NODE_GPUS * biggest.memory_bytes:
-        raise MemoError(
-            f"--kv-memory {both_ways(memory)} is more than {NODE_GPUS} x {biggest.name} "
-            f"({biggest.memory}) could hold; give the memory left for the cache after the "
-            "weights, e.g. --kv-memory 16GiB"
-        )
 
 
 def _budget(
@@ -166,7 +159,7 @@ def _budget(
             if isinstance(inputs.kv_memory, str)
             else Fraction(inputs.kv_memory)
         )
-        _check_cache_fits(memory, machines)
+        check_cache_fits(memory, machines)
         base = cap.capacity_from_memory(memory, per_token, bs or DEFAULT_BLOCK_SIZE, max_len)
         return CacheBudget(
             words=f"{both_ways(memory)} of cache memory",
@@ -440,6 +433,9 @@ def _build(rows: Sequence[Mapping[str, str]], inputs: MemoInputs, source: str) -
     budget = _budget(inputs, per_token, max_len, list(machines.values()))
     if budget.base.kv_dtype and kv.kv_dtype(budget.base.kv_dtype) != per_token.key_dtype:
         per_token = kv.kv_bytes_per_token(shape, budget.base.kv_dtype)  # the log's own type
+    check_machine_memory(
+        weights_held(inputs, shape, weights), budget, per_token, list(machines.values())
+    )
 
     concurrency: list[ConcurrencyRow] = []
     for ctx in contexts:

@@ -1,0 +1,74 @@
+"""What the machine can hold: the memo refuses a cache or weights and cache that no machine of
+the named chip could keep in memory at once, rather than plan conversations that cannot run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction
+
+from felab_core.reports.memo.model import CacheBudget, Machine, MemoError, MemoInputs
+from felab_core.sizing import kv, speed_limit
+from felab_core.sizing.model_shape import ModelShape
+from felab_core.sizing.units import as_fraction, both_ways, gb_text
+
+# A server may spread its cache over a node of GPUs (tensor parallel); eight is the usual node.
+NODE_GPUS = 8
+
+
+def check_cache_fits(memory: Fraction, machines: Sequence[Machine]) -> None:
+    """Refuse a cache bigger than a full node of the named chips (or of the largest chip known)."""
+    chips = [m.chip for m in machines if m.chip is not None]
+    if len(chips) < len(machines):  # a machine known only by its bandwidth: any chip could be it
+        chips = list(speed_limit.CHIPS)
+    biggest = max(chips, key=lambda c: c.memory_bytes)
+    if memory > NODE_GPUS * biggest.memory_bytes:
+        raise MemoError(
+            f"--kv-memory {both_ways(memory)} is more than {NODE_GPUS} x {biggest.name} "
+            f"({biggest.memory}) could hold; give the memory left for the cache after the "
+            "weights, e.g. --kv-memory 16GiB"
+        )
+
+
+def weights_held(inputs: MemoInputs, shape: ModelShape, weights: Fraction) -> Fraction:
+    """The weights the machine holds in memory: the file's size when given, else all the model's
+    weights (a mixture of experts keeps every expert, though a token reads only a few)."""
+    if inputs.model_bytes is not None or inputs.gguf is not None or not shape.is_moe:
+        return weights
+    if shape.weights_bytes:
+        return Fraction(shape.weights_bytes)
+    if shape.params_total and inputs.bits_per_weight:
+        return Fraction(shape.params_total) * as_fraction(inputs.bits_per_weight) / 8
+    return weights
+
+
+def check_machine_memory(
+    held: Fraction, budget: CacheBudget, per_token: kv.KvPerToken, machines: Sequence[Machine]
+) -> None:
+    """Refuse weights and cache that no machine of the named chip could hold at once.
+
+    Only a chip from the table has a known memory (the most it ships with); a machine given by
+    its bandwidth says nothing. A vLLM log's cache was measured on a server that ran, so it fit.
+    """
+    if budget.reading is not None:
+        return
+    cache = budget.memory_bytes
+    if cache is None:  # given in tokens or blocks: what they take at the cache's type
+        cache = budget.base.tokens * per_token.bytes
+    total = held + cache
+    for machine in machines:
+        chip = machine.chip
+        if chip is None or total <= chip.memory_bytes:
+            continue
+        spread = (
+            ""
+            if chip.family.startswith("Apple")  # one Mac's memory: no second chip to spread to
+            else "; for a server spread over several GPUs, give their total bandwidth with "
+            "--bandwidth instead of --chip"
+        )
+        raise MemoError(
+            f"the weights ({gb_text(held, 1)}) and {budget.short} ({gb_text(cache, 1)}) need "
+            f"{gb_text(total, 1)}, more than {chip.name} comes with ({chip.memory}): check "
+            "--model-bytes, and give only the memory left for the cache after the weights"
+            f"{spread}"
+        )

@@ -1,0 +1,73 @@
+"""`felab compare --chart`: the file's suffix picks PNG, SVG or PDF; any other name is refused
+before anything is read (matplotlib would write a PNG under chart.txt without a word)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from felab.cli.main import app
+from tests.engine.test_compare import _record, _requests
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def records(tmp_path: Path) -> tuple[Path, Path]:
+    rng = np.random.default_rng(7)
+    a = _record([(1, _requests(list(0.050 + rng.normal(0, 0.003, 60))))])
+    b = _record([(1, _requests(list(0.060 + rng.normal(0, 0.003, 60))))])
+    paths = (tmp_path / "a.json", tmp_path / "b.json")
+    for path, record in zip(paths, (a, b), strict=True):
+        path.write_text(json.dumps(record), encoding="utf-8")
+    return paths
+
+
+def compare(*args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, ["compare", *args], env={"COLUMNS": "200"})
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "needle"),
+    [
+        ("chart.txt", "ends in '.txt'"),
+        ("chart.jpg", "ends in '.jpg'"),
+        ("chart", "has no suffix"),
+        ("a.json", "ends in '.json'"),
+    ],
+)
+def test_a_chart_name_that_is_not_png_svg_or_pdf_is_refused(
+    records: tuple[Path, Path], tmp_path: Path, name: str, needle: str
+) -> None:
+    out = tmp_path / "out" / name
+    code, stdout, stderr = compare(str(records[0]), str(records[1]), "--chart", str(out))
+    assert code == 2, stdout
+    assert needle in stderr and "PNG, SVG or PDF" in stderr and ".png" in stderr
+    assert stdout == ""  # refused before the comparison is printed
+    assert not out.exists() and not (tmp_path / "out").exists()
+
+
+def test_the_chart_flag_is_checked_before_the_records(tmp_path: Path) -> None:
+    code, _, stderr = compare(
+        str(tmp_path / "none-a.json"), str(tmp_path / "none-b.json"), "--chart", "c.txt"
+    )
+    assert code == 2 and "--chart c.txt ends in '.txt'" in stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "magic"),
+    [("change.png", b"\x89PNG"), ("change.SVG", b"<?xml"), ("change.pdf", b"%PDF")],
+)
+def test_each_suffix_gets_its_own_format(
+    records: tuple[Path, Path], tmp_path: Path, name: str, magic: bytes
+) -> None:
+    out = tmp_path / name
+    code, stdout, stderr = compare(str(records[0]), str(records[1]), "--chart", str(out))
+    assert code == 0, stderr
+    assert f"chart: {out}" in stdout + stderr
+    assert out.read_bytes().startswith(magic)

@@ -1,0 +1,281 @@
+"""A results row felab could not have written is refused, naming its column; a real one passes.
+
+Each refused row is a real `felab bench` row with one cell changed (the independent tester's
+findings): every check is one line that says which column and why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from felab.cli.bench_plan import plan_run
+from felab_core.db import models as m
+from felab_core.engine.apis import Api
+from felab_core.engine.results import CSV_COLUMNS, csv_row
+from felab_core.engine.runner import bench_target
+from felab_core.engine.workloads import MAX_TOKENS, PRESETS
+from felab_core.errors import Invalid
+from felab_core.jobs.run import result_rows
+from felab_core.lab.scripted_server import Script, ScriptedServer
+from felab_core.numbers.importing import import_results
+from felab_core.numbers.recording import check_result_row, create_job, record_measured
+
+#: A `felab bench` row as it lands in results/01-latency.csv (Day 2 on llama.cpp).
+BENCH_ROW = {
+    "timestamp": "2026-03-03T10:00:00+00:00",
+    "host": "studio-mbp",
+    "target": "llamacpp",
+    "server": "llamacpp",
+    "server_version": "b4500",
+    "model": "llama-3.1-8b-q4.gguf",
+    "api": "openai-chat",
+    "preset": "day2",
+    "concurrency": "1",
+    "rate": "",
+    "burstiness": "",
+    "requests": "8",
+    "ok": "8",
+    "failed": "0",
+    "prompt_tokens": "",
+    "prompt_tokens_server": "41",
+    "shared_prefix_tokens": "0",
+    "max_tokens": "256",
+    "warmup": "1",
+    "seed": "2",
+    "ttft_p50_s": "0.211",
+    "ttft_p95_s": "0.245",
+    "tpot_p50_s": "0.0241",
+    "tpot_p95_s": "0.0262",
+    "itl_p50_s": "0.024",
+    "itl_p95_s": "0.031",
+    "writing_tps_p50": "41.5",
+    "e2e_p50_s": "6.35",
+    "e2e_p95_s": "6.61",
+    "output_tps": "40.2",
+    "request_tps": "0.157",
+    "goodput_rps": "",
+    "token_source": "usage",
+    "server_tps_p50": "",
+    "cold_starts": "0",
+    "felab_version": "0.1.0",
+}
+
+
+def _changed(**cells: str) -> dict[str, str]:
+    return {**BENCH_ROW, **cells}
+
+
+def test_the_sample_row_is_a_whole_bench_row_and_passes() -> None:
+    assert tuple(BENCH_ROW) == CSV_COLUMNS
+    checked = check_result_row(BENCH_ROW)
+    assert (checked.server, checked.preset, checked.concurrency) == ("llamacpp", "day2", 1)
+    assert checked.gives_writing_speed
+
+
+# ----------------------------------------------------------------------------- real rows pass
+
+
+def _plan(url: str, folder: Path, **flags: Any) -> Any:
+    """What `felab bench --url URL FLAGS` plans: the workload with the preset name it writes."""
+    args: dict[str, Any] = dict.fromkeys(
+        (
+            "targets", "api", "model", "kind", "concurrency", "rate", "burstiness", "requests",
+            "duration", "warmup", "max_tokens", "prompt_tokens", "shared_prefix_tokens", "seed",
+            "trace", "trace_speed", "trace_block_size", "sessions", "turns", "think_time", "slo",
+        )
+    )  # fmt: skip
+    args.update(
+        targets_file=folder / "targets.toml",
+        url=url,
+        preset="quick",
+        tools=False,
+        ramp_up=0.0,
+        ramp_down=0.0,
+        stop_when_saturated=False,
+        timeout=60.0,
+        stall_timeout=30.0,
+        processes="1",
+    )
+    args.update(flags)
+    chosen, workload, limits, _, _ = plan_run(**args)
+    return chosen[0], workload, limits
+
+
+Rows = tuple[list[dict[str, str]], list[dict[str, str]]]
+
+
+async def _bench_rows(folder: Path) -> Rows:
+    """Rows of real runs against a scripted server, in every preset form felab writes: a preset,
+    one changed by flags (an open loop at a rate), sessions NxM, trace:NAME and a sweep; the
+    rows `felab bench` writes, and the rows a worker sends for the same runs."""
+    (folder / "targets.toml").write_text("")
+    trace = folder / "day.jsonl"
+    trace.write_text(
+        "".join(
+            f'{{"timestamp": {i * 20}, "input_length": 40, "output_length": 8}}\n' for i in range(4)
+        )
+    )
+    rows: list[dict[str, str]] = []
+    sent: list[dict[str, str]] = []
+    async with ScriptedServer(Script(persona="llamacpp", itl_s=0.002)) as server:
+        for flags in (
+            {},
+            {"rate": 50.0, "requests": 4, "burstiness": 2.0},
+            {"preset": "chat", "sessions": 2, "turns": 2},
+            {"trace": trace},
+            {"preset": "sweep", "concurrency": "1,2", "requests": 4, "max_tokens": 16},
+        ):
+            target, workload, limits = _plan(server.base_url, folder, **flags)
+            result = await bench_target(target, workload, limits=limits)
+            rows += [csv_row(result, run) for run in result.runs]
+            # A worker's rows, with the host the ingest fills in (the worker's name).
+            sent += [{**row, "host": "studio-mbp"} for row in result_rows(result)]
+    return rows, sent
+
+
+@pytest.fixture(scope="module")
+def bench_rows(tmp_path_factory: pytest.TempPathFactory) -> Rows:
+    return asyncio.run(_bench_rows(tmp_path_factory.mktemp("bench")))
+
+
+def test_rows_felab_bench_and_its_worker_write_pass(bench_rows: Rows) -> None:
+    written, sent = bench_rows
+    presets = {row["preset"] for row in written}
+    assert presets == {"quick", "quick+custom", "sessions 2x2", "trace:day.jsonl", "sweep+custom"}
+    assert len(sent) == len(written)
+    for row in (*written, *sent):
+        checked = check_result_row(row)
+        assert checked.preset == row["preset"]
+
+
+def test_real_rows_import(db: Session, student: m.Member, bench_rows: Rows) -> None:
+    written, _ = bench_rows
+    report = import_results(db, student, written)
+    # Concurrency 1 gives a writing speed; an open loop, 2 sessions or 2 users are results only.
+    assert {r.outcome for r in report.rows} == {"recorded", "result only"}, report.rows
+    assert len(report.rows) == len(written)
+
+
+# ----------------------------------------------------------------------------- refused
+
+
+@pytest.mark.parametrize(
+    ("cells", "reason"),
+    [
+        # whole numbers: not negative, not absurd, not a decimal where felab writes none
+        ({"max_tokens": "-5"}, "result column max_tokens holds '-5': it cannot be negative"),
+        ({"cold_starts": "-3"}, "result column cold_starts holds '-3': it cannot be negative"),
+        ({"requests": "1" * 30}, "result column requests holds '111111111111111111111111111111'"),
+        ({"seed": "9" * 30}, "result column seed holds '999999999999999999999999999999', above"),
+        ({"seed": str(2**63)}, "result column seed holds '9223372036854775808', above"),
+        ({"ok": "1" * 5000}, "result column ok holds '1111"),
+        ({"failed": "1e3"}, "result column failed holds '1e3', not a whole number"),
+        ({"warmup": "1.5"}, "result column warmup holds '1.5', not a whole number"),
+        ({"requests": "+8"}, "result column requests holds '+8', not a whole number"),
+        ({"shared_prefix_tokens": "-1"}, "shared_prefix_tokens holds '-1': it cannot be negative"),
+        ({"max_tokens": "0"}, "result column max_tokens holds 0: felab writes at least 1"),
+        ({"prompt_tokens": "0"}, "result column prompt_tokens holds 0: felab writes at least 1"),
+        ({"max_tokens": str(MAX_TOKENS + 1)}, f"max_tokens holds '{MAX_TOKENS + 1}', above"),
+        ({"warmup": "5000000"}, "result column warmup holds '5000000', above 1,000,000"),
+        ({"prompt_tokens_server": "-3.5"}, "prompt_tokens_server holds '-3.5': it cannot be neg"),
+        ({"prompt_tokens_server": "1e12"}, "prompt_tokens_server holds '1e12', above"),
+        ({"burstiness": "1e9"}, "result column burstiness holds '1e9', above 1,000"),
+        # counts that agree
+        ({"requests": "9"}, "ok 8 + failed 0 is not requests 9"),
+        ({"cold_starts": "9"}, "cold_starts 9 of 8 requests: more than were sent"),
+        # a median above its 95th percentile
+        ({"ttft_p50_s": "0.3"}, "ttft_p50_s 0.3 is above ttft_p95_s 0.245"),
+        ({"tpot_p95_s": "0.02"}, "tpot_p50_s 0.0241 is above tpot_p95_s 0.02"),
+        ({"itl_p50_s": "0.05"}, "itl_p50_s 0.05 is above itl_p95_s 0.031"),
+        ({"e2e_p95_s": "1"}, "e2e_p50_s 6.35 is above e2e_p95_s 1"),
+        # words felab writes
+        ({"api": "grpc"}, "api 'grpc' is not one felab speaks: openai-chat, openai-completions"),
+        ({"preset": "day99"}, "preset 'day99' is not a name felab writes"),
+        ({"preset": "day2+custom+custom"}, "preset 'day2+custom+custom' is not a name felab"),
+        ({"preset": "custom"}, "preset 'custom' is not a name felab writes"),
+        ({"preset": "max-rate 5"}, "preset 'max-rate 5' is not a name felab writes"),
+        ({"preset": "sessions 0x4"}, "preset 'sessions 0x4' is not a name felab writes"),
+        ({"preset": "sessions 8x0"}, "preset 'sessions 8x0' is not a name felab writes"),
+        ({"preset": "sessions 8x1001"}, "preset 'sessions 8x1001' is not a name felab writes"),
+        ({"preset": "sessions 2000000x1"}, "preset 'sessions 2000000x1' is not a name felab"),
+        ({"preset": "sessions 08x4"}, "preset 'sessions 08x4' is not a name felab writes"),
+        ({"preset": "trace:"}, "preset 'trace:' is not a name felab writes"),
+        ({"host": ""}, "the result row's host is empty"),
+        ({"host": "   "}, "the result row's host is empty"),
+        ({"timestamp": "2026-03-03T10:00:00"}, "timestamp '2026-03-03T10:00:00' has no time zone"),
+        ({"timestamp": "2026-03-03 10:00"}, "timestamp '2026-03-03 10:00' has no time zone"),
+        # a spreadsheet formula
+        ({"host": "=1+1"}, "the result row's host begins with '=', a spreadsheet formula"),
+        ({"model": '=HYPERLINK("http://x","m")'}, "the result row's model begins with '='"),
+        ({"target": " =cmd|' /C calc'!A0"}, "the result row's target begins with '='"),
+        ({"server_version": "=2+5"}, "the result row's server_version begins with '='"),
+        # control and invisible characters
+        ({"model": "llama\u202efoog"}, "the result row's model holds invisible or control char"),
+        ({"model": "lla\u200bma"}, "the result row's model holds invisible or control characters"),
+        ({"host": "\ufeffmac"}, "the result row's host holds invisible or control characters"),
+        ({"server_version": "b1\u2066"}, "server_version holds invisible or control characters"),
+        ({"model": "\x1b[31mevil"}, "the result row's model holds invisible or control character"),
+    ],
+)
+def test_a_row_no_felab_run_writes_is_refused_naming_its_column(
+    cells: dict[str, str], reason: str
+) -> None:
+    with pytest.raises(Invalid) as refused:
+        check_result_row(_changed(**cells))
+    message = str(refused.value)
+    assert reason in message and "\n" not in message and len(message) < 300, message
+
+
+@pytest.mark.parametrize(
+    "cells",
+    [{"preset": name} for name in (*PRESETS, "prefix+custom", "sessions 8x4", "sessions 1x1000")]
+    + [
+        {"preset": "trace:mooncake.jsonl"},
+        {"preset": "trace:my day (2).jsonl"},
+        {"prompt_tokens_server": "1.23457e+06"},  # a mean of over a million, as felab writes it
+        {"prompt_tokens_server": "40.5", "prompt_tokens": "40", "shared_prefix_tokens": "8"},
+        {"seed": str(2**63 - 1), "warmup": "10000", "max_tokens": str(MAX_TOKENS)},
+        {"ttft_p50_s": "0.245"},  # a median equal to its 95th percentile: one request
+        {"ttft_p50_s": "0.245001"},  # above by the last of six digits: a tie rounded apart
+        {"rate": "2", "burstiness": "0.5", "concurrency": "0"},
+        {"requests": "10", "ok": "8", "failed": "2", "cold_starts": "1"},
+        {"model": "@cf/meta/llama-3.1-8b", "server_version": "0.5.7 (build 1; =ok)"},
+        {"model": "Llama-3.1-8B-Instruct-4bit", "host": "Ada's MacBook Pro"},
+        *({"api": api.value} for api in Api),
+    ],
+)
+def test_what_felab_writes_still_passes(cells: dict[str, str]) -> None:
+    check_result_row(_changed(**cells))
+
+
+def test_a_workers_row_without_a_host_column_passes_and_one_with_a_blank_host_does_not(
+    db: Session, student: m.Member
+) -> None:
+    """The ingest fills in a worker's name; a row given to record_measured with no host column
+    (a job's own figures) is checked as before, a blank host is refused."""
+    job = create_job(db, student, "llamacpp", "day2")
+    bare = {k: v for k, v in BENCH_ROW.items() if k != "host"}
+    assert record_measured(db, job, bare).writing_tps_p50 == pytest.approx(41.5)
+    with pytest.raises(Invalid, match="host is empty"):
+        record_measured(db, job, {**bare, "host": ""})
+
+
+def test_import_names_the_line_and_column_and_stores_nothing(
+    db: Session, student: m.Member
+) -> None:
+    rows = [BENCH_ROW, _changed(api="grpc"), _changed(timestamp="2026-03-04")]
+    with pytest.raises(Invalid) as refused:
+        import_results(db, student, rows)
+    message = str(refused.value)
+    assert "line 3: api 'grpc' is not one felab speaks" in message, message
+    assert "line 4: timestamp '2026-03-04' has no time zone" in message, message
+    assert db.scalar(select(func.count(m.BenchResult.id))) == 0
+    report = import_results(db, student, rows, skip_invalid=True)
+    assert [r.outcome for r in report.rows] == ["recorded", "skipped", "skipped"]
+    assert db.scalar(select(func.count(m.Number.id))) == 1

@@ -1,0 +1,70 @@
+"""A file named with --gguf that is not one, or is cut short, is said in felab's words: never
+the GGUF reader's or numpy's error text (`ValueError: GGUF magic invalid`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from felab.cli.main import app
+from felab_core.sizing.errors import SizingError
+from felab_core.sizing.model_shape import from_gguf
+from tests.sizing.test_model_shape import write_gguf
+
+runner = CliRunner()
+NOT_GGUF = "is not a GGUF file (it does not start with GGUF)"
+
+
+def refusal(path: Path) -> str:
+    with pytest.raises(SizingError) as caught:
+        from_gguf(path)
+    message = str(caught.value)
+    assert "Error" not in message and "magic" not in message, message
+    return message
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b'{"prompt": "hi"}\n', b"", b"GGU", b"\x00\x00\x00\x00GGUF"],
+    ids=["jsonl", "empty", "three-bytes", "magic-later"],
+)
+def test_a_file_that_does_not_start_with_gguf(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "some.jsonl"
+    path.write_bytes(content)
+    message = refusal(path)
+    assert message.startswith(f"{path} {NOT_GGUF}")
+    assert "--config" in message
+
+
+@pytest.mark.parametrize("keep", [4, 10, 30, 200])
+def test_a_cut_short_gguf_is_called_damaged(tmp_path: Path, keep: int) -> None:
+    whole = write_gguf(tmp_path / "whole.gguf").read_bytes()
+    part = tmp_path / "part.gguf"
+    part.write_bytes(whole[:keep])
+    message = refusal(part)
+    assert message.startswith(f"cannot read {part} as a GGUF model: it starts with GGUF")
+    assert "download" in message
+
+
+def test_an_unknown_gguf_version_is_named(tmp_path: Path) -> None:
+    whole = write_gguf(tmp_path / "whole.gguf").read_bytes()
+    later = tmp_path / "v9.gguf"
+    later.write_bytes(whole[:4] + (9).to_bytes(4, "little") + whole[8:])
+    assert refusal(later).startswith(f"{later} is GGUF version 9, and felab reads versions 2 and 3")
+
+
+def test_a_real_gguf_still_reads(tmp_path: Path) -> None:
+    assert from_gguf(write_gguf(tmp_path / "m.gguf")).name == "test-model"
+
+
+def test_size_limit_says_not_a_gguf_file_with_exit_2(tmp_path: Path) -> None:
+    path = tmp_path / "some.jsonl"
+    path.write_text('{"prompt": "hi"}\n', encoding="utf-8")
+    result = runner.invoke(
+        app, ["size", "limit", "--gguf", str(path), "--chip", "M4 Pro"], env={"COLUMNS": "300"}
+    )
+    assert result.exit_code == 2, result.output
+    assert NOT_GGUF in result.stderr
+    assert "ValueError" not in result.output + result.stderr
