@@ -132,9 +132,11 @@ def comparison_grid(outcomes: list[BenchOutcome]) -> Grid:
         for run in r.runs:
             s = run.summary
             users = (
-                Cell(str(run.concurrency), run.concurrency)
-                if run.rate is None
-                else text(f"{run.rate:g}/s")
+                text(f"{run.rate:g}/s")
+                if run.rate is not None
+                else text("as traced")  # a trace sets its own arrivals: no user count
+                if run.concurrency == 0
+                else Cell(str(run.concurrency), run.concurrency)
             )
             ok = (
                 Cell(str(s.ok), s.ok)

@@ -110,13 +110,6 @@ def plan_run(
         ):
             if value is not None:
                 raise ValueError(f"--trace sets each request's lengths from its lines: drop {flag}")
-    if sessions is not None:
-        for flag, given in (("-n/--requests", requests), ("--duration", duration)):
-            if given is not None:
-                raise ValueError(
-                    f"--sessions runs each session's --turns to the end: {flag} would not "
-                    "apply; size the run with --sessions and --turns"
-                )
     _partners_given(
         ("--trace-speed", trace_speed, "--trace", trace),
         ("--trace-block-size", trace_block_size, "--trace", trace),
@@ -175,6 +168,13 @@ def plan_run(
     if duration is not None and requests is None:
         workload = replace(workload, requests=None)  # the clock ends the run
     workload.validate()
+    if sessions is not None:  # after the values: a bad one is named first
+        for flag, given in (("-n/--requests", requests), ("--duration", duration)):
+            if given is not None:
+                raise ValueError(
+                    f"--sessions runs each session's --turns to the end: {flag} would not "
+                    "apply; size the run with --sessions and --turns"
+                )
     limits = ClientLimits(total=timeout, stall=stall_timeout)
     limits.validate()
     try:
