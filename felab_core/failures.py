@@ -143,6 +143,13 @@ def explain(exc: BaseException) -> Failure | None:
             "): check the numbers on the command line",
             EXIT_USAGE,
         )
+    if "builtins.ValueError" in names and "integer string conversion" in str(exc):
+        # Python refuses to read an integer of over 4,300 digits (a guard against slow parsing)
+        return Failure(
+            "a file given holds a number of thousands of digits (Python reads at most 4,300): "
+            "no config, record, pack or trace felab reads holds one; check the file",
+            EXIT_USAGE,
+        )
     if "alembic.util.exc.CommandError" in names and "Can't locate revision" in str(exc):
         return Failure(
             f"the database {_database_url()} is at a schema this felab does not know (made by a "

@@ -96,18 +96,44 @@ def _same(a: Path, b: Path) -> bool:
         return False
 
 
+#: Kinds of file felab writes and knows again by their first bytes: writing one kind over
+#: another destroys it (a JSON record over the results CSV, a backup over an export).
+SQLITE_DATABASE = "an SQLite database (felab's, or a backup)"
+RESULTS_CSV = "felab's results CSV"
+BENCH_RECORD = "a felab bench record (JSON)"
+
+
+def kind_of(path: Path) -> str | None:
+    """Which of felab's own kinds of file `path` holds, from its first bytes; None for any
+    other file (or an unreadable one: the write itself will say why)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(256)
+    except OSError:
+        return None
+    if head.startswith(SQLITE_MAGIC):
+        return SQLITE_DATABASE
+    text = head.decode("utf-8", "replace").lstrip("\ufeff")
+    if text.startswith("timestamp,host,target,"):
+        return RESULTS_CSV
+    if text.lstrip().startswith("{") and '"felab.bench/' in text:
+        return BENCH_RECORD
+    return None
+
+
 def refuse_overwrite(
     path: Path,
     *,
     what: str,
     inputs: Iterable[tuple[Path | None, str]] = (),
-    database_ok: bool = False,
+    writes: str | None = None,
 ) -> None:
-    """Refuse writing `what` to `path` where it would destroy something felab still needs: an
-    SQLite database (felab's own, or a backup of it), or a file this command reads or writes
-    as something else (`--json` onto the `--csv` history, `--out` onto the results it reads).
-    Also a name with control characters (a newline pasted into it) and a folder, device or pipe.
-    `database_ok`: a backup replaces an earlier backup (only once the new one is complete).
+    """Refuse writing `what` to `path` where it would destroy something felab still needs: a
+    file of one of felab's kinds other than the one written (`writes`: a backup replaces an
+    earlier backup, a record a record; nothing replaces the database or the results CSV), or
+    a file this command reads or writes as something else (`--json` onto the `--csv` history,
+    `--out` onto the results it reads). Also a name with control characters (a newline pasted
+    into it) and a folder, device or pipe.
     """
     if holds_hidden(str(path)):
         raise NamedFileError(
@@ -119,15 +145,6 @@ def refuse_overwrite(
             raise NamedFileError(
                 path, f"is also the {role}: the {what} would replace it; give another name"
             )
-    if info is not None and info.st_size >= len(SQLITE_MAGIC) and not database_ok:
-        try:
-            with open(path, "rb") as fh:
-                head = fh.read(len(SQLITE_MAGIC))
-        except OSError:
-            return  # the write itself will say why
-        if head == SQLITE_MAGIC:
-            raise NamedFileError(
-                path,
-                f"is an SQLite database (felab's, or a backup): the {what} would replace it; "
-                "give another name",
-            )
+    held = kind_of(path) if info is not None and info.st_size > 0 else None
+    if held is not None and held != writes:
+        raise NamedFileError(path, f"is {held}: the {what} would replace it; give another name")

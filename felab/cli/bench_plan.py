@@ -125,6 +125,13 @@ def plan_run(
         if trace
         else None
     )
+    if replay is not None and requests is not None and requests > len(replay.requests):
+        raise ValueError(
+            f"-n {requests}: the trace holds {len(replay.requests)} "
+            f"request{'' if len(replay.requests) == 1 else 's'}, "
+            f"so the run would stop there; give -n {len(replay.requests)} or less, or leave "
+            "-n out"
+        )
     workload: Workload = PRESETS[preset].workload.with_overrides(
         concurrency=None if concurrency is None else _parse_concurrency(concurrency),
         rate=rate,

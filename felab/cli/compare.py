@@ -6,6 +6,9 @@ load, says how the workloads differ before any figure, and draws the chart when 
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
@@ -24,6 +27,28 @@ from felab_core.engine.compare import (
 from felab_core.files import NamedFileError, refuse_overwrite
 
 _STYLE = {"better": "green", "worse": "red"}
+
+
+@contextmanager
+def _slow_note(say: Callable[[str], None], what: str, after_s: float = 1.0) -> Iterator[None]:
+    """Say what is being done, on stderr, only when it takes longer than a second: a record of
+    a million requests takes a while to read, and silence looks like a hang."""
+    timer = threading.Timer(after_s, say, (what,))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+def _read(path: Path, say: Callable[[str], None]) -> dict[str, object]:
+    try:
+        size = f" ({path.stat().st_size / 1e6:,.0f} MB)"
+    except OSError:
+        size = ""
+    with _slow_note(say, f"reading {path}{size}..."):
+        return load_record(path)
 
 
 def _percent(value: str) -> float:
@@ -115,13 +140,16 @@ def compare(
             refuse_overwrite(
                 chart, what="chart", inputs=((a_path, "record A"), (b_path, "record B"))
             )
-        comparison = compare_records(
-            load_record(a_path),
-            load_record(b_path),
-            a_name=a_path.name,
-            b_name=b_path.name,
-            min_effect=smallest,
-        )
+        progress = Console(stderr=True, highlight=False)
+
+        def say(line: str) -> None:
+            progress.print(f"[dim]{esc(line)}[/]")
+
+        record_a, record_b = _read(a_path, say), _read(b_path, say)
+        with _slow_note(say, "comparing (a bootstrap over requests)..."):
+            comparison = compare_records(
+                record_a, record_b, a_name=a_path.name, b_name=b_path.name, min_effect=smallest
+            )
     except (CompareError, NamedFileError) as exc:
         err(str(exc))
         raise typer.Exit(EXIT_USAGE) from None

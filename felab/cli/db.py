@@ -12,6 +12,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from felab.cli.errors import EXIT_USAGE, err
@@ -21,6 +22,7 @@ from felab_core.db.session import (
     default_sessions,
     head_revision,
     make_engine,
+    refuse_foreign,
     upgrade,
 )
 from felab_core.errors import ServiceError
@@ -53,7 +55,8 @@ def sessions() -> sessionmaker[Session]:
 
 
 def _where() -> str:
-    return redact(make_engine().url.render_as_string(hide_password=True))
+    url = make_url(get_settings().resolved_database_url())  # as given, not as rewritten
+    return redact(url.render_as_string(hide_password=True))
 
 
 @db_app.command("upgrade")
@@ -62,6 +65,8 @@ def upgrade_cmd() -> None:
     with service_errors():
         engine = make_engine()
         before = current_revision(engine)
+        if engine.dialect.name == "sqlite":  # never write felab's tables into another's file
+            refuse_foreign(engine, before)
         upgrade(engine)
         after = current_revision(engine)
     say = Console(highlight=False)
@@ -77,6 +82,8 @@ def status_cmd() -> None:
     with service_errors():
         engine = make_engine()
         current = current_revision(engine)
+        if engine.dialect.name == "sqlite":  # not felab's: `db upgrade` would refuse it too
+            refuse_foreign(engine, current)
     head = head_revision()
     state = "current" if current == head else f"behind: run `felab db upgrade` (latest is {head})"
     Console(highlight=False).print(

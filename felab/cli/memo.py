@@ -203,6 +203,12 @@ def memo(
                 out,
                 what="memo",
                 inputs=((csv_path, "results CSV (--csv)"), (vllm_log_file, "vLLM log")),
+                json_writes=None,  # Markdown: it replaces none of felab's own kinds
+            )
+        if str(out) != "-" and out.suffix.lower() not in (".md", ".markdown", ".txt"):
+            raise MemoError(
+                f"--out {out} ends in {out.suffix or 'no suffix'!r}: the memo is Markdown, so "
+                f"name it {out.stem or 'memo'}.md (its charts go beside it as PNG)"
             )
         rows = load_results(csv_path)
         result = build_memo(rows, inputs, source=str(csv_path))

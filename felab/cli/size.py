@@ -536,6 +536,11 @@ def limit_command(
                 raise SizingError(
                     "--context needs the model's shape: use --gguf, --config or --model"
                 )
+            if shape.context_length and context > shape.context_length:
+                raise SizingError(
+                    f"--context {context:,} is longer than {shape.name} reads "
+                    f"({shape.context_length:,} tokens): give at most that"
+                )
             per = kv.kv_bytes_per_token(shape, kv_type)
         reads = speed_limit.bytes_per_token(
             weights, kv=per, context_tokens=context, weights_note=note

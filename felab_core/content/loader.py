@@ -257,6 +257,8 @@ def parse_pack(path: Path) -> tuple[ParsedPack | None, list[ContentProblem]]:
         line = mark.line + 1 if mark is not None else None
         problem = getattr(exc, "problem", None) or str(exc)
         return None, [ContentProblem(path, "", f"not valid YAML: {problem}", line)]
+    except ValueError:  # an integer of thousands of digits (Python reads at most 4,300)
+        return None, [ContentProblem(path, "", "holds a number of thousands of digits: not a pack")]
     pos = _Positions(root)
     problems = [
         ContentProblem(path, key, "written twice in the same block; keep one", line)

@@ -6,15 +6,20 @@ on a laptop and one made in production have the same history.
 
 from __future__ import annotations
 
+import math
+import re
+import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote
 
 from sqlalchemy import Engine, create_engine, event, inspect
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, ExceptionContext, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
+from felab_core.files import NamedFileError, refuse_special
 from felab_core.settings import get_settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,6 +76,170 @@ SQLITE_URL_ARGUMENTS = frozenset(
 _SQLITE_URI_ONLY = frozenset("mode cache vfs nolock immutable modeof".split())
 
 
+_BOOLEANS = {"true": True, "1": True, "yes": True, "on": True}
+_BOOLEANS |= {"false": False, "0": False, "no": False, "off": False}
+
+
+def _seconds(value: str) -> bool:
+    try:
+        number = float(value)
+    except ValueError:
+        return False
+    return math.isfinite(number) and 0 <= number <= 86_400
+
+
+#: What each SQLite URL argument takes: a test of its value, and the words for what it takes.
+_SQLITE_VALUES: dict[str, tuple[Callable[[str], bool], str]] = {
+    "timeout": (_seconds, "a number of seconds from 0 to 86400, such as 30"),
+    "isolation_level": (
+        lambda v: v.upper() in ("DEFERRED", "IMMEDIATE", "EXCLUSIVE"),
+        "DEFERRED, IMMEDIATE or EXCLUSIVE",
+    ),
+    "detect_types": (lambda v: v in ("0", "1", "2", "3"), "0, 1, 2 or 3"),
+    "check_same_thread": (lambda v: v.lower() in _BOOLEANS, "true or false"),
+    "cached_statements": (
+        lambda v: re.fullmatch(r"[0-9]{1,6}", v) is not None,
+        "a whole number from 0 to 999999, such as 128",
+    ),
+    "uri": (lambda v: v.lower() in _BOOLEANS, "true or false"),
+    "mode": (
+        lambda v: v in ("ro", "rw", "rwc"),
+        "ro, rw or rwc (felab keeps its data in a file, so not memory)",
+    ),
+    "cache": (lambda v: v in ("shared", "private"), "shared or private"),
+    "vfs": (
+        lambda v: re.fullmatch(r"[A-Za-z0-9_-]{1,64}", v) is not None,
+        "the name of an SQLite VFS, such as unix-dotfile",
+    ),
+    "nolock": (lambda v: v.lower() in _BOOLEANS, "true or false"),
+    "immutable": (lambda v: v.lower() in _BOOLEANS, "true or false"),
+    "modeof": (lambda v: Path(v).exists(), "the path of an existing file"),
+}
+
+
+def _flag(parsed: URL, key: str) -> bool:
+    value = parsed.query.get(key)
+    return isinstance(value, str) and _BOOLEANS.get(value.lower(), False)
+
+
+def _check_sqlite_query(parsed: URL) -> None:
+    """Refuse what SQLite or its Python driver would not take from the URL's query string:
+    an argument they do not know, one given twice, a value they cannot read. Keys are named,
+    values never repeated (an unknown argument may be a secret)."""
+    unknown = sorted(set(parsed.query) - SQLITE_URL_ARGUMENTS)
+    if unknown:  # SQLAlchemy would only warn, and the value may be a secret: name keys only
+        raise DatabaseError(
+            f"FELAB_DATABASE_URL: SQLite takes no {', '.join(map(repr, unknown))} argument "
+            f"(it takes {', '.join(sorted(SQLITE_URL_ARGUMENTS))}): remove it"
+        )
+    for key, value in sorted(parsed.query.items()):
+        if not isinstance(value, str):
+            raise DatabaseError(f"FELAB_DATABASE_URL gives SQLite's {key!r} twice: keep one")
+        ok, takes = _SQLITE_VALUES[key]
+        if not ok(value):
+            raise DatabaseError(
+                f"FELAB_DATABASE_URL: SQLite's {key!r} takes {takes}: fix it, or remove it"
+            )
+    as_uri = sorted(set(parsed.query) & _SQLITE_URI_ONLY)
+    if as_uri and not _flag(parsed, "uri"):
+        raise DatabaseError(  # pysqlite would ignore them with a warning: ro would not be
+            f"FELAB_DATABASE_URL: SQLite reads {', '.join(map(repr, as_uri))} only with "
+            "uri=true: add &uri=true, or remove it"
+        )
+
+
+def sqlite_file(url: str | URL) -> Path | None:
+    """The file an SQLite URL names, as SQLite opens it (a file: URI's path decoded when
+    uri=true), or None for an in-memory database."""
+    parsed = make_url(url) if isinstance(url, str) else url
+    db = parsed.database or ""
+    if db.startswith("file:") and _flag(parsed, "uri"):
+        db = db.removeprefix("file:")
+        if db.startswith("//"):  # file://localhost/path or file:///path: the host is dropped
+            db = "/" + db[2:].partition("/")[2]
+        db = unquote(db.partition("?")[0])
+    if not db or db == ":memory:":
+        return None
+    return Path(db)
+
+
+def sqlite_read_only(url: str | URL) -> str | None:
+    """What opens an SQLite URL read-only (`mode=ro` or `immutable=1`), or None."""
+    parsed = make_url(url) if isinstance(url, str) else url
+    if not _flag(parsed, "uri"):
+        return None
+    if parsed.query.get("mode") == "ro":
+        return "mode=ro"
+    return "immutable=1" if _flag(parsed, "immutable") else None
+
+
+def _from_data_dir(url: str) -> bool:
+    """Whether `url` is the embedded database under FELAB_DATA_DIR (whose folder's name may
+    hold a #), not one written in FELAB_DATABASE_URL."""
+    try:
+        settings = get_settings()
+    except Exception:  # a bad setting is reported where it is read
+        return False
+    return not settings.database_url and url == settings.resolved_database_url()
+
+
+def _sqlite_url(url: str, parsed: URL) -> URL:
+    """The SQLite URL checked, its folder made, and with uri=true its path as a file: URI.
+
+    With uri=true, SQLAlchemy's driver appends the URI arguments to the path as it is, and
+    SQLite reads a path as a URI only when it starts with file:, so /data/felab.db?mode=ro
+    would open (and create) a file named `felab.db?mode=ro`: the path is rewritten."""
+    if "#" in url and not _from_data_dir(url):  # SQLite would make it part of the file name
+        raise DatabaseError(
+            "FELAB_DATABASE_URL holds a # (a URL fragment), which SQLite would make part of "
+            "the file's name: remove it (write a # in a file name as %23)"
+        )
+    _check_sqlite_query(parsed)
+    uri = _flag(parsed, "uri")
+    db = parsed.database or ""
+    if db.startswith("file:") and not uri:
+        raise DatabaseError(
+            "FELAB_DATABASE_URL: a file: path is read as a URI only with uri=true: add "
+            "?uri=true, or give the plain path (sqlite:////path/felab.db)"
+        )
+    path = sqlite_file(parsed)
+    if path is None:
+        return parsed
+    try:
+        refuse_special(path, what="SQLite database, such as felab.db", to_write=True)
+    except NamedFileError as exc:
+        raise DatabaseError(f"{exc}; check FELAB_DATABASE_URL or FELAB_DATA_DIR") from None
+    existing_only = sqlite_read_only(parsed) or (
+        "mode=rw" if uri and parsed.query.get("mode") == "rw" else None
+    )
+    if existing_only:
+        if not path.exists():
+            raise DatabaseError(
+                f"the SQLite database {path} does not exist, and {existing_only} in "
+                "FELAB_DATABASE_URL opens an existing file only: fix the path, or create it "
+                f"with `felab db upgrade` without {existing_only}"
+            )
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    if uri and not db.startswith("file:"):
+        parsed = parsed.set(database="file:" + quote(str(path.absolute()), safe="/"))
+    return parsed
+
+
+def _read_only_errors(engine: Engine, why: str, shown: str) -> None:
+    """A write to a database opened read-only fails with one line saying so."""
+
+    def _refuse(ctx: ExceptionContext) -> None:
+        orig = ctx.original_exception
+        if isinstance(orig, sqlite3.OperationalError) and "readonly database" in str(orig):
+            raise DatabaseError(
+                f"cannot write to {shown}: the database was opened read-only ({why} in "
+                f"FELAB_DATABASE_URL); this command writes, so run it without {why}"
+            ) from None
+
+    event.listen(engine, "handle_error", _refuse)
+
+
 def make_engine(url: str | None = None, **kwargs: Any) -> Engine:
     """An engine for `url` (default: the settings'); SQLite gets foreign keys and a busy wait."""
     url = url or get_settings().resolved_database_url()
@@ -92,31 +261,21 @@ def make_engine(url: str | None = None, **kwargs: Any) -> Engine:
             "postgresql+psycopg://USER:PASSWORD@HOST:5432/NAME, or unset FELAB_DATABASE_URL "
             "for SQLite"
         )
+    target: str | URL = url
     if backend == "sqlite":
-        unknown = sorted(set(parsed.query) - SQLITE_URL_ARGUMENTS)
-        if unknown:  # SQLAlchemy would only warn, and the value may be a secret: name keys only
-            raise DatabaseError(
-                f"FELAB_DATABASE_URL: SQLite takes no {', '.join(map(repr, unknown))} argument "
-                f"(it takes {', '.join(sorted(SQLITE_URL_ARGUMENTS))}): remove it"
-            )
-        as_uri = sorted(set(parsed.query) & _SQLITE_URI_ONLY)
-        if as_uri and str(parsed.query.get("uri", "")).lower() not in ("true", "1"):
-            raise DatabaseError(  # pysqlite would ignore them with a warning: ro would not be
-                f"FELAB_DATABASE_URL: SQLite reads {', '.join(map(repr, as_uri))} only with "
-                "uri=true: add &uri=true, or remove it"
-            )
-        db = parsed.database
-        if db and db != ":memory:" and not db.startswith("file:"):
-            Path(db).parent.mkdir(parents=True, exist_ok=True)
+        target = _sqlite_url(url, parsed)
     else:
         # a server that accepts and never answers fails the connection instead of hanging
         connect_args = dict(kwargs.pop("connect_args", {}))
         connect_args.setdefault("connect_timeout", CONNECT_TIMEOUT_S)
         kwargs["connect_args"] = connect_args
-    engine = create_engine(url, **kwargs)
+    engine = create_engine(target, **kwargs)
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_connect)
         event.listen(engine, "begin", _sqlite_begin)
+        why = sqlite_read_only(engine.url)
+        if why:
+            _read_only_errors(engine, why, parsed.render_as_string(hide_password=True))
     return engine
 
 
@@ -235,6 +394,26 @@ def head_revision() -> str:
     return head
 
 
+def refuse_foreign(
+    engine: Engine, current: str | None = None, tables: list[str] | None = None
+) -> None:
+    """Refuse a database that holds tables but no felab schema (no alembic_version): another
+    program's file, which felab must never write its tables into."""
+    if current is None:
+        current = current_revision(engine)
+    if current is not None:
+        return
+    tables = inspect(engine).get_table_names() if tables is None else tables
+    tables = [t for t in tables if t != "alembic_version"]  # felab's own, downgraded to base
+    if tables:
+        shown = ", ".join(sorted(tables)[:5]) + (" ..." if len(tables) > 5 else "")
+        raise DatabaseError(
+            f"the database {engine.url.render_as_string(hide_password=True)} holds another "
+            f"program's tables ({shown}) and no felab schema; felab keeps its own: point "
+            "FELAB_DATABASE_URL at a new file or an empty database"
+        )
+
+
 def ensure_schema(engine: Engine, *, auto_upgrade: bool | None = None) -> None:
     """Make sure the schema is at head before use.
 
@@ -248,14 +427,8 @@ def ensure_schema(engine: Engine, *, auto_upgrade: bool | None = None) -> None:
     if current == head_revision():
         return
     tables = inspect(engine).get_table_names()
-    if auto_upgrade and current is None and tables:  # never write into another app's file
-        shown = ", ".join(sorted(tables)[:5]) + (" ..." if len(tables) > 5 else "")
-        raise DatabaseError(
-            f"the database {engine.url.render_as_string(hide_password=True)} holds another "
-            f"program's tables ({shown}) and no felab schema; felab keeps its own: point "
-            "FELAB_DATABASE_URL at a new file or an empty database"
-        )
     if auto_upgrade:
+        refuse_foreign(engine, current, tables)  # never write into another app's file
         upgrade(engine)
         return
     where = "empty" if not tables else f"at revision {current or 'none'}"

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,9 @@ from felab_core.files import GiB, NamedFileError, read_named_text
 RESAMPLES = 2000
 CONFIDENCE = 0.95
 DEFAULT_MIN_EFFECT = 0.02
+#: the most requests of one run the bootstrap resamples: its time and memory grow with them
+BOOTSTRAP_REQUESTS = 5000
+EPSILON_S = 1e-6  # clocks round: an end-to-end this much under TTFT is the same instant
 
 
 class CompareError(ValueError):
@@ -38,43 +41,30 @@ class CompareError(ValueError):
 
 @dataclass(frozen=True)
 class Figure:
-    """One headline figure: how to read it from a run's requests, and which way is better."""
+    """One headline figure: which per-request number it is read from, and which way is better."""
 
     key: str
     label: str
     unit: str
     scale: float  # seconds to the shown unit
     lower_is_better: bool
-    values: Callable[[dict[str, Any]], list[float]]  # one request's contribution
+    source: str  # the request's field: one number, or a list of them for "itl_s"
     quantile: float
 
 
-def _scalar(name: str) -> Callable[[dict[str, Any]], list[float]]:
-    def read(request: dict[str, Any]) -> list[float]:
-        value = request.get(name)
-        return [float(value)] if isinstance(value, int | float) and math.isfinite(value) else []
-
-    return read
-
-
-def _gaps(request: dict[str, Any]) -> list[float]:
-    return [float(v) for v in request.get("itl_s") or [] if _finite(v)]
-
-
 def _finite(value: object) -> bool:
-    return isinstance(value, int | float) and math.isfinite(value)
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 FIGURES: tuple[Figure, ...] = (
-    Figure("ttft_p50", "TTFT p50", "ms", 1e3, True, _scalar("ttft_s"), 0.50),
-    Figure("ttft_p95", "TTFT p95", "ms", 1e3, True, _scalar("ttft_s"), 0.95),
-    Figure("itl_p50", "ITL p50", "ms", 1e3, True, _gaps, 0.50),
-    Figure("tpot_p50", "TPOT p50", "ms", 1e3, True, _scalar("tpot_s"), 0.50),
-    Figure("e2e_p50", "end-to-end p50", "s", 1.0, True, _scalar("e2e_s"), 0.50),
-    Figure(
-        "writing_tps_p50", "writing speed p50", "tok/s", 1.0, False, _scalar("writing_tps"), 0.5
-    ),
+    Figure("ttft_p50", "TTFT p50", "ms", 1e3, True, "ttft_s", 0.50),
+    Figure("ttft_p95", "TTFT p95", "ms", 1e3, True, "ttft_s", 0.95),
+    Figure("itl_p50", "ITL p50", "ms", 1e3, True, "itl_s", 0.50),
+    Figure("tpot_p50", "TPOT p50", "ms", 1e3, True, "tpot_s", 0.50),
+    Figure("e2e_p50", "end-to-end p50", "s", 1.0, True, "e2e_s", 0.50),
+    Figure("writing_tps_p50", "writing speed p50", "tok/s", 1.0, False, "writing_tps", 0.5),
 )
+SCALARS = ("ttft_s", "e2e_s", "tpot_s", "writing_tps")  # the order a broken file is checked in
 
 
 @dataclass(frozen=True)
@@ -128,16 +118,31 @@ class Comparison:
     min_effect: float
 
 
+def _slim(obj: dict[str, Any]) -> dict[str, Any]:
+    """Drop, while parsing, the bulky per-request lists compare never reads: a record of a
+    million requests is mostly these, and keeping them doubled the memory a comparison took."""
+    obj.pop("chunk_times_s", None)
+    obj.pop("server_timings", None)
+    return obj
+
+
 def load_record(path: Path) -> dict[str, Any]:
-    """A `felab bench --json` file, or a CompareError saying what it is instead."""
+    """A `felab bench --json` file, or a CompareError saying what it is instead.
+
+    Each run's "requests" comes back as a `Sample`: the checked numbers of its successful,
+    warm requests as arrays (not a list of dicts), so that two records of hundreds of
+    thousands of requests fit in memory side by side.
+    """
     try:
-        record = json.loads(read_named_text(path, what="bench record (JSON)", limit=GiB))
+        text = read_named_text(path, what="bench record (JSON)", limit=GiB)
+        record = json.loads(text, object_hook=_slim)
     except NamedFileError as exc:
         raise CompareError(str(exc)) from None
     except json.JSONDecodeError as exc:
         raise CompareError(f"{path}: not a JSON file ({exc})") from None
     except RecursionError:  # a file nested thousands deep: no record felab writes
         raise CompareError(f"{path}: nested too deeply to be a felab bench record") from None
+    del text
     if not isinstance(record, dict) or record.get("schema") != SCHEMA:
         raise CompareError(
             f"{path}: not a felab bench record (expected schema {SCHEMA!r}); write one with "
@@ -149,48 +154,156 @@ def load_record(path: Path) -> dict[str, Any]:
         requests = run.get("requests") if isinstance(run, dict) else None
         if not isinstance(requests, list):
             raise CompareError(f"{path}: run {i} has no list of requests; was it edited?")
-        for j, request in enumerate(requests, 1):
-            _check_request(path, i, j, request)
+        run["requests"] = _checked_sample(path, i, requests)
     return record
 
 
 def _check_request(path: Path, run: int, index: int, request: Any) -> None:
-    """A request's times are seconds, finite and not negative: anything else is not a
-    measurement (an edited or broken file), and a comparison would believe it."""
+    """A request's times are seconds, finite and not negative, and the end comes no sooner
+    than the first token; `ok` and `cold` are true or false; a token count is a whole number.
+    Anything else is not a measurement (an edited or broken file), and a comparison would
+    believe it."""
+    where = f"{path}: run {run}, request {index}"
+    broken = "the file was edited or broken"
     if not isinstance(request, dict):
-        raise CompareError(f"{path}: run {run}, request {index} is not a request record")
+        raise CompareError(f"{where} is not a request record")
+    for key, missing_ok in (("ok", False), ("cold", True)):
+        flag = request.get(key)
+        if not isinstance(flag, bool) and not (missing_ok and flag is None):
+            raise CompareError(f"{where} has {key} = {flag!r}, not true or false: {broken}")
+    tokens = request.get("output_tokens")
+    if tokens is not None and (type(tokens) is not int or tokens < 0):
+        raise CompareError(
+            f"{where} has output_tokens = {tokens!r}, not a count of tokens (a whole number, "
+            f"0 or more): {broken}"
+        )
     itl = request.get("itl_s")
     if itl is not None and not isinstance(itl, list):
-        raise CompareError(f"{path}: run {run}, request {index} has itl_s that is not a list")
-    values = [(k, request.get(k)) for k in ("ttft_s", "e2e_s", "tpot_s", "writing_tps")]
+        raise CompareError(f"{where} has itl_s that is not a list")
+    values = [(k, request.get(k)) for k in SCALARS]
     values += [("itl_s", v) for v in itl or []]
     for key, value in values:
         if value is None:
             continue
         most = 86_400 if key.endswith("_s") else 10_000_000  # a day; any stream's tok/s
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or not (math.isfinite(value) and 0 <= value < most)
-        ):
+        if not _finite(value) or not 0 <= value < most:
             what = "a time" if key.endswith("_s") else "a speed"
             raise CompareError(
-                f"{path}: run {run}, request {index} has {key} = {value!r}, not {what} felab "
-                "measures: the file was edited or broken"
+                f"{where} has {key} = {value!r}, not {what} felab measures: {broken}"
             )
+    ttft, e2e = request.get("ttft_s"), request.get("e2e_s")
+    if ttft is not None and e2e is not None and e2e < ttft - EPSILON_S:
+        raise CompareError(
+            f"{where} has e2e_s = {e2e!r}, shorter than its ttft_s = {ttft!r}: a request ends "
+            f"after its first token, so {broken}"
+        )
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The numbers a comparison needs from the successful, warm requests of one run, as
+    arrays: each scalar field (NaN where a request has none) and every inter-token gap, with
+    how many gaps each request brought (they travel together in the bootstrap)."""
+
+    scalars: dict[str, np.ndarray]
+    gaps: np.ndarray
+    gap_counts: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.gap_counts)
+
+    def values(self, source: str) -> tuple[np.ndarray, np.ndarray]:
+        """A figure's values, and how many each request that has any brought."""
+        if source == "itl_s":
+            return self.gaps, self.gap_counts[self.gap_counts > 0]
+        column = self.scalars[source]
+        present = column[~np.isnan(column)]
+        return present, np.ones(len(present), dtype=np.int64)
+
+    def take(self, keep: np.ndarray) -> Sample:
+        """The requests at these (sorted) positions."""
+        mask = np.zeros(len(self), dtype=bool)
+        mask[keep] = True
+        return Sample(
+            {k: v[mask] for k, v in self.scalars.items()},
+            self.gaps[np.repeat(mask, self.gap_counts)],
+            self.gap_counts[mask],
+        )
+
+
+def sample_of(requests: Sequence[dict[str, Any]]) -> Sample:
+    """The numbers of these requests, all of them (they are taken as usable); what is not a
+    finite number counts as not measured."""
+    scalars = {
+        key: np.array(
+            [float(r[key]) if _finite(r.get(key)) else math.nan for r in requests], dtype=float
+        )
+        for key in SCALARS
+    }
+    gaps = [[float(v) for v in r.get("itl_s") or [] if _finite(v)] for r in requests]
+    return Sample(
+        scalars,
+        np.array([v for g in gaps for v in g], dtype=float),
+        np.array([len(g) for g in gaps], dtype=np.int64),
+    )
+
+
+def _checked_sample(path: Path, run: int, requests: list[Any]) -> Sample:
+    """The usable requests of one run as a Sample, once every request is checked.
+
+    The checks run over whole columns; only when one fails is the run walked request by
+    request, for the first broken one to be named as `_check_request` says it."""
+
+    def broken() -> CompareError:
+        for j, request in enumerate(requests, 1):
+            _check_request(path, run, j, request)
+        return CompareError(f"{path}: run {run} has a request felab did not write")
+
+    if not all(type(r) is dict for r in requests):
+        raise broken()
+    oks = [r.get("ok") for r in requests]
+    colds = [r.get("cold") for r in requests]
+    tokens = [r.get("output_tokens") for r in requests]
+    itls = [r.get("itl_s") for r in requests]
+    columns = {key: [r.get(key) for r in requests] for key in SCALARS}
+    if (
+        not set(map(type, oks)) <= {bool}
+        or not set(map(type, colds)) <= {bool, type(None)}
+        or not set(map(type, tokens)) <= {int, type(None)}
+        or any(t < 0 for t in tokens if t is not None)
+        or not set(map(type, itls)) <= {list, type(None)}
+    ):
+        raise broken()
+    flat = [v for gaps in itls if gaps for v in gaps]
+    arrays = {}
+    try:
+        for key, column in [*columns.items(), ("itl_s", flat)]:
+            if not set(map(type, column)) <= {float, int, type(None)}:
+                raise broken()
+            values = np.array([math.nan if v is None else v for v in column], dtype=float)
+            present = np.array([v is not None for v in column], dtype=bool)
+            most = 86_400 if key.endswith("_s") else 10_000_000
+            shown = values[present]
+            if not (np.isfinite(shown).all() and (shown >= 0).all() and (shown < most).all()):
+                raise broken()
+            arrays[key] = values
+    except OverflowError:  # an integer too big for a float
+        raise broken() from None
+    ttft, e2e = arrays["ttft_s"], arrays["e2e_s"]
+    if (e2e < ttft - EPSILON_S).any():  # NaN (not measured) compares false
+        raise broken()
+    usable = np.array(oks, dtype=bool) & ~np.array([c is True for c in colds], dtype=bool)
+    counts = np.array([len(g) if g else 0 for g in itls], dtype=np.int64)
+    return Sample(
+        {key: arrays[key][usable] for key in SCALARS},
+        arrays["itl_s"][np.repeat(usable, counts)],
+        counts[usable],
+    )
 
 
 def _load_key(run: dict[str, Any]) -> str:
     rate = run.get("rate")
     return f"{rate:g} req/s" if _finite(rate) else f"{run.get('concurrency')} streams"
-
-
-def _usable(run: dict[str, Any]) -> list[dict[str, Any]]:
-    return [
-        r
-        for r in run.get("requests") or []
-        if isinstance(r, dict) and r.get("ok") and not r.get("cold")
-    ]
 
 
 def _caveats(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
@@ -212,71 +325,101 @@ def _caveats(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     return notes
 
 
-def _figure_of(requests: Sequence[list[float]], q: float) -> float | None:
-    pooled = [v for vals in requests for v in vals]
-    return float(np.quantile(pooled, q)) if pooled else None
+def _usable(run: dict[str, Any]) -> Sample:
+    requests = run.get("requests")
+    if isinstance(requests, Sample):  # from load_record: already only the usable ones
+        return requests
+    return sample_of(
+        [r for r in requests or [] if isinstance(r, dict) and r.get("ok") and not r.get("cold")]
+    )
+
+
+def _figure_of(values: np.ndarray, q: float) -> float | None:
+    return float(np.quantile(values, q)) if len(values) else None
 
 
 def _bootstrap(
-    a: list[list[float]], b: list[list[float]], q: float, rng: np.random.Generator
+    a: tuple[np.ndarray, np.ndarray],
+    b: tuple[np.ndarray, np.ndarray],
+    q: float,
+    rng: np.random.Generator,
 ) -> tuple[float, float] | None:
-    """The 95 % interval of figure(B) - figure(A) over resampled requests."""
-    a = [v for v in a if v]
-    b = [v for v in b if v]
-    if len(a) < 2 or len(b) < 2:
+    """The 95 % interval of figure(B) - figure(A) over resampled requests; each side is the
+    values and how many of them each request brought (a request without any is left out)."""
+    (va, ca), (vb, cb) = a, b
+    if len(ca) < 2 or len(cb) < 2:
         return None
-    diffs = np.empty(RESAMPLES)
-    single = all(len(v) == 1 for v in a) and all(len(v) == 1 for v in b)
-    if single:  # one value per request: resample all at once
-        va, vb = np.array([v[0] for v in a]), np.array([v[0] for v in b])
+    if (ca == 1).all() and (cb == 1).all():  # one value per request: resample all at once
         ia = rng.integers(0, len(va), (RESAMPLES, len(va)))
         ib = rng.integers(0, len(vb), (RESAMPLES, len(vb)))
         diffs = np.quantile(vb[ib], q, axis=1) - np.quantile(va[ia], q, axis=1)
     else:  # each request brings its own gaps: resample requests, pool their gaps
-        diffs = _pooled_quantiles(b, q, rng) - _pooled_quantiles(a, q, rng)
+        diffs = _pooled_quantiles(vb, cb, q, rng) - _pooled_quantiles(va, ca, q, rng)
     tail = (1 - CONFIDENCE) / 2
     return float(np.quantile(diffs, tail)), float(np.quantile(diffs, 1 - tail))
 
 
 def _pooled_quantiles(
-    requests: list[list[float]], q: float, rng: np.random.Generator, batch: int = 50
+    values: np.ndarray, counts: np.ndarray, q: float, rng: np.random.Generator, batch: int = 50
 ) -> np.ndarray:
     """The q-quantile of the pooled values of each resample of whole requests.
 
     A resample is a count per request (drawn with replacement); the pooled quantile is then a
     weighted one over the values sorted once, computed for a batch of resamples at a time.
+    The running weight is summed only over a window of the sorted values around the
+    quantile (what lies below it enters as one product per resample); a resample whose
+    quantile falls outside the window, which the window's width makes rare, is computed over
+    all the values, so the answer is the same as summing everything every time.
     """
-    values = np.concatenate([np.asarray(v, dtype=float) for v in requests])
-    owner = np.concatenate([np.full(len(v), i) for i, v in enumerate(requests)])
+    n = len(counts)
+    owner = np.repeat(np.arange(n), counts)
     order = np.argsort(values, kind="stable")
     values, owner = values[order], owner[order]
-    n = len(requests)
+    centre = int(q * len(values))
+    half = 8 * int(math.sqrt(n)) * int(counts.max()) + 64
+    lo, hi = max(0, centre - half), min(len(values), centre + half)
+    below = np.bincount(owner[:lo], minlength=n)
+    window = owner[lo:hi]
     out = np.empty(RESAMPLES)
     for start in range(0, RESAMPLES, batch):
         size = min(batch, RESAMPLES - start)
-        counts = rng.multinomial(n, np.full(n, 1 / n), size=size)
-        cumulative = np.cumsum(counts[:, owner], axis=1)
-        target = q * cumulative[:, -1]
-        out[start : start + size] = values[np.argmax(cumulative >= target[:, None], axis=1)]
+        draws = rng.multinomial(n, np.full(n, 1 / n), size=size)
+        target = q * (draws @ counts)
+        base = draws @ below
+        running = base[:, None] + np.cumsum(draws[:, window], axis=1)
+        found = running >= target[:, None]
+        picked = lo + np.argmax(found, axis=1)
+        for row in np.flatnonzero((base >= target) | ~found[:, -1]):  # outside the window
+            everything = np.cumsum(draws[row, owner])
+            picked[row] = np.argmax(everything >= target[row])
+        out[start : start + size] = values[picked]
     return out
 
 
 def compare_runs(
-    a_requests: list[dict[str, Any]],
-    b_requests: list[dict[str, Any]],
+    a_requests: Sequence[dict[str, Any]] | Sample,
+    b_requests: Sequence[dict[str, Any]] | Sample,
     *,
     min_effect: float = DEFAULT_MIN_EFFECT,
     seed: int = 0,
 ) -> list[Change]:
-    """Every headline figure of one run in A against the same run in B."""
+    """Every headline figure of one run in A against the same run in B.
+
+    The figures are read from every request; the bootstrap resamples at most
+    BOOTSTRAP_REQUESTS of each run (a fixed random subset of a larger run: see
+    `bootstrap_note`), so that its time and memory do not grow with the run."""
+    a = a_requests if isinstance(a_requests, Sample) else sample_of(a_requests)
+    b = b_requests if isinstance(b_requests, Sample) else sample_of(b_requests)
+    sub_a, sub_b = _subsample(a, seed, 1), _subsample(b, seed, 2)
     rng = np.random.default_rng(seed)
     changes = []
     for fig in FIGURES:
-        va = [fig.values(r) for r in a_requests]
-        vb = [fig.values(r) for r in b_requests]
-        fa, fb = _figure_of(va, fig.quantile), _figure_of(vb, fig.quantile)
+        va, vb = a.values(fig.source), b.values(fig.source)
+        fa, fb = _figure_of(va[0], fig.quantile), _figure_of(vb[0], fig.quantile)
         interval = (
-            _bootstrap(va, vb, fig.quantile, rng) if fa is not None and fb is not None else None
+            _bootstrap(sub_a.values(fig.source), sub_b.values(fig.source), fig.quantile, rng)
+            if fa is not None and fb is not None
+            else None
         )
         if fa is None or fb is None or interval is None:
             shown_a = None if fa is None else fa * fig.scale
@@ -289,6 +432,24 @@ def compare_runs(
         s = fig.scale
         changes.append(Change(fig, fa * s, fb * s, low * s, high * s, beyond))
     return changes
+
+
+def _subsample(sample: Sample, seed: int, side: int) -> Sample:
+    if len(sample) <= BOOTSTRAP_REQUESTS:
+        return sample
+    pick = np.random.default_rng([seed, side]).choice(len(sample), BOOTSTRAP_REQUESTS, False)
+    return sample.take(np.sort(pick))
+
+
+def bootstrap_note(load: str, a: int, b: int) -> str | None:
+    """What a comparison says when a run has more requests than the bootstrap resamples."""
+    if max(a, b) <= BOOTSTRAP_REQUESTS:
+        return None
+    return (
+        f"{load}: the figures use all {a:,} requests of A and {b:,} of B, but the 95 % "
+        f"intervals resample a fixed random {BOOTSTRAP_REQUESTS:,} of each run that has more, "
+        "to keep the comparison quick: they are somewhat wider than all the requests would give"
+    )
 
 
 def compare_records(
@@ -305,6 +466,7 @@ def compare_records(
     runs_b = {_load_key(r): r for r in b["runs"]}
     pairs = []
     unmatched = []
+    notes = []
     for run_a in a["runs"]:
         key = _load_key(run_a)
         run_b = runs_b.pop(key, None)
@@ -314,10 +476,13 @@ def compare_records(
         ra, rb = _usable(run_a), _usable(run_b)
         changes = compare_runs(ra, rb, min_effect=min_effect)
         pairs.append(RunPair(key, len(ra), len(rb), changes))
+        note = bootstrap_note(key, len(ra), len(rb))
+        if note:
+            notes.append(note)
     unmatched += [f"{key} is only in B" for key in runs_b]
     if not pairs:
         raise CompareError(
             "A and B share no load to compare (" + "; ".join(unmatched) + "): run both with "
             "the same --concurrency or --rate"
         )
-    return Comparison(a_name, b_name, pairs, _caveats(a, b) + unmatched, min_effect)
+    return Comparison(a_name, b_name, pairs, _caveats(a, b) + unmatched + notes, min_effect)

@@ -134,15 +134,24 @@ def output_tokens(tl: RequestTimeline, api_is_ollama: bool) -> tuple[int | None,
     return None, None
 
 
+#: The fastest one stream a server could report writing (speculative decoding on the largest
+#: GPUs reaches thousands of tokens a second): past this a server's own figure is not believed.
+MAX_SERVER_TPS = 100_000.0
+
+
 def server_writing_tps(timings: dict[str, float] | None) -> float | None:
     """The server's own decode speed: llama.cpp's predicted_per_second or Ollama's eval rate."""
     if not timings:
         return None
     if "predicted_per_second" in timings:
-        return timings["predicted_per_second"]
-    if timings.get("eval_duration") and "eval_count" in timings:
-        return timings["eval_count"] / timings["eval_duration"] * NS
-    return None
+        said = timings["predicted_per_second"]
+    elif timings.get("eval_duration") and "eval_count" in timings:
+        said = timings["eval_count"] / timings["eval_duration"] * NS
+    else:
+        return None
+    # Negative, zero or past any one stream's speed (10^21 from eval_duration 1): not a
+    # figure to show or save beside the client's own.
+    return said if math.isfinite(said) and 0 < said <= MAX_SERVER_TPS else None
 
 
 def request_metrics(tl: RequestTimeline, *, api_is_ollama: bool = False) -> RequestMetrics:
@@ -164,6 +173,8 @@ def request_metrics(tl: RequestTimeline, *, api_is_ollama: bool = False) -> Requ
     if m.cached_tokens is None and tl.server_timings and "cache_n" in tl.server_timings:
         m.cached_tokens = int(tl.server_timings["cache_n"])  # llama.cpp's own count
     m.output_tokens, m.token_source = output_tokens(tl, api_is_ollama)
+    if m.token_source == COUNT_FROM_CHUNKS_DISBELIEVED:
+        m.server_tps = None  # its speed is its disbelieved count over its own clock
     if tl.sent_ns is not None:
         m.chunk_times_s = [(c.t_ns - tl.sent_ns) / NS for c in content]
     if not content:

@@ -19,7 +19,7 @@ from typing import Any
 from felab_core import __version__
 from felab_core.engine.measure import RunResult, TargetResult
 from felab_core.engine.metrics import RunSummary, Stats
-from felab_core.files import NamedFileError, refuse_overwrite
+from felab_core.files import BENCH_RECORD, RESULTS_CSV, NamedFileError, refuse_overwrite
 from felab_core.settings import get_settings
 
 DEFAULT_CSV_NAME = "01-latency.csv"
@@ -154,18 +154,21 @@ def check_destinations(
     *,
     inputs: Sequence[tuple[Path | None, str]] = (),
     what: str = "results",
-    database_ok: bool = False,
+    json_writes: str | None = BENCH_RECORD,
 ) -> None:
     """Refuse, before a run, files the run could not be saved to: a results CSV with other
-    columns, a folder that is a file, the database, a file the run reads (`inputs`, each with
-    its role) or the other output. Minutes of timing are not lost at the end."""
+    columns, a folder that is a file, another kind of felab's files (the database, the CSV
+    under a JSON record), a file the run reads (`inputs`, each with its role) or the other
+    output. Minutes of timing are not lost at the end. `json_writes`: the kind the second
+    path gets (a memo and a backup use it too)."""
     outputs = ((csv_path, "results CSV (--csv)"), (json_path, "JSON record (--json)"))
     for path, _ in outputs:
         if path is None:
             continue
         others = [o for o in outputs if o[0] is not path]
+        writes = RESULTS_CSV if path is csv_path else json_writes
         try:  # a device or a pipe: files written beside it would land in /dev
-            refuse_overwrite(path, what=what, inputs=[*inputs, *others], database_ok=database_ok)
+            refuse_overwrite(path, what=what, inputs=[*inputs, *others], writes=writes)
         except NamedFileError as exc:
             raise ResultsFileError(f"cannot write there: {exc}") from None
         folder = path.parent

@@ -249,4 +249,6 @@ def check_model_name(model: str, where: str) -> str:
         )
     if len(model) > 300:
         raise TargetError(f"{where} is longer than 300 characters")
+    if model.strip().startswith("="):  # written to CSV: a spreadsheet would run it as a formula
+        raise TargetError(f"{where} begins with '=': no model's name does")
     return model

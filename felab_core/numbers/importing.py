@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from felab_core.db import models as m
 from felab_core.db.types import utcnow
 from felab_core.errors import Invalid
-from felab_core.numbers.recording import ResultRow, check_result_row
+from felab_core.numbers.row_checks import ResultRow, check_result_row
 from felab_core.numbers.verdict import judge_imports
 
 IMPORT_OUTCOMES = ("recorded", "result only", "already imported", "skipped")

@@ -12,13 +12,15 @@ from __future__ import annotations
 import shutil
 import sqlite3
 import subprocess
+import tempfile
 from pathlib import Path
+from urllib.parse import quote
 
 from sqlalchemy.engine import make_url
 
 from felab_core.engine.results import ResultsFileError, check_destinations
 from felab_core.errors import Invalid
-from felab_core.files import NamedFileError, refuse_special
+from felab_core.files import SQLITE_DATABASE, NamedFileError, refuse_special
 from felab_core.redact import redact
 
 
@@ -47,10 +49,118 @@ def _tool(name: str) -> str:
 
 
 def _sqlite_path(url: str) -> Path:
-    database = make_url(url).database
-    if not database:
+    """The file an SQLite URL names (a file: URI's path when uri=true)."""
+    from felab_core.db.session import sqlite_file
+
+    database = sqlite_file(url)
+    if database is None:
         raise BackupError("an in-memory SQLite database cannot be backed up")
-    return Path(database)
+    return database
+
+
+def _open_read_only(path: Path) -> sqlite3.Connection:
+    """`path` opened read-only: a backup is read, never changed, by checking it."""
+    return sqlite3.connect(f"file:{quote(str(path.absolute()), safe='/')}?mode=ro", uri=True)
+
+
+def _schema_of(con: sqlite3.Connection) -> dict[str, set[str]]:
+    """Each table's columns."""
+    tables = [
+        row[0]
+        for row in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    ]
+    return {
+        t: {row[1] for row in con.execute(f"PRAGMA table_info({_quoted(t)})").fetchall()}
+        for t in tables
+    }
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _expected_schema(revision: str) -> dict[str, set[str]]:
+    """The tables and columns felab's migrations make up to `revision` (on a scratch file)."""
+    from felab_core.db.session import make_engine, upgrade
+
+    with tempfile.TemporaryDirectory(prefix="felab-restore-") as scratch:
+        engine = make_engine(f"sqlite:///{Path(scratch) / 'expected.db'}")
+        try:
+            upgrade(engine, revision)
+        finally:
+            engine.dispose()
+        con = _open_read_only(Path(scratch) / "expected.db")
+        try:
+            return _schema_of(con)
+        finally:
+            con.close()
+
+
+def _known_revisions() -> set[str]:
+    from alembic.script import ScriptDirectory
+
+    from felab_core.db.session import alembic_config
+
+    script = ScriptDirectory.from_config(alembic_config("sqlite://"))
+    return {rev.revision for rev in script.walk_revisions()}
+
+
+def check_sqlite_backup(source: Path) -> str:
+    """Check an SQLite backup before anything is replaced with it: SQLite's integrity check
+    passes, its schema revision is one this felab knows, and it holds every table and column
+    felab's migrations make up to that revision. Its revision; BackupError saying what is
+    wrong otherwise."""
+    not_felab = f"{source} is not a felab SQLite backup: give the file `felab db backup` wrote"
+    try:
+        con = _open_read_only(source)
+    except sqlite3.Error:
+        raise BackupError(not_felab) from None
+    try:
+        try:
+            problems = [row[0] for row in con.execute("PRAGMA integrity_check(5)").fetchall()]
+        except sqlite3.DatabaseError as exc:
+            if "not a database" in str(exc) or "encrypted" in str(exc):
+                raise BackupError(not_felab) from None
+            problems = [str(exc)]
+        if problems != ["ok"]:
+            said = str(problems[0] if problems else "no answer")
+            first = " ".join(said.replace("*** in database main ***", "").split())[:200]
+            raise BackupError(
+                f"{source} is damaged (SQLite's integrity check: {first}): nothing was "
+                "replaced; restore from another backup"
+            )
+        try:
+            held = _schema_of(con)
+            if "alembic_version" not in held:
+                raise BackupError(f"{not_felab} (it has no alembic_version table)")
+            revisions = [row[0] for row in con.execute("SELECT version_num FROM alembic_version")]
+        except sqlite3.DatabaseError as exc:
+            raise BackupError(f"{source} cannot be read ({exc}): restore another backup") from None
+    finally:
+        con.close()
+    if len(revisions) != 1 or not isinstance(revisions[0], str):
+        raise BackupError(
+            f"{not_felab} (its alembic_version holds {len(revisions)} revisions, not one)"
+        )
+    revision = revisions[0]
+    if revision not in _known_revisions():
+        raise BackupError(
+            f"{source} is at schema revision {revision[:40]!r}, which this felab does not know "
+            "(made by a newer felab?): upgrade felab first, then restore it; nothing was replaced"
+        )
+    missing = []
+    for table, columns in sorted(_expected_schema(revision).items()):
+        if table not in held:
+            missing.append(f"table {table}")
+        else:
+            missing += [f"{table}.{c}" for c in sorted(columns - held[table])]
+    if missing:
+        shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
+        raise BackupError(
+            f"{source} lacks what felab's schema {revision} has ({shown}): it was changed "
+            "after `felab db backup` wrote it; nothing was replaced, restore another backup"
+        )
+    return revision
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -64,7 +174,7 @@ def _writable_file(to: Path) -> None:
     """Refuse, before any work, a destination that is a folder or cannot be written."""
     try:
         refuse_special(to, what="backup, such as felab.bak", to_write=True)
-        check_destinations(None, to, what="backup", database_ok=True)
+        check_destinations(None, to, what="backup", json_writes=SQLITE_DATABASE)
         to.parent.mkdir(parents=True, exist_ok=True)
     except (NamedFileError, ResultsFileError, OSError) as exc:
         raise BackupError(str(exc)) from None
@@ -78,7 +188,12 @@ def backup(url: str, to: Path) -> Path:
     partial = to.with_name(f".{to.name}.partial")
     partial.unlink(missing_ok=True)
     if backend == "sqlite":
+        from felab_core.db.session import make_engine
+
+        make_engine(url).dispose()  # the URL checked as every command checks it
         database = _sqlite_path(url)
+        if not database.is_file():  # connecting would make an empty one, and back that up
+            raise BackupError(f"the database {database} does not exist: nothing to back up")
         if _same_file(database, to):
             raise BackupError(f"{to} is the database itself: back it up to another file")
         source = sqlite3.connect(database)
@@ -115,15 +230,23 @@ def restore(url: str, source: Path) -> None:
         raise BackupError(f"{source} is not a file: give the backup `felab db backup` wrote")
     backend = make_url(url).get_backend_name()
     if backend == "sqlite":
-        try:
-            check = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
-            check.execute("SELECT count(*) FROM alembic_version").fetchone()
-            check.close()
-        except sqlite3.DatabaseError:
-            raise BackupError(f"{source} is not a felab SQLite backup") from None
+        from felab_core.db.session import make_engine, sqlite_read_only
+
+        make_engine(url).dispose()  # the URL checked as every command checks it
         target = _sqlite_path(url)
         if _same_file(source, target):
             raise BackupError(f"{source} is this database itself: give the backup file")
+        try:
+            refuse_special(target, what="SQLite database, such as felab.db", to_write=True)
+        except NamedFileError as exc:
+            raise BackupError(f"{exc}; check FELAB_DATABASE_URL or FELAB_DATA_DIR") from None
+        why = sqlite_read_only(url)
+        if why:
+            raise BackupError(
+                f"the database was opened read-only ({why} in FELAB_DATABASE_URL): a restore "
+                f"replaces it, so run it without {why}"
+            )
+        check_sqlite_backup(source)  # before anything is replaced
         target.parent.mkdir(parents=True, exist_ok=True)
         src = sqlite3.connect(source)
         dst = sqlite3.connect(target)

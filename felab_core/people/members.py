@@ -300,6 +300,8 @@ def set_server_model(
             )
         if len(text.strip()) > most:
             raise Invalid(f"the {what} is longer than {most} characters: give the short name")
+        if text.strip().startswith("="):  # a spreadsheet would run it as a formula
+            raise Invalid(f"the {what} begins with '=': no model's name does")
     size: int | None = None
     if model_bytes is not None:
         try:

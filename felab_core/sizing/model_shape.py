@@ -25,6 +25,7 @@ from typing import Any
 from felab_core.files import MiB, NamedFileError, read_named_text, refuse_special
 from felab_core.sizing.errors import SizingError
 from felab_core.sizing.units import both_ways, decimal_size_text, tidy_text
+from felab_core.text import holds_hidden
 
 _EXPERT_SAFETENSORS = re.compile(r"\.experts\.")
 _EXPERT_GGUF = re.compile(r"_exps\.")
@@ -157,6 +158,10 @@ def _load_json(path: Path) -> dict[str, Any]:
         ) from None
     except RecursionError:
         raise SizingError(f"{path} is nested too deeply to be a model's config.json") from None
+    except ValueError:  # an integer of thousands of digits (Python reads at most 4,300)
+        raise SizingError(
+            f"{path} holds a number of thousands of digits: no model's config.json does"
+        ) from None
     if not isinstance(data, dict):
         raise SizingError(f"{path} holds a JSON {type(data).__name__}, not a config object")
     return data
@@ -422,6 +427,11 @@ def from_gguf(path: str | Path) -> ModelShape:
             f"{gguf_path} has no general.architecture key, so its shape cannot be read; "
             "is it a model file (not a LoRA adapter or a vocabulary-only file)?"
         )
+    if holds_hidden(arch) or len(arch) > 64:  # every message below names it
+        raise SizingError(
+            f"{gguf_path}: general.architecture is not an architecture's name (control or "
+            "invisible characters, or over 64 characters): the file is damaged or not a model"
+        )
 
     def key(suffix: str) -> Any:
         return _gguf_value(reader, f"{arch}.{suffix}")
@@ -440,12 +450,15 @@ def from_gguf(path: str | Path) -> ModelShape:
             f"{gguf_path} lacks {', '.join(missing)}; the file may be an adapter or written by a "
             "converter that left the shape out"
         )
-    n_layers = int(layers)
+    n_layers = _positive_int(layers, f"{arch}.block_count", str(gguf_path))
     assert heads is not None
     if heads_by_layer is not None:
         heads = max(heads_by_layer)
     if kv is None:
         kv = heads
+    heads = _positive_int(heads, f"{arch}.attention.head_count", str(gguf_path))
+    if kv_by_layer is None:  # a per-layer list may hold zeros (layers without attention)
+        kv = _positive_int(kv, f"{arch}.attention.head_count_kv", str(gguf_path))
     notes: list[str] = []
     if kv_by_layer is not None:
         notes.append("the number of KV heads differs from layer to layer; each layer is counted")
@@ -493,6 +506,8 @@ def from_gguf(path: str | Path) -> ModelShape:
         if _EXPERT_GGUF.search(tensor.name + "."):
             expert += size
     name = _gguf_value(reader, "general.name") or gguf_path.stem
+    if holds_hidden(str(name)) or len(str(name)) > 300:  # the file's own words reach the terminal
+        name = gguf_path.stem
     context = key("context_length")
     file_type = _gguf_value(reader, "general.file_type")
     shape = ModelShape(

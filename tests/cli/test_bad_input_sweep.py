@@ -218,6 +218,19 @@ def _write_files(d: Path) -> None:
     (d / "targets-escape.toml").write_text(
         '[targets."a b\\u001b[31m"]\nkind = "vllm"\nurl = "http://127.0.0.1:1"\n'
     )
+    (d / "config-bignum").mkdir(exist_ok=True)
+    (d / "config-bignum" / "config.json").write_text(
+        '{"num_hidden_layers": ' + "1" * 5001 + ', "num_attention_heads": 32, "hidden_size": 4096}'
+    )
+    (d / "bignum-pack").mkdir(exist_ok=True)
+    (d / "bignum-pack" / "day-01.yaml").write_text("format: 1\nday: " + "1" * 5001 + "\n")
+    for name, request in (
+        ("ok-yes", {"ok": "yes", "ttft_s": 0.1}),
+        ("neg-tokens", {"ok": True, "output_tokens": -3}),
+        ("e2e-short", {"ok": True, "ttft_s": 0.5, "e2e_s": 0.1}),
+    ):
+        record = {"schema": "felab.bench/1", "runs": [{"requests": [request]}]}
+        (d / f"{name}.json").write_text(json.dumps(record))
     (d / "config-gqa").mkdir(exist_ok=True)
     (d / "config-gqa" / "config.json").write_text(
         json.dumps(
@@ -287,6 +300,20 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         done = subprocess.run([*FELAB, *args], env=env, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stdout + done.stderr
     shutil.copy(template / "data" / "felab.db", files / "live.db")
+    shutil.copy(files / "live.db", files / "droptable.db")  # a backup missing a table
+    con = sqlite3.connect(files / "droptable.db")
+    con.execute("PRAGMA foreign_keys=OFF")
+    con.execute("DROP TABLE numbers")
+    con.commit()
+    con.close()
+    shutil.copy(files / "live.db", files / "corrupt.db")  # a damaged page: integrity check fails
+    con = sqlite3.connect(files / "corrupt.db")
+    page = con.execute("PRAGMA page_size").fetchone()[0]
+    root = con.execute("SELECT rootpage FROM sqlite_master WHERE name = 'members'").fetchone()[0]
+    con.close()
+    with open(files / "corrupt.db", "r+b") as fh:  # the members page's cell count
+        fh.seek((root - 1) * page + 3)
+        fh.write(b"\xff\xff")
     servers = {"html": _serve(_Html), "whole": _serve(_Whole), "impossible": _serve(_Impossible)}
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))
@@ -631,6 +658,34 @@ CASES: list[Case] = [
     case("numbers-import-rlo", "numbers import {files}/results-rlo.csv", 2, "invisible or control characters"),
     case("numbers-model-invisible", ["numbers", "model", "ollama", "--name", "llama\u202e3", "--bytes", "4.9GB"], 2, "invisible or control characters"),
     case("bench-model-invisible", ["bench", *LOCAL.split(), "--model", "m\u200bX"], 2, "invisible or control characters"),
+    # the sixth independent sweep's findings
+    case("size-kv-config-bignum", "size kv --config {files}/config-bignum", 2, "thousands of digits"),
+    case("content-check-bignum", "content check {files}/bignum-pack", 2, "thousands of digits"),
+    case("bench-json-onto-results-csv", f"bench {LOCAL} --json {{files}}/results.csv", 2, "is felab's results csv"),
+    case("backup-onto-results-csv", "db backup {files}/results.csv", 2, "is felab's results csv"),
+    case("memo-out-onto-a-record", "memo --csv {files}/results.csv --chip H100 --model llama-3.1-8b --model-bytes 4.9GB --kv-memory 16GiB -o {files}/tampered.json", 2, "is a felab bench record"),
+    case("memo-out-png", "memo --csv {files}/results.csv --chip H100 --model llama-3.1-8b --model-bytes 4.9GB --kv-memory 16GiB -o {files}/memo.png", 2, "the memo is markdown"),
+    case("size-limit-context-past-model", "size limit --model llama-3.1-8b --bits-per-weight 4.5 --chip H100 --context 1000000000", 2, "longer than llama 3.1 8b reads"),
+    case("bench-trace-n-past-trace", "bench --url http://127.0.0.1:{whole} --kind llamacpp --no-csv --trace {files}/trace-ok.jsonl -n 10", 2, "the trace holds 1 request,"),
+    case("numbers-model-formula", ["numbers", "model", "ollama", "--name", "=cmd|calc", "--bytes", "4.9GB"], 2, "begins with '='"),
+    case("bench-model-formula", ["bench", *LOCAL.split(), "--model", "=1+1"], 2, "begins with '='"),
+    case("compare-ok-string", "compare {files}/ok-yes.json {files}/ok-yes.json", 2, "not true or false"),
+    case("compare-negative-tokens", "compare {files}/neg-tokens.json {files}/neg-tokens.json", 2, "output_tokens = -3"),
+    case("compare-e2e-before-ttft", "compare {files}/e2e-short.json {files}/e2e-short.json", 2, "shorter than its ttft_s"),
+    case("db-sqlite-timeout-not-number", "db status", 2, "'timeout' takes", FELAB_DATABASE_URL="sqlite:///{files}/q.db?timeout=abc"),
+    case("db-sqlite-bool-not-bool", "numbers show", 2, "'check_same_thread' takes true or false", FELAB_DATABASE_URL="sqlite:///{files}/q.db?check_same_thread=maybe"),
+    case("db-upgrade-foreign-sqlite", "db upgrade", 2, "another program's tables (photos)", FELAB_DATABASE_URL="sqlite:///{files}/photos.db"),
+    case("db-status-foreign-sqlite", "db status", 2, "another program's tables (photos)", FELAB_DATABASE_URL="sqlite:///{files}/photos.db"),
+    case("db-sqlite-fragment", "db status", 2, "fragment", FELAB_DATABASE_URL="sqlite:///{files}/q.db#frag"),
+    case("db-sqlite-device", "db status", 2, "not a regular file", FELAB_DATABASE_URL="sqlite:////dev/null"),
+    case("db-sqlite-read-only-missing", "db status", 2, "does not exist", FELAB_DATABASE_URL="sqlite:///{files}/none.db?mode=ro&uri=true"),
+    case("numbers-import-read-only", "numbers import {files}/results.csv", 2, "opened read-only (mode=ro", FELAB_DATABASE_URL="sqlite:///{files}/live.db?mode=ro&uri=true"),
+    case("db-restore-newer-schema", "db restore {files}/future.db --yes", 2, "made by a newer felab"),
+    case("db-restore-foreign", "db restore {files}/photos.db --yes", 2, "not a felab SQLite backup"),
+    case("db-restore-missing-table", "db restore {files}/droptable.db --yes", 2, "table numbers"),
+    case("db-restore-damaged", "db restore {files}/corrupt.db --yes", 2, "is damaged"),
+    case("db-restore-onto-read-only", "db restore {files}/droptable.db --yes", 2, "read-only (mode=ro", FELAB_DATABASE_URL="sqlite:///{files}/live.db?mode=ro&uri=true"),
+    case("db-backup-missing-database", "db backup {files}/b.bak", 2, "does not exist", FELAB_DATABASE_URL="sqlite:///{files}/none.db"),
     case("setting-name-typo", "size chips --family Apple", 0, "did you mean FELAB_DATABASE_URL", FELAB_DATABSE_URL="postgresql+psycopg://x@127.0.0.1/x"),
 ]
 # fmt: on

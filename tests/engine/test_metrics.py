@@ -126,6 +126,29 @@ def test_server_timings_are_kept_beside_the_client_figures() -> None:
     assert m.server_load_s == pytest.approx(0.5)
 
 
+@pytest.mark.parametrize(
+    "timings",
+    [
+        {"eval_count": 10**12, "eval_duration": 1},  # 10^21 tok/s
+        {"eval_count": -5, "eval_duration": 1e9},
+        {"predicted_per_second": float("nan")},
+        {"predicted_per_second": 0.0},
+    ],
+)
+def test_a_server_speed_no_stream_has_is_not_believed(timings: dict[str, float]) -> None:
+    tl = timeline([1, 2, 3], usage=3)
+    tl.server_timings = timings
+    assert request_metrics(tl).server_tps is None
+
+
+def test_a_server_s_speed_goes_with_its_disbelieved_count() -> None:
+    tl = timeline([1, 2, 3], usage=10**9)  # a count the 3 chunks' text cannot hold
+    tl.server_timings = {"eval_count": 10**9, "eval_duration": 1e9}
+    m = request_metrics(tl, api_is_ollama=True)
+    assert m.token_source is not None and m.token_source.startswith("chunks")
+    assert m.server_tps is None
+
+
 def test_summary_percentiles_counts_and_rates() -> None:
     metrics = []
     for i in range(1, 11):  # TTFT 10..100 ms, 5 tokens each, 10 ms apart

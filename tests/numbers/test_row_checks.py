@@ -24,7 +24,8 @@ from felab_core.errors import Invalid
 from felab_core.jobs.run import result_rows
 from felab_core.lab.scripted_server import Script, ScriptedServer
 from felab_core.numbers.importing import import_results
-from felab_core.numbers.recording import check_result_row, create_job, record_measured
+from felab_core.numbers.recording import create_job, record_measured
+from felab_core.numbers.row_checks import check_result_row
 
 #: A `felab bench` row as it lands in results/01-latency.csv (Day 2 on llama.cpp).
 BENCH_ROW = {
@@ -194,6 +195,9 @@ def test_real_rows_import(db: Session, student: m.Member, bench_rows: Rows) -> N
         ({"tpot_p95_s": "0.02"}, "tpot_p50_s 0.0241 is above tpot_p95_s 0.02"),
         ({"itl_p50_s": "0.05"}, "itl_p50_s 0.05 is above itl_p95_s 0.031"),
         ({"e2e_p95_s": "1"}, "e2e_p50_s 6.35 is above e2e_p95_s 1"),
+        # a request ends after its first token
+        ({"e2e_p50_s": "0.1", "e2e_p95_s": "0.2"}, "e2e_p50_s 0.1 is below ttft_p50_s 0.2"),
+        ({"target": "t" * 100_000}, "the result row's target is longer than 64 characters"),
         # words felab writes
         ({"api": "grpc"}, "api 'grpc' is not one felab speaks: openai-chat, openai-completions"),
         ({"preset": "day99"}, "preset 'day99' is not a name felab writes"),

@@ -1,0 +1,265 @@
+"""Checking a results row (the results CSV's columns) before it is stored: a row felab
+wrote agrees with itself and stays within what a run can produce; anything else was made or
+edited by hand, and is refused with the column and the reason.
+
+Shared by `felab numbers import` and the worker fleet's ingest (felab_core.numbers.recording).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from felab_core import __version__
+from felab_core.engine.apis import Api
+from felab_core.engine.metrics import TOKEN_SOURCES
+from felab_core.engine.workloads import MAX_BURSTINESS, MAX_REQUESTS, MAX_TOKENS, PRESETS
+from felab_core.errors import Invalid
+from felab_core.numbers.speeds import MAX_PLAUSIBLE_TPS
+from felab_core.people.members import validate_server
+from felab_core.text import holds_hidden
+
+#: What a results row's figures may be: anything outside is a corrupted or hand-edited row,
+#: refused with its reason rather than stored (a negative speed, NaN, 1e309).
+MAX_ROW_TPS = 10_000_000.0
+MAX_ROW_SECONDS = 86_400.0
+MAX_ROW_CONCURRENCY = 1_000_000
+MAX_ROW_RATE = 100_000.0  # bench --rate's own bound
+#: The most a count in a row can be (requests sent, answered, failed, cold; the server's mean
+#: prompt tokens): no felab run comes near it (a day at 10,000 requests a second is 864 million).
+MAX_ROW_COUNT = 10**9
+MAX_ROW_SEED = 2**63 - 1  # bench's --seed bound (Workload.validate)
+MAX_ROW_TURNS = 1000  # and its --turns bound
+#: The whole-number columns felab writes, each with the least and the most it can hold: the
+#: workload's bounds where it has them (a warm-up's was 10,000 before MAX_WARMUP: 1,000).
+_ROW_COUNTS = {
+    **{name: (0, MAX_ROW_COUNT) for name in ("requests", "ok", "failed", "cold_starts")},
+    "prompt_tokens": (1, MAX_TOKENS),
+    "shared_prefix_tokens": (0, MAX_TOKENS),
+    "max_tokens": (1, MAX_TOKENS),
+    "warmup": (0, MAX_REQUESTS),
+    "seed": (0, MAX_ROW_SEED),
+}
+_ROW_BOUNDS = {
+    **dict.fromkeys(
+        ("writing_tps_p50", "output_tps", "server_tps_p50", "request_tps", "goodput_rps"),
+        MAX_ROW_TPS,
+    ),
+    **dict.fromkeys(
+        (
+            "ttft_p50_s", "ttft_p95_s", "tpot_p50_s", "tpot_p95_s", "itl_p50_s", "itl_p95_s",
+            "e2e_p50_s", "e2e_p95_s",
+        ),
+        MAX_ROW_SECONDS,
+    ),
+    "rate": MAX_ROW_RATE,
+    "burstiness": MAX_BURSTINESS,
+    "prompt_tokens_server": float(MAX_ROW_COUNT),  # a mean: felab writes it with decimals
+}  # fmt: skip
+#: The latencies felab writes as a median and a 95th percentile of the same requests.
+_PERCENTILE_PAIRS = ("ttft", "tpot", "itl", "e2e")
+_APIS = tuple(a.value for a in Api)
+#: felab wrote no row before this: an earlier timestamp is a hand-made or damaged one.
+FIRST_ROW_DATE = datetime(2025, 1, 1, tzinfo=UTC)
+_ROW_TEXT_LIMITS = {
+    "server": 32,
+    "model": 300,
+    "preset": 64,
+    "target": 64,
+    "host": 255,
+    "server_version": 100,
+}
+
+
+def _float(row: Mapping[str, str], name: str) -> float | None:
+    text = (row.get(name) or "").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise Invalid(f"result column {name} holds {text[:40]!r}, not a number") from None
+    if not math.isfinite(value):
+        raise Invalid(f"result column {name} holds {text[:40]!r}, not a finite number")
+    if value < 0:
+        raise Invalid(f"result column {name} holds {text[:40]!r}: it cannot be negative")
+    largest = _ROW_BOUNDS.get(name)
+    if largest is not None and value > largest:
+        raise Invalid(f"result column {name} holds {text[:40]!r}, above {largest:,.0f}: not real")
+    return value
+
+
+@dataclass(frozen=True)
+class ResultRow:
+    """The headline figures of one results-CSV row, checked."""
+
+    server: str
+    model: str
+    preset: str
+    concurrency: int
+    writing_tps_p50: float | None
+    ttft_p50_s: float | None
+
+    @property
+    def gives_writing_speed(self) -> bool:
+        """Whether the row is one person's writing speed (a "measured" number)."""
+        tps = self.writing_tps_p50
+        return tps is not None and 0 < tps <= MAX_PLAUSIBLE_TPS and self.concurrency == 1
+
+
+def check_result_row(row: Mapping[str, str]) -> ResultRow:
+    """Read a row with the results CSV's columns; Invalid says what is wrong with it."""
+    for name in ("server", "model", "preset", "concurrency"):
+        if not (row.get(name) or "").strip():
+            raise Invalid(f"the result row has no {name}; it must carry the CSV's columns")
+    for name, longest in _ROW_TEXT_LIMITS.items():
+        if len((row.get(name) or "").strip()) > longest:
+            raise Invalid(f"the result row's {name} is longer than {longest} characters")
+    for name, value in row.items():
+        if not isinstance(value, str):
+            continue
+        # Escape codes in a model name would reach terminals, chat posts and leaderboards (a
+        # U+202E shows it reversed); a leading = runs as a formula in an exported spreadsheet.
+        odd = "holds invisible or control characters" if holds_hidden(value) else ""
+        odd = odd or ("begins with '=', a spreadsheet formula" if value.lstrip()[:1] == "=" else "")
+        if odd:
+            raise Invalid(f"the result row's {name} {odd}: felab writes none")
+    if "host" in row and not (row["host"] or "").strip():
+        raise Invalid("the result row's host is empty: felab writes the machine's name there")
+    preset = row["preset"].strip()
+    if any(c in preset for c in "/\\") or not _preset_felab_writes(preset):
+        raise Invalid(
+            f"preset {preset[:40]!r} is not a name felab writes: a preset ({', '.join(PRESETS)}), "
+            "one changed by flags (day2+custom), sessions NxM or trace:NAME"
+        )
+    server = validate_server(row["server"])
+    try:
+        concurrency = int(row["concurrency"])
+    except ValueError:
+        shown = row["concurrency"][:40]
+        raise Invalid(f"concurrency {shown!r} is not a whole number") from None
+    if not 0 <= concurrency <= MAX_ROW_CONCURRENCY:
+        raise Invalid(f"concurrency {concurrency} is not from 0 to {MAX_ROW_CONCURRENCY:,}")
+    writing = _float(row, "writing_tps_p50")
+    _check_agrees(row, writing)
+    return ResultRow(
+        server=server,
+        model=row["model"].strip(),
+        preset=row["preset"].strip(),
+        concurrency=concurrency,
+        writing_tps_p50=writing,
+        ttft_p50_s=_float(row, "ttft_p50_s"),
+    )
+
+
+def _preset_felab_writes(preset: str) -> bool:
+    """A preset as felab names it in a row: a named preset (day2), one changed by flags
+    (day2+custom, Workload.with_overrides), a multi-turn run (sessions 8x4) or a trace replay
+    (trace:NAME, the trace file's name), as `felab bench` and the worker build them."""
+    if preset.removesuffix("+custom") in PRESETS:
+        return True
+    if preset.startswith("trace:"):
+        return bool(preset.removeprefix("trace:").strip())
+    sessions = re.fullmatch(r"sessions ([1-9][0-9]{0,6})x([1-9][0-9]{0,3})", preset)
+    if sessions is None:
+        return False
+    count, turns = int(sessions[1]), int(sessions[2])
+    return turns <= MAX_ROW_TURNS and count * turns <= MAX_REQUESTS
+
+
+def _count(row: Mapping[str, str], name: str) -> int | None:
+    """A whole-number column (None when empty), within what felab writes there (_ROW_COUNTS)."""
+    text = (row.get(name) or "").strip()
+    if not text:
+        return None
+    least, most = _ROW_COUNTS[name]
+    digits = text.removeprefix("-")
+    if not (digits.isascii() and digits.isdigit()):
+        raise Invalid(f"result column {name} holds {text[:40]!r}, not a whole number")
+    if text.startswith("-"):
+        raise Invalid(f"result column {name} holds {text[:40]!r}: it cannot be negative")
+    # By length first: int() of thousands of digits is slow, then refused.
+    value = int(digits) if len(digits.lstrip("0")) <= len(str(most)) else most + 1
+    if value > most:
+        raise Invalid(f"result column {name} holds {text[:40]!r}, above {most:,}: not real")
+    if value < least:
+        raise Invalid(f"result column {name} holds {value}: felab writes at least {least}")
+    return value
+
+
+def _written_by_felab(version: str) -> bool:
+    """A version felab writes (major.minor.patch, this one or older, or the next minor: a worker
+    may be upgraded before the ingest), not 99 or 'latest'."""
+    written = re.fullmatch(r"(\d{1,4})\.(\d{1,4})(\.\d{1,4})?([.+-]?[0-9A-Za-z.]{1,20})?", version)
+    ours = re.match(r"(\d+)\.(\d+)", __version__)
+    if written is None or ours is None:
+        return False
+    major, minor = int(written[1]), int(written[2])
+    return (major, minor) <= (int(ours[1]), int(ours[2]) + 1)
+
+
+def _check_agrees(row: Mapping[str, str], writing: float | None) -> None:
+    """A row felab wrote agrees with itself: a time that reads as a time (with its time zone),
+    every figure and count within what felab writes, medians no higher than their 95th
+    percentiles, an API felab speaks, requests that are ok + failed, and a writing speed that
+    is 1/TPOT (within the spread of two medians)."""
+    stamp = (row.get("timestamp") or "").strip()
+    if stamp:
+        try:
+            when = datetime.fromisoformat(stamp)
+        except ValueError:
+            raise Invalid(f"timestamp {stamp[:40]!r} is not a date and time felab writes") from None
+        if when.tzinfo is None:
+            raise Invalid(f"timestamp {stamp[:40]!r} has no time zone: felab writes one (+00:00)")
+        if when > datetime.now(UTC) + timedelta(days=1):
+            raise Invalid(f"timestamp {stamp[:40]!r} is in the future: no run was timed then")
+        if when < FIRST_ROW_DATE:
+            raise Invalid(f"timestamp {stamp[:40]!r} is from before felab timed any run")
+    # Every figure finite, not negative, within what felab can write.
+    figures = {name: _float(row, name) for name in _ROW_BOUNDS}
+    for metric in _PERCENTILE_PAIRS:
+        p50, p95 = figures[f"{metric}_p50_s"], figures[f"{metric}_p95_s"]
+        # Both are written to 6 digits: a tie may round either way.
+        if p50 is not None and p95 is not None and p50 > p95 * (1 + 1e-5):
+            raise Invalid(
+                f"{metric}_p50_s {p50:g} is above {metric}_p95_s {p95:g}: a median is never above "
+                "the 95th percentile of the same requests; the row was edited"
+            )
+    api = (row.get("api") or "").strip()
+    if api and api not in _APIS:
+        raise Invalid(f"api {api[:40]!r} is not one felab speaks: {', '.join(_APIS)}")
+    source = (row.get("token_source") or "").strip()
+    if source and source not in TOKEN_SOURCES:
+        raise Invalid(f"token_source {source[:40]!r} is not one felab writes")
+    version = (row.get("felab_version") or "").strip()
+    if version and not _written_by_felab(version):
+        raise Invalid(f"felab_version {version[:40]!r} is not a felab that has written rows")
+    counts = {name: _count(row, name) for name in _ROW_COUNTS}
+    requests, ok, failed = counts["requests"], counts["ok"], counts["failed"]
+    if requests is not None and ((ok or 0) > requests or (failed or 0) > requests):
+        raise Invalid(f"ok {ok} / failed {failed} of {requests} requests: more than were sent")
+    if requests is not None and ok is not None and failed is not None and ok + failed != requests:
+        raise Invalid(
+            f"ok {ok} + failed {failed} is not requests {requests}: felab writes their sum"
+        )
+    cold = counts["cold_starts"]
+    if requests is not None and cold is not None and cold > requests:
+        raise Invalid(f"cold_starts {cold} of {requests} requests: more than were sent")
+    if ok == 0 and writing:
+        raise Invalid(f"a writing speed of {writing:g} tok/s from 0 answered requests")
+    for q in ("p50", "p95"):  # each request ends after its first token: so do their medians
+        first, whole = figures[f"ttft_{q}_s"], figures[f"e2e_{q}_s"]
+        if first is not None and whole is not None and whole < first * (1 - 1e-5):
+            raise Invalid(
+                f"e2e_{q}_s {whole:g} is below ttft_{q}_s {first:g}: a request ends after its "
+                "first token; the row was edited"
+            )
+    tpot = figures["tpot_p50_s"]
+    if writing and tpot and not 1 / 1.5 <= writing * tpot <= 1.5:
+        raise Invalid(
+            f"writing speed {writing:g} tok/s disagrees with its time per token {tpot:g} s "
+            f"(1/TPOT = {1 / tpot:.3g} tok/s): the row was edited"
+        )

@@ -1,0 +1,145 @@
+"""felab compare on large and on broken records: bounded work, and no measurement it cannot be."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from felab.cli.compare import _slow_note
+from felab_core.engine.compare import (
+    BOOTSTRAP_REQUESTS,
+    RESAMPLES,
+    CompareError,
+    Sample,
+    _pooled_quantiles,
+    compare_records,
+    load_record,
+)
+from tests.engine.test_compare import _record, _requests
+
+
+def _write(tmp_path: Path, name: str, requests: list[dict[str, Any]]) -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(_record([(4, requests)])))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"ok": "yes"}, "request 3 has ok = 'yes', not true or false"),
+        ({"ok": None}, "request 3 has ok = None, not true or false"),
+        ({"cold": "no"}, "request 3 has cold = 'no', not true or false"),
+        ({"output_tokens": -3}, "request 3 has output_tokens = -3, not a count of tokens"),
+        ({"output_tokens": 2.5}, "request 3 has output_tokens = 2.5"),
+        ({"e2e_s": 0.01}, "request 3 has e2e_s = 0.01, shorter than its ttft_s = 0.05"),
+        ({"ttft_s": True}, "request 3 has ttft_s = True, not a time"),
+        ({"itl_s": [0.01, -1.0]}, "request 3 has itl_s = -1.0, not a time"),
+        ({"writing_tps": "fast"}, "request 3 has writing_tps = 'fast', not a speed"),
+    ],
+)
+def test_a_request_felab_could_not_have_measured_is_refused_by_number(
+    tmp_path: Path, change: dict[str, Any], said: str
+) -> None:
+    requests = _requests([0.05] * 5)
+    requests[2] = {**requests[2], **change}
+    path = _write(tmp_path, "broken.json", requests)
+    with pytest.raises(CompareError, match="run 1, " + said.replace("(", r"\(")) as caught:
+        load_record(path)
+    assert "edited or broken" in str(caught.value)
+
+
+def test_the_tester_s_record_is_refused_before_any_verdict(tmp_path: Path) -> None:
+    """End-to-end shorter than TTFT, ok "yes", -3 tokens: once called "-100 %, better"."""
+    bad = {"ok": "yes", "cold": False, "ttft_s": 0.5, "e2e_s": 0.0, "output_tokens": -3}
+    path = _write(tmp_path, "b.json", [*_requests([0.05] * 5), bad])
+    with pytest.raises(CompareError, match="run 1, request 6 has ok = 'yes'"):
+        load_record(path)
+
+
+def test_an_end_within_a_microsecond_of_the_first_token_is_the_same_instant(
+    tmp_path: Path,
+) -> None:
+    requests = _requests([0.05] * 5)
+    requests[0] = {**requests[0], "e2e_s": 0.05 - 5e-7, "output_tokens": 1, "itl_s": []}
+    record = load_record(_write(tmp_path, "ok.json", requests))
+    assert len(record["runs"][0]["requests"]) == 5
+
+
+def test_a_loaded_run_keeps_only_the_numbers_of_usable_requests(tmp_path: Path) -> None:
+    requests = [*_requests([0.05] * 4), {"ok": False, "ttft_s": 9.0}]
+    requests.append({**_requests([9.0])[0], "cold": True})
+    run = load_record(_write(tmp_path, "r.json", requests))["runs"][0]["requests"]
+    assert isinstance(run, Sample) and len(run) == 4
+    assert run.gaps.shape == (4 * 7,) and run.scalars["ttft_s"].tolist() == [0.05] * 4
+
+
+def test_a_large_run_is_compared_quickly_on_a_stated_subsample(tmp_path: Path) -> None:
+    n = 3 * BOOTSTRAP_REQUESTS
+    rng = np.random.default_rng(7)
+    a = _requests(list(0.050 + rng.normal(0, 0.003, n)))
+    b = _requests(list(0.060 + rng.normal(0, 0.003, n)))
+    started = time.monotonic()
+    comparison = compare_records(
+        load_record(_write(tmp_path, "a.json", a)), load_record(_write(tmp_path, "b.json", b))
+    )
+    assert time.monotonic() - started < 30  # was minutes and gigabytes (RESAMPLES x n)
+    (pair,) = comparison.runs
+    assert (pair.requests_a, pair.requests_b) == (n, n)  # the figures use every request
+    ttft = {c.figure.key: c for c in pair.changes}["ttft_p50"]
+    assert ttft.verdict == "worse" and ttft.low is not None and ttft.high is not None
+    assert ttft.low < 10.0 < ttft.high
+    note = " ".join(comparison.caveats)
+    assert f"fixed random {BOOTSTRAP_REQUESTS:,}" in note and f"all {n:,} requests" in note
+    again = compare_records(
+        load_record(tmp_path / "a.json"), load_record(tmp_path / "b.json")
+    ).runs[0]
+    assert [(c.low, c.high) for c in again.changes] == [(c.low, c.high) for c in pair.changes]
+
+
+def test_a_small_comparison_says_nothing_about_subsampling() -> None:
+    a = _record([(4, _requests([0.05] * 50))])
+    assert not any("fixed random" in c for c in compare_records(a, a).caveats)
+
+
+def _pooled_everything(
+    values: np.ndarray, counts: np.ndarray, q: float, rng: np.random.Generator
+) -> np.ndarray:
+    """The pooled quantile summed over every value, every time (what the window must equal)."""
+    n = len(counts)
+    owner = np.repeat(np.arange(n), counts)
+    order = np.argsort(values, kind="stable")
+    values, owner = values[order], owner[order]
+    out = np.empty(RESAMPLES)
+    for start in range(0, RESAMPLES, 50):
+        size = min(50, RESAMPLES - start)
+        draws = rng.multinomial(n, np.full(n, 1 / n), size=size)
+        cumulative = np.cumsum(draws[:, owner], axis=1)
+        target = q * cumulative[:, -1]
+        out[start : start + size] = values[np.argmax(cumulative >= target[:, None], axis=1)]
+    return out
+
+
+@pytest.mark.parametrize("q", [0.5, 0.95])
+def test_the_windowed_pooled_quantile_equals_summing_everything(q: float) -> None:
+    rng = np.random.default_rng(11)
+    counts = rng.integers(0, 40, 3000)
+    counts[counts == 0] = 1
+    values = rng.lognormal(-4, 0.5, int(counts.sum()))
+    fast = _pooled_quantiles(values, counts, q, np.random.default_rng(3))
+    slow = _pooled_everything(values, counts, q, np.random.default_rng(3))
+    assert np.array_equal(fast, slow)
+
+
+def test_a_slow_step_is_said_only_when_it_is_slow() -> None:
+    said: list[str] = []
+    with _slow_note(said.append, "quick", after_s=5):
+        pass
+    with _slow_note(said.append, "slow", after_s=0.01):
+        time.sleep(0.3)
+    assert said == ["slow"]
