@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from felab_core.redact import redact, url_password_masked
+from felab_core.text import holds_hidden
 
 #: Bad usage, a bad setting or file: something to fix before trying again.
 EXIT_USAGE = 2
@@ -105,7 +106,9 @@ def settings_messages(errors: list[dict[str, Any]]) -> list[str]:
         field = str(e["loc"][0])
         name = f"FELAB_{field.upper()}"
         secret = field.endswith(_SECRET_FIELDS)
-        value = "" if secret else f"={e.get('input')!s}"
+        given = str(e.get("input"))
+        shown = given.encode("unicode_escape").decode() if holds_hidden(given) else given
+        value = "" if secret else f"={shown[:80]}"  # an escape code would reach the terminal
         info = Settings.model_fields.get(field)
         about = f" ({info.description})" if info is not None and info.description else ""
         msg = str(e["msg"]).removeprefix("Value error, ")

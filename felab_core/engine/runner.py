@@ -91,6 +91,12 @@ async def bench_target(
     model = resolve_model(target, identity)
     if target.kind.traits.needs_model and not model:
         notes.append("no model name known: set one with --model or in the targets file")
+    if not target.model and model and identity and len(identity.models) > 1:
+        listed = ", ".join(identity.models[:5]) + (", ..." if len(identity.models) > 5 else "")
+        notes.append(
+            f"the server lists {len(identity.models)} models ({listed}): timed {model}, the "
+            "first; choose with --model"
+        )
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     is_ollama = target.api is Api.OLLAMA
     prompts = workload.prompt_plan().prompts()

@@ -686,6 +686,7 @@ CASES: list[Case] = [
     case("db-restore-damaged", "db restore {files}/corrupt.db --yes", 2, "is damaged"),
     case("db-restore-onto-read-only", "db restore {files}/droptable.db --yes", 2, "read-only (mode=ro", FELAB_DATABASE_URL="sqlite:///{files}/live.db?mode=ro&uri=true"),
     case("db-backup-missing-database", "db backup {files}/b.bak", 2, "does not exist", FELAB_DATABASE_URL="sqlite:///{files}/none.db"),
+    case("setting-value-escape", "status", 2, "felab_log_level=x\\x1b[31mred", FELAB_LOG_LEVEL="x\x1b[31mRED"),
     case("setting-name-typo", "size chips --family Apple", 0, "did you mean FELAB_DATABASE_URL", FELAB_DATABSE_URL="postgresql+psycopg://x@127.0.0.1/x"),
 ]
 # fmt: on
