@@ -305,6 +305,17 @@ def capacity_command(
                 raise SizingError(
                     "give --blocks (with --block-size), --tokens, --vllm-log FILE or --url URL"
                 )
+            if base.tokens < base.max_len:  # vLLM refuses to start with such a cache
+                raise SizingError(
+                    f"a cache of {whole_text(base.tokens)} tokens cannot hold one conversation "
+                    f"of --max-len {whole_text(base.max_len)}: vLLM would refuse to start; "
+                    "give a shorter --max-len or more cache"
+                )
+        if try_max_len is not None and try_max_len >= base.max_len:
+            raise SizingError(
+                f"--try-max-len {whole_text(try_max_len)} is the what-if's shorter length: give "
+                f"less than the server's {whole_text(base.max_len)}"
+            )
         changes = cap.standard_what_ifs(
             base, kv_from=base.kv_dtype or kv_dtype, kv_to=try_dtype, max_len=try_max_len
         )

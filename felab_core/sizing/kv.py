@@ -149,6 +149,12 @@ def kv_bytes_per_token(
     """Bytes of KV cache per token; llama.cpp lets keys and values differ (-ctk, -ctv)."""
     k = kv_dtype(dtype)
     v = kv_dtype(value_dtype) if value_dtype is not None else k
+    if k != v and "fp8" in (k.name, v.name):
+        raise SizingError(
+            f"keys as {k.name} and values as {v.name}: fp8 is vLLM's cache type, for keys and "
+            "values alike; different types for keys and values are llama.cpp's (-ctk, -ctv: "
+            "f16, q8_0, q4_0 ...)"
+        )
     s = shape
     if s.latent_cache_dim is not None:
         total = Fraction(s.n_layers * s.latent_cache_dim) * k.bytes_per_element

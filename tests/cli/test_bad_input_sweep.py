@@ -687,6 +687,9 @@ CASES: list[Case] = [
     case("db-restore-onto-read-only", "db restore {files}/droptable.db --yes", 2, "read-only (mode=ro", FELAB_DATABASE_URL="sqlite:///{files}/live.db?mode=ro&uri=true"),
     case("db-backup-missing-database", "db backup {files}/b.bak", 2, "does not exist", FELAB_DATABASE_URL="sqlite:///{files}/none.db"),
     case("setting-value-escape", "status", 2, "felab_log_level=x\\x1b[31mred", FELAB_LOG_LEVEL="x\x1b[31mRED"),
+    case("size-capacity-cache-under-one", "size capacity --tokens 100000 --max-len 200000", 2, "cannot hold one conversation"),
+    case("size-capacity-try-longer", "size capacity --tokens 100000 --max-len 8192 --try-max-len 9000", 2, "shorter length"),
+    case("size-kv-fp8-mixed", "size kv --model llama-3.1-8b --dtype fp8 --value-dtype q4_0", 2, "fp8 is vllm's cache type"),
     case("setting-name-typo", "size chips --family Apple", 0, "did you mean FELAB_DATABASE_URL", FELAB_DATABSE_URL="postgresql+psycopg://x@127.0.0.1/x"),
 ]
 # fmt: on
