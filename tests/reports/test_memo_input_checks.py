@@ -54,20 +54,16 @@ def test_a_plausible_file_size_still_makes_the_memo() -> None:
     assert memo.weights == 16 * 10**9
 
 
+def m4_pro_memo(model: str, model_bytes: str) -> tuple[int, str, str]:
+    """`felab memo` on an M4 Pro with 16 GiB of cache, printed (no files)."""
+    return memo_cli(
+        "--out", "-", "--no-charts", "--chip", "M4 Pro", "--model", model,
+        "--model-bytes", model_bytes, "--kv-memory", "16GiB",
+    )  # fmt: skip
+
+
 def test_the_cli_refuses_a_1mb_model_file_with_exit_2() -> None:
-    code, out, err = memo_cli(
-        "--out",
-        "-",
-        "--no-charts",
-        "--chip",
-        "M4 Pro",
-        "--model",
-        "llama-3.1-8b",
-        "--model-bytes",
-        "1MB",
-        "--kv-memory",
-        "16GiB",
-    )
+    code, out, err = m4_pro_memo("llama-3.1-8b", "1MB")
     assert code == 2, out
     assert err.startswith("error: 1 MB cannot hold Llama 3.1 8B")
     assert "273,000" not in out + err and "Traceback" not in out + err
@@ -129,19 +125,7 @@ def test_a_machine_known_only_by_its_bandwidth_is_not_checked() -> None:
 
 
 def test_the_cli_refuses_a_70b_with_its_cache_on_an_m4_pro_with_exit_2() -> None:
-    code, out, err = memo_cli(
-        "--out",
-        "-",
-        "--no-charts",
-        "--chip",
-        "M4 Pro",
-        "--model",
-        "llama-3.1-70b",
-        "--model-bytes",
-        "140GB",
-        "--kv-memory",
-        "16GiB",
-    )
+    code, out, err = m4_pro_memo("llama-3.1-70b", "140GB")
     assert code == 2, out
     assert "need 157.2 GB, more than M4 Pro comes with (up to 64 GB)" in err
     assert "conversations at once" not in out
