@@ -85,6 +85,9 @@ def start_server(
 def errors_of(run: RunResult) -> dict[str, Any]:
     ttft_err: list[float] = []
     itl_err: list[float] = []
+    # Each stream's mean gap between the server's own sends: did the server keep its schedule?
+    # (a server that falls behind catches up in bursts, so single gaps can look short)
+    send_gaps: list[float] = []
     chunks = 0
     first_send = last_send = None
     for tl in run.timelines:
@@ -97,6 +100,8 @@ def errors_of(run: RunResult) -> dict[str, Any]:
         if not sends:
             continue
         chunks += len(sends)
+        if len(sends) > 1:
+            send_gaps.append((sends[-1] - sends[0]) / (len(sends) - 1) / 1e6)
         first_send = min(first_send or sends[0], sends[0])
         last_send = max(last_send or sends[-1], sends[-1])
         ttft_err.append((content[0].t_ns - sends[0]) / 1e6)
@@ -124,6 +129,7 @@ def errors_of(run: RunResult) -> dict[str, Any]:
         "ttft_err_p99_ms": pct(ttft_err, 99),
         "itl_err_p50_ms": pct(itl_err, 50),
         "itl_err_p99_ms": pct(itl_err, 99),
+        "send_gap_p50_ms": pct(send_gaps, 50),
         "connect_p50_ms": pct(connect, 50),
         "connections": len(connect),
         "loop_lag_p99_ms": run.client.loop_lag_p99_ms,

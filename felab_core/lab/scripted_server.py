@@ -98,10 +98,19 @@ def _chunked(payload: bytes) -> bytes:
 
 
 class ScriptedServer:
-    def __init__(self, script: Script | None = None, host: str = "127.0.0.1", port: int = 0):
+    def __init__(
+        self,
+        script: Script | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        reuse_port: bool = False,
+    ):
         self.script = script or Script()
         self.host = host
         self.port = port
+        # Several server processes on one port (SO_REUSEPORT: the kernel spreads connections),
+        # so a benchmark of many client processes is not held back by one server process.
+        self.reuse_port = reuse_port
         self.log: list[RequestLog] = []
         self._server: asyncio.Server | None = None
         self._served = 0
@@ -123,7 +132,11 @@ class ScriptedServer:
         # A backlog for a thousand streams connecting at once (asyncio's default of 100 made
         # the kernel reset connections past it: benchmarks/timing_accuracy.py --processes).
         self._server = await asyncio.start_server(
-            self._handle, self.host, self.port, backlog=CONNECT_BACKLOG
+            self._handle,
+            self.host,
+            self.port,
+            backlog=CONNECT_BACKLOG,
+            reuse_port=self.reuse_port or None,
         )
         self.port = self._server.sockets[0].getsockname()[1]
         return self
@@ -537,6 +550,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--persona", choices=PERSONAS, default="none")
     parser.add_argument("--fault", choices=FAULTS, default="none")
     parser.add_argument("--uvloop", action="store_true", help="run on uvloop")
+    parser.add_argument(
+        "--reuse-port",
+        action="store_true",
+        help="share --port with other server processes (SO_REUSEPORT)",
+    )
     args = parser.parse_args(argv)
     script = Script(
         ttft_s=args.ttft_ms / 1e3,
@@ -548,7 +566,9 @@ def main(argv: list[str] | None = None) -> None:
     )
 
     async def serve() -> None:
-        server = await ScriptedServer(script, args.host, args.port).start()
+        server = await ScriptedServer(
+            script, args.host, args.port, reuse_port=args.reuse_port
+        ).start()
         print(f"READY {server.base_url}", flush=True)
         await asyncio.Event().wait()
 
