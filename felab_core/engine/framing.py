@@ -39,8 +39,8 @@ class _Lines:
             self._size += len(chunk)
             if self._size > MAX_FRAME_BYTES:
                 raise FrameTooLarge(
-                    f"the server sent {self._size:,} bytes without ending a line: not a token "
-                    "stream"
+                    f"not a token stream: the server sent {self._size:,} bytes without ending a "
+                    "line"
                 )
             return []
         lines, rest = _split_lines(b"".join(self._held) + chunk)
@@ -118,8 +118,8 @@ class SSEDecoder:
                 self._data_size += len(raw)
                 if self._data_size > MAX_FRAME_BYTES:
                     raise FrameTooLarge(
-                        f"the server sent an event of over {MAX_FRAME_BYTES:,} bytes: not a "
-                        "token stream"
+                        f"not a token stream: the server sent an event of over "
+                        f"{MAX_FRAME_BYTES:,} bytes"
                     )
             elif field == "event":
                 self._event = value

@@ -120,11 +120,14 @@ def output_tokens(tl: RequestTimeline, api_is_ollama: bool) -> tuple[int | None,
     A server's count is believed when the text it sent could hold it: a token is at least one
     byte of text, or a piece of a character (at most 4 to a character), plus a few the server
     counts but does not show (the end, a stop string). A count past that (10^9 tokens after 6
-    chunks) is no measurement; the chunks are counted instead, and the source says so."""
+    chunks), or 0 after text, is no measurement; the chunks are counted instead, and the
+    source says so."""
     if tl.usage and "completion_tokens" in tl.usage:
         said = tl.usage["completion_tokens"]
         shown = sum(len(c.text.encode()) for c in tl.content_chunks())
-        if isinstance(said, int) and 0 <= said <= 4 * shown + _UNSHOWN_TOKENS:
+        # Text on the wire is at least one token: a count of 0 beside it is no count either.
+        least = 1 if shown else 0
+        if isinstance(said, int) and least <= said <= 4 * shown + _UNSHOWN_TOKENS:
             return said, (COUNT_FROM_OLLAMA if api_is_ollama else COUNT_FROM_SERVER)
         counted = len(tl.content_chunks())
         return (counted or None), COUNT_FROM_CHUNKS_DISBELIEVED

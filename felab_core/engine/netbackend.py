@@ -188,6 +188,7 @@ class StampedSocketStream(httpcore.AsyncNetworkStream):
         self._error: OSError | None = None
         self._waiter: asyncio.Future[None] | None = None
         self._reading = False
+        self._switch = threading.Lock()
         self._closed = False
         self._stamping = False
         if _KERNEL_STAMPS:
@@ -200,14 +201,19 @@ class StampedSocketStream(httpcore.AsyncNetworkStream):
         self._resume()
 
     def _resume(self) -> None:
-        if not self._reading and not self._eof and self._error is None and not self._closed:
-            self._reading = True
-            self._receiver.register(self)
+        with self._switch:
+            if not self._reading and not self._eof and self._error is None and not self._closed:
+                self._reading = True
+                self._receiver.register(self)
 
     def _pause(self) -> None:
-        if self._reading:
-            self._reading = False
-            self._receiver.unregister(self.fd)
+        # The receiver thread pauses, the loop resumes: one lock keeps `_reading` equal to
+        # "registered with the receiver" (a pause racing a resume left a stream unregistered
+        # but marked as reading, and nothing ever read it again).
+        with self._switch:
+            if self._reading:
+                self._reading = False
+                self._receiver.unregister(self.fd)
 
     def on_readable(self) -> None:
         """Runs on the receiver thread."""
@@ -254,6 +260,8 @@ class StampedSocketStream(httpcore.AsyncNetworkStream):
                         raise self._error
                     if self._eof:
                         return b""
+                    if not self._reading:  # paused for back-pressure, since drained: wake it
+                        self._resume()
                     waiter = self._waiter = self._loop.create_future()
                     # Data that landed between the check above and now would find no waiter.
                     if self._pieces or self._eof or self._error is not None:

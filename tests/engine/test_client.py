@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from felab_core.engine.apis import Api, GenerationRequest, adapter_for
 from felab_core.engine.client import ClientLimits, make_client, stream_request
+from felab_core.engine.event_loop import run_sync
 from felab_core.engine.metrics import request_metrics
 from felab_core.engine.timeline import RequestTimeline
 from felab_core.lab.scripted_server import Script, ScriptedServer
@@ -149,6 +150,50 @@ async def test_bytes_that_hold_no_message_are_not_a_stream_not_a_truncated_one()
         server.close()
         await server.wait_closed()
     assert tl.error is not None and tl.error.startswith("not a token stream"), tl.error
+
+
+async def _raw_answer(body: bytes, *, hold_open: bool) -> RequestTimeline:
+    """One request to a server that answers 200 text/event-stream with `body` as it is."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n" + body)
+        await writer.drain()
+        if hold_open:
+            await asyncio.sleep(30)
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        adapter = adapter_for(Api.OPENAI_CHAT)
+        limits = ClientLimits(total=20, stall=3, connect=2)
+        payload = adapter.payload(GenerationRequest("hello", max_tokens=4, model="m"))
+        async with make_client(1, limits) as client:
+            url = f"http://127.0.0.1:{port}" + adapter.path
+            return await stream_request(client, url, adapter, payload, RequestTimeline(0), limits)
+    finally:
+        server.close()
+
+
+def test_a_line_past_the_frame_limit_is_named_not_a_stall() -> None:
+    """17 MiB without a line end, the connection held open: the client reads past its 1 MiB
+    back-pressure mark, pauses, drains, and must start reading again (on uvloop, as `felab
+    bench` runs, it used to wait out the stall timeout with the bytes unread, and call the
+    server stalled)."""
+    tl = run_sync(_raw_answer(b"data: " + b"x" * (17 << 20), hold_open=True))
+    assert tl.error is not None and tl.error.startswith("not a token stream"), tl.error
+    assert "without ending a line" in tl.error
+
+
+async def test_a_stream_far_past_the_read_ahead_mark_is_read_whole() -> None:
+    """Eight MiB of real chunks sent at once (eight times the read-ahead mark): every chunk
+    is counted, none lost to a pause."""
+    event = b'data: {"choices":[{"index":0,"delta":{"content":"' + b"y" * 1000 + b'"}}]}\n\n'
+    count = (8 << 20) // len(event)
+    tl = await _raw_answer(event * count + b"data: [DONE]\n\n", hold_open=False)
+    assert tl.error is None, tl.error
+    assert len(tl.content_chunks()) == count
 
 
 async def test_a_stall_fails_after_the_stall_timeout() -> None:

@@ -149,6 +149,12 @@ def test_a_server_s_speed_goes_with_its_disbelieved_count() -> None:
     assert m.server_tps is None
 
 
+def test_a_count_of_zero_after_text_is_not_believed() -> None:
+    m = request_metrics(timeline([1, 2, 3, 4, 5], usage=0))  # five chunks of text, "0 tokens"
+    assert m.output_tokens == 5
+    assert m.token_source is not None and m.token_source.startswith("chunks")
+
+
 def test_summary_percentiles_counts_and_rates() -> None:
     metrics = []
     for i in range(1, 11):  # TTFT 10..100 ms, 5 tokens each, 10 ms apart
