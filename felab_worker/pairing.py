@@ -54,13 +54,21 @@ def check_reachable(
     client = redis_client(url, settings, timeout_s=max(0.5, min(timeout_s, CONNECT_TIMEOUT_S)))
     try:
         client.ping()
+    except redis.exceptions.NoPermissionError:
+        return  # Redis answered: a pairing user may not be allowed PING
     except redis.exceptions.ResponseError as exc:
         if "DB index" in str(exc):  # SELECT on connecting: the URL's /N is past the last one
             raise PairingError(
                 f"the broker at {redacted(url)} has no such database ({exc}): the number after "
                 "the last / in FELAB_BROKER_URL must be one it has (0-15 unless configured)"
             ) from None
-        return  # it answered: a pairing user may not be allowed PING
+        # Redis answers PING with PONG, or NOPERM for a user not allowed it: anything else is
+        # something that speaks the protocol but is not a Redis felab can use.
+        detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise BrokerUnreachable(
+            f"the broker at {redacted(url)} answered PING with an error ({detail!r}): not a "
+            f"Redis felab can use; {advice}"
+        ) from None
     except redis.exceptions.RedisError as exc:
         detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise BrokerUnreachable(

@@ -52,6 +52,8 @@ def setup(
     per paired machine (from the database, which keeps only password hashes). Safe to re-run,
     after a Redis restart too. Prints the pairing URL students set as FELAB_BROKER_URL before
     `felab worker pair --code CODE`."""
+    import redis
+
     from felab_core.jobs.pairing import machine_credentials, pairing_password, pairing_secret_hash
     from felab_worker.broker import is_redis, redacted, with_credentials
     from felab_worker.dispatch import Dispatcher
@@ -76,18 +78,28 @@ def setup(
         err(str(exc))
         raise typer.Exit(EXIT_UNREACHABLE) from None
     with service_errors(), session_scope(sessions()) as session:
+        # The broker's users are made inside the unit of work: if it refuses them, a pairing
+        # password made just now is rolled back, not left behind.
         password = pairing_password(session, rotate=rotate_pairing)
         pairing_hash = pairing_secret_hash(session)
         machines = machine_credentials(session)
-    try:
-        synced = dispatcher.sync_users(pairing_hash, machines)
-    except Exception as exc:
-        err(
-            f"the broker at {redacted(dispatcher.url)} refused ({type(exc).__name__}: {exc}): "
-            "FELAB_BROKER_URL must name a user allowed to run ACL SETUSER (the README's "
-            "Security section shows one)"
-        )
-        raise typer.Exit(EXIT_USAGE) from None
+        try:
+            synced = dispatcher.sync_users(pairing_hash, machines)
+        except redis.exceptions.NoPermissionError as exc:
+            err(
+                f"the broker at {redacted(dispatcher.url)} refused ({str(exc)[:200]!r}): "
+                "FELAB_BROKER_URL must name a user allowed to run ACL SETUSER (the README's "
+                "Security section shows one)"
+            )
+            raise typer.Exit(EXIT_USAGE) from None
+        except redis.exceptions.RedisError as exc:
+            # Not a refusal: the server failed or does not know the commands (not Redis 7).
+            err(
+                f"the broker at {redacted(dispatcher.url)} could not set up users "
+                f"({type(exc).__name__}: {str(exc)[:200]!r}): felab needs Redis 7 or later "
+                "with ACLs and FUNCTIONs; check what FELAB_BROKER_URL names"
+            )
+            raise typer.Exit(EXIT_UNREACHABLE) from None
     url = with_credentials(public_url(settings), dispatcher.names.pairing_user, password)
     if as_json:
         typer.echo(

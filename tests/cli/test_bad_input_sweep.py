@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import socket
+import socketserver
 import sqlite3
 import subprocess
 import sys
@@ -119,6 +120,49 @@ class _Impossible(_Html):
 
 def _serve(handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+class _Resp(socketserver.BaseRequestHandler):
+    """Speaks Redis's protocol and answers every command with one error line (`reply`)."""
+
+    reply = b"-ERR unknown command\r\n"
+
+    def handle(self) -> None:
+        buf = b""
+        while True:
+            data = self.request.recv(65536)
+            if not data:
+                return
+            buf += data
+            while (parsed := _one_command(buf)) is not None:
+                buf = buf[parsed:]
+                self.request.sendall(self.reply)
+
+
+class _NoPerm(_Resp):
+    reply = b"-NOPERM this user has no permissions to run this command\r\n"
+
+
+def _one_command(buf: bytes) -> int | None:
+    """Bytes of the first whole RESP command in `buf` (an array of bulk strings), else None."""
+    head, sep, rest = buf.partition(b"\r\n")
+    if not sep or not head.startswith(b"*"):
+        return None
+    used = len(head) + 2
+    for _ in range(int(head[1:])):
+        size_line, sep, rest = rest.partition(b"\r\n")
+        if not sep or len(rest) < int(size_line[1:]) + 2:
+            return None
+        used += len(size_line) + 2 + int(size_line[1:]) + 2
+        rest = rest[int(size_line[1:]) + 2 :]
+    return used
+
+
+def _serve_resp(handler: type[_Resp]) -> socketserver.ThreadingTCPServer:
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 
@@ -314,11 +358,17 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     with open(files / "corrupt.db", "r+b") as fh:  # the members page's cell count
         fh.seek((root - 1) * page + 3)
         fh.write(b"\xff\xff")
-    servers = {"html": _serve(_Html), "whole": _serve(_Whole), "impossible": _serve(_Impossible)}
+    servers: dict[str, socketserver.BaseServer] = {
+        "html": _serve(_Html),
+        "whole": _serve(_Whole),
+        "impossible": _serve(_Impossible),
+        "errredis": _serve_resp(_Resp),
+        "nopermredis": _serve_resp(_NoPerm),
+    }
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))
     silent.listen(0)
-    ports = {name: int(s.server_address[1]) for name, s in servers.items()}
+    ports = {name: int(s.server_address[1]) for name, s in servers.items()}  # type: ignore[attr-defined]
     ports["closed"] = _free_port()
     ports["silent"] = int(silent.getsockname()[1])
     yield World(files=files, template=template, ports=ports)
@@ -558,6 +608,10 @@ CASES: list[Case] = [
     case("setting-debug-maybe", "size chips", 2, "FELAB_DEBUG", FELAB_DEBUG="maybe"),
     case("status-broker-no-db", "status", 3, "no such database", FELAB_BROKER_URL="redis://127.0.0.1:6379/99"),
     case("status-broker-closed", "status", 3, "not reached", FELAB_BROKER_URL="redis://u:{secret}@127.0.0.1:{closed}/0"),
+    # something that speaks Redis's protocol but answers PING with -ERR is not a broker (M14)
+    case("status-broker-not-redis", "status", 3, "answered PING with an error", FELAB_BROKER_URL="redis://u:{secret}@127.0.0.1:{errredis}/0"),
+    case("broker-setup-not-redis", "broker setup", 3, "answered PING with an error", FELAB_BROKER_URL="redis://admin:{secret}@127.0.0.1:{errredis}/0"),
+    case("broker-setup-no-acl-rights", "broker setup", 2, "ACL SETUSER", FELAB_BROKER_URL="redis://admin:{secret}@127.0.0.1:{nopermredis}/0"),
     case("bench-burstiness-alone", f"bench {LOCAL} --burstiness 0.5", 2, "give --rate too"),
     case("bench-turns-alone", f"bench {LOCAL} --turns 3", 2, "--turns only applies with --sessions"),
     case("bench-think-alone", f"bench {LOCAL} --think-time 2", 2, "--think-time only applies"),
