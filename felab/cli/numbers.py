@@ -14,7 +14,6 @@ show), each with help that teaches; the rules are in felab_core.numbers.
 from __future__ import annotations
 
 import base64
-import csv
 import inspect
 import json
 import time
@@ -45,14 +44,13 @@ from felab.cli.errors import EXIT_USAGE, err
 from felab.cli.output import Cell, Column, Format, Grid, emit, format_option
 from felab_core.db import models as m
 from felab_core.db.session import session_scope
-from felab_core.engine.results import default_csv
+from felab_core.engine.results import UnreadableResults, default_csv, read_table
 from felab_core.errors import Invalid
 from felab_core.files import NamedFileError, refuse_overwrite, refuse_special
 from felab_core.numbers.importing import (
     ImportReport,
     check_columns,
     import_results,
-    read_results_csv,
 )
 from felab_core.numbers.progress import (
     DayNumbers,
@@ -381,18 +379,13 @@ def import_cmd(
         )
         raise typer.Exit(EXIT_USAGE)
     try:
-        columns, rows = read_results_csv(path)
+        columns, rows = read_table(path)
         check_columns(columns)
-        for at, row in enumerate(rows, start=2):
-            if None in row or None in row.values():  # more or fewer cells than the header
-                cells = sum(v is not None for k, v in row.items() if k is not None)
-                extra = row.get(None)  # type: ignore[call-overload]  # csv's key for extra cells
-                cells += len(extra) if isinstance(extra, list) else 0
-                raise Invalid(f"line {at}: {cells} cells where the header has {len(columns)}")
-    except UnicodeDecodeError as exc:
-        err(f"{path} is not UTF-8 text (byte {exc.start}): save it as UTF-8 (CSV UTF-8)")
+    except UnreadableResults as exc:
+        advice = ": save it as UTF-8 (CSV UTF-8)" if exc.not_utf8 else ""
+        err(f"{path} {exc}{advice}")
         raise typer.Exit(EXIT_USAGE) from None
-    except (OSError, csv.Error) as exc:
+    except OSError as exc:
         err(f"cannot read {path}: {exc}")
         raise typer.Exit(EXIT_USAGE) from None
     except Invalid as exc:

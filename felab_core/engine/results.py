@@ -7,7 +7,9 @@ them, so columns are only ever appended, never renamed or reordered.
 
 from __future__ import annotations
 
+import codecs
 import csv
+import io
 import json
 import math
 import os
@@ -226,9 +228,58 @@ def append_csv(path: Path, rows: list[dict[str, str]]) -> None:
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
-    """The rows of a results file; a byte-order mark (a spreadsheet's save) is not a column."""
-    with path.open(newline="", encoding="utf-8-sig") as fh:
-        return list(csv.DictReader(fh))
+    """The rows of a results file felab wrote itself (no checks: see read_table for others')."""
+    return read_table(path)[1]
+
+
+class UnreadableResults(ValueError):
+    """A results CSV that cannot be read as one, in words that follow its path: "is not UTF-8
+    text (byte N)" or "line N: ...". Each command adds its own advice after it."""
+
+    def __init__(self, text: str, *, not_utf8: bool = False) -> None:
+        super().__init__(text)
+        self.not_utf8 = not_utf8
+
+
+def read_table(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    """The header and rows of a results CSV from anywhere (a spreadsheet, an old felab, a hand).
+
+    A spreadsheet's byte-order mark is not a column; the first byte that is not UTF-8 is counted
+    from the start of the file; what the csv module refuses (a cell past its size limit, say) and
+    a row with more or fewer cells than the header are said with their line. Raises OSError when
+    the file cannot be read, UnreadableResults for the rest.
+    """
+    data = path.read_bytes()
+    skip = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+    try:
+        text = data[skip:].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UnreadableResults(
+            f"is not UTF-8 text (byte {skip + exc.start})", not_utf8=True
+        ) from None
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    try:
+        columns = list(reader.fieldnames or [])
+        rows = list(reader)
+    except csv.Error as exc:
+        line = reader.reader.line_num  # the DictReader's own count lags a row behind
+        if "field larger than field limit" in str(exc):
+            raise UnreadableResults(
+                f"line {line}: a cell longer than {csv.field_size_limit():,} characters: not a "
+                "row felab writes; fix or remove the line"
+            ) from None
+        raise UnreadableResults(
+            f"line {line}: not CSV felab can read ({exc}); fix or remove the line"
+        ) from None
+    for line, row in enumerate(rows, start=2):
+        extra = row.pop(None, None)  # csv's key for extra cells
+        if extra is not None or None in row.values():  # more or fewer cells than the header
+            cells = sum(v is not None for v in row.values()) + len(extra or [])
+            raise UnreadableResults(
+                f"line {line}: {cells} cells where the header has {len(columns)}: the row is "
+                "cut short or has extra cells; fix or remove it"
+            )
+    return columns, rows
 
 
 def _clean(obj: Any) -> Any:

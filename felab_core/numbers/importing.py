@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import codecs
-import csv
-import io
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, cast
 
 from sqlalchemy import Table, func, insert, select
@@ -125,40 +121,6 @@ def _refusal(problems: list[tuple[int, str]]) -> str:
         f"{len(problems):,} row(s) cannot be imported, so nothing was stored: {shown}{rest}. "
         "Fix or delete those rows, or import the others with --skip-invalid"
     )
-
-
-_BOM = codecs.BOM_UTF8
-
-
-def read_results_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
-    """The header and rows of a results CSV (a spreadsheet's byte-order mark is not a column).
-
-    Raises OSError when the file cannot be read; UnicodeDecodeError when it is not UTF-8, its
-    `start` the offset of the first bad byte in the file (a text stream's would count from the
-    chunk it was decoding); Invalid ("line N: ...") for what the csv module refuses, such as a
-    cell past its size limit, in words rather than the module's.
-    """
-    data = path.read_bytes()
-    skip = len(_BOM) if data.startswith(_BOM) else 0
-    try:
-        text = data[skip:].decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise UnicodeDecodeError(
-            "utf-8", data, skip + exc.start, skip + exc.end, exc.reason
-        ) from None
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    try:
-        columns = list(reader.fieldnames or [])
-        rows = list(reader)
-    except csv.Error as exc:
-        line = reader.reader.line_num  # the DictReader's own count lags a row behind
-        if "field larger than field limit" in str(exc):
-            raise Invalid(
-                f"line {line}: a cell longer than {csv.field_size_limit():,} characters: not a "
-                "row felab writes; fix or remove the line"
-            ) from None
-        raise Invalid(f"line {line}: not CSV felab can read ({exc}); fix or remove it") from None
-    return columns, rows
 
 
 def check_columns(columns: Sequence[str]) -> None:

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import codecs
-import csv
-import io
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from fractions import Fraction
 from pathlib import Path
 
-from felab_core.engine.results import CSV_COLUMNS
+from felab_core.engine.results import CSV_COLUMNS, UnreadableResults, read_table
 from felab_core.files import NamedFileError, refuse_special
 from felab_core.reports.memo.model import _SERVER_ORDER, REQUIRED_COLUMNS, MemoError
 from felab_core.sizing.errors import SizingError
@@ -30,55 +27,22 @@ def load_results(path: Path) -> list[dict[str, str]]:
         refuse_special(path, what="results CSV")
     except NamedFileError as exc:
         raise MemoError(f"{exc}, with --csv") from None
-    text = _read_text(path)
-    reader = csv.DictReader(io.StringIO(text, newline=""))
     try:
-        header = reader.fieldnames or []
-        if not header:
-            return []
-        _check_header(tuple(header), str(path))
-        rows: list[dict[str, str]] = list(reader)
-    except csv.Error as exc:
-        raise MemoError(_csv_problem(path, reader.reader.line_num, exc)) from None
-    for line, row in enumerate(rows, start=2):
-        extra = row.pop(None, None)  # type: ignore[call-overload]  # csv's key for extra cells
-        if extra is not None or None in row.values():  # more or fewer cells than the header
-            cells = sum(v is not None for v in row.values()) + len(extra or [])
-            raise MemoError(
-                f"{path} line {line}: {cells} cells where the header has {len(header)}: "
-                "the row is cut short or has extra cells; fix or remove it"
-            )
-    return rows
-
-
-_BOM = codecs.BOM_UTF8
-
-
-def _read_text(path: Path) -> str:
-    """The file as text: UTF-8, a spreadsheet's byte-order mark allowed; else where it is not."""
-    try:
-        data = path.read_bytes()
+        header, rows = read_table(path)
     except OSError as exc:
         raise MemoError(f"cannot read {path}: {exc.strerror or exc}") from None
-    skip = len(_BOM) if data.startswith(_BOM) else 0
-    try:
-        return data[skip:].decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise MemoError(
-            f"{path} is not UTF-8 text (byte {skip + exc.start}): it is not the results CSV "
-            "`felab bench` writes; pass --csv with that file (or save this one as CSV UTF-8)"
-        ) from None
-
-
-def _csv_problem(path: Path, line: int, exc: csv.Error) -> str:
-    """The csv module's complaint in felab's words, with the line it stopped at."""
-    if "field larger than field limit" in str(exc):
-        return (
-            f"{path} line {line}: a cell longer than {csv.field_size_limit():,} characters: not "
-            "a row felab writes; fix or remove it, or pass --csv with the results file "
-            "`felab bench` writes"
+    except UnreadableResults as exc:
+        advice = (
+            ": it is not the results CSV `felab bench` writes; pass --csv with that file (or "
+            "save this one as CSV UTF-8)"
+            if exc.not_utf8
+            else ""
         )
-    return f"{path} line {line}: not CSV felab can read ({exc}); fix or remove the line"
+        raise MemoError(f"{path} {exc}{advice}") from None
+    if not header:
+        return []
+    _check_header(tuple(header), str(path))
+    return rows
 
 
 def _check_header(header: tuple[str, ...], where: str) -> None:
