@@ -135,6 +135,10 @@ def parse_trace(
             raise TraceError(f"line {line_no}: not JSON ({exc.msg})") from None
         except RecursionError:
             raise TraceError(f"line {line_no}: nested too deeply to be a trace record") from None
+        except ValueError:  # an integer of thousands of digits (Python reads at most 4,300)
+            raise TraceError(
+                f"line {line_no}: a number of thousands of digits: not a trace record"
+            ) from None
         if not isinstance(row, dict):
             raise TraceError(f'line {line_no}: expected an object such as {{"timestamp": 0, ...}}')
         stamp = _time_ms(row, ("timestamp", "created_time"), line_no)

@@ -258,6 +258,9 @@ def _write_files(d: Path) -> None:
     binpack = d / "binary-pack"
     binpack.mkdir(exist_ok=True)
     (binpack / "day-01.yaml").write_bytes(b"\x00\xff\xfe" * 1000)
+    (d / "trace-digits.jsonl").write_text(
+        '{"timestamp": 0, "input_length": 1' + "0" * 5000 + ', "output_length": 5}\n'
+    )
     (d / "trace-ok.jsonl").write_text('{"timestamp": 0, "input_length": 10, "output_length": 5}\n')
     (d / "targets-escape.toml").write_text(
         '[targets."a b\\u001b[31m"]\nkind = "vllm"\nurl = "http://127.0.0.1:1"\n'
@@ -438,6 +441,7 @@ CASES: list[Case] = [
     case("bench-slo-nonsense", f"bench {LOCAL} --slo quick", 2, "--slo"),
     case("bench-trace-missing", f"bench {LOCAL} --trace {{files}}/none.jsonl", 2, "none.jsonl"),
     case("bench-trace-broken", f"bench {LOCAL} --trace {{files}}/trace-bad.jsonl", 2, "line 2"),
+    case("bench-trace-digits", f"bench {LOCAL} --trace {{files}}/trace-digits.jsonl", 2, "line 1: a number of thousands of digits"),
     case("bench-trace-negative", f"bench {LOCAL} --trace {{files}}/trace-negative.jsonl", 2, "line 1"),
     case("bench-targets-broken", "bench mlx --no-csv -n 1 --targets-file {files}/bad.toml", 2, "bad.toml"),
     case("bench-unknown-target", "bench nosuchserver --no-csv -n 1", 2, "nosuchserver"),

@@ -187,6 +187,7 @@ def test_real_rows_import(db: Session, student: m.Member, bench_rows: Rows) -> N
         ({"prompt_tokens_server": "-3.5"}, "prompt_tokens_server holds '-3.5': it cannot be neg"),
         ({"prompt_tokens_server": "1e12"}, "prompt_tokens_server holds '1e12', above"),
         ({"burstiness": "1e9"}, "result column burstiness holds '1e9', above 1,000"),
+        ({"writing_tps_p50": "9_6.0"}, "result column writing_tps_p50 holds '9_6.0', not a number"),
         # counts that agree
         ({"requests": "9"}, "ok 8 + failed 0 is not requests 9"),
         ({"cold_starts": "9"}, "cold_starts 9 of 8 requests: more than were sent"),
