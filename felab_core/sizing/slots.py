@@ -28,6 +28,10 @@ LLAMA_CTX_PAD = 256
 AUTO_SLOTS = 4
 
 
+#: llama-server reads -c as a 32-bit integer: no cache is sized past this.
+LLAMA_MAX_CTX = 2**31 - 1
+
+
 def pad_ctx(tokens: int, pad: int = LLAMA_CTX_PAD) -> int:
     """Round a token count up to llama.cpp's cache granularity."""
     return -(-tokens // pad) * pad
@@ -47,18 +51,40 @@ class SlotFix:
         return self.seats * self.tokens_each
 
     @property
+    def most_seats(self) -> int:
+        """Seats of `tokens_each` that one llama-server's largest -c holds."""
+        return min(self.seats, LLAMA_MAX_CTX // self.tokens_each)
+
+    @property
     def flags(self) -> str:
         mode = " -kvu" if self.unified else ""
-        return f"-c {self.ctx} --parallel {self.seats}{mode}"
+        if self.ctx <= LLAMA_MAX_CTX:
+            return f"-c {self.ctx} --parallel {self.seats}{mode}"
+        if self.most_seats < 1:
+            return "none: one conversation is past any -c"
+        seats = self.most_seats
+        return f"-c {seats * self.tokens_each} --parallel {seats}{mode} (fewer seats)"
 
     @property
     def explanation(self) -> str:
-        text = (
-            f"The fix: set -c to seats x tokens each. For {self.seats} seats of "
-            f"{whole_text(self.tokens_each)} tokens: "
-            f"{self.seats} x {whole_text(self.tokens_each)} = "
-            f"{whole_text(self.ctx)}, so start llama-server with {self.flags}."
+        sized = (
+            f"For {self.seats} seats of {whole_text(self.tokens_each)} tokens: "
+            f"{self.seats} x {whole_text(self.tokens_each)} = {whole_text(self.ctx)}"
         )
+        if self.ctx > LLAMA_MAX_CTX:
+            largest = whole_text(LLAMA_MAX_CTX)
+            if self.most_seats < 1:
+                return (
+                    f"No fix on llama-server: a {whole_text(self.tokens_each)}-token "
+                    f"conversation is past the largest -c it takes ({largest})."
+                )
+            return (
+                f"The fix as sized is past the largest -c llama-server takes ({largest}). "
+                f"{sized}. One server holds at most {self.most_seats} such seats: start it "
+                f"with {self.flags.removesuffix(' (fewer seats)')}, and more servers for the rest."
+            )
+        text = f"The fix: set -c to seats x tokens each. {sized}, so start llama-server with "
+        text += f"{self.flags}."
         if self.memory is not None:
             text += f" The cache then takes {self.memory.explanation}"
         return text
@@ -266,6 +292,11 @@ def check_flags(
             )
         if unified:
             assumption = f"With -kvu the {slots} seats share one unified cache of -c {ctx} tokens."
+        elif slots == 1:
+            assumption = (
+                f"With -c {ctx} --parallel 1, llama-server keeps one cache of {whole_text(ctx)} "
+                "tokens for its one seat."
+            )
         else:
             assumption = (
                 f"With -c {ctx} --parallel {slots} and no -kvu, llama-server splits one cache of "

@@ -187,3 +187,16 @@ def test_unreachable_server_is_said_plainly() -> None:
         SizingError, match=r"connection refused: nothing listens at http://127.0.0.1:9"
     ):
         slots.read_live("http://127.0.0.1:9", client=client)
+
+
+def test_a_fix_past_llama_server_s_largest_c_offers_fewer_seats() -> None:
+    """-c is a 32-bit integer in llama-server: 4 seats of 10^9 tokens is no -c it takes."""
+    fix = slots.SlotFix(seats=4, tokens_each=1_000_000_000, memory=None, unified=False)
+    assert fix.most_seats == 2
+    assert fix.flags == "-c 2000000000 --parallel 2 (fewer seats)"
+    assert "past the largest -c llama-server takes (2,147,483,647)" in fix.explanation
+    alone = slots.SlotFix(seats=1, tokens_each=3_000_000_000, memory=None, unified=False)
+    assert alone.flags.startswith("none")
+    assert "No fix on llama-server" in alone.explanation
+    usual = slots.SlotFix(seats=4, tokens_each=8_192, memory=None, unified=False)
+    assert usual.flags == "-c 32768 --parallel 4"
