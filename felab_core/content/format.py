@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, create_model
+from pydantic import AfterValidator, Field, create_model, field_validator
 
 from felab_core.content.fields import ID_PATTERN, EngineerVersion, ItemId, Strict, Text, Word
 from felab_core.drills.kinds import KINDS
@@ -64,6 +64,14 @@ class DoneWhen(Strict):
     measured: list[Server] = Field(default_factory=list)
     metric: Metric = "writing_tps"
 
+    @field_validator("measured")
+    @classmethod
+    def _each_once(cls, servers: list[str]) -> list[str]:
+        twice = sorted({s for s in servers if servers.count(s) > 1})
+        if twice:
+            raise ValueError(f"{', '.join(twice)} listed more than once")
+        return servers
+
 
 class NumberField(Strict):
     """A "your numbers" field: what to record, and the course's sample figure as a hint."""
@@ -75,7 +83,10 @@ class NumberField(Strict):
     label: Text
     help: Text | None = None
     hint: Text | None = None
-    example: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    # strict: a quoted "44.6" is text in YAML, not the number it looks like
+    example: float | None = Field(
+        default=None, gt=0, le=1_000_000, allow_inf_nan=False, strict=True
+    )
 
 
 class CardSpec(Strict):
@@ -114,7 +125,7 @@ class PackBase(Strict):
 
     format: Literal["felab.content/1"]
     id: ItemId
-    day: int = Field(ge=1, le=366)
+    day: int = Field(ge=1, le=366, strict=True)  # strict: `day: true` is not day 1
     title: Text
     summary: Text | None = None
     minutes: int | None = Field(default=None, ge=1, le=600)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -112,6 +113,25 @@ def test_wrong_server_lists_the_choices(tmp_path: Path) -> None:
     data["numbers"][0]["server"] = "lmstudio"
     (msg,) = _problems(tmp_path, data)
     assert "numbers[0].server: expected one of" in msg and "'lmstudio'" in msg
+
+
+@pytest.mark.parametrize(
+    ("edit", "says"),
+    [
+        (lambda d: d.update(day=True), "day: "),  # YAML's true is not day 1
+        (lambda d: d["numbers"][0].update(example="44.6"), "numbers[0].example: "),  # text
+        (lambda d: d["numbers"][0].update(example=1e308), "numbers[0].example: "),
+        (lambda d: d["done_when"].update(measured=["ollama", "ollama"]), "listed more than once"),
+    ],
+    ids=["day-true", "example-quoted", "example-1e308", "measured-twice"],
+)
+def test_values_yaml_reads_loosely_are_refused(
+    tmp_path: Path, edit: Callable[[dict], None], says: str
+) -> None:
+    data = _raw()
+    edit(data)
+    (msg,) = _problems(tmp_path, data)
+    assert says in msg, msg
 
 
 def test_duplicate_id_and_unknown_step(tmp_path: Path) -> None:
