@@ -344,15 +344,20 @@ async def _stream(
             f"truncated: the stream ended without its final message ({adapter.end_marker}) "
             f"after {len(tl.content_chunks())} content chunks"
         )
-    if (
-        tl.error is None
-        and not tl.content_chunks()
-        and not (tl.usage or {}).get("completion_tokens")
-    ):
-        tl.error = (
-            "empty answer: the stream ended without a single token, so there is nothing to "
-            "time (a model that stops at once, or a server that generates nothing)"
-        )
+    if tl.error is None and not tl.content_chunks():
+        counted = (tl.usage or {}).get("completion_tokens")
+        if counted:
+            # Tokens counted but no text read: most often the wrong --api for this stream.
+            tl.error = (
+                f"no text: the server counted {counted} generated tokens but sent none felab "
+                f"reads as --api {adapter.api.value}; check --api (openai-chat streams "
+                "choices[].delta.content, openai-completions choices[].text)"
+            )
+        else:
+            tl.error = (
+                "empty answer: the stream ended without a single token, so there is nothing to "
+                "time (a model that stops at once, or a server that generates nothing)"
+            )
 
 
 #: Bytes of a response kept to say what it was when it was not a stream.

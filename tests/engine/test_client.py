@@ -152,7 +152,9 @@ async def test_bytes_that_hold_no_message_are_not_a_stream_not_a_truncated_one()
     assert tl.error is not None and tl.error.startswith("not a token stream"), tl.error
 
 
-async def _raw_answer(body: bytes, *, hold_open: bool) -> RequestTimeline:
+async def _raw_answer(
+    body: bytes, *, hold_open: bool, api: Api = Api.OPENAI_CHAT
+) -> RequestTimeline:
     """One request to a server that answers 200 text/event-stream with `body` as it is."""
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -166,7 +168,7 @@ async def _raw_answer(body: bytes, *, hold_open: bool) -> RequestTimeline:
     server = await asyncio.start_server(answer, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     try:
-        adapter = adapter_for(Api.OPENAI_CHAT)
+        adapter = adapter_for(api)
         limits = ClientLimits(total=20, stall=3, connect=2)
         payload = adapter.payload(GenerationRequest("hello", max_tokens=4, model="m"))
         async with make_client(1, limits) as client:
@@ -194,6 +196,19 @@ async def test_a_stream_far_past_the_read_ahead_mark_is_read_whole() -> None:
     tl = await _raw_answer(event * count + b"data: [DONE]\n\n", hold_open=False)
     assert tl.error is None, tl.error
     assert len(tl.content_chunks()) == count
+
+
+async def test_tokens_counted_but_no_text_read_points_at_the_api() -> None:
+    """A chat stream read as completions: five messages, usage says 5 tokens, no text the
+    completions reader knows. Not an "ok" request with no TTFT: a failure naming --api."""
+    delta = b'data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n'
+    usage = b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5}}\n\n'
+    body = delta * 5 + usage + b"data: [DONE]\n\n"
+    tl = await _raw_answer(body, hold_open=False, api=Api.OPENAI_COMPLETIONS)
+    assert tl.error is not None and tl.error.startswith("no text: the server counted 5"), tl.error
+    assert "--api openai-completions" in tl.error
+    right = await _raw_answer(body, hold_open=False, api=Api.OPENAI_CHAT)
+    assert right.error is None and len(right.content_chunks()) == 5
 
 
 async def test_a_stall_fails_after_the_stall_timeout() -> None:
