@@ -402,7 +402,7 @@ def bench(
         "auto",
         "--processes",
         help="Client processes per run (1-64), each with its own event loop, following one "
-        "schedule; auto adds them when the warm-up says one process (~15,000 chunks/s) cannot "
+        "schedule; auto adds them when the warm-up says one process (~10,000 chunks/s) cannot "
         "keep up.",
     ),
     fmt: Format = format_option(),

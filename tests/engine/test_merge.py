@@ -142,8 +142,8 @@ def test_slices_share_users_and_requests_evenly_and_completely(
 def test_the_automatic_choice_says_why() -> None:
     assert auto_processes(None, 8)[0] == 1
     assert auto_processes(5_000, 8)[0] == 1
-    n, why = auto_processes(25_600, 8)
-    assert n == 2 and "25,600 chunks/s" in why
+    n, why = auto_processes(25_600, 8)  # 10,000 a process: three
+    assert n == 3 and "25,600 chunks/s" in why
     n, why = auto_processes(100_000, 2)
     assert n == 2 and "only 2 cores are free" in why
     assert usable_processes(4, concurrency=2, requests=100, open_loop=False) == 2
