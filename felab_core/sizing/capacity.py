@@ -115,6 +115,12 @@ def capacity_from_tokens(
     blocks = None
     if block_size is not None:
         require_whole("the block size", block_size)
+        if tokens < block_size:
+            raise SizingError(
+                f"a cache of {tokens:,} tokens is less than one block of {block_size:,}: a "
+                "block is a few tokens (vLLM's default is 16); check --block-size and the "
+                "cache size"
+            )
         blocks = tokens // block_size
     return Capacity(
         tokens=tokens, max_len=max_len, blocks=blocks, block_size=block_size, kv_dtype=kv_dtype_name

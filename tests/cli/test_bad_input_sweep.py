@@ -468,6 +468,8 @@ CASES: list[Case] = [
     case("size-slots-zero-parallel", "size slots -c 4096 -np 0", 2, "parallel"),
     case("size-capacity-negative-blocks", "size capacity --blocks -5 --block-size 16 --max-len 8192", 2, "cache blocks must be more than zero"),
     case("size-capacity-zero-block", "size capacity --blocks 100 --block-size 0", 2, "--block-size"),
+    case("size-capacity-block-past-cache", "size capacity --tokens 100 --block-size 1000 --max-len 50", 2, "less than one block of 1,000"),
+    case("memo-block-past-cache", "memo --csv {files}/results.csv --chip H100 --model llama-3.1-8b --model-bytes 4.9GB --kv-tokens 100 --block-size 1000 -o -", 2, "less than one block"),
     case("size-capacity-closed-url", "size capacity --url http://127.0.0.1:{closed}", 3, "connection refused"),
     case("size-capacity-log-empty", "size capacity --vllm-log {files}/vllm.log", 2, "vllm.log"),
     case("size-limit-nan", "size limit --bandwidth nan --model-bytes 4.9GB", 2, "bandwidth"),
