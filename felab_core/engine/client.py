@@ -12,6 +12,7 @@ import asyncio
 import errno
 import functools
 import json
+import re
 import ssl
 import time
 from dataclasses import dataclass
@@ -206,6 +207,14 @@ def describe_error(exc: BaseException, url: str, tl: RequestTimeline, limits: Cl
     if isinstance(exc, httpx.TimeoutException):
         return f"timeout: {type(exc).__name__} talking to {host}"
     if isinstance(exc, httpx.RemoteProtocolError):
+        text = str(exc)
+        if tl.status is None and "disconnected" not in text.lower():
+            # No response came: h11 refused what came instead (a status line of "abc").
+            shown = re.sub(r"bytearray\(b('.*?')\)", r"\1", text)[:160]
+            shown = shown.encode("ascii", "backslashreplace").decode()
+            return (
+                f"not HTTP: {host} did not answer with an HTTP response ({shown}); check the port"
+            )
         return (
             f"disconnected: the server closed the connection mid-stream after {got} content "
             f"chunks ({exc})"

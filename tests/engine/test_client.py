@@ -211,6 +211,24 @@ async def test_tokens_counted_but_no_text_read_points_at_the_api() -> None:
     assert right.error is None and len(right.content_chunks()) == 5
 
 
+async def test_a_status_line_that_is_not_http_is_named_not_a_disconnect() -> None:
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 abc OK\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with ScriptedServer() as placeholder:  # only for its one() helper's arguments
+            tl = await one(placeholder, base_url=f"http://127.0.0.1:{port}")
+    finally:
+        server.close()
+    assert tl.error is not None and tl.error.startswith("not HTTP:"), tl.error
+    assert "'HTTP/1.1 abc OK'" in tl.error and "bytearray" not in tl.error
+
+
 async def test_a_stall_fails_after_the_stall_timeout() -> None:
     limits = ClientLimits(total=10, stall=0.3, connect=2)
     async with ScriptedServer(Script(fault="stall", fault_after=3)) as server:
