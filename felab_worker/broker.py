@@ -213,6 +213,20 @@ class SqliteStore:
             time.sleep(0.1)
 
 
+def send_task(app: Any, name: str, **options: Any) -> None:
+    """`app.send_task`, tried again (twice at most) when the embedded broker loses kombu's race
+    to create a queue: its SQLAlchemy transport reads the queue table, then inserts, so two
+    processes declaring one new queue at the same instant make one fail on the table's unique
+    name (seen once in a loaded full run). The queue exists by then: a second try finds it."""
+    for attempt in range(3):
+        try:
+            app.send_task(name, **options)
+            return
+        except Exception as exc:
+            if type(exc).__name__ != "IntegrityError" or attempt == 2:
+                raise
+
+
 def make_store(url: str, settings: Settings) -> Store:
     """The store for `url`: Redis itself, or a SQLite file beside the embedded broker's."""
     if is_redis(url):

@@ -22,7 +22,14 @@ from felab_core.jobs.pairing import MachineCredential
 from felab_core.settings import Settings, get_settings
 from felab_worker import acl
 from felab_worker.app import job_queue, server_app
-from felab_worker.broker import Store, broker_url, is_redis, make_store, redis_client
+from felab_worker.broker import (
+    Store,
+    broker_url,
+    is_redis,
+    make_store,
+    redis_client,
+    send_task,
+)
 from felab_worker.names import INGEST_QUEUE, Names
 
 #: A control message waits this long for its machine (an offline machine gets it when back).
@@ -61,7 +68,8 @@ class Dispatcher:
                 msg = replace(msg, start_at=msg.start_at + (here - time.time()))
         ttl = int(self.settings.job_queue_expire_s + self.settings.job_time_limit_s + 600)
         self.store.set(self.names.claim_key(msg.worker_id, msg.job_id), msg.attempt, ttl)
-        self.app.send_task(
+        send_task(
+            self.app,
             "felab.run_job",
             args=[msg.to_dict()],
             queue=job_queue(msg.worker_id),

@@ -23,6 +23,7 @@ from felab_worker.broker import (
     make_store,
     redacted,
     redis_client,
+    send_task,
     with_credentials,
 )
 from felab_worker.names import PAIRING_QUEUE, Names
@@ -86,33 +87,26 @@ def pair_machine(settings: Settings, code: str, *, timeout_s: float = 30.0) -> I
     request = make_request(code, key, target_names(settings.targets_file))
     deadline = time.monotonic() + timeout_s
     check_reachable(url, settings, timeout_s)
-    for attempt in range(3):
-        app = pairing_app(settings)
-        try:
-            app.send_task(
-                "felab.pair",
-                args=[request],
-                queue=PAIRING_QUEUE,
-                retry=True,
-                retry_policy={
-                    "max_retries": max(0, int(timeout_s // 2)),
-                    "interval_start": 0,
-                    "interval_step": 1,
-                    "interval_max": 2,
-                },
-            )
-            break
-        except Exception as exc:
-            if type(exc).__name__ == "IntegrityError" and attempt < 2:
-                # The embedded broker's queue table: the ingest created the same queue at this
-                # instant (kombu's SQLAlchemy transport reads, then inserts). A fresh
-                # connection finds it.
-                continue
-            raise BrokerUnreachable(
-                f"could not reach the broker at {redacted(url)} ({type(exc).__name__}: {exc}): "
-                "check FELAB_BROKER_URL (the pairing URL your instructor gave) and "
-                "FELAB_BROKER_CA_FILE"
-            ) from None
+    try:
+        send_task(
+            pairing_app(settings),
+            "felab.pair",
+            args=[request],
+            queue=PAIRING_QUEUE,
+            retry=True,
+            retry_policy={
+                "max_retries": max(0, int(timeout_s // 2)),
+                "interval_start": 0,
+                "interval_step": 1,
+                "interval_max": 2,
+            },
+        )
+    except Exception as exc:
+        raise BrokerUnreachable(
+            f"could not reach the broker at {redacted(url)} ({type(exc).__name__}: {exc}): "
+            "check FELAB_BROKER_URL (the pairing URL your instructor gave) and "
+            "FELAB_BROKER_CA_FILE"
+        ) from None
     store = make_store(url, settings)
     answer_key = Names(settings.broker_prefix).answer_key(answer_id(request))
     raw = None
