@@ -18,7 +18,7 @@ from felab_core.engine.metrics import SLO
 from felab_core.engine.results import check_destinations, default_csv
 from felab_core.engine.server_kinds import ServerKind
 from felab_core.engine.targets import Target, load_targets, resolve_target
-from felab_core.engine.trace import load_trace
+from felab_core.engine.trace import load_trace, preset_name
 from felab_core.engine.workloads import MAX_CONCURRENCY, PRESETS, Workload
 from felab_core.settings import get_settings
 
@@ -166,7 +166,7 @@ def plan_run(
     if replay is not None:
         workload = replace(
             workload,
-            preset=f"trace:{replay.name}",
+            preset=preset_name(replay.name),
             requests=requests,  # the whole trace unless -n cuts it
             concurrency=workload.concurrency if concurrency is not None else (0,),
         )

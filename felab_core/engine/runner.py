@@ -212,9 +212,15 @@ async def bench_target(
         runs=runs,
         warmup=warm,
         started_at=started_at,
-        host=platform.node(),
+        host=this_host(),
         notes=notes,
     )
+
+
+def this_host() -> str:
+    """The machine's name for the results row; a machine without one (a bare container) is
+    'unnamed-host', since a row with an empty host is no row felab imports back."""
+    return platform.node().strip() or "unnamed-host"
 
 
 async def _metrics_snapshot(target: Target, notes: list[str]) -> Snapshot | None:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from felab_core.engine.words import synthetic_words
 from felab_core.files import MiB, NamedFileError, read_named_text
+from felab_core.text import is_hidden
 
 DEFAULT_BLOCK_SIZE = 512
 MAX_LINES = 1_000_000
@@ -185,6 +186,14 @@ def parse_trace(
         )
     digest = hashlib.sha256(text.encode()).hexdigest()
     return Trace(name, digest, rebased, block_size, speed)
+
+
+def preset_name(name: str) -> str:
+    """The preset a replay's rows carry: trace:NAME, the file's name cut to fit a results row
+    (64 characters, numbers/row_checks.py) and its invisible characters shown as '?', so the
+    row imports back."""
+    shown = "".join("?" if is_hidden(c) else c for c in name)
+    return "trace:" + shown[: 64 - len("trace:")]
 
 
 def load_trace(path: Path, *, block_size: int = DEFAULT_BLOCK_SIZE, speed: float = 1.0) -> Trace:

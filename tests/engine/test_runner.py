@@ -187,3 +187,16 @@ async def test_per_chunk_usage_makes_the_first_chunk_count_exact() -> None:
     estimated = generic.runs[0].requests[0]
     assert estimated.first_chunk_tokens == pytest.approx(1.25)
     assert estimated.tpot_s is not None and estimated.tpot_s < 0.0085
+
+
+def test_a_machine_without_a_name_writes_a_host_rows_can_be_imported_with(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import platform
+
+    from felab_core.engine.runner import this_host
+
+    monkeypatch.setattr(platform, "node", lambda: "")
+    assert this_host() == "unnamed-host"
+    monkeypatch.setattr(platform, "node", lambda: "  mac-mini ")
+    assert this_host() == "mac-mini"

@@ -185,3 +185,12 @@ def test_the_prefix_cache_sees_what_the_trace_shared(tmp_path: Path) -> None:
     miss = statistics.median(r["ttft_s"] for r in requests[0::2])
     assert (miss - hit) * 1e3 == pytest.approx(192 * 0.2, abs=3.0)  # 38.4 ms of prefill saved
     assert run["summary"]["cached_share"] == pytest.approx(5 * 192 / (12 * 256))
+
+
+def test_a_replay_preset_fits_a_results_row_whatever_the_file_is_called() -> None:
+    from felab_core.engine.trace import preset_name
+
+    assert preset_name("mooncake.jsonl") == "trace:mooncake.jsonl"
+    long = preset_name("x" * 300 + ".jsonl")
+    assert len(long) == 64 and long.startswith("trace:xxx")
+    assert preset_name("a\u202eb.jsonl") == "trace:a?b.jsonl"
