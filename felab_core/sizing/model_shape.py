@@ -368,8 +368,16 @@ def _gguf_value(reader: Any, key: str) -> Any:
     return value
 
 
-def _per_layer(value: Any) -> tuple[int | None, tuple[int, ...] | None]:
-    """GGUF stores some counts once or once per layer; give (single value, per-layer tuple)."""
+def _per_layer(value: Any, key: str, where: str) -> tuple[int | None, tuple[int, ...] | None]:
+    """GGUF stores some counts once or once per layer; give (single value, per-layer tuple).
+    A count that is not a whole number (4096.7) is refused, not rounded down."""
+    values = value if isinstance(value, list) else [] if value is None else [value]
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise SizingError(
+                f"{where}: {key} holds {v!r}, not a whole number; check that the file is a "
+                "model's GGUF"
+            )
     if isinstance(value, list):
         ints = tuple(int(v) for v in value)
         if ints and all(v == ints[0] for v in ints):
@@ -437,9 +445,16 @@ def from_gguf(path: str | Path) -> ModelShape:
         return _gguf_value(reader, f"{arch}.{suffix}")
 
     layers = key("block_count")
-    heads, heads_by_layer = _per_layer(key("attention.head_count"))
-    kv, kv_by_layer = _per_layer(key("attention.head_count_kv"))
+    where = str(gguf_path)
+    heads, heads_by_layer = _per_layer(
+        key("attention.head_count"), f"{arch}.attention.head_count", where
+    )
+    kv, kv_by_layer = _per_layer(
+        key("attention.head_count_kv"), f"{arch}.attention.head_count_kv", where
+    )
     hidden = key("embedding_length")
+    if hidden is not None:
+        hidden = _positive_int(hidden, f"{arch}.embedding_length", where)
     missing = [
         f"{arch}.{s}"
         for s, v in (("block_count", layers), ("attention.head_count", heads))
@@ -472,6 +487,10 @@ def from_gguf(path: str | Path) -> ModelShape:
         _check_groups(int(heads), int(kv), str(gguf_path))
     key_len = key("attention.key_length")
     value_len = key("attention.value_length")
+    if key_len is not None:
+        key_len = _positive_int(key_len, f"{arch}.attention.key_length", str(gguf_path))
+    if value_len is not None:
+        value_len = _positive_int(value_len, f"{arch}.attention.value_length", str(gguf_path))
     if key_len is None:
         if hidden is None or int(heads) == 0:
             raise SizingError(

@@ -68,3 +68,33 @@ def test_size_limit_says_not_a_gguf_file_with_exit_2(tmp_path: Path) -> None:
     assert result.exit_code == 2, result.output
     assert NOT_GGUF in result.stderr
     assert "ValueError" not in result.output + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("llama.embedding_length", 64.7), ("llama.attention.head_count", 4.5)],
+    ids=["hidden-fraction", "heads-fraction"],
+)
+def test_a_count_that_is_not_whole_is_refused_not_rounded(
+    tmp_path: Path, key: str, value: float
+) -> None:
+    import numpy as np
+    from gguf import GGUFWriter
+
+    path = tmp_path / "odd.gguf"
+    w = GGUFWriter(str(path), "llama")
+    w.add_name("odd")
+    w.add_block_count(2)
+    if key != "llama.attention.head_count":
+        w.add_head_count(4)
+    w.add_head_count_kv(2)
+    if key != "llama.embedding_length":
+        w.add_embedding_length(64)
+    w.add_float32(key, value)
+    w.add_tensor("blk.0.attn_q.weight", np.zeros((64, 64), np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    message = refusal(path)
+    assert key in message and "whole number" in message, message
