@@ -239,7 +239,7 @@ async def _metrics_snapshot(target: Target, notes: list[str]) -> Snapshot | None
 def _server_rates(before: Snapshot, after: Snapshot) -> dict[str, Any] | None:
     try:
         rates = diff(before, after)
-    except SizingError:
+    except (SizingError, ArithmeticError, ValueError):  # a server counter past reason
         return None
     return {
         "engine": rates.engine,

@@ -8,6 +8,7 @@ prometheus-client's own text parser; the counters are mapped to one vocabulary f
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -18,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from felab_core.bounded_get import get_bounded
 from felab_core.engine.client import connect_failure
 from felab_core.redact import url_password_masked
-from felab_core.sizing.errors import SizingError, Unreachable
+from felab_core.sizing.errors import BadAnswer, SizingError, Unreachable
 from felab_core.sizing.units import decimal_text, whole_text
 
 LLAMA_CPP = "llama.cpp"
@@ -120,7 +121,14 @@ def parse_metrics(text: str, taken_at: float | None = None) -> Snapshot:
         # When both spellings of one counter appear, keep the first one met.
         if seen_source.setdefault(ours, sample.name) != sample.name:
             continue
-        values[ours] = values.get(ours, 0.0) + float(sample.value)
+        value = float(sample.value)
+        if not math.isfinite(value) or value < 0:
+            # A counter of NaN, infinity or below zero is no count of anything a server did.
+            raise BadAnswer(
+                f"/metrics gave {sample.name} = {sample.value}: no server counts that; felab "
+                "reads its counters only when each is a finite number from zero up"
+            )
+        values[ours] = values.get(ours, 0.0) + value
     return Snapshot(
         engine=engine,
         taken_at=time.monotonic() if taken_at is None else taken_at,

@@ -424,6 +424,8 @@ def read_live_vllm(
             data = models.json().get("data") or []  # type: ignore[attr-defined]
         except (ValueError, AttributeError):
             data = []
+        if not isinstance(data, list):  # {"data": 5}: not a model list; the length is asked
+            data = []
         for item in data:
             said = item.get("max_model_len") if isinstance(item, dict) else None
             if isinstance(said, int) and not isinstance(said, bool):

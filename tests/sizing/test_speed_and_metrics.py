@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from felab_core.sizing import SizingError, kv, metrics_scrape, speed_limit
+from felab_core.sizing.errors import BadAnswer
 from felab_core.sizing.model_shape import known_model
 from felab_core.sizing.units import GB, parse_bytes
 
@@ -188,3 +189,12 @@ def test_mixed_or_foreign_metrics_are_refused() -> None:
         metrics_scrape.diff(_llama(1, 1, 1, 1, 0), _vllm("vllm_0.32.0_cpu_metrics_after.txt", 1))
     with pytest.raises(SizingError, match=r"no llama.cpp .* or vLLM"):
         metrics_scrape.parse_metrics("# TYPE go_goroutines gauge\ngo_goroutines 12\n")
+
+
+@pytest.mark.parametrize("value", ["NaN", "+Inf", "-Inf", "-5"])
+def test_a_counter_no_server_keeps_is_the_servers_fault(value: str) -> None:
+    text = (
+        f"# TYPE llamacpp:tokens_predicted_total counter\nllamacpp:tokens_predicted_total {value}\n"
+    )
+    with pytest.raises(BadAnswer, match="llamacpp:tokens_predicted_total"):
+        metrics_scrape.parse_metrics(text)

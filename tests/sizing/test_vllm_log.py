@@ -143,6 +143,21 @@ def test_live_vllm_reads_metrics_and_max_len() -> None:
     assert r.format == "metrics" and r.max_len == 2048 and r.capacity().whole_requests == 1024
 
 
+@pytest.mark.parametrize("models", [{"data": 5}, {"data": "x"}, [1, 2], {"data": [5]}])
+def test_a_model_list_that_is_not_one_leaves_the_length_unknown(models: object) -> None:
+    metrics = (FIXTURES / "vllm_0.32.0_cpu_metrics_before.txt").read_text()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/metrics":
+            return httpx.Response(200, text=metrics)
+        return httpx.Response(200, json=models)
+
+    r = vllm_log.read_live_vllm(
+        "http://vllm", client=httpx.Client(transport=httpx.MockTransport(handler))
+    )
+    assert r.max_len == 2048  # /metrics still says it; the odd list is passed over
+
+
 def test_llama_metrics_are_not_vllm() -> None:
     text = "# TYPE llamacpp:prompt_tokens_total counter\nllamacpp:prompt_tokens_total 5\n"
     with pytest.raises(SizingError, match="not vLLM's"):
