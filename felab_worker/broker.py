@@ -48,7 +48,7 @@ def with_credentials(url: str, user: str, password: str) -> str:
         host = f"[{host}]"
     port = f":{parts.port}" if parts.port else ""
     netloc = f"{quote(user, safe='')}:{quote(password, safe='')}@{host}{port}"
-    return urlunsplit(parts._replace(netloc=netloc))
+    return urlunsplit(parts._replace(netloc=netloc, query="", fragment=""))
 
 
 def ssl_options(url: str, settings: Settings) -> dict[str, Any] | None:

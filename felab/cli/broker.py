@@ -37,8 +37,11 @@ def public_url(settings: Settings) -> str:
     url = settings.broker_public_url or broker_url(settings)
     parts = urlsplit(url)
     host = parts.hostname or ""
+    if ":" in host:  # an IPv6 address keeps its brackets
+        host = f"[{host}]"
     port = f":{parts.port}" if parts.port else ""
-    return urlunsplit(parts._replace(netloc=f"{host}{port}"))
+    # No query or fragment: the admin URL's ?password=... must never reach the students' URL.
+    return urlunsplit(parts._replace(netloc=f"{host}{port}", query="", fragment=""))
 
 
 @broker_app.command("setup")
