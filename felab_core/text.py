@@ -37,6 +37,12 @@ def holds_hidden(text: str, *, allowed: str = "") -> bool:
     return any(unicodedata.category(c) in _HIDDEN_CATEGORIES and c not in allowed for c in text)
 
 
+def with_hidden_shown(text: str) -> str:
+    """`text` for a terminal, each invisible or control character shown as '?' (a server's
+    or a file's words: an escape code must not reach the screen)."""
+    return "".join("?" if is_hidden(c) else c for c in text)
+
+
 def literal(text: str) -> str:
     """`text` as it reads, for Markdown running text: markup escaped, no mention possible."""
     return _MARKDOWN.sub(r"\\\1", text).replace("@", "@" + ZERO_WIDTH_SPACE)

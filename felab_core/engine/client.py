@@ -26,7 +26,7 @@ from felab_core.engine.framing import FrameTooLarge
 from felab_core.engine.netbackend import RX_STAMP_INFO, LeanTransport
 from felab_core.engine.timeline import Chunk, RequestTimeline
 from felab_core.redact import redact, url_without_credentials
-from felab_core.text import is_hidden
+from felab_core.text import with_hidden_shown
 
 now_ns = time.monotonic_ns
 
@@ -129,7 +129,7 @@ def shown_text(text: str, most: int = 300) -> str:
     """A server's words as felab shows them: one line, no control or invisible characters (an
     escape code or a U+202E would reach the terminal, the record and chat), at most `most`
     characters."""
-    plain = "".join("?" if is_hidden(c) else c for c in " ".join(text.split()))
+    plain = with_hidden_shown(" ".join(text.split()))
     return plain if len(plain) <= most else plain[: most - 1] + "…"
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from felab_core.engine.words import synthetic_words
 from felab_core.files import MiB, NamedFileError, read_named_text
-from felab_core.text import is_hidden
+from felab_core.text import with_hidden_shown
 
 DEFAULT_BLOCK_SIZE = 512
 MAX_LINES = 1_000_000
@@ -192,7 +192,7 @@ def preset_name(name: str) -> str:
     """The preset a replay's rows carry: trace:NAME, the file's name cut to fit a results row
     (64 characters, numbers/row_checks.py) and its invisible characters shown as '?', so the
     row imports back."""
-    shown = "".join("?" if is_hidden(c) else c for c in name)
+    shown = with_hidden_shown(name)
     return "trace:" + shown[: 64 - len("trace:")]
 
 

@@ -17,10 +17,12 @@ import httpx
 
 from felab_core.bounded_get import get_bounded
 from felab_core.engine.client import connect_failure
+from felab_core.redact import url_password_masked
 from felab_core.sizing.errors import BadAnswer, SizingError, Unreachable
 from felab_core.sizing.kv import KvMemory, kv_bytes_per_token, kv_memory
 from felab_core.sizing.model_shape import ModelShape
 from felab_core.sizing.units import MAX_TOKENS, article, decimal_text, require_whole, whole_text
+from felab_core.text import with_hidden_shown
 
 # Recent llama.cpp rounds the cache length, and each split seat, up to a multiple of this.
 LLAMA_CTX_PAD = 256
@@ -352,7 +354,7 @@ def _get_json(client: httpx.Client, url: str) -> tuple[int, Any]:
     try:
         response = get_bounded(client, url)
     except httpx.HTTPError as exc:
-        raise Unreachable(connect_failure(exc, url)) from None
+        raise Unreachable(connect_failure(exc, url_password_masked(url))) from None
     if response.status_code != 200:
         return response.status_code, None
     try:
@@ -395,28 +397,29 @@ def read_slots(
 ) -> LiveSlots:
     """Ask llama-server's /props (and /slots, /v1/models when open) what its seats hold."""
     base = base_url.rstrip("/")
+    shown = url_password_masked(base)  # what is said: never a password from --url
     own = client is None
     http = client or httpx.Client(timeout=timeout)
     try:
         status, props = _get_json(http, f"{base}/props")
         if status != 200:
-            raise _not_llama(base, f"GET /props answered HTTP {status}")
+            raise _not_llama(shown, f"GET /props answered HTTP {status}")
         if not isinstance(props, dict):
-            raise _not_llama(base, "/props did not answer with a JSON object")
+            raise _not_llama(shown, "/props did not answer with a JSON object")
         settings = props.get("default_generation_settings")
         total_slots = props.get("total_slots")
         if not isinstance(settings, dict) or not isinstance(total_slots, int):
-            raise _not_llama(base, "/props has no total_slots or default_generation_settings")
+            raise _not_llama(shown, "/props has no total_slots or default_generation_settings")
         props_ctx = settings.get("n_ctx")
         if not isinstance(props_ctx, int):
-            raise _not_llama(base, "/props gives no n_ctx for its seats")
-        _reported(base, "/props", "total_slots", total_slots, MAX_SLOTS)
-        _reported(base, "/props", "n_ctx", props_ctx, MAX_TOKENS)
+            raise _not_llama(shown, "/props gives no n_ctx for its seats")
+        _reported(shown, "/props", "total_slots", total_slots, MAX_SLOTS)
+        _reported(shown, "/props", "n_ctx", props_ctx, MAX_TOKENS)
         status, slots = _get_json(http, f"{base}/slots")
         per_slot: tuple[int, ...]
         if status == 200 and isinstance(slots, list) and slots:
             per_slot = tuple(
-                _reported(base, "/slots", "n_ctx", s.get("n_ctx", props_ctx), MAX_TOKENS)
+                _reported(shown, "/slots", "n_ctx", s.get("n_ctx", props_ctx), MAX_TOKENS)
                 for s in slots[:MAX_SLOTS]
                 if isinstance(s, dict)
             )
@@ -428,7 +431,8 @@ def read_slots(
         size = None
         status, models = _get_json(http, f"{base}/v1/models")
         if status == 200 and isinstance(models, dict):
-            for item in models.get("data") or []:
+            listed = models.get("data")
+            for item in listed if isinstance(listed, list) else []:
                 meta = item.get("meta") if isinstance(item, dict) else None
                 if isinstance(meta, dict):
                     n_train = (
@@ -440,12 +444,13 @@ def read_slots(
                     break
         build = props.get("build_info")
         return LiveSlots(
-            base_url=base,
+            base_url=shown,
             total_slots=total_slots,
             slot_n_ctx=per_slot,
             n_ctx_train=n_train,
             model_bytes=size,
-            build=str(build) if build else None,
+            # The server's own words reach the terminal: control characters shown escaped.
+            build=with_hidden_shown(str(build))[:200] if build else None,
             slots_endpoint=endpoint,
         )
     finally:

@@ -200,3 +200,31 @@ def test_a_fix_past_llama_server_s_largest_c_offers_fewer_seats() -> None:
     assert "No fix on llama-server" in alone.explanation
     usual = slots.SlotFix(seats=4, tokens_each=8_192, memory=None, unified=False)
     assert usual.flags == "-c 32768 --parallel 4"
+
+
+def test_a_password_in_url_and_escapes_in_build_never_reach_the_terminal() -> None:
+    """Seventh sweep: `size slots --url http://alice:PW@host` printed the password on every
+    path, and a build_info holding escape codes went to the terminal raw."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/props":
+            settings = {"n_ctx": 4096}
+            build = "\x1b[31mRED\x1b[0m\x07"
+            body = {"total_slots": 4, "default_generation_settings": settings, "build_info": build}
+            return httpx.Response(200, json=body)
+        if request.url.path == "/v1/models":
+            return httpx.Response(200, json={"data": 5})  # not a list: passed over
+        return httpx.Response(404)
+
+    client = httpx.Client(transport=httpx.MockTransport(handler))
+    live = slots.read_slots("http://alice:S3cretPW@llama", client=client)
+    assert "S3cretPW" not in live.base_url and live.base_url == "http://alice:***@llama"
+    assert live.build == "?[31mRED?[0m?"
+
+    def not_llama(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"foo": 1})
+
+    other = httpx.Client(transport=httpx.MockTransport(not_llama))
+    with pytest.raises(SizingError) as caught:
+        slots.read_slots("http://alice:S3cretPW@llama", client=other)
+    assert "S3cretPW" not in str(caught.value)
