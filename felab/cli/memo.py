@@ -23,6 +23,7 @@ from felab_core.reports.memo import (
     MemoError,
     MemoInputs,
     build_memo,
+    chart_names,
     load_results,
     parse_machine,
     render_markdown,
@@ -198,13 +199,21 @@ def memo(
         )
         csv_path = csv_path or default_csv()
         if str(out) != "-":  # before the work: an unwritable path is said first
-            check_destinations(
-                None,
-                out,
-                what="memo",
-                inputs=((csv_path, "results CSV (--csv)"), (vllm_log_file, "vLLM log")),
-                json_writes=None,  # Markdown: it replaces none of felab's own kinds
-            )
+            read = ((csv_path, "results CSV (--csv)"), (vllm_log_file, "vLLM log"))
+            # The memo and the two charts beside it: each gets the same checks (a chart once
+            # overwrote the database through a link, a bench record, and the CSV it read).
+            charts_beside = () if no_charts else chart_names(out.stem)
+            for path, what in (
+                (out, "memo"),
+                *((out.parent / c, "memo chart") for c in charts_beside),
+            ):
+                check_destinations(
+                    None,
+                    path,
+                    what=what,
+                    inputs=read,
+                    json_writes=None,  # Markdown or PNG: neither is one of felab's own kinds
+                )
         if str(out) != "-" and out.suffix.lower() not in (".md", ".markdown", ".txt"):
             raise MemoError(
                 f"--out {out} ends in {out.suffix or 'no suffix'!r}: the memo is Markdown, so "

@@ -211,6 +211,7 @@ def _write_files(d: Path) -> None:
         itl_p50_s="0.025", tpot_p50_s="0.025", e2e_p50_s="5", output_tps="40",
     )  # fmt: skip
     (d / "results.csv").write_text(header + ",".join(row[c] for c in CSV_COLUMNS) + "\n")
+    shutil.copy(d / "results.csv", d / "charted-speed.png")  # a CSV named as a memo's chart
     future = {**row, "timestamp": "2099-01-01T00:00:00+00:00"}
     (d / "results-future.csv").write_text(header + ",".join(future[c] for c in CSV_COLUMNS) + "\n")
     for name, column, value in (
@@ -347,6 +348,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         done = subprocess.run([*FELAB, *args], env=env, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stdout + done.stderr
     shutil.copy(template / "data" / "felab.db", files / "live.db")
+    (files / "live-speed.png").symlink_to(files / "live.db")  # a memo's chart name, linked
     shutil.copy(files / "live.db", files / "droptable.db")  # a backup missing a table
     con = sqlite3.connect(files / "droptable.db")
     con.execute("PRAGMA foreign_keys=OFF")
@@ -469,6 +471,8 @@ CASES: list[Case] = [
     case("size-capacity-negative-blocks", "size capacity --blocks -5 --block-size 16 --max-len 8192", 2, "cache blocks must be more than zero"),
     case("size-capacity-zero-block", "size capacity --blocks 100 --block-size 0", 2, "--block-size"),
     case("size-capacity-block-past-cache", "size capacity --tokens 100 --block-size 1000 --max-len 50", 2, "less than one block of 1,000"),
+    case("memo-chart-over-its-csv", "memo --csv {files}/charted-speed.png --chip H100 --model llama-3.1-8b --model-bytes 4.9GB --kv-memory 16GiB -o {files}/charted.md", 2, "is also the results CSV (--csv): the memo chart would replace it"),
+    case("memo-chart-over-database", "memo --csv {files}/results.csv --chip H100 --model llama-3.1-8b --model-bytes 4.9GB --kv-memory 16GiB -o {files}/live.md", 2, "live-speed.png"),
     case("memo-block-past-cache", "memo --csv {files}/results.csv --chip H100 --model llama-3.1-8b --model-bytes 4.9GB --kv-tokens 100 --block-size 1000 -o -", 2, "less than one block"),
     case("size-capacity-closed-url", "size capacity --url http://127.0.0.1:{closed}", 3, "connection refused"),
     case("size-capacity-log-empty", "size capacity --vllm-log {files}/vllm.log", 2, "vllm.log"),
