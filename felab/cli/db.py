@@ -95,14 +95,21 @@ def status_cmd() -> None:
 
 @db_app.command("backup")
 def backup_cmd(
-    to: Path = typer.Argument(..., help="The file to write (it is replaced if it exists)."),
+    to: Path = typer.Argument(
+        ...,
+        help="The file to write (an earlier backup there is replaced; any other file only "
+        "with --force).",
+    ),
+    force: bool = typer.Option(
+        False, "--force", help="Replace TO even when it is not an earlier backup."
+    ),
 ) -> None:
     """Copy the whole database to a file: SQLite's own online backup, or pg_dump for
     PostgreSQL (safe while the bot and the ingest run). Redis needs none (see `restore`)."""
     from felab_core.ops.backup import backup
 
     with service_errors():
-        done = backup(get_settings().resolved_database_url(), to)
+        done = backup(get_settings().resolved_database_url(), to, force=force)
     Console(highlight=False).print(f"{_where()} backed up to {done}", markup=False)
 
 

@@ -170,20 +170,37 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def _writable_file(to: Path) -> None:
-    """Refuse, before any work, a destination that is a folder or cannot be written."""
+#: The first bytes of the two kinds of backup felab writes: SQLite's file, pg_dump's archive.
+_BACKUP_MAGIC = (b"SQLite format 3\x00", b"PGDMP")
+
+
+def _writable_file(to: Path, *, force: bool) -> None:
+    """Refuse, before any work, a destination that is a folder or cannot be written, and an
+    existing file that is not an earlier backup (unless `force`): a backup is written often,
+    and a typo must not turn a member export or a content pack into a database."""
+    if str(to) == "-":
+        raise BackupError("a backup is a file, not standard output: give a file name")
     try:
         refuse_special(to, what="backup, such as felab.bak", to_write=True)
         check_destinations(None, to, what="backup", json_writes=SQLITE_DATABASE)
+        if to.is_file() and not force:
+            with to.open("rb") as fh:
+                head = fh.read(16)
+            if not head.startswith(_BACKUP_MAGIC):
+                raise BackupError(
+                    f"{to} exists and is not a felab backup: the backup would replace it; give "
+                    "a new name, or --force to replace it"
+                )
         to.parent.mkdir(parents=True, exist_ok=True)
     except (NamedFileError, ResultsFileError, OSError) as exc:
         raise BackupError(str(exc)) from None
 
 
-def backup(url: str, to: Path) -> Path:
+def backup(url: str, to: Path, *, force: bool = False) -> Path:
     """Write the database named by `url` to `to` (a file). It is written beside `to` first and
-    moved over it only when complete, so a failed backup never destroys an earlier one."""
-    _writable_file(to)
+    moved over it only when complete, so a failed backup never destroys an earlier one; an
+    existing file that is not a backup is replaced only with `force`."""
+    _writable_file(to, force=force)
     backend = make_url(url).get_backend_name()
     partial = to.with_name(f".{to.name}.partial")
     partial.unlink(missing_ok=True)

@@ -94,3 +94,25 @@ def test_restoring_something_else_says_so(database: str, tmp_path: Path) -> None
     assert "not a felab SQLite backup" in out.output or "pg_restore failed" in out.output
     out = runner.invoke(app, ["db", "restore", str(tmp_path / "missing"), "--yes"])
     assert out.exit_code == 2 and "is not a file" in out.output
+
+
+def test_a_backup_replaces_an_earlier_backup_and_nothing_else(
+    database: str, tmp_path: Path
+) -> None:
+    """Seventh sweep: `db backup FILE` silently turned any file (a member export, a content
+    pack, the targets file) into a database. An earlier backup is replaced; anything else
+    only with --force."""
+    dump = tmp_path / "felab.backup"
+    assert runner.invoke(app, ["db", "backup", str(dump)]).exit_code == 0
+    again = runner.invoke(app, ["db", "backup", str(dump)])
+    assert again.exit_code == 0, again.output
+    export = tmp_path / "members.json"
+    export.write_text('{"members": []}\n')
+    refused = runner.invoke(app, ["db", "backup", str(export)])
+    assert refused.exit_code == 2 and "is not a felab backup" in refused.output
+    assert export.read_text() == '{"members": []}\n'
+    forced = runner.invoke(app, ["db", "backup", str(export), "--force"])
+    assert forced.exit_code == 0, forced.output
+    assert export.read_bytes()[:5] in (b"SQLit", b"PGDMP")
+    dash = runner.invoke(app, ["db", "backup", "-"])
+    assert dash.exit_code == 2 and "not standard output" in dash.output
