@@ -169,12 +169,21 @@ def request_metrics(tl: RequestTimeline, *, api_is_ollama: bool = False) -> Requ
     m.server_tps = server_writing_tps(tl.server_timings)
     m.server_timings = tl.server_timings
     if tl.server_timings and tl.server_timings.get("load_duration"):
-        m.server_load_s = tl.server_timings["load_duration"] / NS
+        load_s = tl.server_timings["load_duration"] / NS
+        # A load is believed only when it fits inside the request that waited for it.
+        if 0 < load_s <= (m.e2e_s if m.e2e_s is not None else load_s):
+            m.server_load_s = load_s
     if tl.usage:
         m.prompt_tokens = tl.usage.get("prompt_tokens")
         m.cached_tokens = tl.usage.get("cached_tokens")
     if m.cached_tokens is None and tl.server_timings and "cache_n" in tl.server_timings:
         m.cached_tokens = int(tl.server_timings["cache_n"])  # llama.cpp's own count
+    if (
+        m.cached_tokens is not None
+        and m.prompt_tokens is not None
+        and not 0 <= m.cached_tokens <= m.prompt_tokens
+    ):
+        m.cached_tokens = None  # 99 cached of a 10-token prompt: no count of anything
     m.output_tokens, m.token_source = output_tokens(tl, api_is_ollama)
     if m.token_source == COUNT_FROM_CHUNKS_DISBELIEVED:
         m.server_tps = None  # its speed is its disbelieved count over its own clock

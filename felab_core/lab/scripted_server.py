@@ -486,8 +486,9 @@ class ScriptedServer:
         await self._open_stream(writer, b"application/x-ndjson")
         options = body.get("options") or {}
         plan = list(self._plan(options, "num_predict"))
-        first = received + int(s.ttft_s * 1e9)
         cold = s.cold_load_s if self._served == 0 else 0.0
+        # A cold load happens inside the request, as Ollama's does: it delays the first token.
+        first = received + int((cold + s.ttft_s) * 1e9)
         self._served += 1
         produced = 0
         model = body.get("model") or s.model
@@ -526,7 +527,7 @@ class ScriptedServer:
             "message": {"role": "assistant", "content": ""},
             "done": True,
             "done_reason": "length",
-            "total_duration": end - received + int(cold * 1e9),
+            "total_duration": end - received,
             "prompt_eval_count": 7,
             "prompt_eval_duration": int(s.ttft_s * 1e9),
             "eval_count": produced,

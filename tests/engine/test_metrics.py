@@ -117,7 +117,7 @@ def test_open_loop_latency_counts_from_the_schedule() -> None:
 
 
 def test_server_timings_are_kept_beside_the_client_figures() -> None:
-    tl = timeline([1, 2, 3], usage=3)
+    tl = timeline([1, 2, 3], usage=3, end_ms=2600)  # the load happened inside the request
     tl.server_timings = {"predicted_per_second": 71.5}
     assert request_metrics(tl).server_tps == 71.5
     tl.server_timings = {"eval_count": 100, "eval_duration": 2e9, "load_duration": 5e8}
@@ -153,6 +153,23 @@ def test_a_count_of_zero_after_text_is_not_believed() -> None:
     m = request_metrics(timeline([1, 2, 3, 4, 5], usage=0))  # five chunks of text, "0 tokens"
     assert m.output_tokens == 5
     assert m.token_source is not None and m.token_source.startswith("chunks")
+
+
+def test_a_cached_count_past_the_prompt_is_not_believed() -> None:
+    tl = timeline([100, 110], usage=2)  # a 12-token prompt
+    tl.usage = {**(tl.usage or {}), "cached_tokens": 99}
+    assert request_metrics(tl).cached_tokens is None
+    tl.usage = {**tl.usage, "cached_tokens": 8}
+    assert request_metrics(tl).cached_tokens == 8
+
+
+@pytest.mark.parametrize("load_ns", [-5, 10**40])
+def test_a_load_time_outside_the_request_is_not_believed(load_ns: int) -> None:
+    tl = timeline([100, 110], usage=2, end_ms=200)
+    tl.server_timings = {"load_duration": load_ns}
+    assert request_metrics(tl).server_load_s is None
+    tl.server_timings = {"load_duration": 50_000_000}  # 50 ms of a 200 ms request
+    assert request_metrics(tl).server_load_s == pytest.approx(0.05)
 
 
 def test_summary_percentiles_counts_and_rates() -> None:
@@ -214,7 +231,7 @@ def test_cold_first_request_is_reported_not_averaged() -> None:
 def test_ollama_load_duration_marks_a_cold_start() -> None:
     metrics = []
     for i in range(3):
-        tl = timeline([20, 30, 40], usage=3)
+        tl = timeline([20, 30, 40], usage=3, end_ms=1600)
         tl.index = i
         if i == 1:
             tl.server_timings = {"load_duration": 1.5e9, "eval_count": 3, "eval_duration": 2e7}
