@@ -22,7 +22,7 @@ from rich.console import Console
 from felab.cli.output import Cell, Column, Format, Grid, emit, format_option
 from felab_core.engine.targets import TargetError, normalize_base_url
 from felab_core.sizing import capacity as cap
-from felab_core.sizing import kv, slots, speed_limit, vllm_log
+from felab_core.sizing import kv, slots, slots_live, speed_limit, vllm_log
 from felab_core.sizing.errors import SizingError, Unreachable
 from felab_core.sizing.model_shape import ModelShape, resolve_shape, weights_summary
 from felab_core.sizing.units import (
@@ -429,7 +429,7 @@ def slots_command(
                     "with --url the server says how many seats it has; drop --parallel/--unified "
                     "(give -c only if you know what it was started with)"
                 )
-            verdict = slots.read_live(
+            verdict = slots_live.read_live(
                 _server_url(url), ctx=ctx, need=need, shape=shape, kv_type=kv_type, tokens_each=each
             )
         else:

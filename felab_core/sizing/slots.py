@@ -11,18 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
 
-import httpx
-
-from felab_core.bounded_get import get_bounded
-from felab_core.engine.client import connect_failure
-from felab_core.redact import url_password_masked
-from felab_core.sizing.errors import BadAnswer, SizingError, Unreachable
+from felab_core.sizing.errors import SizingError
 from felab_core.sizing.kv import KvMemory, kv_bytes_per_token, kv_memory
 from felab_core.sizing.model_shape import ModelShape
-from felab_core.sizing.units import MAX_TOKENS, article, decimal_text, require_whole, whole_text
-from felab_core.text import with_hidden_shown
+from felab_core.sizing.units import article, decimal_text, require_whole, whole_text
 
 # Recent llama.cpp rounds the cache length, and each split seat, up to a multiple of this.
 LLAMA_CTX_PAD = 256
@@ -201,7 +194,7 @@ class SlotVerdict:
         return " ".join(parts)
 
 
-def _memory_for(tokens: int, shape: ModelShape | None, kv_type: str) -> KvMemory | None:
+def memory_for(tokens: int, shape: ModelShape | None, kv_type: str) -> KvMemory | None:
     if shape is None:
         return None
     return kv_memory(tokens, kv_bytes_per_token(shape, kv_type))
@@ -221,12 +214,12 @@ def slot_fix(
     return SlotFix(
         seats=seats,
         tokens_each=tokens_each,
-        memory=_memory_for(ctx, shape, kv_type),
+        memory=memory_for(ctx, shape, kv_type),
         unified=unified,
     )
 
 
-def _fix_for(
+def fix_for(
     need: int | None,
     tokens_each: int | None,
     seats: int,
@@ -240,7 +233,7 @@ def _fix_for(
     return slot_fix(seats, each, shape, kv_type, unified)
 
 
-def _check_need(need: int | None, each: int | None = None) -> None:
+def check_need(need: int | None, each: int | None = None) -> None:
     if need is not None:
         require_whole("the tokens a conversation needs", need, "Give prompt plus reply, e.g. 8000.")
     if need is not None and each is not None and each < need:
@@ -271,7 +264,7 @@ def check_flags(
             "instead (felab size kv --gguf FILE prints it) so the seats can be worked out"
         )
     require_whole("-c (the cache length in tokens)", ctx, "For example -c 8192.")
-    _check_need(need, tokens_each)
+    check_need(need, tokens_each)
     notes: list[str] = []
     if parallel is None:
         slots = AUTO_SLOTS
@@ -333,193 +326,10 @@ def check_flags(
         source="flags",
         assumption=assumption,
         need=need,
-        fix=_fix_for(need, tokens_each, slots, shape, kv_type, unified),
-        memory=_memory_for(total, shape, kv_type),
+        fix=fix_for(need, tokens_each, slots, shape, kv_type, unified),
+        memory=memory_for(total, shape, kv_type),
         notes=tuple(notes),
     )
 
 
 # ---------------------------------------------------------------- a live llama-server
-
-
-def _not_llama(url: str, why: str) -> SizingError:
-    return SizingError(
-        f"the server at {url} does not look like llama-server ({why}). --url must point at "
-        "llama.cpp's llama-server (for example http://127.0.0.1:8080); vLLM, Ollama and MLX have "
-        "no /props or /slots. For vLLM use `felab size capacity --vllm-log` on its startup log."
-    )
-
-
-def _get_json(client: httpx.Client, url: str) -> tuple[int, Any]:
-    try:
-        response = get_bounded(client, url)
-    except httpx.HTTPError as exc:
-        raise Unreachable(connect_failure(exc, url_password_masked(url))) from None
-    if response.status_code != 200:
-        return response.status_code, None
-    try:
-        return 200, response.json()
-    except ValueError:
-        return 200, None
-
-
-@dataclass(frozen=True)
-class LiveSlots:
-    """What a running llama-server says about its seats."""
-
-    base_url: str
-    total_slots: int
-    slot_n_ctx: tuple[int, ...]
-    n_ctx_train: int | None
-    model_bytes: int | None
-    build: str | None
-    slots_endpoint: bool
-
-
-#: More seats than llama-server's --parallel takes: a larger count is not a real server's.
-MAX_SLOTS = 65_536
-
-
-def _reported(base: str, where: str, name: str, value: object, most: int) -> int:
-    """A count the server reports, when it is a whole number from 1 to `most`; else BadAnswer
-    (10^30 seats overflowed felab, a negative length read as the input's fault)."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
-        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
-        raise BadAnswer(
-            f"llama-server at {base} reports {name} = {shown} in {where}: no server has that "
-            f"(1 to {most:,}); check the server, or give the figures with -c and --parallel"
-        )
-    return value
-
-
-def read_slots(
-    base_url: str, client: httpx.Client | None = None, timeout: float = 5.0
-) -> LiveSlots:
-    """Ask llama-server's /props (and /slots, /v1/models when open) what its seats hold."""
-    base = base_url.rstrip("/")
-    shown = url_password_masked(base)  # what is said: never a password from --url
-    own = client is None
-    http = client or httpx.Client(timeout=timeout)
-    try:
-        status, props = _get_json(http, f"{base}/props")
-        if status != 200:
-            raise _not_llama(shown, f"GET /props answered HTTP {status}")
-        if not isinstance(props, dict):
-            raise _not_llama(shown, "/props did not answer with a JSON object")
-        settings = props.get("default_generation_settings")
-        total_slots = props.get("total_slots")
-        if not isinstance(settings, dict) or not isinstance(total_slots, int):
-            raise _not_llama(shown, "/props has no total_slots or default_generation_settings")
-        props_ctx = settings.get("n_ctx")
-        if not isinstance(props_ctx, int):
-            raise _not_llama(shown, "/props gives no n_ctx for its seats")
-        _reported(shown, "/props", "total_slots", total_slots, MAX_SLOTS)
-        _reported(shown, "/props", "n_ctx", props_ctx, MAX_TOKENS)
-        status, slots = _get_json(http, f"{base}/slots")
-        per_slot: tuple[int, ...]
-        if status == 200 and isinstance(slots, list) and slots:
-            per_slot = tuple(
-                _reported(shown, "/slots", "n_ctx", s.get("n_ctx", props_ctx), MAX_TOKENS)
-                for s in slots[:MAX_SLOTS]
-                if isinstance(s, dict)
-            )
-            endpoint = True
-        else:
-            per_slot = (props_ctx,) * total_slots
-            endpoint = False
-        n_train = None
-        size = None
-        status, models = _get_json(http, f"{base}/v1/models")
-        if status == 200 and isinstance(models, dict):
-            listed = models.get("data")
-            for item in listed if isinstance(listed, list) else []:
-                meta = item.get("meta") if isinstance(item, dict) else None
-                if isinstance(meta, dict):
-                    n_train = (
-                        meta.get("n_ctx_train")
-                        if isinstance(meta.get("n_ctx_train"), int)
-                        else None
-                    )
-                    size = meta.get("size") if isinstance(meta.get("size"), int) else None
-                    break
-        build = props.get("build_info")
-        return LiveSlots(
-            base_url=shown,
-            total_slots=total_slots,
-            slot_n_ctx=per_slot,
-            n_ctx_train=n_train,
-            model_bytes=size,
-            # The server's own words reach the terminal: control characters shown escaped.
-            build=with_hidden_shown(str(build))[:200] if build else None,
-            slots_endpoint=endpoint,
-        )
-    finally:
-        if own:
-            http.close()
-
-
-def read_live(
-    base_url: str,
-    *,
-    ctx: int | None = None,
-    need: int | None = None,
-    shape: ModelShape | None = None,
-    kv_type: str = "f16",
-    tokens_each: int | None = None,
-    client: httpx.Client | None = None,
-    timeout: float = 5.0,
-) -> SlotVerdict:
-    """The slot verdict from a running llama-server: its own word on each seat's room.
-
-    The server reports seats and each seat's length, not whether they share one cache; give the
-    `-c` it was started with (`ctx`) and the mode follows from the numbers.
-    """
-    _check_need(need)
-    if ctx is not None:
-        require_whole("-c (the cache length in tokens)", ctx)
-    live = read_slots(base_url, client=client, timeout=timeout)
-    slots = live.total_slots
-    per_slot = min(live.slot_n_ctx) if live.slot_n_ctx else 0
-    if slots <= 0 or per_slot <= 0:
-        raise SizingError(
-            f"llama-server at {live.base_url} reports {slots} seats of {per_slot} tokens"
-        )
-    where = f"llama-server at {live.base_url}" + (f" (build {live.build})" if live.build else "")
-    said = "/slots" if live.slots_endpoint else "/props"
-    unified: bool | None
-    total: int | None
-    if slots == 1:
-        unified, total = None, per_slot
-        mode = "one seat, so splitting does not arise"
-    elif ctx is not None and pad_ctx(ctx) == per_slot:
-        unified, total = True, per_slot
-        mode = f"each seat's length equals -c {ctx}, so the seats share one unified cache"
-    elif ctx is not None and per_slot * slots >= pad_ctx(ctx) >= (per_slot - LLAMA_CTX_PAD) * slots:
-        unified, total = False, per_slot * slots
-        mode = f"-c {ctx} divided over {slots} seats gives this, so the cache is split"
-    else:
-        unified, total = None, None
-        mode = "give the -c it was started with (--ctx) to tell a split cache from a unified one"
-    assumption = (
-        f"Read from {where}: {said} says {slots} seats of {whole_text(per_slot)} tokens; {mode}."
-    )
-    notes = []
-    if live.n_ctx_train is not None and per_slot == live.n_ctx_train and (ctx or 0) > per_slot:
-        notes.append(
-            f"The model was trained for {whole_text(live.n_ctx_train)} tokens, and llama-server "
-            "caps "
-            "each seat there."
-        )
-    return SlotVerdict(
-        slots=slots,
-        per_slot=per_slot,
-        unified=unified,
-        shared_total=total,
-        ctx=ctx,
-        source=where,
-        assumption=assumption,
-        need=need,
-        fix=_fix_for(need, tokens_each, slots, shape, kv_type, bool(unified)),
-        memory=_memory_for(total, shape, kv_type) if total is not None else None,
-        notes=tuple(notes),
-    )

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from felab.cli.main import app
 from felab_core.lab.serve import ServerProcess, free_port
-from felab_core.sizing import kv, metrics_scrape, slots, vllm_log
+from felab_core.sizing import kv, metrics_scrape, slots, slots_live, vllm_log
 from felab_core.sizing.model_shape import from_gguf, from_hf_config
 
 runner = CliRunner()
@@ -47,7 +47,7 @@ def test_size_kv_cli_on_the_tiny_model(tiny_model: Any) -> None:
 
 
 def test_slots_read_from_the_live_llama_server(llama_server: Any) -> None:
-    verdict = slots.read_live(llama_server.base_url, ctx=4096, need=3000)
+    verdict = slots_live.read_live(llama_server.base_url, ctx=4096, need=3000)
     assert verdict.slots == 2
     assert verdict.per_slot == 2048  # -c 4096 split over --parallel 2
     assert verdict.unified is False and verdict.shared_total == 4096
@@ -102,7 +102,7 @@ def test_flags_predict_what_a_real_llama_server_does(
     with ServerProcess(
         "llamacpp", tiny_model.gguf_path, port=free_port(), extra_args=args, log_path=log_path
     ) as server:
-        live = slots.read_live(server.base_url, ctx=ctx, shape=shape)
+        live = slots_live.read_live(server.base_url, ctx=ctx, shape=shape)
     assert (live.slots, live.per_slot) == (predicted.slots, predicted.per_slot)
     if live.slots > 1:
         assert live.unified == predicted.unified

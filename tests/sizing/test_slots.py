@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from felab_core.sizing import SizingError, slots
+from felab_core.sizing import SizingError, slots, slots_live
 from felab_core.sizing.model_shape import known_model
 
 LLAMA = known_model("llama-3.1-8b")
@@ -129,7 +129,7 @@ def _llama_like(
 
 def test_live_split_server_is_recognised_from_ctx() -> None:
     client = httpx.Client(transport=_llama_like(512, 4))
-    v = slots.read_live("http://llama", ctx=2048, need=1000, client=client)
+    v = slots_live.read_live("http://llama", ctx=2048, need=1000, client=client)
     assert (v.slots, v.per_slot, v.unified, v.shared_total) == (4, 512, False, 2048)
     assert v.fits is False
     assert "/slots says 4 seats of 512 tokens" in v.assumption
@@ -138,13 +138,13 @@ def test_live_split_server_is_recognised_from_ctx() -> None:
 
 def test_live_unified_server_is_recognised_from_ctx() -> None:
     client = httpx.Client(transport=_llama_like(2048, 4))
-    v = slots.read_live("http://llama", ctx=2048, client=client)
+    v = slots_live.read_live("http://llama", ctx=2048, client=client)
     assert v.unified is True and v.shared_total == 2048
 
 
 def test_live_without_ctx_says_mode_is_unknown() -> None:
     client = httpx.Client(transport=_llama_like(512, 4, slots_on=False))
-    v = slots.read_live("http://llama", client=client)
+    v = slots_live.read_live("http://llama", client=client)
     assert v.unified is None and v.shared_total is None
     assert "/props says 4 seats" in v.assumption
     assert "not whether they share one cache" in v.explanation
@@ -152,7 +152,7 @@ def test_live_without_ctx_says_mode_is_unknown() -> None:
 
 def test_live_notes_the_training_cap() -> None:
     client = httpx.Client(transport=_llama_like(4096, 1, train=4096))
-    v = slots.read_live("http://llama", ctx=8192, client=client)
+    v = slots_live.read_live("http://llama", ctx=8192, client=client)
     assert "trained for 4,096 tokens" in v.explanation
 
 
@@ -167,7 +167,7 @@ def test_a_non_llama_server_is_refused_clearly() -> None:
     with pytest.raises(
         SizingError, match=r"does not look like llama-server \(GET /props answered HTTP 404\)"
     ):
-        slots.read_live("http://vllm", client=client)
+        slots_live.read_live("http://vllm", client=client)
 
 
 def test_props_without_slot_fields_is_refused() -> None:
@@ -175,7 +175,7 @@ def test_props_without_slot_fields_is_refused() -> None:
         transport=httpx.MockTransport(lambda r: httpx.Response(200, json={"hello": 1}))
     )
     with pytest.raises(SizingError, match="no total_slots"):
-        slots.read_live("http://other", client=client)
+        slots_live.read_live("http://other", client=client)
 
 
 def test_unreachable_server_is_said_plainly() -> None:
@@ -186,7 +186,7 @@ def test_unreachable_server_is_said_plainly() -> None:
     with pytest.raises(
         SizingError, match=r"connection refused: nothing listens at http://127.0.0.1:9"
     ):
-        slots.read_live("http://127.0.0.1:9", client=client)
+        slots_live.read_live("http://127.0.0.1:9", client=client)
 
 
 def test_a_fix_past_llama_server_s_largest_c_offers_fewer_seats() -> None:
@@ -217,7 +217,7 @@ def test_a_password_in_url_and_escapes_in_build_never_reach_the_terminal() -> No
         return httpx.Response(404)
 
     client = httpx.Client(transport=httpx.MockTransport(handler))
-    live = slots.read_slots("http://alice:S3cretPW@llama", client=client)
+    live = slots_live.read_slots("http://alice:S3cretPW@llama", client=client)
     assert "S3cretPW" not in live.base_url and live.base_url == "http://alice:***@llama"
     assert live.build == "?[31mRED?[0m?"
 
@@ -226,5 +226,5 @@ def test_a_password_in_url_and_escapes_in_build_never_reach_the_terminal() -> No
 
     other = httpx.Client(transport=httpx.MockTransport(not_llama))
     with pytest.raises(SizingError) as caught:
-        slots.read_slots("http://alice:S3cretPW@llama", client=other)
+        slots_live.read_slots("http://alice:S3cretPW@llama", client=other)
     assert "S3cretPW" not in str(caught.value)
