@@ -299,7 +299,11 @@ def from_hf_config(source: str | Path | Mapping[str, Any], name: str | None = No
         source=f"config.json ({where})",
         latent_cache_dim=latent,
         hidden_size=hidden,
-        context_length=int(ctx_hit[1]) if ctx_hit and isinstance(ctx_hit[1], int) else None,
+        context_length=(
+            _positive_int(ctx_hit[1], ctx_hit[0], where)
+            if ctx_hit and isinstance(ctx_hit[1], int)
+            else None
+        ),
         n_experts=n_experts,
         n_experts_used=n_used,
         weights_dtype=str(dtype) if dtype else None,

@@ -296,3 +296,12 @@ def test_a_switched_off_sliding_window_warns_nothing(tmp_path: Path) -> None:
     mistral = {k: v for k, v in config.items() if k != "use_sliding_window"}
     (tmp_path / "config.json").write_text(json.dumps({**mistral, "sliding_window": 4096}))
     assert any("sliding" in n for n in from_hf_config(tmp_path / "config.json").notes)
+
+
+@pytest.mark.parametrize("length", [-1, 0])
+def test_a_trained_context_below_one_token_is_refused(tmp_path: Path, length: int) -> None:
+    (tmp_path / "config.json").write_text(
+        json.dumps({**LLAMA_31_8B_CONFIG, "max_position_embeddings": length})
+    )
+    with pytest.raises(SizingError, match="max_position_embeddings is"):
+        from_hf_config(tmp_path)
