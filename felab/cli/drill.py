@@ -40,6 +40,7 @@ from felab_core.people.members import (
     get_cohort,
     get_member,
 )
+from felab_core.text import with_hidden_shown
 
 _KEYS = "[a]gain  [h]ard  [g]ood  [e]asy   [q]uit"
 
@@ -94,7 +95,9 @@ def _member(session: Session, member_id: str | None, cohort_id: int | None, tz: 
     cohort = get_cohort(session, cohort_id)
     member = find_member(session, cohort.id, member_id)
     if member is None:
-        raise typer.BadParameter(f"no member {member_id} in cohort {cohort.name}")
+        raise typer.BadParameter(
+            f"no member {with_hidden_shown(member_id)} in cohort {cohort.name}"
+        )
     return member
 
 

@@ -23,6 +23,7 @@ from felab_core.errors import Invalid
 from felab_core.jobs.messages import JobMessage
 from felab_core.redact import redact
 from felab_core.settings import Settings, get_settings
+from felab_core.text import with_hidden_shown
 
 console = Console(highlight=False)
 log = logging.getLogger("felab.ingest")
@@ -44,7 +45,7 @@ def _member(discord_id: str | None, cohort_id: int | None) -> m.Member:
             raise Invalid("give --cohort with --member")
         member = find_member(session, cohort_id, discord_id)
         if member is None:
-            raise Invalid(f"no member {discord_id} in cohort {cohort_id}")
+            raise Invalid(f"no member {with_hidden_shown(discord_id)} in cohort {cohort_id}")
         return member
 
 

@@ -80,6 +80,7 @@ from felab_core.sizing.units import (
     decimal_text,
     round_half_up,
 )
+from felab_core.text import with_hidden_shown
 
 numbers_app = typer.Typer(
     name="numbers",
@@ -134,7 +135,9 @@ def _member(session: Session, member_id: str | None, cohort_id: int | None) -> m
     cohort = get_cohort(session, cohort_id)
     member = find_member(session, cohort.id, member_id)
     if member is None:
-        raise typer.BadParameter(f"no member {member_id} in cohort {cohort.name}")
+        raise typer.BadParameter(
+            f"no member {with_hidden_shown(member_id)} in cohort {cohort.name}"
+        )
     return member
 
 

@@ -515,6 +515,9 @@ CASES: list[Case] = [
     case("drill-day-zero", "drill --day 0 --list", 2, "--day"),
     case("drill-timezone", "drill --timezone Mars/Olympus --list", 2, "Mars/Olympus"),
     case("drill-unknown-member", "drill --member 12345 --cohort 1 --list", 2, "no member 12345"),
+    # a member name with escape codes is shown with '?', never sent to the terminal (seventh sweep)
+    case("drill-member-escapes", ["drill", "--member", "\x1b]0;pwn\x07\x1b[31mX", "--cohort", "1", "--list"], 2, "no member ?]0;pwn??[31mX"),
+    case("numbers-member-escapes", ["numbers", "show", "--member", "\x1b[31mX", "--cohort", "1"], 2, "no member ?[31mX"),
     # felab content
     case("content-yaml-bomb", "content check {files}/bomb-pack", 2, "alias"),
     case("content-yaml-broken", "content check {files}/bad-pack", 2, "day-01.yaml"),
