@@ -366,7 +366,18 @@ def reading_from_metrics(
         raw = info.get(name)
         if raw is None or not raw.isascii() or not raw.replace(".", "", 1).isdigit():
             return None
-        value = int(Fraction(raw))
+        exact = Fraction(raw)
+        if exact.denominator != 1:  # 10.5 blocks: counted, so never a fraction
+            raise BadAnswer(
+                f"{source} reports {name} = {raw[:40]}: a count, so a whole number in any "
+                "vLLM; check the server, or give the figures with --blocks/--tokens"
+            )
+        value = int(exact)
+        if value == 0 and name in ("num_gpu_blocks", "block_size", "kv_cache_size_tokens"):
+            raise BadAnswer(
+                f"{source} reports {name} = 0: a vLLM that is serving has a cache; check the "
+                "server, or give the figures with --blocks/--tokens"
+            )
         most = _MOST_FROM_SERVER.get(name, MAX_TOKENS)
         if value > most:
             raise BadAnswer(
@@ -377,10 +388,27 @@ def reading_from_metrics(
 
     tokens = label_int("kv_cache_size_tokens")
     conc_raw = info.get("kv_cache_max_concurrency")
-    printed = as_fraction(conc_raw) if conc_raw and conc_raw not in ("None", "") else None
+    printed = None
+    if conc_raw and conc_raw not in ("None", ""):
+        try:
+            printed = as_fraction(conc_raw)
+        except SizingError:
+            printed = None
+        if printed is None or printed <= 0:
+            raise BadAnswer(
+                f"{source} reports kv_cache_max_concurrency = {conc_raw[:40]!r}: no vLLM "
+                "prints that; check the server, or give --max-len and the cache size"
+            )
     length = max_len
     if length is None and tokens and printed:
-        length = round(Fraction(tokens) / printed)
+        implied = Fraction(tokens) / printed
+        if not 1 <= implied <= MAX_TOKENS:  # kv_cache_max_concurrency of 1e-300
+            raise BadAnswer(
+                f"{source} reports kv_cache_max_concurrency = {conc_raw!r} for "
+                f"{tokens:,} tokens: that is no model length; check the server, or give "
+                "--max-len"
+            )
+        length = round(implied)
     memory = label_int("kv_cache_memory_bytes")
     return VllmReading(
         format="metrics",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
@@ -10,6 +11,7 @@ import httpx
 import pytest
 
 from felab_core.sizing import SizingError, capacity, vllm_log
+from felab_core.sizing.errors import BadAnswer
 from felab_core.sizing.units import GiB
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -156,6 +158,25 @@ def test_a_model_list_that_is_not_one_leaves_the_length_unknown(models: object) 
         "http://vllm", client=httpx.Client(transport=httpx.MockTransport(handler))
     )
     assert r.max_len == 2048  # /metrics still says it; the odd list is passed over
+
+
+@pytest.mark.parametrize(
+    ("labels", "says"),
+    [
+        ('kv_cache_size_tokens="16000",kv_cache_max_concurrency="-2"', "-2"),
+        ('kv_cache_size_tokens="16000",kv_cache_max_concurrency="nan"', "nan"),
+        ('kv_cache_size_tokens="16000",kv_cache_max_concurrency="1e-300"', "1e-300"),
+        ('kv_cache_size_tokens="16000",kv_cache_max_concurrency="1000000"', "no model length"),
+        ('block_size="16",num_gpu_blocks="0"', "num_gpu_blocks = 0"),
+        ('block_size="1.9",num_gpu_blocks="1000"', "block_size = 1.9"),
+        ('block_size="16",num_gpu_blocks="10.5"', "num_gpu_blocks = 10.5"),
+    ],
+)
+def test_cache_figures_no_vllm_reports_are_the_servers_fault(labels: str, says: str) -> None:
+    """Seventh sweep: these read as the user's bad --max-len (exit 2) or were cut down."""
+    text = f"# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{{{labels}}} 1.0\n"
+    with pytest.raises(BadAnswer, match=re.escape(says)):
+        vllm_log.reading_from_metrics(text)
 
 
 def test_llama_metrics_are_not_vllm() -> None:
