@@ -231,6 +231,7 @@ def _write_files(d: Path) -> None:
         ("naive-time", "timestamp", "2026-12-01T10:00:00"),
         ("formula", "model", "=1+1"),
         ("rlo", "model", "llama\u202e3"),
+        ("users-negative", "concurrency", "-3"),
     ):
         odd = {**row, column: value}
         (d / f"results-{name}.csv").write_text(
@@ -473,6 +474,9 @@ CASES: list[Case] = [
     case("size-capacity-block-past-cache", "size capacity --tokens 100 --block-size 1000 --max-len 50", 2, "less than one block of 1,000"),
     case("memo-chart-over-its-csv", "memo --csv {files}/charted-speed.png --chip H100 --model llama-3.1-8b --model-bytes 4.9GB --kv-memory 16GiB -o {files}/charted.md", 2, "is also the results CSV (--csv): the memo chart would replace it"),
     case("memo-chart-over-database", "memo --csv {files}/results.csv --chip H100 --model llama-3.1-8b --model-bytes 4.9GB --kv-memory 16GiB -o {files}/live.md", 2, "live-speed.png"),
+    # memo holds rows to numbers import's rules (seventh sweep: it printed users -3)
+    case("memo-users-negative", "memo --csv {files}/results-users-negative.csv --chip H100 --model llama-3.1-8b --model-bytes 4.9GB --kv-memory 16GiB -o -", 2, "line 2: "),
+    case("numbers-import-users-negative", "numbers import {files}/results-users-negative.csv", 2, "concurrency"),
     case("memo-block-past-cache", "memo --csv {files}/results.csv --chip H100 --model llama-3.1-8b --model-bytes 4.9GB --kv-tokens 100 --block-size 1000 -o -", 2, "less than one block"),
     case("size-capacity-closed-url", "size capacity --url http://127.0.0.1:{closed}", 3, "connection refused"),
     case("size-capacity-log-empty", "size capacity --vllm-log {files}/vllm.log", 2, "vllm.log"),

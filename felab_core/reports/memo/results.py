@@ -8,7 +8,9 @@ from fractions import Fraction
 from pathlib import Path
 
 from felab_core.engine.results import CSV_COLUMNS, UnreadableResults, read_table
+from felab_core.errors import Invalid
 from felab_core.files import NamedFileError, refuse_special
+from felab_core.numbers.row_checks import check_result_row
 from felab_core.reports.memo.model import _SERVER_ORDER, REQUIRED_COLUMNS, MemoError
 from felab_core.sizing.errors import SizingError
 from felab_core.sizing.units import (
@@ -42,6 +44,11 @@ def load_results(path: Path) -> list[dict[str, str]]:
     if not header:
         return []
     _check_header(tuple(header), str(path))
+    for line, row in enumerate(rows, start=2):
+        try:  # the rules `felab numbers import` holds rows to: users -3 is no run either
+            check_result_row(row)
+        except Invalid as exc:
+            raise MemoError(f"{path} line {line}: {exc}; fix or remove the line") from None
     return rows
 
 
