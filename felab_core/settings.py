@@ -295,7 +295,9 @@ class Settings(BaseSettings):
             except ValueError:
                 raise ValueError("has a port outside 1-65535") from None
             if not re.fullmatch(r"/?(\d{1,5})?", parts.path):
-                raise ValueError("ends in a database that is not a number: use /0 (or /1 ...)")
+                raise ValueError(
+                    "ends in a database that is not a whole number from 0 up: use /0 (or /1 ...)"
+                )
         return value
 
     def resolved_database_url(self) -> str:

@@ -114,7 +114,11 @@ def _dispatcher(settings: Settings) -> Publisher:
 @bot_app.command("sync")
 def sync_cmd(
     guild: int | None = typer.Option(
-        None, "--guild", min=1, help="Register on this server (guild) id only: shows at once."
+        None,
+        "--guild",
+        min=1,
+        max=2**64 - 1,
+        help="Register on this server (guild) id only: shows at once.",
     ),
 ) -> None:
     """Register the slash commands with Discord (global without --guild: up to an hour)."""
