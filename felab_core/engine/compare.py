@@ -154,7 +154,20 @@ def load_record(path: Path) -> dict[str, Any]:
         requests = run.get("requests") if isinstance(run, dict) else None
         if not isinstance(requests, list):
             raise CompareError(f"{path}: run {i} has no list of requests; was it edited?")
+        users = run.get("concurrency")
+        if users is not None and (type(users) is not int or not 0 <= users <= 1_000_000):
+            raise CompareError(
+                f"{path}: run {i} has concurrency {users!r}, not a number of streams (0 for an "
+                "open loop, up to 1,000,000): the file was edited or broken"
+            )
         run["requests"] = _checked_sample(path, i, requests)
+    loads = [_load_key(run) for run in record["runs"]]
+    twice = sorted({load for load in loads if loads.count(load) > 1})
+    if twice:
+        raise CompareError(
+            f"{path}: the record holds {', '.join(twice)} more than once; felab writes one run "
+            "a load: the file was edited or broken"
+        )
     return record
 
 
@@ -303,7 +316,10 @@ def _checked_sample(path: Path, run: int, requests: list[Any]) -> Sample:
 
 def _load_key(run: dict[str, Any]) -> str:
     rate = run.get("rate")
-    return f"{rate:g} req/s" if _finite(rate) else f"{run.get('concurrency')} streams"
+    if _finite(rate):
+        return f"{rate:g} req/s"
+    users = run.get("concurrency")
+    return f"{users} stream{'' if users == 1 else 's'}"
 
 
 def _caveats(a: dict[str, Any], b: dict[str, Any]) -> list[str]:

@@ -109,7 +109,7 @@ def test_runs_are_matched_by_load_and_differences_are_said() -> None:
     assert [p.load for p in comparison.runs] == ["4 streams"]
     said = " ".join(comparison.caveats)
     assert "max_tokens differs: 8 in A, 64 in B" in said
-    assert "1 streams is only in A" in said and "16 streams is only in B" in said
+    assert "1 stream is only in A" in said and "16 streams is only in B" in said
     with pytest.raises(CompareError, match="share no load"):
         compare_records(
             _record([(1, _requests([0.05] * 5))]), _record([(2, _requests([0.05] * 5))])

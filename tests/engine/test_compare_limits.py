@@ -143,3 +143,23 @@ def test_a_slow_step_is_said_only_when_it_is_slow() -> None:
     with _slow_note(said.append, "slow", after_s=0.01):
         time.sleep(0.3)
     assert said == ["slow"]
+
+
+@pytest.mark.parametrize("users", [-4, "many", 10**30, 2.5])
+def test_a_run_whose_concurrency_is_no_count_is_called_broken(
+    tmp_path: Path, users: object
+) -> None:
+    path = tmp_path / "r.json"
+    record = _record([(1, _requests([0.2] * 10))])
+    record["runs"][0]["concurrency"] = users
+    path.write_text(json.dumps(record))
+    with pytest.raises(CompareError, match="not a number of streams"):
+        load_record(path)
+
+
+def test_a_load_written_twice_is_called_broken(tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    record = _record([(2, _requests([0.2] * 10)), (2, _requests([0.2] * 10))])
+    path.write_text(json.dumps(record))
+    with pytest.raises(CompareError, match="more than once"):
+        load_record(path)
