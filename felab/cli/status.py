@@ -51,13 +51,20 @@ def status(
         if dispatcher.redis:  # asked even with no machine: "reached" is a fact, not a default
             from felab_worker.pairing import check_reachable
 
-            check_reachable(dispatcher.url, settings, timeout_s=3.0)
+            check_reachable(
+                dispatcher.url,
+                settings,
+                timeout_s=3.0,
+                advice="is Redis running, and does FELAB_BROKER_URL name it?",
+            )
         else:
             broker = "embedded (this machine's SQLite broker)"
         machines = [replace(mc, depth=dispatcher.depth(mc.worker_id)) for mc in fleet.machines]
         fleet = replace(fleet, machines=machines)
     except Exception as exc:
-        broker = f"not reached ({type(exc).__name__}): {redact(str(exc))[:200]}"
+        said = redact(str(exc))
+        said = said if len(said) <= 400 else said[:400] + "..."
+        broker = f"not reached: {said}" if said else f"not reached ({type(exc).__name__})"
         broker_ok = False
     if as_json:
         typer.echo(json.dumps({**fleet.to_json(), "broker": broker}))
