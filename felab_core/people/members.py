@@ -317,7 +317,8 @@ def set_server_model(
             )
         if size < 1_000_000:
             raise Invalid(
-                f"{model_bytes} is only {size:,} bytes, no model file: write the unit, such as "
+                f"{model_bytes} is only {size:,} byte{'' if size == 1 else 's'}, no model file: "
+                "write the unit, such as "
                 "4.9GB (`ollama list` shows it)"
             )
         for given in (model, model_label or ""):

@@ -269,6 +269,7 @@ def parse_bandwidth(text: str | int | float) -> Fraction:
 
     A bare number means GB/s, the unit every spec sheet uses.
     """
+    given = text
     if isinstance(text, str):
         match = _NUMBER_RE.match(text.removesuffix("/s").removesuffix("/S"))
         if not match:
@@ -279,10 +280,10 @@ def parse_bandwidth(text: str | int | float) -> Fraction:
         text = text.removesuffix("/s").removesuffix("/S")
     value = parse_bytes(text, default_unit="GB")
     if value <= 0:
-        raise SizingError(f"a memory bandwidth must be more than zero (got {text!r})")
+        raise SizingError(f"a memory bandwidth must be more than zero (got {given!r})")
     if not MIN_BANDWIDTH <= value <= MAX_BANDWIDTH:
         raise SizingError(
-            f"a memory bandwidth of {text!r} is out of range: felab takes 1 GB/s to 100 TB/s "
+            f"a memory bandwidth of {given!r} is out of range: felab takes 1 GB/s to 100 TB/s "
             "(a laptop has tens to hundreds of GB/s, an H200 4.8 TB/s)"
         )
     return value
