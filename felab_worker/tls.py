@@ -25,6 +25,7 @@ KEY_FILE = "redis.key"
 class Made:
     folder: Path
     created: bool  # False: the files were there already and are kept
+    missing: tuple[str, ...] = ()  # hosts asked for that the kept certificate does not name
 
 
 _CA_USAGE = x509.KeyUsage(
@@ -63,6 +64,18 @@ def _write(path: Path, data: bytes, mode: int) -> None:
     tmp.replace(path)
 
 
+def named_hosts(folder: Path) -> set[str]:
+    """The names and IP addresses the certificate in `folder` is good for (empty if unread)."""
+    try:
+        cert = x509.load_pem_x509_certificate((folder / CERT_FILE).read_bytes())
+        names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except (OSError, ValueError, x509.ExtensionNotFound):
+        return set()
+    dns = names.get_values_for_type(x509.DNSName)
+    ips = [str(ip) for ip in names.get_values_for_type(x509.IPAddress)]
+    return {*dns, *ips}
+
+
 def make_certificates(folder: Path, hosts: list[str], *, days: int = 3650) -> Made:
     """A CA and a certificate for `hosts` (names or IPs) signed by it, unless already there.
 
@@ -71,7 +84,7 @@ def make_certificates(folder: Path, hosts: list[str], *, days: int = 3650) -> Ma
     """
     folder.mkdir(parents=True, exist_ok=True)
     if all((folder / f).exists() for f in (CA_FILE, CERT_FILE, KEY_FILE)):
-        return Made(folder, False)
+        return Made(folder, False, tuple(h for h in hosts if h not in named_hosts(folder)))
     now = dt.datetime.now(dt.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca = (

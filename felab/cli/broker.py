@@ -198,6 +198,13 @@ def tls(
         )
     else:
         console.print(f"kept the TLS files already in {folder}")
+        if made.missing:
+            console.print(
+                f"their certificate does not name {', '.join(dict.fromkeys(made.missing))}: "
+                f"to add it, move {folder} aside and run this again (then give students the "
+                "new ca.pem)",
+                markup=False,
+            )
 
 
 _LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
