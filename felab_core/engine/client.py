@@ -23,6 +23,7 @@ import httpx
 
 from felab_core.engine.apis import ApiAdapter, StreamProtocolError
 from felab_core.engine.framing import FrameTooLarge
+from felab_core.engine.metrics import UNSHOWN_TOKENS
 from felab_core.engine.netbackend import RX_STAMP_INFO, LeanTransport
 from felab_core.engine.timeline import Chunk, RequestTimeline
 from felab_core.redact import redact, url_without_credentials
@@ -355,8 +356,9 @@ async def _stream(
         )
     if tl.error is None and not tl.content_chunks():
         counted = (tl.usage or {}).get("completion_tokens")
-        if counted:
-            # Tokens counted but no text read: most often the wrong --api for this stream.
+        if isinstance(counted, int) and counted > UNSHOWN_TOKENS:
+            # Tokens counted past what a server keeps unshown (an end of turn, a stop string)
+            # but no text read: most often the wrong --api for this stream.
             tl.error = (
                 f"no text: the server counted {counted} generated tokens but sent none felab "
                 f"reads as --api {adapter.api.value}; check --api (openai-chat streams "

@@ -94,7 +94,7 @@ def _s(a: int | None, b: int | None) -> float | None:
 
 
 #: Tokens a server may count without sending their text (the end of the turn, a stop string).
-_UNSHOWN_TOKENS = 16
+UNSHOWN_TOKENS = 16
 
 
 #: Where a run's token counts came from, as the results CSV's token_source column says it
@@ -127,7 +127,7 @@ def output_tokens(tl: RequestTimeline, api_is_ollama: bool) -> tuple[int | None,
         shown = sum(len(c.text.encode()) for c in tl.content_chunks())
         # Text on the wire is at least one token: a count of 0 beside it is no count either.
         least = 1 if shown else 0
-        if isinstance(said, int) and least <= said <= 4 * shown + _UNSHOWN_TOKENS:
+        if isinstance(said, int) and least <= said <= 4 * shown + UNSHOWN_TOKENS:
             return said, (COUNT_FROM_OLLAMA if api_is_ollama else COUNT_FROM_SERVER)
         counted = len(tl.content_chunks())
         return (counted or None), COUNT_FROM_CHUNKS_DISBELIEVED

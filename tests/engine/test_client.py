@@ -199,16 +199,20 @@ async def test_a_stream_far_past_the_read_ahead_mark_is_read_whole() -> None:
 
 
 async def test_tokens_counted_but_no_text_read_points_at_the_api() -> None:
-    """A chat stream read as completions: five messages, usage says 5 tokens, no text the
+    """A chat stream read as completions: forty messages, usage says 40 tokens, no text the
     completions reader knows. Not an "ok" request with no TTFT: a failure naming --api."""
     delta = b'data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n'
-    usage = b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5}}\n\n'
-    body = delta * 5 + usage + b"data: [DONE]\n\n"
+    usage = b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":40}}\n\n'
+    body = delta * 40 + usage + b"data: [DONE]\n\n"
     tl = await _raw_answer(body, hold_open=False, api=Api.OPENAI_COMPLETIONS)
-    assert tl.error is not None and tl.error.startswith("no text: the server counted 5"), tl.error
+    assert tl.error is not None and tl.error.startswith("no text: the server counted 40"), tl.error
     assert "--api openai-completions" in tl.error
     right = await _raw_answer(body, hold_open=False, api=Api.OPENAI_CHAT)
-    assert right.error is None and len(right.content_chunks()) == 5
+    assert right.error is None and len(right.content_chunks()) == 40
+    # One token and no text: a model that stopped at once, not the wrong --api.
+    stopped = b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1}}\n\n'
+    empty = await _raw_answer(stopped + b"data: [DONE]\n\n", hold_open=False)
+    assert empty.error is not None and empty.error.startswith("empty answer"), empty.error
 
 
 async def test_a_status_line_that_is_not_http_is_named_not_a_disconnect() -> None:
