@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import Literal
 
 from felab_core.engine.apis import Api
+from felab_core.errors import Invalid
 
 
 class ServerKind(StrEnum):
@@ -110,3 +111,12 @@ TRAITS: dict[ServerKind, KindTraits] = {
 
 #: The kinds `felab serve` can start on this machine's lab, by name.
 LAB_KINDS = tuple(k for k, t in TRAITS.items() if t.lab is not None)
+
+
+def validate_server(server: str) -> str:
+    """A server kind's name as felab stores it; Invalid names the kinds it knows."""
+    try:
+        return ServerKind(server.strip().lower()).value
+    except ValueError:
+        names = ", ".join(k.value for k in ServerKind)
+        raise Invalid(f"{server!r} is not a server felab knows: use one of {names}") from None

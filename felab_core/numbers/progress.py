@@ -11,9 +11,9 @@ from sqlalchemy.orm import Session
 
 from felab_core.content.calendar import course_day, day_for_number
 from felab_core.db import models as m
+from felab_core.engine.server_kinds import validate_server
 from felab_core.errors import NotFound
 from felab_core.numbers.recording import latest_number, speed_limit_for
-from felab_core.people.members import validate_server
 from felab_core.sizing.speed_limit import (
     Ceiling,
     SpeedCheck,

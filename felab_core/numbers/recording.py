@@ -15,10 +15,11 @@ from sqlalchemy.orm import Session
 
 from felab_core.db import models as m
 from felab_core.db.types import utcnow
+from felab_core.engine.server_kinds import validate_server
 from felab_core.errors import Invalid, NotFound
 from felab_core.numbers.row_checks import check_result_row
 from felab_core.numbers.speeds import TPS_UNIT, Speed, parse_speed
-from felab_core.people.members import bandwidth_bytes_per_s, validate_server
+from felab_core.people.members import bandwidth_bytes_per_s
 from felab_core.sizing.errors import SizingError
 from felab_core.sizing.speed_limit import (
     Ceiling,

@@ -15,11 +15,10 @@ from datetime import UTC, datetime, timedelta
 
 from felab_core import __version__
 from felab_core.engine.apis import Api
-from felab_core.engine.metrics import TOKEN_SOURCES
+from felab_core.engine.metrics import MAX_SERVER_TPS, TOKEN_SOURCES
+from felab_core.engine.server_kinds import validate_server
 from felab_core.engine.workloads import MAX_BURSTINESS, MAX_REQUESTS, MAX_TOKENS, PRESETS
 from felab_core.errors import Invalid
-from felab_core.numbers.speeds import MAX_PLAUSIBLE_TPS
-from felab_core.people.members import validate_server
 from felab_core.text import holds_hidden
 
 #: What a results row's figures may be: anything outside is a corrupted or hand-edited row,
@@ -109,7 +108,7 @@ class ResultRow:
     def gives_writing_speed(self) -> bool:
         """Whether the row is one person's writing speed (a "measured" number)."""
         tps = self.writing_tps_p50
-        return tps is not None and 0 < tps <= MAX_PLAUSIBLE_TPS and self.concurrency == 1
+        return tps is not None and 0 < tps <= MAX_SERVER_TPS and self.concurrency == 1
 
 
 def check_result_row(row: Mapping[str, str]) -> ResultRow:

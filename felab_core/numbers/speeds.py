@@ -7,9 +7,10 @@ import re
 from dataclasses import dataclass
 
 from felab_core.db import models as m
+from felab_core.engine.metrics import MAX_SERVER_TPS
 from felab_core.errors import Invalid
 
-MAX_PLAUSIBLE_TPS = 100_000.0
+MAX_PLAUSIBLE_TPS = MAX_SERVER_TPS  # one stream's fastest, as a server's own figure is bounded
 #: Below this no one is watching text appear (one token every 100 s): a typo, most likely.
 MIN_PLAUSIBLE_TPS = 0.01
 

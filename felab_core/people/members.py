@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from felab_core.content.calendar import ADVANCE_MODES, local_date, zone
 from felab_core.db import models as m
-from felab_core.engine.server_kinds import ServerKind
+from felab_core.engine.server_kinds import validate_server
 from felab_core.errors import Forbidden, Invalid, NotFound
 from felab_core.sizing.errors import SizingError
 from felab_core.sizing.model_shape import file_size_problem
@@ -266,14 +266,6 @@ def bandwidth_bytes_per_s(member: m.Member) -> Fraction | None:
     if member.bandwidth_gb_s:
         return Fraction(str(member.bandwidth_gb_s)) * GB
     return None
-
-
-def validate_server(server: str) -> str:
-    try:
-        return ServerKind(server.strip().lower()).value
-    except ValueError:
-        names = ", ".join(k.value for k in ServerKind)
-        raise Invalid(f"{server!r} is not a server felab knows: use one of {names}") from None
 
 
 #: No model file is bigger: a trillion weights at 32 bits is 4 TB.

@@ -22,9 +22,9 @@ from sqlalchemy.orm import Session
 from felab_core.content.calendar import local_date
 from felab_core.db import models as m
 from felab_core.drills.review import live_streak
+from felab_core.engine.server_kinds import validate_server
 from felab_core.errors import Invalid
 from felab_core.numbers.verdict import RANKED
-from felab_core.people.members import validate_server
 
 BOARDS = ("streak", "reviews", "retention")
 SOURCES = ("measured", "entered")
