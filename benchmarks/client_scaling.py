@@ -46,6 +46,7 @@ from benchmarks.timing_accuracy import (  # noqa: E402
     machine,
     one_run,
     run_loop,
+    server_cmd,
     within,
 )
 
@@ -61,20 +62,7 @@ def start_servers(port: int, itl_ms: float, cores: list[int]) -> list[subprocess
     """One calibration server per core, all listening on `port`."""
     procs = []
     for core in cores:
-        cmd = [
-            sys.executable,
-            "-m",
-            "felab_core.lab.scripted_server",
-            "--port",
-            str(port),
-            "--itl-ms",
-            str(itl_ms),
-            "--ttft-ms",
-            "50",
-            "--stamp",
-            "--uvloop",
-            "--reuse-port",
-        ]
+        cmd = server_cmd(port, itl_ms, 50.0, reuse_port=True)
         procs.append(
             subprocess.Popen(
                 cmd,

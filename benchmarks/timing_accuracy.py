@@ -55,22 +55,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def server_cmd(port: int, itl_ms: float, ttft_ms: float, *, reuse_port: bool = False) -> list[str]:
+    """The calibration server's command line: send stamps in each chunk, on uvloop."""
+    cmd = [sys.executable, "-m", "felab_core.lab.scripted_server", "--port", str(port)]
+    cmd += ["--itl-ms", str(itl_ms), "--ttft-ms", str(ttft_ms), "--stamp", "--uvloop"]
+    return [*cmd, "--reuse-port"] if reuse_port else cmd
+
+
 def start_server(
     port: int, itl_ms: float, ttft_ms: float, core: int | None
 ) -> subprocess.Popen[str]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "felab_core.lab.scripted_server",
-        "--port",
-        str(port),
-        "--itl-ms",
-        str(itl_ms),
-        "--ttft-ms",
-        str(ttft_ms),
-        "--stamp",
-        "--uvloop",
-    ]
+    cmd = server_cmd(port, itl_ms, ttft_ms)
     if core is not None:
         cmd = ["taskset", "-c", str(core), *cmd]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
