@@ -11,7 +11,6 @@ its own send opts in (the member whose benchmark result is ready, say).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -20,6 +19,7 @@ import discord
 from discord.ext import commands
 from sqlalchemy.orm import Session, sessionmaker
 
+from felab_bot.answer_clock import AnswerClock
 from felab_bot.endpoints import use_api, use_gateway_of
 from felab_bot.gateway_reads import yield_between_events
 from felab_bot.host import Host
@@ -89,6 +89,7 @@ class FelabBot(Host):
             help_command=None,
             allowed_mentions=discord.AllowedMentions.none(),
         )
+        self.answer_clock = AnswerClock()
 
     async def setup_hook(self) -> None:
         await use_gateway_of(self)
@@ -98,7 +99,7 @@ class FelabBot(Host):
 
     async def on_interaction(self, interaction: discord.Interaction[Any]) -> None:
         """Time each interaction to the bot's first answer (felab_interaction_seconds)."""
-        asyncio.get_running_loop().create_task(_time_answer(interaction))
+        self.answer_clock.watch(interaction)
 
     async def on_ready(self) -> None:
         log.info(
@@ -107,20 +108,6 @@ class FelabBot(Host):
             len(self.guilds),
             ", ".join(str(g.id) for g in self.guilds),
         )
-
-
-async def _time_answer(interaction: discord.Interaction[Any], limit_s: float = 3.0) -> None:
-    created = interaction.created_at
-    loop = asyncio.get_running_loop()
-    end = loop.time() + limit_s
-    # discord.py offers no event for "answered": look every 5 ms (cheap, and off the answer's path)
-    while not interaction.response.is_done() and loop.time() < end:  # noqa: ASYNC110
-        await asyncio.sleep(0.005)
-    if not interaction.response.is_done():
-        return  # never answered in time: Discord shows the member an error; logged elsewhere
-    command = interaction.command.qualified_name if interaction.command else "component"
-    waited = (discord.utils.utcnow() - created).total_seconds()
-    metrics.INTERACTION_SECONDS.labels(command).observe(max(0.0, waited))
 
 
 def _outbox_facts(sessions: sessionmaker[Session]) -> Callable[[], dict[str, Any]]:
