@@ -112,7 +112,9 @@ def run(clicks: int, burst: int, cohorts: int, database_url: str | None) -> dict
     engine = make_engine(db_url)
     upgrade(engine)
     sessions = session_factory(engine)
-    channels = tuple(str(700000000000100000 + i) for i in range(cohorts))
+    # channels of this run only: a --database-url kept from an earlier run holds its cohorts
+    first = 700000000000000000 + (time.time_ns() // 1000 % 10**11) * 1000
+    channels = tuple(str(first + i) for i in range(cohorts))
     fake = FakeDiscord(channel_ids=channels, discord_limits=True).start()
     with session_scope(sessions) as s:
         load_folder(s, ROOT / "content")
