@@ -6,9 +6,12 @@ The goal: N client processes on N free cores reach >= 0.9 x N times one process'
 2-core box the client and the server share the cores, so this needs a machine with spare ones:
 best 2 x max(N) cores, since the servers need up to ~0.7 core per client process.
 
-Each client process gets its own core (client processes inherit the run's CPU set, cores
-0..N-1); the calibration servers (felab_core.lab.scripted_server, one per remaining core, all on
-one port with SO_REUSEPORT so the kernel spreads the connections) stamp each chunk's send on
+Each client process gets a CPU of its own (client processes inherit the run's CPU set), one per
+physical core as /sys describes them: hyperthread siblings share a core's execution units, so
+two clients on siblings, or a client beside a busy server on its sibling, would read as poor
+scaling. The calibration servers (felab_core.lab.scripted_server, one per remaining CPU, those
+of cores without a client first, all on one port with SO_REUSEPORT so the kernel spreads the
+connections) stamp each chunk's send on
 CLOCK_MONOTONIC, and the error is measured against those stamps as in timing_accuracy.py. Each
 process sends --streams-per-process streams; the chunk rate per process starts at 4,800/s and
 grows by a quarter a step until the client stops keeping up, then three halvings of the last
@@ -80,6 +83,43 @@ def start_servers(port: int, itl_ms: float, cores: list[int]) -> list[subprocess
     return procs
 
 
+def physical_cores(cpus: list[int]) -> list[list[int]]:
+    """The CPUs grouped by the physical core they share (hyperthread siblings), from /sys; a CPU
+    whose topology cannot be read counts as a core of its own. A VM shows its own topology: its
+    host may still back two vCPUs with one core's two threads."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for cpu in cpus:
+        where = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
+        try:
+            key = (
+                (where / "physical_package_id").read_text().strip(),
+                (where / "core_id").read_text().strip(),
+            )
+        except OSError:
+            key = ("?", str(cpu))
+        groups.setdefault(key, []).append(cpu)
+    return list(groups.values())
+
+
+def placement(cores: list[list[int]], top: int) -> tuple[list[int], list[int], str]:
+    """CPUs for up to `top` clients (one per physical core first) and for the servers (the CPUs
+    of cores without a client first), and what is shared, in words ("" when nothing is).
+    `cores`: the CPUs grouped by physical core (physical_cores)."""
+    cpus = [cpu for core in cores for cpu in core]
+    clients = [core[0] for core in cores][:top]
+    clients += [cpu for core in cores for cpu in core[1:]][: top - len(clients)]
+    free = [cpu for core in cores if not set(core) & set(clients) for cpu in core]
+    servers = free or [cpu for cpu in cpus if cpu not in clients] or cpus[-1:]
+    shared = []
+    if len(clients) > len(cores):
+        shared.append(f"{top} clients on {len(cores)} physical cores: some on sibling threads")
+    if not free:
+        shared.append(
+            "the servers share physical cores with the clients (sibling threads or the same CPU)"
+        )
+    return clients, servers, "; ".join(shared)
+
+
 def busy_s(procs: list[subprocess.Popen[str]]) -> list[float]:
     """CPU seconds each server has used (user + system), from /proc."""
     ticks = os.sysconf("SC_CLK_TCK")
@@ -98,16 +138,21 @@ def stop(procs: list[subprocess.Popen[str]]) -> None:
 
 
 def one(
-    n: int, per_process_rate: float, streams_per_process: int, seconds: float, servers: list[int]
+    clients: list[int],
+    per_process_rate: float,
+    streams_per_process: int,
+    seconds: float,
+    servers: list[int],
 ) -> dict[str, Any]:
-    """One run of n client processes on cores 0..n-1 at this chunk rate per process."""
+    """One run of a client process per CPU in `clients` at this chunk rate per process."""
+    n = len(clients)
     streams = streams_per_process * n
     itl_ms = streams_per_process * 1000.0 / per_process_rate
     tokens = max(2, int(seconds * 1000 / itl_ms))
     port = free_port()
     procs = start_servers(port, itl_ms, servers)
     everything = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, set(range(n)))  # the client processes inherit it
+    os.sched_setaffinity(0, set(clients))  # the client processes inherit it
     try:
         before, started = busy_s(procs), time.monotonic()
         run = run_loop("uvloop", one_run(port, streams, tokens, rounds=2, processes=n))
@@ -169,7 +214,7 @@ def kept_pace(row: dict[str, Any]) -> bool:
 
 
 def ceiling(
-    n: int,
+    clients: list[int],
     streams_per_process: int,
     seconds: float,
     servers: list[int],
@@ -186,7 +231,7 @@ def ceiling(
 
     def attempt(rate: float) -> bool | None:
         """True within the bound, False past it, None where the servers fell behind."""
-        row = one(n, rate, streams_per_process, seconds, servers)
+        row = one(clients, rate, streams_per_process, seconds, servers)
         rows.append(row)
         print(f"  {show(row)}", flush=True)
         if not row["server_kept_up"]:
@@ -239,20 +284,29 @@ def main() -> None:
     else:
         streams, seconds = args.streams_per_process, args.seconds
         steps, halvings = MAX_STEPS, HALVINGS
-    top = max(counts)
+    top = min(max(counts), len(cores))
     # The servers take every core the clients do not; on a small box they share with them.
-    servers = cores[top:] if len(cores) > top else cores[-1:]
+    topology = physical_cores(cores)
+    clients, servers, shared = placement(topology, top)
+    physical = len(topology)
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # thousands of sockets
     print(
-        f"{machine()}; clients on cores 0..N-1, {len(servers)} server process(es) on cores "
-        f"{servers[0]}..{servers[-1]}; load average before {os.getloadavg()[0]:.2f}",
+        f"{machine()}, {physical} physical cores; clients on CPUs {clients}, "
+        f"{len(servers)} server process(es) on CPUs {servers}; "
+        f"load average before {os.getloadavg()[0]:.2f}",
         flush=True,
     )
+    if shared:
+        print(f"note: {shared}", flush=True)
     record: dict[str, Any] = {
         "when": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "machine": machine(),
         "server_processes": len(servers),
+        "physical_cores": physical,
+        "client_cpus": clients,
+        "server_cpus": servers,
+        "shared": shared,
         "streams_per_process": streams,
         "seconds": seconds,
         "ceilings": {},
@@ -269,7 +323,7 @@ def main() -> None:
                 continue
             print(f"{n} process(es), curve {repeat + 1}:", flush=True)
             best, server_bound, rows = ceiling(
-                n, streams, seconds, servers, steps, halvings, args.start_rate, args.step
+                clients[:n], streams, seconds, servers, steps, halvings, args.start_rate, args.step
             )
             record["ceilings"].setdefault(str(n), []).append(best)
             if server_bound:

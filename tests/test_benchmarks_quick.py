@@ -44,3 +44,18 @@ def test_a_benchmark_runs_quick(script: Path) -> None:
     assert out.stdout.strip(), f"{script.name} --quick printed no figures"
     after = {p.name: p.read_bytes() for p in results.glob("*")} if results.exists() else {}
     assert after == before, f"{script.name} --quick wrote over the published figures"
+
+
+def test_client_scaling_gives_each_client_a_physical_core_of_its_own() -> None:
+    """Hyperthread siblings share one core: clients go one per physical core, the servers on
+    the cores left, and a placement that must share says so."""
+    from benchmarks.client_scaling import placement
+
+    eight_by_two = [[c, c + 8] for c in range(8)]  # Linux's usual numbering of siblings
+    clients, servers, shared = placement(eight_by_two, 4)
+    assert clients == [0, 1, 2, 3] and servers == [4, 12, 5, 13, 6, 14, 7, 15] and not shared
+    clients, servers, shared = placement(eight_by_two, 8)
+    assert clients == list(range(8)) and servers == list(range(8, 16))
+    assert "share physical cores" in shared
+    clients, servers, shared = placement([[0], [1]], 2)  # this 2-core box
+    assert clients == [0, 1] and servers == [1] and "share" in shared
