@@ -101,23 +101,46 @@ def _same(a: Path, b: Path) -> bool:
 SQLITE_DATABASE = "an SQLite database (felab's, or a backup)"
 RESULTS_CSV = "felab's results CSV"
 BENCH_RECORD = "a felab bench record (JSON)"
+MEMO = "a felab memo (Markdown)"
+CHART = "a felab chart"
+#: What felab's charts carry as their Software (PNG) or Creator (SVG, PDF) metadata, so a
+#: second run knows its own chart again and replaces it, and nothing else.
+CHART_CREATOR = "felab"
+CHART_METADATA: dict[str, dict[str, str | None]] = {
+    "png": {"Software": CHART_CREATOR},
+    "svg": {"Date": None, "Creator": CHART_CREATOR},
+    "pdf": {"CreationDate": None, "Creator": CHART_CREATOR},
+}
 
 
 def kind_of(path: Path) -> str | None:
-    """Which of felab's own kinds of file `path` holds, from its first bytes; None for any
-    other file (or an unreadable one: the write itself will say why)."""
+    """Which of felab's own kinds of file `path` holds, from its first (and, for a PDF, last)
+    bytes; None for any other file (or an unreadable one: the write itself will say why)."""
     try:
         with open(path, "rb") as fh:
-            head = fh.read(256)
+            head = fh.read(4096)
+            tail = b""
+            if head.startswith(b"%PDF"):  # its metadata is at the end
+                fh.seek(max(0, os.fstat(fh.fileno()).st_size - 4096))
+                tail = fh.read(4096)
     except OSError:
         return None
     if head.startswith(SQLITE_MAGIC):
         return SQLITE_DATABASE
+    mark = CHART_CREATOR.encode()
+    if head.startswith(b"\x89PNG") and b"Software\x00" + mark in head:
+        return CHART
+    if head.startswith(b"%PDF") and b"/Creator (" + mark + b")" in tail:
+        return CHART
     text = head.decode("utf-8", "replace").lstrip("\ufeff")
     if text.startswith("timestamp,host,target,"):
         return RESULTS_CSV
-    if text.lstrip().startswith("{") and '"felab.bench/' in text:
+    if text.lstrip().startswith("{") and '"felab.bench/' in text[:256]:
         return BENCH_RECORD
+    if "<svg" in text and f"<dc:title>{CHART_CREATOR}</dc:title>" in text:
+        return CHART
+    if text.startswith("# ") and "Written by `felab memo`" in text[:2048]:
+        return MEMO
     return None
 
 
@@ -127,17 +150,26 @@ def refuse_overwrite(
     what: str,
     inputs: Iterable[tuple[Path | None, str]] = (),
     writes: str | None = None,
+    replaces_others: bool = False,
 ) -> None:
-    """Refuse writing `what` to `path` where it would destroy something felab still needs: a
-    file of one of felab's kinds other than the one written (`writes`: a backup replaces an
-    earlier backup, a record a record; nothing replaces the database or the results CSV), or
-    a file this command reads or writes as something else (`--json` onto the `--csv` history,
-    `--out` onto the results it reads). Also a name with control characters (a newline pasted
-    into it) and a folder, device or pipe.
+    """Refuse writing `what` to `path` where it would destroy something: a file of one of
+    felab's kinds other than the one written (`writes`: a backup replaces an earlier backup, a
+    record a record; nothing replaces the database or the results CSV), any other file that is
+    not empty when `writes` names the kind written (a person's notes named by a typo), unless
+    `replaces_others` (the caller asked with --force, or appends rather than replaces), or a
+    file this command reads or writes as something else (`--json` onto the `--csv` history,
+    `--out` onto the results it reads). Also a link (the file would land wherever it points),
+    a name with control characters (a newline pasted into it) and a folder, device or pipe.
     """
     if holds_hidden(str(path)):
         raise NamedFileError(
             path, "holds control characters (a pasted newline?): give a plain name"
+        )
+    if path.is_symlink():
+        raise NamedFileError(
+            path,
+            f"is a link (to {os.readlink(path)}): felab writes no {what} through a link, "
+            "where it would replace whatever the link points to; give the file's own path",
         )
     info = refuse_special(path, what=what, to_write=True)
     for other, role in inputs:
@@ -148,3 +180,9 @@ def refuse_overwrite(
     held = kind_of(path) if info is not None and info.st_size > 0 else None
     if held is not None and held != writes:
         raise NamedFileError(path, f"is {held}: the {what} would replace it; give another name")
+    if held is None and info is not None and info.st_size > 0 and writes and not replaces_others:
+        raise NamedFileError(
+            path,
+            f"already exists and is not {writes}: the {what} would replace it; move it aside "
+            "or give another name",
+        )

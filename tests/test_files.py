@@ -7,7 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from felab_core.files import MiB, NamedFileError, read_named_bytes, read_named_text, refuse_special
+from felab_core.files import (
+    BENCH_RECORD,
+    CHART,
+    CHART_METADATA,
+    MEMO,
+    MiB,
+    NamedFileError,
+    kind_of,
+    read_named_bytes,
+    read_named_text,
+    refuse_overwrite,
+    refuse_special,
+)
 
 
 def test_refuse_special_lets_a_regular_file_and_a_missing_one_through(tmp_path: Path) -> None:
@@ -45,3 +57,55 @@ def test_read_named_refuses_what_is_too_big_and_what_is_not_utf8(tmp_path: Path)
     assert read_named_text(bom, what="targets file", limit=MiB) == "a = 1\n"
     with pytest.raises(NamedFileError, match="does not exist: give the path of the trace"):
         read_named_text(tmp_path / "none.jsonl", what="trace", limit=MiB)
+
+
+def test_a_write_replaces_its_own_kind_and_no_one_elses_file(tmp_path: Path) -> None:
+    """A typo in --json, --out or --chart must not replace a person's notes: an existing file
+    that is not empty is replaced only when it is felab's file of the kind written."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("important notes\n")
+    with pytest.raises(NamedFileError, match=r"is not a felab bench record .*move it aside"):
+        refuse_overwrite(notes, what="JSON record", writes=BENCH_RECORD)
+    refuse_overwrite(notes, what="export", writes=BENCH_RECORD, replaces_others=True)  # --force
+    refuse_overwrite(notes, what="export")  # no kind named: the caller decides
+    (tmp_path / "empty.json").touch()
+    refuse_overwrite(tmp_path / "empty.json", what="JSON record", writes=BENCH_RECORD)
+    record = tmp_path / "run.json"
+    record.write_text('{"schema": "felab.bench/3", "runs": []}')
+    refuse_overwrite(record, what="JSON record", writes=BENCH_RECORD)
+    memo = tmp_path / "memo.md"
+    memo.write_text("# Llama on an M4\n\nWritten by `felab memo` from `r.csv`: 3 rows.\n")
+    refuse_overwrite(memo, what="memo", writes=MEMO)
+    with pytest.raises(NamedFileError, match="is a felab memo"):
+        refuse_overwrite(memo, what="chart", writes=CHART)
+
+
+@pytest.mark.parametrize("suffix", ["png", "svg", "pdf"])
+def test_felab_knows_its_own_charts_again(tmp_path: Path, suffix: str) -> None:
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.plot([1, 2])
+    ours, theirs = tmp_path / f"ours.{suffix}", tmp_path / f"theirs.{suffix}"
+    fig.savefig(ours, format=suffix, metadata=CHART_METADATA[suffix])
+    fig.savefig(theirs, format=suffix)
+    plt.close(fig)
+    assert kind_of(ours) == CHART and kind_of(theirs) is None
+    refuse_overwrite(ours, what="chart", writes=CHART)
+    with pytest.raises(NamedFileError, match="is not a felab chart"):
+        refuse_overwrite(theirs, what="chart", writes=CHART)
+
+
+def test_no_write_goes_through_a_link(tmp_path: Path) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_text("precious")
+    link = tmp_path / "run.json"
+    link.symlink_to(outside)
+    with pytest.raises(NamedFileError, match=r"is a link .*give the file's own path"):
+        refuse_overwrite(link, what="JSON record", writes=BENCH_RECORD)
+    dangling = tmp_path / "chart.png"
+    dangling.symlink_to(tmp_path / "nowhere" / "x.png")
+    with pytest.raises(NamedFileError, match="is a link"):
+        refuse_overwrite(dangling, what="chart", writes=CHART)

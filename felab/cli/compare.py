@@ -24,7 +24,7 @@ from felab_core.engine.compare import (
     compare_records,
     load_record,
 )
-from felab_core.files import NamedFileError, refuse_overwrite
+from felab_core.files import CHART, NamedFileError, refuse_overwrite
 
 _STYLE = {"better": "green", "worse": "red"}
 
@@ -138,7 +138,10 @@ def compare(
 
             chart_format(chart)
             refuse_overwrite(
-                chart, what="chart", inputs=((a_path, "record A"), (b_path, "record B"))
+                chart,
+                what="chart",
+                inputs=((a_path, "record A"), (b_path, "record B")),
+                writes=CHART,
             )
         progress = Console(stderr=True, highlight=False)
 

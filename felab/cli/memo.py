@@ -17,6 +17,7 @@ from felab_core.engine.results import (
     check_destinations,
     default_csv,
 )
+from felab_core.files import CHART, MEMO
 from felab_core.reports.memo import (
     DEFAULT_CONTEXTS,
     MachineSpec,
@@ -203,17 +204,11 @@ def memo(
             # The memo and the two charts beside it: each gets the same checks (a chart once
             # overwrote the database through a link, a bench record, and the CSV it read).
             charts_beside = () if no_charts else chart_names(out.stem)
-            for path, what in (
-                (out, "memo"),
-                *((out.parent / c, "memo chart") for c in charts_beside),
+            for path, what, kind in (
+                (out, "memo", MEMO),
+                *((out.parent / c, "memo chart", CHART) for c in charts_beside),
             ):
-                check_destinations(
-                    None,
-                    path,
-                    what=what,
-                    inputs=read,
-                    json_writes=None,  # Markdown or PNG: neither is one of felab's own kinds
-                )
+                check_destinations(None, path, what=what, inputs=read, json_writes=kind)
         if str(out) != "-" and out.suffix.lower() not in (".md", ".markdown", ".txt"):
             raise MemoError(
                 f"--out {out} ends in {out.suffix or 'no suffix'!r}: the memo is Markdown, so "

@@ -157,12 +157,14 @@ def check_destinations(
     inputs: Sequence[tuple[Path | None, str]] = (),
     what: str = "results",
     json_writes: str | None = BENCH_RECORD,
+    replaces_others: bool = False,
 ) -> None:
     """Refuse, before a run, files the run could not be saved to: a results CSV with other
     columns, a folder that is a file, another kind of felab's files (the database, the CSV
     under a JSON record), a file the run reads (`inputs`, each with its role) or the other
     output. Minutes of timing are not lost at the end. `json_writes`: the kind the second
-    path gets (a memo and a backup use it too)."""
+    path gets (a memo and a backup use it too); it replaces no other file that is not empty
+    unless `replaces_others` (the CSV is appended to: its header is checked instead)."""
     outputs = ((csv_path, "results CSV (--csv)"), (json_path, "JSON record (--json)"))
     for path, _ in outputs:
         if path is None:
@@ -170,7 +172,13 @@ def check_destinations(
         others = [o for o in outputs if o[0] is not path]
         writes = RESULTS_CSV if path is csv_path else json_writes
         try:  # a device or a pipe: files written beside it would land in /dev
-            refuse_overwrite(path, what=what, inputs=[*inputs, *others], writes=writes)
+            refuse_overwrite(
+                path,
+                what=what,
+                inputs=[*inputs, *others],
+                writes=writes,
+                replaces_others=replaces_others or path is csv_path,
+            )
         except NamedFileError as exc:
             raise ResultsFileError(f"cannot write there: {exc}") from None
         folder = path.parent

@@ -182,7 +182,10 @@ def _writable_file(to: Path, *, force: bool) -> None:
         raise BackupError("a backup is a file, not standard output: give a file name")
     try:
         refuse_special(to, what="backup, such as felab.bak", to_write=True)
-        check_destinations(None, to, what="backup", json_writes=SQLITE_DATABASE)
+        # another file is refused below, with --force named: a backup has that flag
+        check_destinations(
+            None, to, what="backup", json_writes=SQLITE_DATABASE, replaces_others=True
+        )
         if to.is_file() and not force:
             with to.open("rb") as fh:
                 head = fh.read(16)

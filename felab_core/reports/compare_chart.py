@@ -9,13 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from felab_core.engine.compare import CompareError, Comparison
+from felab_core.files import CHART_METADATA
 
 #: What --chart writes, by the file's suffix: matplotlib draws each, and each opens as a picture.
 #: Metadata that would change with every run (the date, the library's version) is left out.
-CHART_FORMATS: dict[str, tuple[str, dict[str, None]]] = {
-    ".png": ("png", {"Software": None}),
-    ".svg": ("svg", {"Date": None}),
-    ".pdf": ("pdf", {"CreationDate": None}),
+CHART_FORMATS: dict[str, tuple[str, dict[str, str | None]]] = {
+    ".png": ("png", CHART_METADATA["png"]),
+    ".svg": ("svg", CHART_METADATA["svg"]),
+    ".pdf": ("pdf", CHART_METADATA["pdf"]),
 }
 
 
