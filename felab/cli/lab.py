@@ -21,7 +21,7 @@ from felab_core.lab.engines import (
     install_engine,
 )
 from felab_core.lab.serve import DEFAULT_PORTS, ServeError, ServerProcess, ServerStartError
-from felab_core.lab.tiny_model import SIZES, write_tiny_model
+from felab_core.lab.tiny_model import SIZES, ModelFolderError, write_tiny_model
 
 console = Console()
 err_console = Console(stderr=True)
@@ -61,6 +61,8 @@ def _check_engine(engine: str) -> str:
 def _folder_named(value: str) -> Path:
     if not value.strip():
         raise typer.BadParameter("is empty: name the folder to write, such as --out models")
+    if value.strip() == "-":
+        raise typer.BadParameter("- is not a folder: name one, such as --out models")
     return Path(value)
 
 
@@ -69,7 +71,8 @@ def tiny(
     out: Path = typer.Option(
         ...,
         "--out",
-        help="Folder to write (created if missing).",
+        help="Folder to write (created if missing); a file of the same name that felab did not "
+        "write there is never replaced.",
         parser=_folder_named,
         metavar="DIR",
     ),
@@ -92,7 +95,11 @@ def tiny(
     if size not in SIZES:
         raise typer.BadParameter(f"choose one of {', '.join(SIZES)}", param_hint="--size")
     started = time.monotonic()
-    model = write_tiny_model(out, size)
+    try:
+        model = write_tiny_model(out, size)
+    except ModelFolderError as exc:  # an OSError is the boundary's: it words paths already
+        _error("error", exc)
+        raise typer.Exit(EXIT_USAGE) from None
     took = time.monotonic() - started
     spec = model.spec
     console.print(

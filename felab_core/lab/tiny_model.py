@@ -480,24 +480,69 @@ class TinyModel:
         return "".join(self.expected_pieces(n_tokens))
 
 
-def write_tiny_model(out_dir: Path, size: str = "tiny") -> TinyModel:
-    """Write the `size` model into `out_dir` (`hf/` and `<size>.gguf`); same bytes every run."""
+class ModelFolderError(ValueError):
+    """The folder holds files felab would have to replace; the message names them."""
+
+
+def _write_files(out_dir: Path, spec: TinyModelSpec) -> None:
     from safetensors.numpy import save_file
 
-    if size not in SIZES:
-        raise ValueError(f"unknown size {size!r}; choose one of {', '.join(SIZES)}")
-    spec = SIZES[size]
     vocab = build_vocab(spec.vocab)
     weights = make_weights(spec, vocab)
-    hf_dir = Path(out_dir) / "hf"
+    hf_dir = out_dir / "hf"
     hf_dir.mkdir(parents=True, exist_ok=True)
     for name, content in _hf_files(spec, vocab).items():
         text = json.dumps(content, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
         (hf_dir / name).write_text(text, encoding="utf-8")
     save_file(weights, str(hf_dir / "model.safetensors"), metadata={"format": "pt"})
-    gguf_path = Path(out_dir) / f"{spec.name}.gguf"
-    _write_gguf(gguf_path, spec, vocab, weights)
-    return TinyModel(hf_dir=hf_dir, gguf_path=gguf_path, spec=spec)
+    _write_gguf(out_dir / f"{spec.name}.gguf", spec, vocab, weights)
+
+
+def _same_bytes(a: Path, b: Path) -> bool:
+    if a.stat().st_size != b.stat().st_size:
+        return False
+    with a.open("rb") as fa, b.open("rb") as fb:
+        while chunk := fa.read(1 << 20):
+            if chunk != fb.read(1 << 20):
+                return False
+    return True
+
+
+def write_tiny_model(out_dir: Path, size: str = "tiny") -> TinyModel:
+    """Write the `size` model into `out_dir` (`hf/` and `<size>.gguf`); same bytes every run.
+
+    Written beside the folder's files first, then moved into place: a file already there is
+    replaced only when it holds the very bytes felab writes (a second run), never a person's
+    own config, weights or GGUF of the same name, and never through a link (ModelFolderError
+    names them all before anything is moved).
+    """
+    if size not in SIZES:
+        raise ValueError(f"unknown size {size!r}; choose one of {', '.join(SIZES)}")
+    spec = SIZES[size]
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(dir=out_dir, prefix=".felab-model-"))
+    try:
+        _write_files(scratch, spec)
+        made = sorted(p.relative_to(scratch) for p in scratch.rglob("*") if p.is_file())
+        clashes = []
+        for rel in made:
+            there = out_dir / rel
+            if there.is_symlink() or (
+                there.exists() and (not there.is_file() or not _same_bytes(there, scratch / rel))
+            ):
+                clashes.append(str(rel))
+        if clashes:
+            raise ModelFolderError(
+                f"{out_dir} already holds {', '.join(clashes)}, not the {spec.name} model felab "
+                "writes (or a link): move them aside or choose another --out"
+            )
+        for rel in made:
+            (out_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(scratch / rel, out_dir / rel)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return TinyModel(hf_dir=out_dir / "hf", gguf_path=out_dir / f"{spec.name}.gguf", spec=spec)
 
 
 def cached_tiny_model(size: str = "tiny", cache_dir: Path | None = None) -> TinyModel:

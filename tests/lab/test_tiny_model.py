@@ -17,6 +17,7 @@ from felab_core.lab.tiny_model import (
     SIZES,
     SPACE,
     TOKEN_DIMS,
+    ModelFolderError,
     TinyModel,
     build_vocab,
     cached_tiny_model,
@@ -48,6 +49,26 @@ def test_same_bytes_on_every_run(tmp_path: Path) -> None:
         "tiny.gguf",
     }
     assert a.gguf_path.name == b.gguf_path.name == "tiny.gguf"
+
+
+def test_a_second_run_replaces_its_own_files_and_no_one_elses(tmp_path: Path) -> None:
+    """The folder may already hold a person's model: felab replaces a file only when it holds
+    the very bytes felab writes, never through a link, and moves nothing when one clashes."""
+    write_tiny_model(tmp_path / "again", "tiny")
+    first = _hashes(tmp_path / "again")
+    write_tiny_model(tmp_path / "again", "tiny")  # a second run: the same bytes, no complaint
+    assert _hashes(tmp_path / "again") == first
+    mine = tmp_path / "mine"
+    (mine / "hf").mkdir(parents=True)
+    (mine / "hf" / "config.json").write_text('{"my": "real config"}')
+    outside = tmp_path / "outside.txt"
+    outside.write_text("precious")
+    (mine / "tiny.gguf").symlink_to(outside)
+    with pytest.raises(ModelFolderError, match=r"hf/config\.json, tiny\.gguf"):
+        write_tiny_model(mine, "tiny")
+    assert (mine / "hf" / "config.json").read_text() == '{"my": "real config"}'
+    assert outside.read_text() == "precious"
+    assert sorted(p.name for p in mine.rglob("*")) == ["config.json", "hf", "tiny.gguf"]
 
 
 def test_shape_matches_the_notes(tmp_path: Path) -> None:
