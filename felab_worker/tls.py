@@ -17,8 +17,13 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 CA_FILE = "ca.pem"
+CA_KEY_FILE = "ca.key"
 CERT_FILE = "redis.pem"
 KEY_FILE = "redis.key"
+
+
+class TLSFolderError(ValueError):
+    """The folder holds part of a CA felab cannot use; the message says what to do."""
 
 
 @dataclass(frozen=True)
@@ -26,6 +31,7 @@ class Made:
     folder: Path
     created: bool  # False: the files were there already and are kept
     missing: tuple[str, ...] = ()  # hosts asked for that the kept certificate does not name
+    kept_ca: bool = False  # a new server certificate, signed by the CA already there
 
 
 _CA_USAGE = x509.KeyUsage(
@@ -79,26 +85,16 @@ def named_hosts(folder: Path) -> set[str]:
 def make_certificates(folder: Path, hosts: list[str], *, days: int = 3650) -> Made:
     """A CA and a certificate for `hosts` (names or IPs) signed by it, unless already there.
 
-    The key is readable by the redis container's user too (mode 0644 in a volume only the
-    server's containers mount); the CA's own key is kept owner-only.
+    A CA already in the folder (ca.key and ca.pem) signs the new certificate: students keep
+    the ca.pem they installed. The key is readable by the redis container's user too (mode
+    0644 in a volume only the server's containers mount); the CA's own key is kept owner-only.
     """
     folder.mkdir(parents=True, exist_ok=True)
     if all((folder / f).exists() for f in (CA_FILE, CERT_FILE, KEY_FILE)):
         return Made(folder, False, tuple(h for h in hosts if h not in named_hosts(folder)))
     now = dt.datetime.now(dt.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(_name("felab broker CA"))
-        .issuer_name(_name("felab broker CA"))
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(_CA_USAGE, critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
+    kept = _existing_ca(folder)
+    ca_key, ca = kept if kept else _new_ca(now, days)
     key = ec.generate_private_key(ec.SECP256R1())
     cert = (
         x509.CertificateBuilder()
@@ -116,16 +112,68 @@ def make_certificates(folder: Path, hosts: list[str], *, days: int = 3650) -> Ma
         .sign(ca_key, hashes.SHA256())
     )
     pem = serialization.Encoding.PEM
-    _write(
-        folder / "ca.key",
-        ca_key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
-        0o600,
-    )
+    if not kept:
+        no_password = serialization.NoEncryption()
+        key_bytes = ca_key.private_bytes(pem, serialization.PrivateFormat.PKCS8, no_password)
+        _write(folder / CA_KEY_FILE, key_bytes, 0o600)
     _write(
         folder / KEY_FILE,
         key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
         0o644,
     )
     _write(folder / CERT_FILE, cert.public_bytes(pem), 0o644)
-    _write(folder / CA_FILE, ca.public_bytes(pem), 0o644)
-    return Made(folder, True)
+    if not kept:
+        _write(folder / CA_FILE, ca.public_bytes(pem), 0o644)
+    return Made(folder, True, kept_ca=kept is not None)
+
+
+def _new_ca(now: dt.datetime, days: int) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(_name("felab broker CA"))
+        .issuer_name(_name("felab broker CA"))
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(_CA_USAGE, critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    return ca_key, ca
+
+
+def _existing_ca(folder: Path) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate] | None:
+    """The CA already in `folder` (its key and certificate), None when neither file is there.
+
+    Every student installed its ca.pem: a CA is never replaced here. Half of one (a ca.pem
+    without its key, or the reverse) or one that cannot be read is refused with what to do.
+    """
+    there = [
+        f for f in (CA_KEY_FILE, CA_FILE) if (folder / f).exists() or (folder / f).is_symlink()
+    ]
+    if not there:
+        return None
+    if len(there) == 1:
+        lacking = CA_FILE if there == [CA_KEY_FILE] else CA_KEY_FILE
+        raise TLSFolderError(
+            f"{folder} holds {there[0]} but not {lacking}: felab would have to make a new CA, "
+            f"and every student would need its new {CA_FILE}; put {lacking} back, or move "
+            f"{folder} aside to start anew"
+        )
+    try:
+        key = serialization.load_pem_private_key((folder / CA_KEY_FILE).read_bytes(), None)
+        cert = x509.load_pem_x509_certificate((folder / CA_FILE).read_bytes())
+    except (OSError, ValueError, TypeError) as exc:
+        raise TLSFolderError(
+            f"{folder}'s {CA_KEY_FILE} and {CA_FILE} cannot be read as a PEM key and "
+            f"certificate ({exc}): put the CA's own files back, or move {folder} aside to "
+            "start anew"
+        ) from None
+    if not isinstance(key, ec.EllipticCurvePrivateKey) or key.public_key() != cert.public_key():
+        raise TLSFolderError(
+            f"{folder}'s {CA_KEY_FILE} is not the key of its {CA_FILE}: put the CA's own files "
+            f"back, or move {folder} aside to start anew"
+        )
+    return key, cert

@@ -169,17 +169,30 @@ def _certificates_only(path: Path, text: str) -> str:
     return "".join(c.public_bytes(Encoding.PEM).decode() for c in certs)
 
 
+def _folder_named(value: str) -> Path:
+    if not value.strip() or value.strip() == "-":
+        raise typer.BadParameter("name the folder to keep the TLS files in, such as --dir tls")
+    return Path(value)
+
+
 @broker_app.command("tls")
 def tls(
-    folder: Path = typer.Option(..., "--dir", help="Where to keep the CA and the certificate."),
+    folder: Path = typer.Option(
+        ...,
+        "--dir",
+        help="Where to keep the CA and the certificate (created if missing).",
+        parser=_folder_named,
+        metavar="DIR",
+    ),
     host: list[str] = typer.Option(
         [], "--host", help="A name or IP students reach the broker at (repeat for several)."
     ),
 ) -> None:
     """Make the broker's TLS files once: a private CA (ca.pem, what students need) and the
     server's certificate (redis.pem, redis.key) for `redis`, `localhost`, 127.0.0.1, the host
-    of FELAB_BROKER_PUBLIC_URL and every --host. Files already there are kept."""
-    from felab_worker.tls import make_certificates
+    of FELAB_BROKER_PUBLIC_URL and every --host. Files already there are kept; a CA already
+    there (ca.key and ca.pem) signs a missing certificate, so students keep their ca.pem."""
+    from felab_worker.tls import TLSFolderError, make_certificates
 
     settings = get_settings()
     for name in host:
@@ -191,8 +204,17 @@ def tls(
         public = urlsplit(settings.broker_public_url).hostname
         if public:
             hosts.insert(0, public)
-    made = make_certificates(folder, hosts)
-    if made.created:
+    try:
+        made = make_certificates(folder, hosts)
+    except TLSFolderError as exc:
+        err(str(exc))
+        raise typer.Exit(EXIT_USAGE) from None
+    if made.kept_ca:
+        console.print(
+            f"made a certificate for {', '.join(dict.fromkeys(hosts))} in {folder}, signed by "
+            f"the CA already there: students keep their ca.pem"
+        )
+    elif made.created:
         console.print(
             f"made a CA and a certificate for {', '.join(dict.fromkeys(hosts))} in {folder}"
         )

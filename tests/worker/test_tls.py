@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from felab_worker.tls import make_certificates, named_hosts
+import pytest
+from cryptography import x509
+
+from felab_worker.tls import TLSFolderError, make_certificates, named_hosts
 
 
 def test_kept_files_say_which_asked_hosts_they_do_not_name(tmp_path: Path) -> None:
@@ -15,3 +18,34 @@ def test_kept_files_say_which_asked_hosts_they_do_not_name(tmp_path: Path) -> No
     again = make_certificates(tmp_path / "tls", ["redis", "a.example", "b.example", "10.0.0.9"])
     assert not again.created
     assert again.missing == ("b.example", "10.0.0.9")
+
+
+def test_a_ca_already_there_is_never_replaced(tmp_path: Path) -> None:
+    """Every student installed ca.pem: a missing server certificate is signed by the CA that is
+    there; half a CA, or one that cannot be read, is refused and left as it was."""
+    folder = tmp_path / "tls"
+    make_certificates(folder, ["redis"])
+    ca = {f: (folder / f).read_bytes() for f in ("ca.key", "ca.pem")}
+    (folder / "redis.pem").unlink()
+    made = make_certificates(folder, ["redis", "b.example"])
+    assert made.created and made.kept_ca
+    assert {f: (folder / f).read_bytes() for f in ca} == ca
+    issuer = x509.load_pem_x509_certificate(ca["ca.pem"])
+    cert = x509.load_pem_x509_certificate((folder / "redis.pem").read_bytes())
+    cert.verify_directly_issued_by(issuer)
+    assert "b.example" in named_hosts(folder)
+
+    half = tmp_path / "half"
+    half.mkdir()
+    (half / "ca.pem").write_bytes(ca["ca.pem"])
+    with pytest.raises(TLSFolderError, match=r"holds ca\.pem but not ca\.key"):
+        make_certificates(half, ["redis"])
+    assert sorted(p.name for p in half.iterdir()) == ["ca.pem"]
+
+    wrong = tmp_path / "wrong"
+    wrong.mkdir()
+    (wrong / "ca.pem").write_text("not a certificate")
+    (wrong / "ca.key").write_bytes(ca["ca.key"])
+    with pytest.raises(TLSFolderError, match="cannot be read as a PEM key and certificate"):
+        make_certificates(wrong, ["redis"])
+    assert (wrong / "ca.pem").read_text() == "not a certificate"
