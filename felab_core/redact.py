@@ -11,8 +11,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 #: `scheme://user:password@` (the password masked) and `scheme://token@` (a bare user, which
 #: for many services is a token: masked too, unless it is a plain account name before `:`).
-#: The password runs to the last `@` before the host, so one holding `@` or `:` is masked whole.
-_URL_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^\s:/@]*:)[^\s/]+@", re.I)
+#: The password runs to the last `@` of the word (the host comes after it), so one holding
+#: `@`, `:` or `/` is masked whole; a later `@` in the same word masks more, never less.
+_URL_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^\s:/@]*:)\S+@", re.I)
 #: A secret passed in a URL's query (`?password=`, `&api_key=`, `?token=`): its value masked.
 _QUERY_SECRET = re.compile(
     r"(?P<head>[?&;](?:password|passwd|pwd|pass|token|access_token|api[_-]?key|key|secret|"
@@ -35,6 +36,20 @@ def redact(text: str) -> str:
     for secret in sorted(_secrets, key=len, reverse=True):
         text = text.replace(secret, "***")
     return text
+
+
+def url_as_typed_masked(text: str) -> str:
+    """A URL as a person typed it, with everything between `://` and its last `@` masked (the
+    user name kept): for messages that quote a URL felab could not parse. A password holding
+    /, #, ? or a space breaks the parse, and the pattern above, and must still not be shown."""
+    start = text.find("://")
+    start = start + 3 if start >= 0 else 0
+    at = text.rfind("@")
+    if at < start:
+        return redact(text)
+    userinfo = text[start:at]
+    masked = f"{userinfo.split(':', 1)[0]}:***" if ":" in userinfo else "***"
+    return redact(text[:start] + masked + text[at:])
 
 
 def url_without_credentials(url: str) -> str:

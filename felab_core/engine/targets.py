@@ -32,7 +32,7 @@ from pydantic import (
 from felab_core.engine.apis import Api
 from felab_core.engine.server_kinds import ServerKind
 from felab_core.files import MiB, NamedFileError, read_named_text
-from felab_core.redact import redact
+from felab_core.redact import url_as_typed_masked
 from felab_core.text import holds_hidden
 
 
@@ -95,7 +95,7 @@ def normalize_base_url(url: str) -> str:
     """Accept http://host:port, with or without a trailing /v1, slash or endpoint path
     (`/v1/chat/completions` pasted from a server's docs): the base address felab adds to."""
     text = url.strip()
-    shown = redact(text)
+    shown = url_as_typed_masked(text)
     if holds_hidden(text) or any(c.isspace() for c in text):
         raise TargetError(
             f"{shown.encode('unicode_escape').decode()!r} holds spaces, invisible or control "
@@ -110,6 +110,11 @@ def normalize_base_url(url: str) -> str:
             f"{shown!r} is not a server address (an IPv6 address needs its closing ]): use "
             "http://HOST:PORT, such as http://[::1]:8080"
         ) from None
+    if "@" in text.partition("://")[2] and "@" not in parts.netloc:
+        raise TargetError(
+            f"{shown!r}: the part before @ holds a /, ? or # (in the password?), which ends a "
+            "URL's address: write them percent-encoded (/ as %2F, ? as %3F, # as %23)"
+        )
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise TargetError(f"{shown!r} is not a server address: use http://HOST:PORT")
     try:

@@ -350,6 +350,15 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         assert done.returncode == 0, done.stdout + done.stderr
     shutil.copy(template / "data" / "felab.db", files / "live.db")
     (files / "live-speed.png").symlink_to(files / "live.db")  # a memo's chart name, linked
+    # eighth sweep: a person's own files where felab's output would go, and a link to one
+    (files / "notes.txt").write_text("important notes\n")
+    (files / "mine.md").write_text("my memo draft\n")
+    (files / "pic.png").write_bytes(b"\x89PNG\r\n\x1a\n a photo of mine")
+    (files / "record-link.json").symlink_to(files / "notes.txt")
+    (files / "mymodel" / "hf").mkdir(parents=True)
+    (files / "mymodel" / "hf" / "config.json").write_text('{"my": "real config"}')
+    (files / "halfca").mkdir()
+    (files / "halfca" / "ca.pem").write_text("-----BEGIN CERTIFICATE-----\n")
     shutil.copy(files / "live.db", files / "droptable.db")  # a backup missing a table
     con = sqlite3.connect(files / "droptable.db")
     con.execute("PRAGMA foreign_keys=OFF")
@@ -712,6 +721,18 @@ CASES: list[Case] = [
     case("memo-csv-binary", "memo --csv {files}/binary.bin --chip H100 --model llama-3.1-8b --model-bytes 4.9GB -o -", 2, "is not UTF-8 text (byte 128)"),
     case("memo-out-onto-its-csv", "memo --csv {files}/results.csv --chip H100 --model llama-3.1-8b --model-bytes 4.9GB --kv-memory 16GiB --no-charts -o {files}/results.csv", 2, "is also the results csv"),
     case("size-limit-gguf-jsonl", "size limit --gguf {files}/trace-ok.jsonl --chip H100", 2, "is not a GGUF file (it does not start with GGUF)"),
+    # eighth sweep: outputs never replace a person's file, nor write through a link
+    case("bench-json-over-notes", f"bench {LOCAL} --json {{files}}/notes.txt", 2, "is not a felab bench record"),
+    case("bench-json-through-link", f"bench {LOCAL} --json {{files}}/record-link.json", 2, "is a link"),
+    case("memo-over-draft", "memo --csv {files}/results.csv --chip H100 --model llama-3.1-8b --model-bytes 4.9GB --kv-memory 16GiB -o {files}/mine.md", 2, "is not a felab memo"),
+    case("compare-chart-over-photo", "compare {files}/other.json {files}/other.json --chart {files}/pic.png", 2, "is not a felab chart"),
+    case("model-tiny-over-a-model", "model tiny --out {files}/mymodel", 2, "hf/config.json"),
+    case("model-tiny-dash", "model tiny --out -", 2, "not a folder"),
+    case("broker-tls-half-ca", "broker tls --dir {files}/halfca", 2, "holds ca.pem but not ca.key"),
+    case("broker-tls-empty-dir", ["broker", "tls", "--dir", ""], 2, "name the folder"),
+    case("bench-url-password-slash", ["bench", "--url", "http://alice:hunter2-sweep/x@127.0.0.1:1", "--no-csv", "-n", "1"], 2, "percent-encoded"),
+    case("bench-url-password-space", ["bench", "--url", "http://alice:hunter2-sweep x@127.0.0.1:1", "--no-csv", "-n", "1"], 2, "alice:***@"),
+    case("db-url-password-slash", "db status", 3, "alice:***@", FELAB_DATABASE_URL="postgresql+psycopg://alice:hunter2-sweep/x@127.0.0.1:1/felab"),
     case("compare-chart-txt", "compare {files}/other.json {files}/other.json --chart {files}/chart.txt", 2, "ends in '.txt'"),
     case("compare-chart-no-suffix", "compare {files}/other.json {files}/other.json --chart {files}/chart", 2, "has no suffix"),
     case("numbers-import-huge-field", "numbers import {files}/huge-field.csv", 2, "a cell longer than 131,072"),
