@@ -31,7 +31,7 @@ from felab_core.engine.metrics import (
     request_metrics,
     summarize,
 )
-from felab_core.engine.probe import ServerIdentity, check_identity, identify
+from felab_core.engine.probe import IdentityError, ServerIdentity, check_identity, identify
 from felab_core.engine.server_kinds import ServerKind
 from felab_core.engine.shards import Shard, check_on_time
 from felab_core.engine.targets import Target
@@ -40,6 +40,7 @@ from felab_core.engine.trace import TracePrompts
 from felab_core.engine.workloads import (
     Workload,
 )
+from felab_core.redact import url_without_credentials
 from felab_core.sizing.errors import SizingError
 from felab_core.sizing.metrics_scrape import Snapshot, diff, scrape
 
@@ -121,6 +122,13 @@ async def bench_target(
                 if progress:
                     progress("warm-up", i + 1, workload.warmup)
 
+    if warm and not interrupted and all(_never_answered(m) for m in warm):
+        raise IdentityError(
+            f"the warm-up got no token from {url_without_credentials(target.url)} "
+            f"({warm[-1].error}): a server that takes a request and never answers would hold "
+            f"every request of the run as long (up to --timeout {limits.total:g} s each), so "
+            "nothing else was sent. Is the model loaded, and is this the server you meant?"
+        )
     runs: list[RunResult] = []
     prompts_used = len(warm)  # request i of the next run sends prompt prompts_used + i
     for concurrency in () if interrupted else workload.concurrency:
@@ -251,6 +259,17 @@ def _server_rates(before: Snapshot, after: Snapshot) -> dict[str, Any] | None:
         "mean_ttft_s": rates.mean_ttft_seconds,
         "explanation": rates.explanation,
     }
+
+
+#: The kinds of failure (the text before an error's first colon) of a request the server took
+#: and never answered: past --timeout, or silent past --stall-timeout.
+_UNANSWERED = ("timeout", "stalled")
+
+
+def _never_answered(m: RequestMetrics) -> bool:
+    """A request that ran out of time without one token: the server took it, never answered."""
+    kind = (m.error or "").split(":", 1)[0]
+    return not m.ok and kind in _UNANSWERED and not m.output_tokens and not m.counted_chunks
 
 
 def _warmup_cold_note(warm: list[RequestMetrics], runs: list[RunResult]) -> str | None:

@@ -200,3 +200,19 @@ def test_a_machine_without_a_name_writes_a_host_rows_can_be_imported_with(
     assert this_host() == "unnamed-host"
     monkeypatch.setattr(platform, "node", lambda: "  mac-mini ")
     assert this_host() == "mac-mini"
+
+
+async def test_a_server_that_never_answers_the_warm_up_is_not_sent_the_run() -> None:
+    """Keep-alive comments and then silence (a queue that never moves): the warm-up runs out of
+    time without a token, and the run's requests are not each held as long (eighth sweep: 9 x
+    --timeout, 90 minutes on the defaults)."""
+    from felab_core.engine.client import ClientLimits
+
+    script = Script(persona="llamacpp", fault="stall", fault_after=0, keepalive_comments=3)
+    limits = ClientLimits(total=0.3, stall=5, connect=2)
+    async with ScriptedServer(script) as server:
+        with pytest.raises(IdentityError, match=r"the warm-up got no token .*\(timeout:"):
+            await bench_target(
+                target_for(server), Workload(requests=8, warmup=1, max_tokens=4), limits=limits
+            )
+        assert len(server.log) == 1  # the warm-up only
