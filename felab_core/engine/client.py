@@ -69,6 +69,9 @@ def make_client(concurrency: int | None, limits: ClientLimits) -> httpx.AsyncCli
         transport=LeanTransport(limits=pool, ssl_context=_tls_context()),
         timeout=timeout,
         trust_env=False,
+        # Each chunk is timed as its bytes arrive: a compressed stream hides its chunks until a
+        # block of them decompresses (httpx asks for gzip unless told otherwise).
+        headers={"Accept-Encoding": "identity"},
     )
 
 
@@ -107,8 +110,19 @@ class Lanes:
         await self.aclose()
 
 
-def server_error_message(status: int, body: bytes) -> str:
-    """The server's own words for a 4xx/5xx, whatever shape it wraps them in."""
+#: What a status usually means for a benchmark, after the server's own words.
+_STATUS_ADVICE = {
+    401: "the server wants an API key (vLLM and SGLang --api-key); felab sends none: time a "
+    "server started without one",
+    403: "the server refused this client (an API key, or an address it does not allow)",
+    429: "the server (or a gateway) limits requests: lower -c or --rate",
+    503: "the server is not ready (still loading the model?) or overloaded: wait, then again",
+}
+
+
+def server_error_message(status: int, body: bytes, retry_after: str | None = None) -> str:
+    """The server's own words for a 4xx/5xx, whatever shape it wraps them in, and what the
+    status usually means (and how long the server asked to be left alone, if it said)."""
     text = body.decode("utf-8", errors="replace").strip()
     message = text
     try:
@@ -123,7 +137,13 @@ def server_error_message(status: int, body: bytes) -> str:
             err = "; ".join(str(e.get("msg", e)) for e in err)
         if err is not None:
             message = str(err)
-    return f"HTTP {status}: {shown_text(message) or '(empty body)'}"
+    said = f"HTTP {status}: {shown_text(message) or '(empty body)'}"
+    advice = _STATUS_ADVICE.get(status)
+    wait = shown_text(retry_after or "", 40)
+    if wait:
+        wait_text = f"it asked to wait {wait}" + (" s" if wait.isdigit() else "")
+        advice = f"{advice}; {wait_text}" if advice else wait_text
+    return f"{said}; {advice}" if advice else said
 
 
 def shown_text(text: str, most: int = 300) -> str:
@@ -304,7 +324,16 @@ async def _stream(
         if resp.status_code >= 400:
             body = await resp.aread()
             tl.end_ns = now_ns()
-            tl.error = server_error_message(resp.status_code, body)
+            tl.error = server_error_message(resp.status_code, body, resp.headers.get("retry-after"))
+            return
+        encoding = resp.headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            tl.end_ns = now_ns()
+            tl.error = (
+                f"compressed: the server sent the stream {shown_text(encoding, 40)}-compressed "
+                "although felab asked for none (a proxy in between?); a compressed stream hides "
+                "when each token arrived: time the server directly, or turn compression off"
+            )
             return
         net = resp.extensions.get("network_stream")
         kernel_stamps = net is not None and net.get_extra_info(RX_STAMP_INFO) is not None

@@ -340,3 +340,42 @@ async def test_a_request_lost_to_the_keepalive_race_is_sent_again_once() -> None
     assert (first.retries, second.retries) == (0, 1)
     assert second.connect_start_ns is not None  # the retry went out on a new connection
     assert len(server.log) == 2  # the dropped attempt never reached a handler
+
+
+async def test_felab_asks_for_an_uncompressed_stream_and_names_a_compressed_one() -> None:
+    """Timing needs each chunk's bytes as they arrive: felab asks for no compression, and a
+    server (or proxy) that compresses anyway is named, not read as "not a token stream"."""
+    import gzip
+
+    asked: list[bytes] = []
+    body = gzip.compress(b'data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n')
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        asked.append(await reader.readuntil(b"\r\n\r\n"))
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-encoding: gzip\r\n"
+            b"content-length: %d\r\n\r\n" % len(body) + body
+        )
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with ScriptedServer() as placeholder:  # only for its one() helper's arguments
+            tl = await one(placeholder, base_url=f"http://127.0.0.1:{port}")
+    finally:
+        server.close()
+    assert b"accept-encoding: identity" in asked[0].lower()
+    assert tl.error is not None and tl.error.startswith("compressed: "), tl.error
+    assert "gzip-compressed" in tl.error
+
+
+def test_a_status_says_what_it_usually_means_for_a_benchmark() -> None:
+    from felab_core.engine.client import server_error_message
+
+    said = server_error_message(401, b'{"error": {"message": "Unauthorized"}}')
+    assert said.startswith("HTTP 401: Unauthorized; the server wants an API key")
+    busy = server_error_message(429, b"slow down", retry_after="120")
+    assert busy.endswith("lower -c or --rate; it asked to wait 120 s")
+    assert server_error_message(500, b"boom") == "HTTP 500: boom"
