@@ -96,13 +96,15 @@ def read_slots(
             raise _not_llama(shown, "/props did not answer with a JSON object")
         settings = props.get("default_generation_settings")
         total_slots = props.get("total_slots")
-        if not isinstance(settings, dict) or not isinstance(total_slots, int):
+        if not isinstance(settings, dict) or total_slots is None:
             raise _not_llama(shown, "/props has no total_slots or default_generation_settings")
         props_ctx = settings.get("n_ctx")
-        if not isinstance(props_ctx, int):
+        if props_ctx is None:
             raise _not_llama(shown, "/props gives no n_ctx for its seats")
-        _reported(shown, "/props", "total_slots", total_slots, MAX_SLOTS)
-        _reported(shown, "/props", "n_ctx", props_ctx, MAX_TOKENS)
+        # There but impossible (4.5 seats, 1e400 tokens, a count past any server): said as
+        # such, not as missing.
+        total_slots = _reported(shown, "/props", "total_slots", total_slots, MAX_SLOTS)
+        props_ctx = _reported(shown, "/props", "n_ctx", props_ctx, MAX_TOKENS)
         status, slots = _get_json(http, f"{base}/slots")
         per_slot: tuple[int, ...]
         if status == 200 and isinstance(slots, list) and slots:

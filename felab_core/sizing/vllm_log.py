@@ -364,8 +364,13 @@ def reading_from_metrics(
 
     def label_int(name: str) -> int | None:
         raw = info.get(name)
-        if raw is None or not raw.isascii() or not raw.replace(".", "", 1).isdigit():
+        if raw is None or raw.strip() in ("", "None"):  # vLLM prints None for an unset figure
             return None
+        if not raw.isascii() or not raw.replace(".", "", 1).isdigit():  # -5, NaN, 1e400
+            raise BadAnswer(
+                f"{source} reports {name} = {raw[:40]!r}: not a count any vLLM prints; check "
+                "the server, or give the figures with --blocks/--tokens"
+            )
         exact = Fraction(raw)
         if exact.denominator != 1:  # 10.5 blocks: counted, so never a fraction
             raise BadAnswer(

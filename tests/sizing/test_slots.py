@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import httpx
@@ -10,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from felab_core.sizing import SizingError, slots, slots_live
+from felab_core.sizing.errors import BadAnswer
 from felab_core.sizing.model_shape import known_model
 
 LLAMA = known_model("llama-3.1-8b")
@@ -176,6 +178,23 @@ def test_props_without_slot_fields_is_refused() -> None:
     )
     with pytest.raises(SizingError, match="no total_slots"):
         slots_live.read_live("http://other", client=client)
+
+
+@pytest.mark.parametrize(
+    ("props", "says"),
+    [
+        ({"total_slots": 10**30, "default_generation_settings": {"n_ctx": 4096}}, "total_slots"),
+        ({"total_slots": 4.5, "default_generation_settings": {"n_ctx": 4096}}, "total_slots = 4.5"),
+        ({"total_slots": 4, "default_generation_settings": {"n_ctx": 10**40}}, "n_ctx = 1000"),
+        ({"total_slots": 4, "default_generation_settings": {"n_ctx": "4096"}}, "n_ctx = '4096'"),
+    ],
+)
+def test_figures_no_llama_server_reports_are_said_as_such(props: Any, says: str) -> None:
+    """Eighth sweep: there but impossible read as "gives no n_ctx" (exit 2), not the server's
+    fault (BadAnswer, exit 3)."""
+    client = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(200, json=props)))
+    with pytest.raises(BadAnswer, match=re.escape(says)):
+        slots_live.read_live("http://odd", client=client)
 
 
 def test_unreachable_server_is_said_plainly() -> None:

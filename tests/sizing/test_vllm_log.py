@@ -170,6 +170,10 @@ def test_a_model_list_that_is_not_one_leaves_the_length_unknown(models: object) 
         ('block_size="16",num_gpu_blocks="0"', "num_gpu_blocks = 0"),
         ('block_size="1.9",num_gpu_blocks="1000"', "block_size = 1.9"),
         ('block_size="16",num_gpu_blocks="10.5"', "num_gpu_blocks = 10.5"),
+        # eighth sweep: these read as missing figures (exit 2, "found neither ...")
+        ('block_size="16",num_gpu_blocks="-5"', "num_gpu_blocks = '-5'"),
+        ('block_size="16",num_gpu_blocks="NaN"', "num_gpu_blocks = 'NaN'"),
+        ('block_size="16",num_gpu_blocks="1e400"', "num_gpu_blocks = '1e400'"),
     ],
 )
 def test_cache_figures_no_vllm_reports_are_the_servers_fault(labels: str, says: str) -> None:
