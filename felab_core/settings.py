@@ -290,6 +290,11 @@ class Settings(BaseSettings):
             raise ValueError("use redis://HOST:6379/0 or rediss://USER:PASSWORD@HOST:6380/0")
         if value and value.startswith(("redis://", "rediss://")):
             parts = urlsplit(value)
+            if "@" in value.partition("://")[2] and "@" not in parts.netloc:
+                raise ValueError(
+                    "the part before @ holds a /, ? or # (in the password?), which ends a URL's "
+                    "address: write them percent-encoded (/ as %2F, ? as %3F, # as %23)"
+                )
             try:
                 parts.port  # noqa: B018 - validates the port
             except ValueError:

@@ -24,7 +24,8 @@ from felab_core.engine.compare import (
     compare_records,
     load_record,
 )
-from felab_core.files import CHART, NamedFileError, refuse_overwrite
+from felab_core.engine.results import ResultsFileError, check_destinations
+from felab_core.files import CHART, NamedFileError
 
 _STYLE = {"better": "green", "worse": "red"}
 
@@ -137,11 +138,13 @@ def compare(
             from felab_core.reports.compare_chart import chart_format
 
             chart_format(chart)
-            refuse_overwrite(
+            # before the work: a folder that is a file is said first, not after the table
+            check_destinations(
+                None,
                 chart,
                 what="chart",
                 inputs=((a_path, "record A"), (b_path, "record B")),
-                writes=CHART,
+                json_writes=CHART,
             )
         progress = Console(stderr=True, highlight=False)
 
@@ -153,7 +156,7 @@ def compare(
             comparison = compare_records(
                 record_a, record_b, a_name=a_path.name, b_name=b_path.name, min_effect=smallest
             )
-    except (CompareError, NamedFileError) as exc:
+    except (CompareError, NamedFileError, ResultsFileError) as exc:
         err(str(exc))
         raise typer.Exit(EXIT_USAGE) from None
     for caveat in comparison.caveats:

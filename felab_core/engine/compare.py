@@ -5,9 +5,8 @@ compared as the change from A to B with a 95 % interval from a bootstrap over re
 requests of each run are resampled with replacement (a request's inter-token gaps travel with
 it, since they are not independent of each other), the figure recomputed, and the middle 95 %
 of the differences kept. A difference is called real only when its interval leaves out zero
-*and* it is at least `min_effect` of A's figure: two runs of the same server differ by a few
-tenths of a millisecond that no one should act on, and a bootstrap on a thousand requests would
-call that "significant".
+*and* it is at least `min_effect` of A's figure: two runs of one server differ by tenths of a
+millisecond no one should act on, which a bootstrap on a thousand requests calls "significant".
 
 Only successful, warm requests count (the run's own summary drops cold loads and failures the
 same way). The bootstrap's seed is fixed, so the same two files always give the same answer.
@@ -195,9 +194,9 @@ def _check_request(path: Path, run: int, index: int, request: Any) -> None:
     for key, value in values:
         if value is None:
             continue
-        most = 86_400 if key.endswith("_s") else 10_000_000  # a day; any stream's tok/s
-        if not _finite(value) or not 0 <= value < most:
-            what = "a time" if key.endswith("_s") else "a speed"
+        most, what = (86_400, "a time") if key.endswith("_s") else (10_000_000, "a speed")
+        least = math.ulp(0) if key in ("ttft_s", "e2e_s") else 0  # an answer takes some time
+        if not _finite(value) or not least <= value < most:
             raise CompareError(
                 f"{where} has {key} = {value!r}, not {what} felab measures: {broken}"
             )
@@ -293,8 +292,9 @@ def _checked_sample(path: Path, run: int, requests: list[Any]) -> Sample:
             values = np.array([math.nan if v is None else v for v in column], dtype=float)
             present = np.array([v is not None for v in column], dtype=bool)
             most = 86_400 if key.endswith("_s") else 10_000_000
+            least = math.ulp(0) if key in ("ttft_s", "e2e_s") else 0  # an answer takes time
             shown = values[present]
-            if not (np.isfinite(shown).all() and (shown >= 0).all() and (shown < most).all()):
+            if not (np.isfinite(shown).all() and (shown >= least).all() and (shown < most).all()):
                 raise broken()
             arrays[key] = values
     except OverflowError:  # an integer too big for a float

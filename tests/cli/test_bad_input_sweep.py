@@ -725,6 +725,8 @@ CASES: list[Case] = [
     case("bench-json-over-notes", f"bench {LOCAL} --json {{files}}/notes.txt", 2, "is not a felab bench record"),
     case("bench-json-through-link", f"bench {LOCAL} --json {{files}}/record-link.json", 2, "is a link"),
     case("memo-over-draft", "memo --csv {files}/results.csv --chip H100 --model llama-3.1-8b --model-bytes 4.9GB --kv-memory 16GiB -o {files}/mine.md", 2, "is not a felab memo"),
+    case("compare-chart-under-a-file", "compare {files}/other.json {files}/other.json --chart {files}/notes.txt/x.png", 2, "notes.txt is a file, not a folder"),
+    case("broker-url-password-slash", "status", 2, "percent-encoded", FELAB_BROKER_URL="redis://u:hunter2-sweep/x@127.0.0.1:1/0"),
     case("compare-chart-over-photo", "compare {files}/other.json {files}/other.json --chart {files}/pic.png", 2, "is not a felab chart"),
     case("model-tiny-over-a-model", "model tiny --out {files}/mymodel", 2, "hf/config.json"),
     case("model-tiny-dash", "model tiny --out -", 2, "not a folder"),

@@ -41,6 +41,9 @@ def _write(tmp_path: Path, name: str, requests: list[dict[str, Any]]) -> Path:
         ({"ttft_s": True}, "request 3 has ttft_s = True, not a time"),
         ({"itl_s": [0.01, -1.0]}, "request 3 has itl_s = -1.0, not a time"),
         ({"writing_tps": "fast"}, "request 3 has writing_tps = 'fast', not a speed"),
+        # eighth sweep: a first token at the instant of sending read as "better, -100 %"
+        ({"ttft_s": -0.0, "e2e_s": 0.2}, "request 3 has ttft_s = -0.0, not a time"),
+        ({"ttft_s": 0, "e2e_s": 0.2}, "request 3 has ttft_s = 0, not a time"),
     ],
 )
 def test_a_request_felab_could_not_have_measured_is_refused_by_number(

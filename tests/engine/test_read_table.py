@@ -65,3 +65,13 @@ def test_a_row_with_fewer_or_more_cells_is_named_with_its_line(tmp_path: Path) -
     path.write_text("server,model\nollama,m,extra,more\n", encoding="utf-8")
     with pytest.raises(UnreadableResults, match=r"^line 2: 4 cells where the header has 2"):
         read_table(path)
+
+
+def test_a_column_named_twice_is_refused(tmp_path: Path) -> None:
+    """Eighth sweep: felab's header plus a second `host`; csv kept the last cell, so the run was
+    stored as from another machine."""
+    header = ",".join([*CSV_COLUMNS, "host"])
+    path = tmp_path / "twice.csv"
+    path.write_text(header + "\n" + ",".join(["x"] * (len(CSV_COLUMNS) + 1)) + "\n")
+    with pytest.raises(UnreadableResults, match="names host twice"):
+        read_table(path)
