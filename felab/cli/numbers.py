@@ -44,9 +44,15 @@ from felab.cli.errors import EXIT_USAGE, err
 from felab.cli.output import Cell, Column, Format, Grid, emit, format_option
 from felab_core.db import models as m
 from felab_core.db.session import session_scope
-from felab_core.engine.results import UnreadableResults, default_csv, read_table
+from felab_core.engine.results import (
+    ResultsFileError,
+    UnreadableResults,
+    check_destinations,
+    default_csv,
+    read_table,
+)
 from felab_core.errors import Invalid
-from felab_core.files import NamedFileError, refuse_overwrite, refuse_special
+from felab_core.files import NamedFileError, refuse_special
 from felab_core.numbers.importing import (
     ImportReport,
     check_columns,
@@ -645,9 +651,9 @@ def export(
 ) -> None:
     """Everything felab holds about you, as JSON: machine, models, numbers, runs, reviews."""
     try:
-        if str(file) != "-":
-            refuse_overwrite(file, what="export")
-    except NamedFileError as exc:
+        if str(file) != "-":  # also a folder that is a file, or one felab cannot write in
+            check_destinations(None, file, what="export", json_writes=None)
+    except ResultsFileError as exc:
         err(str(exc))
         raise typer.Exit(EXIT_USAGE) from None
     if str(file) != "-" and file.exists() and not force:
@@ -663,7 +669,7 @@ def export(
     try:
         file.write_text(text, encoding="utf-8")
     except OSError as exc:
-        err(f"cannot write {file}: {exc}")
+        err(f"cannot write {file}: {exc.strerror or exc}; choose another path")
         raise typer.Exit(EXIT_USAGE) from None
     counts = ", ".join(
         f"{len(v)} {k.replace('_', ' ')}" for k, v in data.items() if isinstance(v, list) and v

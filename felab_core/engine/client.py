@@ -34,6 +34,8 @@ now_ns = time.monotonic_ns
 
 #: The longest any one request may be allowed (a day).
 MAX_LIMIT_S = 86_400.0
+#: Below this a limit is a typo: no server answers, nor sends its next bytes, in microseconds.
+MIN_LIMIT_S = 0.01
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,10 +47,13 @@ class ClientLimits:
     connect: float = 10.0
 
     def validate(self) -> None:
-        """Each limit above 0 s and at most a day: NaN, infinity or -1 are typos, not limits."""
+        """Each limit from MIN_LIMIT_S to a day: NaN, infinity, -1 or 1e-300 are typos, not
+        limits (a stall timeout of 1e-300 s called every server stalled)."""
         for flag, value in (("--timeout", self.total), ("--stall-timeout", self.stall)):
-            if not 0 < value <= MAX_LIMIT_S:
-                raise ValueError(f"{flag} must be above 0 s, at most {MAX_LIMIT_S:,.0f} s")
+            if not MIN_LIMIT_S <= value <= MAX_LIMIT_S:
+                raise ValueError(
+                    f"{flag} must be from {MIN_LIMIT_S:g} s to {MAX_LIMIT_S:,.0f} s (a day)"
+                )
 
 
 @functools.cache
@@ -181,6 +186,12 @@ def connect_failure(exc: BaseException, host: str) -> str:
         return (
             f"TLS failed: {host} does not answer https:// (it speaks plain HTTP?): use http:// "
             "in the URL"
+        )
+    if "handshake" in lowered and "timed out" in lowered:
+        return (
+            f"TLS failed: {host} took the connection but never finished the TLS handshake (it "
+            "speaks plain HTTP, or is not listening for TLS?): use http:// in the URL, or check "
+            "the port"
         )
     if "certificate verify failed" in lowered:
         return (

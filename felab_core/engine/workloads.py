@@ -166,8 +166,8 @@ class Workload:
             not lowest <= c <= MAX_CONCURRENCY for c in self.concurrency
         ):
             problems.append(
-                f"concurrency must be whole numbers from {lowest} to {MAX_CONCURRENCY:,}, "
-                "e.g. 1,4,16"
+                f"concurrency must be whole numbers from {lowest} to {MAX_CONCURRENCY}; a "
+                "comma separates the steps of a sweep (-c 1,4,16), so write 1000, not 1,000"
             )
         if len(self.concurrency) > MAX_SWEEP:
             problems.append(f"a concurrency sweep has at most {MAX_SWEEP} steps")

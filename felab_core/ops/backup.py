@@ -246,6 +246,8 @@ def backup(url: str, to: Path, *, force: bool = False) -> Path:
 def restore(url: str, source: Path) -> None:
     """Replace the database named by `url` with the backup in `source`. Stop the bot and the
     ingest first: what they write meanwhile would be lost."""
+    if not source.exists():
+        raise BackupError(f"{source} does not exist: give the backup `felab db backup` wrote")
     if not source.is_file():
         raise BackupError(f"{source} is not a file: give the backup `felab db backup` wrote")
     backend = make_url(url).get_backend_name()

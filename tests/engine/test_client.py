@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import statistics
 
+import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -379,3 +380,12 @@ def test_a_status_says_what_it_usually_means_for_a_benchmark() -> None:
     busy = server_error_message(429, b"slow down", retry_after="120")
     assert busy.endswith("lower -c or --rate; it asked to wait 120 s")
     assert server_error_message(500, b"boom") == "HTTP 500: boom"
+
+
+def test_a_tls_handshake_that_never_finishes_is_named_with_its_fix() -> None:
+    from felab_core.engine.client import connect_failure
+
+    said = connect_failure(
+        httpx.ConnectError("_ssl.c:989: The handshake operation timed out"), "https://h:1"
+    )
+    assert said.startswith("TLS failed: https://h:1 took the connection") and "http://" in said
