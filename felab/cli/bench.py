@@ -519,7 +519,8 @@ def bench(
         err_console.print(
             f"[yellow]waiting:[/yellow] no request has finished in {seconds:.0f} s. A server "
             "loading its model, or writing long answers, can take this long; one that took the "
-            f"connection and never answers is given up at --timeout ({timeout:g} s)"
+            f"connection and never answers is given up at --timeout ({timeout:g} s), and the "
+            "target with it when the warm-up gets no token"
             + (" (without --no-check, felab asks it first)" if no_check else "")
             + ". Ctrl-C stops."
         )
