@@ -25,7 +25,7 @@ from typing import Any
 from felab_core.files import MiB, NamedFileError, read_named_text, refuse_special
 from felab_core.sizing.errors import SizingError
 from felab_core.sizing.units import both_ways, decimal_size_text, tidy_text
-from felab_core.text import holds_hidden
+from felab_core.text import holds_hidden, with_hidden_shown
 
 _EXPERT_SAFETENSORS = re.compile(r"\.experts\.")
 _EXPERT_GGUF = re.compile(r"_exps\.")
@@ -426,6 +426,16 @@ def from_gguf(path: str | Path) -> ModelShape:
         )
     try:
         reader = GGUFReader(str(gguf_path), "r")
+    except KeyError as exc:  # the reader's word for a key written twice
+        said = str(exc.args[0] if exc.args else exc)
+        if not said.startswith("Duplicate "):
+            raise SizingError(f"cannot read {gguf_path} as a GGUF model: {said[:120]}") from None
+        twice = said.removeprefix("Duplicate ").split(" already", 1)[0][:80]
+        raise SizingError(
+            f"{gguf_path} names the metadata key {with_hidden_shown(twice)} twice: the file was "
+            "written wrongly (a damaged download would be cut short, not repeat a key); convert "
+            "the model again, or give its Hugging Face config.json with --config"
+        ) from None
     except Exception:  # on a damaged file the reader raises numpy's errors: none says why
         raise SizingError(
             f"cannot read {gguf_path} as a GGUF model: it starts with GGUF, but its header or "
@@ -528,6 +538,11 @@ def from_gguf(path: str | Path) -> ModelShape:
         total += size
         if _EXPERT_GGUF.search(tensor.name + "."):
             expert += size
+    if not total:  # shape keys but no weights: a vocabulary-only file, or a header copied alone
+        notes.append(
+            "the file lists no tensors, so its weights' size is unknown (a vocabulary-only file, "
+            "or a header without weights?): give the model's size with --model-bytes"
+        )
     name = _gguf_value(reader, "general.name") or gguf_path.stem
     if holds_hidden(str(name)) or len(str(name)) > 300:  # the file's own words reach the terminal
         name = gguf_path.stem
@@ -547,11 +562,12 @@ def from_gguf(path: str | Path) -> ModelShape:
         context_length=int(context) if context is not None else None,
         n_experts=int(n_experts) if n_experts else None,
         n_experts_used=int(n_used) if n_used else None,
-        weights_bytes=total,
+        weights_bytes=total or None,
         weights_dtype=_gguf_file_type_name(file_type),
         notes=tuple(notes),
     )
-    return replace(shape, active_weights_bytes=_active_bytes(total, expert, shape))
+    active = _active_bytes(total, expert, shape) if total else None
+    return replace(shape, active_weights_bytes=active)
 
 
 def _gguf_file_type_name(file_type: Any) -> str | None:

@@ -98,3 +98,43 @@ def test_a_count_that_is_not_whole_is_refused_not_rounded(
     w.close()
     message = refusal(path)
     assert key in message and "whole number" in message, message
+
+
+def _no_tensors(path: Path) -> Path:
+    from gguf import GGUFWriter
+
+    w = GGUFWriter(str(path), "llama")
+    w.add_block_count(2)
+    w.add_head_count(4)
+    w.add_head_count_kv(4)
+    w.add_embedding_length(64)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def test_a_file_with_no_tensors_has_unknown_weights_not_zero(tmp_path: Path) -> None:
+    """Shape keys but no weights: the weights were shown as 0 bytes, and the speed limit
+    said "more than zero (got 0.0000)"."""
+    shape = from_gguf(_no_tensors(tmp_path / "vocab.gguf"))
+    assert shape.weights_bytes is None and shape.active_weights_bytes is None
+    assert any("lists no tensors" in note and "--model-bytes" in note for note in shape.notes)
+
+
+def test_a_key_written_twice_is_named(tmp_path: Path) -> None:
+    """The reader's KeyError read as "damaged or cut short; download again"."""
+    import struct
+
+    data = bytearray(_no_tensors(tmp_path / "one.gguf").read_bytes())
+    tensors, keys = struct.unpack_from("<QQ", data, 8)
+    (length,) = struct.unpack_from("<Q", data, 24)  # general.architecture, a string value
+    value_at = 24 + 8 + length + 4
+    (value_length,) = struct.unpack_from("<Q", data, value_at)
+    first = bytes(data[24 : value_at + 8 + value_length])
+    twice = tmp_path / "twice.gguf"
+    twice.write_bytes(data[:8] + struct.pack("<QQ", tensors, keys + 1) + first + data[24:])
+    message = refusal(twice)
+    assert "names the metadata key general.architecture twice" in message, message
+    assert "convert the model again" in message
