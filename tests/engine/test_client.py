@@ -157,10 +157,25 @@ async def _raw_answer(
     body: bytes, *, hold_open: bool, api: Api = Api.OPENAI_CHAT
 ) -> RequestTimeline:
     """One request to a server that answers 200 text/event-stream with `body` as it is."""
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n"
+    return await _raw_response(head + body, hold_open=hold_open, api=api)
+
+
+async def _raw_response(
+    response: bytes,
+    *,
+    hold_open: bool = False,
+    api: Api = Api.OPENAI_CHAT,
+    asked: list[bytes] | None = None,
+) -> RequestTimeline:
+    """One request to a server that writes `response` (status line and all) as it is; the
+    request's head goes into `asked`."""
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n" + body)
+        head = await reader.readuntil(b"\r\n\r\n")
+        if asked is not None:
+            asked.append(head)
+        writer.write(response)
         await writer.drain()
         if hold_open:
             await asyncio.sleep(30)
@@ -217,19 +232,7 @@ async def test_tokens_counted_but_no_text_read_points_at_the_api() -> None:
 
 
 async def test_a_status_line_that_is_not_http_is_named_not_a_disconnect() -> None:
-    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
-        writer.write(b"HTTP/1.1 abc OK\r\n\r\n")
-        await writer.drain()
-        writer.close()
-
-    server = await asyncio.start_server(answer, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        async with ScriptedServer() as placeholder:  # only for its one() helper's arguments
-            tl = await one(placeholder, base_url=f"http://127.0.0.1:{port}")
-    finally:
-        server.close()
+    tl = await _raw_response(b"HTTP/1.1 abc OK\r\n\r\n")
     assert tl.error is not None and tl.error.startswith("not HTTP:"), tl.error
     assert "'HTTP/1.1 abc OK'" in tl.error and "bytearray" not in tl.error
 
@@ -351,22 +354,11 @@ async def test_felab_asks_for_an_uncompressed_stream_and_names_a_compressed_one(
     asked: list[bytes] = []
     body = gzip.compress(b'data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n')
 
-    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        asked.append(await reader.readuntil(b"\r\n\r\n"))
-        writer.write(
-            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-encoding: gzip\r\n"
-            b"content-length: %d\r\n\r\n" % len(body) + body
-        )
-        await writer.drain()
-        writer.close()
-
-    server = await asyncio.start_server(answer, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        async with ScriptedServer() as placeholder:  # only for its one() helper's arguments
-            tl = await one(placeholder, base_url=f"http://127.0.0.1:{port}")
-    finally:
-        server.close()
+    head = (
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-encoding: gzip\r\n"
+        b"content-length: %d\r\n\r\n" % len(body)
+    )
+    tl = await _raw_response(head + body, asked=asked)
     assert b"accept-encoding: identity" in asked[0].lower()
     assert tl.error is not None and tl.error.startswith("compressed: "), tl.error
     assert "gzip-compressed" in tl.error

@@ -101,18 +101,7 @@ def test_a_count_that_is_not_whole_is_refused_not_rounded(
 
 
 def _no_tensors(path: Path) -> Path:
-    from gguf import GGUFWriter
-
-    w = GGUFWriter(str(path), "llama")
-    w.add_block_count(2)
-    w.add_head_count(4)
-    w.add_head_count_kv(4)
-    w.add_embedding_length(64)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
+    return write_gguf(path, tensors={})
 
 
 def test_a_file_with_no_tensors_has_unknown_weights_not_zero(tmp_path: Path) -> None:

@@ -61,9 +61,9 @@ def write_gguf(
     if experts is not None and used is not None:
         w.add_expert_count(experts)
         w.add_expert_used_count(used)
-    for name, array in (
-        tensors or {"blk.0.attn_q.weight": np.zeros((hidden, hidden), np.float32)}
-    ).items():
+    if tensors is None:
+        tensors = {"blk.0.attn_q.weight": np.zeros((hidden, hidden), np.float32)}
+    for name, array in tensors.items():
         w.add_tensor(name, array)
     w.write_header_to_file()
     w.write_kv_data_to_file()
