@@ -17,13 +17,8 @@ from rich.markup import escape as esc
 
 from felab.cli.errors import EXIT_USAGE, err
 from felab.cli.output import Column, Format, Grid, emit, format_option, number, text
-from felab_core.engine.compare import (
-    DEFAULT_MIN_EFFECT,
-    CompareError,
-    Comparison,
-    compare_records,
-    load_record,
-)
+from felab_core.engine.compare import DEFAULT_MIN_EFFECT, Comparison, compare_records
+from felab_core.engine.record_reading import CompareError, load_record
 from felab_core.engine.results import ResultsFileError, check_destinations
 from felab_core.files import CHART, NamedFileError
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from felab_core.engine.compare import CompareError, Comparison
+from felab_core.engine.compare import Comparison
+from felab_core.engine.record_reading import CompareError
 from felab_core.files import CHART_METADATA
 
 #: What --chart writes, by the file's suffix: matplotlib draws each, and each opens as a picture.

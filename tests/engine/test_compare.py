@@ -11,13 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from felab_core.engine.compare import (
-    CompareError,
-    compare_records,
-    compare_runs,
-    load_record,
-)
+from felab_core.engine.compare import compare_records, compare_runs
 from felab_core.engine.measure import SCHEMA
+from felab_core.engine.record_reading import CompareError, load_record
 
 
 def _requests(ttfts: list[float], gap: float = 0.01, tokens: int = 8) -> list[dict[str, Any]]:

@@ -14,12 +14,10 @@ from felab.cli.compare import _slow_note
 from felab_core.engine.compare import (
     BOOTSTRAP_REQUESTS,
     RESAMPLES,
-    CompareError,
-    Sample,
     _pooled_quantiles,
     compare_records,
-    load_record,
 )
+from felab_core.engine.record_reading import CompareError, Sample, load_record
 from tests.engine.test_compare import _record, _requests
 
 

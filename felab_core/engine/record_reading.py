@@ -1,0 +1,235 @@
+"""A `felab bench --json` record read for a comparison: every request checked before any
+verdict, and each run's usable requests kept as arrays.
+
+A record can come from anywhere (edited by hand, cut short, another tool's JSON): a number
+felab could not have measured is named with its run and request, never compared. Apart from
+felab_core/engine/compare.py, which does the statistics, so each stays one job.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from felab_core.engine.measure import SCHEMA
+from felab_core.files import GiB, NamedFileError, read_named_text
+
+EPSILON_S = 1e-6  # clocks round: an end-to-end this much under TTFT is the same instant
+
+
+class CompareError(ValueError):
+    """A file that is not a felab bench record, or two records with nothing to compare."""
+
+
+def finite(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+SCALARS = ("ttft_s", "e2e_s", "tpot_s", "writing_tps")  # the order a broken file is checked in
+
+
+def _slim(obj: dict[str, Any]) -> dict[str, Any]:
+    """Drop, while parsing, the bulky per-request lists compare never reads: a record of a
+    million requests is mostly these, and keeping them doubled the memory a comparison took."""
+    obj.pop("chunk_times_s", None)
+    obj.pop("server_timings", None)
+    return obj
+
+
+def load_record(path: Path) -> dict[str, Any]:
+    """A `felab bench --json` file, or a CompareError saying what it is instead.
+
+    Each run's "requests" comes back as a `Sample`: the checked numbers of its successful,
+    warm requests as arrays (not a list of dicts), so that two records of hundreds of
+    thousands of requests fit in memory side by side.
+    """
+    try:
+        text = read_named_text(path, what="bench record (JSON)", limit=GiB)
+        record = json.loads(text, object_hook=_slim)
+    except NamedFileError as exc:
+        raise CompareError(str(exc)) from None
+    except json.JSONDecodeError as exc:
+        raise CompareError(f"{path}: not a JSON file ({exc})") from None
+    except RecursionError:  # a file nested thousands deep: no record felab writes
+        raise CompareError(f"{path}: nested too deeply to be a felab bench record") from None
+    del text
+    if not isinstance(record, dict) or record.get("schema") != SCHEMA:
+        raise CompareError(
+            f"{path}: not a felab bench record (expected schema {SCHEMA!r}); write one with "
+            "`felab bench ... --json FILE`"
+        )
+    if not isinstance(record.get("runs"), list):
+        raise CompareError(f"{path}: the record has no runs")
+    broken = "the file was edited or broken"
+    for i, run in enumerate(record["runs"], 1):
+        requests = run.get("requests") if isinstance(run, dict) else None
+        if not isinstance(requests, list):
+            raise CompareError(f"{path}: run {i} has no list of requests; was it edited?")
+        users = run.get("concurrency")
+        if users is not None and (type(users) is not int or not 0 <= users <= 1_000_000):
+            raise CompareError(
+                f"{path}: run {i} has concurrency {users!r}, not a number of "
+                f"streams (0 for an open loop, up to 1,000,000): {broken}"
+            )
+        run["requests"] = _checked_sample(path, i, requests)
+    loads = [load_key(run) for run in record["runs"]]
+    if len(set(loads)) < len(loads):  # felab writes one run a load
+        raise CompareError(f"{path}: the record holds one load more than once: {broken}")
+    return record
+
+
+def _check_request(path: Path, run: int, index: int, request: Any) -> None:
+    """A request's times are seconds, finite and not negative, and the end comes no sooner
+    than the first token; `ok` and `cold` are true or false; a token count is a whole number.
+    Anything else is not a measurement (an edited or broken file), and a comparison would
+    believe it."""
+    where = f"{path}: run {run}, request {index}"
+    broken = "the file was edited or broken"
+    if not isinstance(request, dict):
+        raise CompareError(f"{where} is not a request record")
+    for key, missing_ok in (("ok", False), ("cold", True)):
+        flag = request.get(key)
+        if not isinstance(flag, bool) and not (missing_ok and flag is None):
+            raise CompareError(f"{where} has {key} = {flag!r}, not true or false: {broken}")
+    tokens = request.get("output_tokens")
+    if tokens is not None and (type(tokens) is not int or tokens < 0):
+        raise CompareError(
+            f"{where} has output_tokens = {tokens!r}, not a count of tokens (a whole number, "
+            f"0 or more): {broken}"
+        )
+    itl = request.get("itl_s")
+    if itl is not None and not isinstance(itl, list):
+        raise CompareError(f"{where} has itl_s that is not a list")
+    values = [(k, request.get(k)) for k in SCALARS]
+    values += [("itl_s", v) for v in itl or []]
+    for key, value in values:
+        if value is None:
+            continue
+        most, what = (86_400, "a time") if key.endswith("_s") else (10_000_000, "a speed")
+        least = math.ulp(0) if key in ("ttft_s", "e2e_s") else 0  # an answer takes some time
+        if not finite(value) or not least <= value < most:
+            raise CompareError(
+                f"{where} has {key} = {value!r}, not {what} felab measures: {broken}"
+            )
+    ttft, e2e = request.get("ttft_s"), request.get("e2e_s")
+    if ttft is not None and e2e is not None and e2e < ttft - EPSILON_S:
+        raise CompareError(
+            f"{where} has e2e_s = {e2e!r}, shorter than its ttft_s = {ttft!r}: a request ends "
+            f"after its first token, so {broken}"
+        )
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The numbers a comparison needs from the successful, warm requests of one run, as
+    arrays: each scalar field (NaN where a request has none) and every inter-token gap, with
+    how many gaps each request brought (they travel together in the bootstrap)."""
+
+    scalars: dict[str, np.ndarray]
+    gaps: np.ndarray
+    gap_counts: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.gap_counts)
+
+    def values(self, source: str) -> tuple[np.ndarray, np.ndarray]:
+        """A figure's values, and how many each request that has any brought."""
+        if source == "itl_s":
+            return self.gaps, self.gap_counts[self.gap_counts > 0]
+        column = self.scalars[source]
+        present = column[~np.isnan(column)]
+        return present, np.ones(len(present), dtype=np.int64)
+
+    def take(self, keep: np.ndarray) -> Sample:
+        """The requests at these (sorted) positions."""
+        mask = np.zeros(len(self), dtype=bool)
+        mask[keep] = True
+        return Sample(
+            {k: v[mask] for k, v in self.scalars.items()},
+            self.gaps[np.repeat(mask, self.gap_counts)],
+            self.gap_counts[mask],
+        )
+
+
+def sample_of(requests: Sequence[dict[str, Any]]) -> Sample:
+    """The numbers of these requests, all of them (they are taken as usable); what is not a
+    finite number counts as not measured."""
+    scalars = {
+        key: np.array(
+            [float(r[key]) if finite(r.get(key)) else math.nan for r in requests], dtype=float
+        )
+        for key in SCALARS
+    }
+    gaps = [[float(v) for v in r.get("itl_s") or [] if finite(v)] for r in requests]
+    return Sample(
+        scalars,
+        np.array([v for g in gaps for v in g], dtype=float),
+        np.array([len(g) for g in gaps], dtype=np.int64),
+    )
+
+
+def _checked_sample(path: Path, run: int, requests: list[Any]) -> Sample:
+    """The usable requests of one run as a Sample, once every request is checked.
+
+    The checks run over whole columns; only when one fails is the run walked request by
+    request, for the first broken one to be named as `_check_request` says it."""
+
+    def broken() -> CompareError:
+        for j, request in enumerate(requests, 1):
+            _check_request(path, run, j, request)
+        return CompareError(f"{path}: run {run} has a request felab did not write")
+
+    if not all(type(r) is dict for r in requests):
+        raise broken()
+    oks = [r.get("ok") for r in requests]
+    colds = [r.get("cold") for r in requests]
+    tokens = [r.get("output_tokens") for r in requests]
+    itls = [r.get("itl_s") for r in requests]
+    columns = {key: [r.get(key) for r in requests] for key in SCALARS}
+    if (
+        not set(map(type, oks)) <= {bool}
+        or not set(map(type, colds)) <= {bool, type(None)}
+        or not set(map(type, tokens)) <= {int, type(None)}
+        or any(t < 0 for t in tokens if t is not None)
+        or not set(map(type, itls)) <= {list, type(None)}
+    ):
+        raise broken()
+    flat = [v for gaps in itls if gaps for v in gaps]
+    arrays = {}
+    try:
+        for key, column in [*columns.items(), ("itl_s", flat)]:
+            if not set(map(type, column)) <= {float, int, type(None)}:
+                raise broken()
+            values = np.array([math.nan if v is None else v for v in column], dtype=float)
+            present = np.array([v is not None for v in column], dtype=bool)
+            most = 86_400 if key.endswith("_s") else 10_000_000
+            least = math.ulp(0) if key in ("ttft_s", "e2e_s") else 0  # an answer takes time
+            shown = values[present]
+            if not (np.isfinite(shown).all() and (shown >= least).all() and (shown < most).all()):
+                raise broken()
+            arrays[key] = values
+    except OverflowError:  # an integer too big for a float
+        raise broken() from None
+    ttft, e2e = arrays["ttft_s"], arrays["e2e_s"]
+    if (e2e < ttft - EPSILON_S).any():  # NaN (not measured) compares false
+        raise broken()
+    usable = np.array(oks, dtype=bool) & ~np.array([c is True for c in colds], dtype=bool)
+    counts = np.array([len(g) if g else 0 for g in itls], dtype=np.int64)
+    return Sample(
+        {key: arrays[key][usable] for key in SCALARS},
+        arrays["itl_s"][np.repeat(usable, counts)],
+        counts[usable],
+    )
+
+
+def load_key(run: dict[str, Any]) -> str:
+    rate = run.get("rate")
+    if finite(rate):
+        return f"{rate:g} req/s"
+    return f"{run.get('concurrency')} stream{'' if run.get('concurrency') == 1 else 's'}"
