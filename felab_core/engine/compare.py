@@ -288,4 +288,10 @@ def compare_records(
             "A and B share no load to compare (" + "; ".join(unmatched) + "): run both with "
             "the same --concurrency or --rate"
         )
+    if not any(p.requests_a and p.requests_b for p in pairs):  # "not measured in both" throughout
+        empty = "; ".join(f"{p.load}: {p.requests_a} in A, {p.requests_b} in B" for p in pairs)
+        raise CompareError(
+            f"no shared load has answered requests in both records ({empty}): nothing to "
+            "compare; run the empty side again"
+        )
     return Comparison(a_name, b_name, pairs, _caveats(a, b) + unmatched + notes, min_effect)

@@ -19,6 +19,7 @@ import numpy as np
 
 from felab_core.engine.measure import SCHEMA
 from felab_core.files import GiB, NamedFileError, read_named_text
+from felab_core.sizing.units import MAX_TOKENS
 
 EPSILON_S = 1e-6  # clocks round: an end-to-end this much under TTFT is the same instant
 
@@ -98,10 +99,10 @@ def _check_request(path: Path, run: int, index: int, request: Any) -> None:
         if not isinstance(flag, bool) and not (missing_ok and flag is None):
             raise CompareError(f"{where} has {key} = {flag!r}, not true or false: {broken}")
     tokens = request.get("output_tokens")
-    if tokens is not None and (type(tokens) is not int or tokens < 0):
+    if tokens is not None and (type(tokens) is not int or not 0 <= tokens <= MAX_TOKENS):
         raise CompareError(
             f"{where} has output_tokens = {tokens!r}, not a count of tokens (a whole number, "
-            f"0 or more): {broken}"
+            f"0 to {MAX_TOKENS:,}): {broken}"
         )
     itl = request.get("itl_s")
     if itl is not None and not isinstance(itl, list):
@@ -196,7 +197,7 @@ def _checked_sample(path: Path, run: int, requests: list[Any]) -> Sample:
         not set(map(type, oks)) <= {bool}
         or not set(map(type, colds)) <= {bool, type(None)}
         or not set(map(type, tokens)) <= {int, type(None)}
-        or any(t < 0 for t in tokens if t is not None)
+        or any(not 0 <= t <= MAX_TOKENS for t in tokens if t is not None)
         or not set(map(type, itls)) <= {list, type(None)}
     ):
         raise broken()

@@ -42,6 +42,7 @@ def _write(tmp_path: Path, name: str, requests: list[dict[str, Any]]) -> Path:
         # eighth sweep: a first token at the instant of sending read as "better, -100 %"
         ({"ttft_s": -0.0, "e2e_s": 0.2}, "request 3 has ttft_s = -0.0, not a time"),
         ({"ttft_s": 0, "e2e_s": 0.2}, "request 3 has ttft_s = 0, not a time"),
+        ({"output_tokens": 10**30}, "request 3 has output_tokens = 1" + "0" * 30),
     ],
 )
 def test_a_request_felab_could_not_have_measured_is_refused_by_number(
@@ -164,3 +165,14 @@ def test_a_load_written_twice_is_called_broken(tmp_path: Path) -> None:
     path.write_text(json.dumps(record))
     with pytest.raises(CompareError, match="more than once"):
         load_record(path)
+
+
+def test_records_with_no_answered_request_at_a_shared_load_are_not_compared(
+    tmp_path: Path,
+) -> None:
+    """Eighth sweep: B's one run held no requests, and the table said "not measured in both"
+    on every line, exit 0."""
+    a = _write(tmp_path, "a.json", _requests([0.05] * 5))
+    b = _write(tmp_path, "b.json", [])
+    with pytest.raises(CompareError, match=r"4 streams: 5 in A, 0 in B\): nothing to compare"):
+        compare_records(load_record(a), load_record(b))
