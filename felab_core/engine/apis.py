@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from felab_core.engine.framing import Frame, NDJSONDecoder, SSEDecoder
+from felab_core.sizing.units import MAX_TOKENS as MAX_COUNT
 
 
 class Api(StrEnum):
@@ -101,14 +102,16 @@ def _usage(obj: dict[str, Any]) -> dict[str, int] | None:
     if not isinstance(usage, dict):
         return None
     out: dict[str, int] = {}
-    for key in ("prompt_tokens", "completion_tokens"):
-        value = usage.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            out[key] = value
     details = usage.get("prompt_tokens_details")  # OpenAI, vLLM, SGLang: the prefix cache's hits
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    if isinstance(cached, int) and not isinstance(cached, bool) and cached >= 0:
-        out["cached_tokens"] = cached
+    for key, value in (
+        ("prompt_tokens", usage.get("prompt_tokens")),
+        ("completion_tokens", usage.get("completion_tokens")),
+        ("cached_tokens", cached),
+    ):
+        # A count past any context (10^30 prompt tokens) is a broken server's, not believed.
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT:
+            out[key] = value
     return out or None
 
 

@@ -286,14 +286,14 @@ async def stream_request(
     try:
         async with asyncio.timeout(limits.total):
             try:
-                await _stream(client, url, adapter, payload, tl, trace)
+                await _stream(client, url, adapter, payload, tl, trace, limits.stall)
             except httpx.RemoteProtocolError:
                 if not _unanswered_on_reused_connection(tl):
                     raise
                 # The server closed an idle keep-alive connection just as this request went out
                 # on it; it never saw the request. Send it once more, on a fresh connection.
                 tl.reset_for_retry()
-                await _stream(client, url, adapter, payload, tl, trace)
+                await _stream(client, url, adapter, payload, tl, trace, limits.stall)
     except BaseException as exc:
         if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
             tl.error = "cancelled: the run was stopped before this request finished"
@@ -318,6 +318,7 @@ async def _stream(
     payload: dict[str, Any],
     tl: RequestTimeline,
     trace: Any,
+    stall_s: float,
 ) -> None:
     decoder = adapter.decoder()
     async with client.stream("POST", url, json=payload, extensions={"trace": trace}) as resp:
@@ -349,7 +350,8 @@ async def _stream(
         net = resp.extensions.get("network_stream")
         kernel_stamps = net is not None and net.get_extra_info(RX_STAMP_INFO) is not None
         head = b""
-        try:
+        last_message_ns = now_ns()  # bytes that hold no message (keep-alive comments) are no
+        try:  # progress: a queue that only pings stalls like a silent one
             async for piece in resp.aiter_raw():
                 seen = now_ns()
                 # The kernel's arrival stamp of the read that completed this piece, if any.
@@ -357,11 +359,23 @@ async def _stream(
                 tl.stamp_lag_ns.append(seen - t)
                 if len(head) < _HEAD_BYTES:
                     head += piece[: _HEAD_BYTES - len(head)]
+                messages = 0
                 for frame in decoder.feed(piece):
+                    messages += 1
                     _record(adapter, tl, frame.data, t, adapter.interpret(frame))
                     if tl.error:
                         tl.end_ns = t
                         return
+                if messages:
+                    last_message_ns = seen
+                elif seen - last_message_ns > stall_s * 1e9:
+                    tl.end_ns = seen
+                    tl.error = (
+                        f"stalled: only keep-alive bytes, no message, for {stall_s:g} s after "
+                        f"{len(tl.content_chunks())} content chunks (raise --stall-timeout if "
+                        "the server is just slow)"
+                    )
+                    return
         except FrameTooLarge as exc:
             tl.end_ns = now_ns()
             tl.error = _not_a_stream(head, resp.headers.get("content-type", "")) or str(exc)

@@ -199,6 +199,8 @@ def load_targets(path: Path | None) -> dict[str, Target]:
             api = entry.api or entry.kind.traits.api
             base = Target(name, entry.kind, entry.url, api)
         updates = {k: v for k, v in entry.model_dump().items() if v is not None}
+        if entry.model is not None:  # the checks --model gets: this name is written to CSV too
+            check_model_name(entry.model, f"targets file {path}: [targets.{name}] model")
         targets[name] = replace(base, **updates)
     return targets
 

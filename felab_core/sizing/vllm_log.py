@@ -32,7 +32,11 @@ from felab_core.sizing.errors import BadAnswer, SizingError, Unreachable
 from felab_core.sizing.metrics_scrape import VLLM, parse_metrics
 from felab_core.sizing.units import GB, MAX_TOKENS, GiB, as_fraction, decimal_text, whole_text
 
-_NUM = r"(\d+(?:,\d{3})*)"
+#: A count as vLLM prints it (8234 or 8,234); a fraction or an exponent is matched whole, so
+#: that "1e309" is refused rather than read as its first digit.
+_NUM = r"(\d+(?:,\d{3})*(?:\.\d+)?(?:[eE][+-]?\d+)?)"
+#: The most any count in a startup log can be (blocks, tokens): past it the log is damaged.
+_MOST_IN_LOG = 10 * MAX_TOKENS
 _TOKENS_RE = re.compile(rf"\b([A-Z]{{2,4}}(?: \+ host)?) KV cache size: {_NUM} tokens")
 _CONC_RE = re.compile(rf"Maximum concurrency for {_NUM} tokens per request: ([\d.]+)x")
 _BLOCKS_RE = re.compile(rf"#\s*([A-Za-z]+) blocks:?\s*{_NUM}(?:,\s*#\s*CPU blocks:?\s*{_NUM})?")
@@ -74,6 +78,13 @@ _FORMATS = {
 
 
 def _int(text: str) -> int:
+    """A count from the log, or a SizingError: vLLM writes whole numbers of sensible size."""
+    if not re.fullmatch(r"\d+(?:,\d{3})*", text) or int(text.replace(",", "")) > _MOST_IN_LOG:
+        raise SizingError(
+            f"the log says {text[:40]} where vLLM writes a count (a whole number up to "
+            f"{_MOST_IN_LOG:,}): the log was edited or damaged; give the figures with "
+            "--blocks/--tokens"
+        )
     return int(text.replace(",", ""))
 
 

@@ -153,3 +153,13 @@ def test_any_json_gives_info_or_a_protocol_error(value: object, api: Api) -> Non
 def test_any_text_gives_info_or_a_protocol_error(text: str, api: Api) -> None:
     with contextlib.suppress(StreamProtocolError):
         adapter_for(api).interpret(Frame(text))
+
+
+def test_a_usage_count_past_any_context_is_not_believed() -> None:
+    """Ninth sweep: 10^30 prompt tokens reached the results CSV as 1e+30."""
+    from felab_core.engine.apis import _usage
+
+    got = _usage({"usage": {"prompt_tokens": 10**30, "completion_tokens": 7}})
+    assert got == {"completion_tokens": 7}
+    cached = {"prompt_tokens": 5, "prompt_tokens_details": {"cached_tokens": 10**30}}
+    assert _usage({"usage": cached}) == {"prompt_tokens": 5}

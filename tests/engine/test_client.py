@@ -381,3 +381,32 @@ def test_a_tls_handshake_that_never_finishes_is_named_with_its_fix() -> None:
         httpx.ConnectError("_ssl.c:989: The handshake operation timed out"), "https://h:1"
     )
     assert said.startswith("TLS failed: https://h:1 took the connection") and "http://" in said
+
+
+async def test_keep_alive_comments_alone_are_a_stall() -> None:
+    """Ninth sweep: a gateway that only sends ': ping' kept each request for the whole
+    --timeout (600 s), since the comments reset the read timeout."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n")
+        for _ in range(200):
+            writer.write(b": ping\n\n")
+            await writer.drain()
+            await asyncio.sleep(0.05)
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    limits = ClientLimits(total=20, stall=0.3, connect=2)
+    adapter = adapter_for(Api.OPENAI_CHAT)
+    payload = adapter.payload(GenerationRequest("hello", max_tokens=4, model="m"))
+    try:
+        async with make_client(1, limits) as client:
+            url = f"http://127.0.0.1:{port}" + adapter.path
+            tl = await stream_request(client, url, adapter, payload, RequestTimeline(0), limits)
+    finally:
+        server.close()
+    assert tl.error is not None and tl.error.startswith("stalled: only keep-alive"), tl.error
+    assert tl.end_ns is not None and tl.sent_ns is not None
+    assert (tl.end_ns - tl.sent_ns) / 1e9 < 2

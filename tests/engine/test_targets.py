@@ -74,6 +74,9 @@ def test_targets_file_overrides_and_adds(tmp_path: Path) -> None:
         ("[targets.mlx]\nport = 1\n", r"targets\.mlx\.port"),
         ('[targets.mlx]\nkind = "tgi"\n', r"targets\.mlx\.kind"),
         ('[targets.mlx]\nurl = "ftp://x"\n', "not a server address"),
+        # ninth sweep: a formula for the results CSV, refused on --model but not here
+        ('[targets.mlx]\nmodel = "=cmd|x"\n', r"\[targets\.mlx\] model begins with '='"),
+        ('[targets.mlx]\nurl = "http://u:pa/ss@x:1"\n', "percent-encoded"),
     ],
 )
 def test_bad_targets_files_name_the_place(tmp_path: Path, text: str, message: str) -> None:

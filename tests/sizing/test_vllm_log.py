@@ -187,3 +187,18 @@ def test_llama_metrics_are_not_vllm() -> None:
     text = "# TYPE llamacpp:prompt_tokens_total counter\nllamacpp:prompt_tokens_total 5\n"
     with pytest.raises(SizingError, match="not vLLM's"):
         vllm_log.reading_from_metrics(text)
+
+
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [
+        ("INFO # GPU blocks: 100000000000000000000000000000", "the log says 1000000"),
+        ("INFO # GPU blocks: 1e309", "the log says 1e309 where vLLM writes a count"),
+        ("INFO # GPU blocks: 10.5, # CPU blocks: 2048", "the log says 10.5"),
+        ("INFO GPU KV cache size: 1e12 tokens", "the log says 1e12"),
+    ],
+)
+def test_a_count_no_vllm_logs_is_refused_not_misread(line: str, says: str) -> None:
+    """Ninth sweep: 10^29 blocks were believed, and 1e309 read as its first digit, 1."""
+    with pytest.raises(SizingError, match=re.escape(says)):
+        vllm_log.parse_log(line + "\n")
