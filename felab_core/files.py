@@ -102,15 +102,24 @@ SQLITE_DATABASE = "an SQLite database (felab's, or a backup)"
 RESULTS_CSV = "felab's results CSV"
 BENCH_RECORD = "a felab bench record (JSON)"
 MEMO = "a felab memo (Markdown)"
-CHART = "a felab chart"
-#: What felab's charts carry as their Software (PNG) or Creator (SVG, PDF) metadata, so a
-#: second run knows its own chart again and replaces it, and nothing else.
-CHART_CREATOR = "felab"
-CHART_METADATA: dict[str, dict[str, str | None]] = {
-    "png": {"Software": CHART_CREATOR},
-    "svg": {"Date": None, "Creator": CHART_CREATOR},
-    "pdf": {"CreationDate": None, "Creator": CHART_CREATOR},
-}
+MEMO_CHART = "a felab memo chart"
+COMPARE_CHART = "a felab compare chart"
+#: What each command's charts carry as their Software (PNG) or Creator (SVG, PDF) metadata, so
+#: a second run knows its own chart again and replaces it, and nothing else (not another
+#: command's chart: a compare chart over a memo's would leave the memo showing it).
+CHART_CREATORS = {MEMO_CHART: "felab memo", COMPARE_CHART: "felab compare"}
+
+
+def chart_metadata(kind: str, fmt: str) -> dict[str, str | None]:
+    """What matplotlib writes into a chart of `kind` in `fmt` (png, svg, pdf): the creator, and
+    no date (the same chart, the same bytes)."""
+    creator = CHART_CREATORS[kind]
+    by_format: dict[str, dict[str, str | None]] = {
+        "png": {"Software": creator},
+        "svg": {"Date": None, "Creator": creator},
+        "pdf": {"CreationDate": None, "Creator": creator},
+    }
+    return by_format[fmt]
 
 
 def kind_of(path: Path) -> str | None:
@@ -127,18 +136,20 @@ def kind_of(path: Path) -> str | None:
         return None
     if head.startswith(SQLITE_MAGIC):
         return SQLITE_DATABASE
-    mark = CHART_CREATOR.encode()
-    if head.startswith(b"\x89PNG") and b"Software\x00" + mark in head:
-        return CHART
-    if head.startswith(b"%PDF") and b"/Creator (" + mark + b")" in tail:
-        return CHART
+    for chart, creator in CHART_CREATORS.items():
+        mark = creator.encode()
+        if head.startswith(b"\x89PNG") and b"Software\x00" + mark in head:
+            return chart
+        if head.startswith(b"%PDF") and b"/Creator (" + mark + b")" in tail:
+            return chart
     text = head.decode("utf-8", "replace").lstrip("\ufeff")
     if text.startswith("timestamp,host,target,"):
         return RESULTS_CSV
     if text.lstrip().startswith("{") and '"felab.bench/' in text[:256]:
         return BENCH_RECORD
-    if "<svg" in text and f"<dc:title>{CHART_CREATOR}</dc:title>" in text:
-        return CHART
+    for chart, creator in CHART_CREATORS.items():
+        if "<svg" in text and f"<dc:title>{creator}</dc:title>" in text:
+            return chart
     if text.startswith("# ") and "Written by `felab memo`" in text[:2048]:
         return MEMO
     return None

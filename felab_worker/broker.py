@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 from urllib.parse import quote, urlsplit, urlunsplit
 
+from felab_core.errors import Invalid
+from felab_core.files import MiB, NamedFileError, read_named_bytes
 from felab_core.redact import url_password_masked
 from felab_core.settings import Settings
 
@@ -51,13 +53,34 @@ def with_credentials(url: str, user: str, password: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc, query="", fragment=""))
 
 
+def ca_file(settings: Settings) -> str | None:
+    """FELAB_BROKER_CA_FILE, checked before TLS reads it: a key, a folder or a missing file
+    read as "could not reach the broker", the one cause it is not."""
+    path = settings.broker_ca_file
+    if path is None:
+        return None
+    try:
+        data = read_named_bytes(path, what="CA certificate (ca.pem)", limit=MiB)
+    except NamedFileError as exc:
+        raise Invalid(f"{exc} (FELAB_BROKER_CA_FILE)") from None
+    if b"PRIVATE KEY" in data:
+        raise Invalid(
+            f"{path} holds a private key: FELAB_BROKER_CA_FILE must name the CA certificate "
+            "(ca.pem), never a key"
+        )
+    if b"-----BEGIN CERTIFICATE-----" not in data:
+        raise Invalid(f"{path} is not a PEM certificate: FELAB_BROKER_CA_FILE must name ca.pem")
+    return str(path)
+
+
 def ssl_options(url: str, settings: Settings) -> dict[str, Any] | None:
     """TLS for rediss:// URLs, as Celery wants it: the server's certificate is always checked."""
     if not url.startswith("rediss://"):
         return None
     opts: dict[str, Any] = {"ssl_cert_reqs": ssl.CERT_REQUIRED}
-    if settings.broker_ca_file is not None:
-        opts["ssl_ca_certs"] = str(settings.broker_ca_file)
+    ca = ca_file(settings)
+    if ca is not None:
+        opts["ssl_ca_certs"] = ca
     return opts
 
 
@@ -74,8 +97,9 @@ def redis_client(url: str, settings: Settings, *, timeout_s: float | None = None
     }
     if url.startswith("rediss://"):
         kwargs["ssl_cert_reqs"] = "required"
-        if settings.broker_ca_file is not None:
-            kwargs["ssl_ca_certs"] = str(settings.broker_ca_file)
+        ca = ca_file(settings)
+        if ca is not None:
+            kwargs["ssl_ca_certs"] = ca
     return redis.Redis.from_url(url, **kwargs)
 
 

@@ -9,11 +9,12 @@ import pytest
 
 from felab_core.files import (
     BENCH_RECORD,
-    CHART,
-    CHART_METADATA,
+    COMPARE_CHART,
     MEMO,
+    MEMO_CHART,
     MiB,
     NamedFileError,
+    chart_metadata,
     kind_of,
     read_named_bytes,
     read_named_text,
@@ -77,7 +78,7 @@ def test_a_write_replaces_its_own_kind_and_no_one_elses_file(tmp_path: Path) -> 
     memo.write_text("# Llama on an M4\n\nWritten by `felab memo` from `r.csv`: 3 rows.\n")
     refuse_overwrite(memo, what="memo", writes=MEMO)
     with pytest.raises(NamedFileError, match="is a felab memo"):
-        refuse_overwrite(memo, what="chart", writes=CHART)
+        refuse_overwrite(memo, what="chart", writes=COMPARE_CHART)
 
 
 @pytest.mark.parametrize("suffix", ["png", "svg", "pdf"])
@@ -89,13 +90,18 @@ def test_felab_knows_its_own_charts_again(tmp_path: Path, suffix: str) -> None:
     fig, ax = plt.subplots()
     ax.plot([1, 2])
     ours, theirs = tmp_path / f"ours.{suffix}", tmp_path / f"theirs.{suffix}"
-    fig.savefig(ours, format=suffix, metadata=CHART_METADATA[suffix])
+    fig.savefig(ours, format=suffix, metadata=chart_metadata(COMPARE_CHART, suffix))
     fig.savefig(theirs, format=suffix)
+    memo_chart = tmp_path / f"memo.{suffix}"
+    fig.savefig(memo_chart, format=suffix, metadata=chart_metadata(MEMO_CHART, suffix))
     plt.close(fig)
-    assert kind_of(ours) == CHART and kind_of(theirs) is None
-    refuse_overwrite(ours, what="chart", writes=CHART)
-    with pytest.raises(NamedFileError, match="is not a felab chart"):
-        refuse_overwrite(theirs, what="chart", writes=CHART)
+    assert kind_of(ours) == COMPARE_CHART and kind_of(theirs) is None
+    assert kind_of(memo_chart) == MEMO_CHART
+    refuse_overwrite(ours, what="chart", writes=COMPARE_CHART)
+    with pytest.raises(NamedFileError, match="is not a felab compare chart"):
+        refuse_overwrite(theirs, what="chart", writes=COMPARE_CHART)
+    with pytest.raises(NamedFileError, match="is a felab memo chart: the chart would replace"):
+        refuse_overwrite(memo_chart, what="chart", writes=COMPARE_CHART)
 
 
 def test_no_write_goes_through_a_link(tmp_path: Path) -> None:
@@ -108,4 +114,4 @@ def test_no_write_goes_through_a_link(tmp_path: Path) -> None:
     dangling = tmp_path / "chart.png"
     dangling.symlink_to(tmp_path / "nowhere" / "x.png")
     with pytest.raises(NamedFileError, match="is a link"):
-        refuse_overwrite(dangling, what="chart", writes=CHART)
+        refuse_overwrite(dangling, what="chart", writes=COMPARE_CHART)

@@ -17,6 +17,7 @@ from rich.console import Console
 
 from felab.cli.db import service_errors, sessions
 from felab.cli.errors import EXIT_UNREACHABLE, EXIT_USAGE, err
+from felab.cli.folders import folder_parser
 from felab_core.db.session import session_scope
 from felab_core.files import MiB, NamedFileError, read_named_bytes
 from felab_core.settings import Settings, get_settings
@@ -169,19 +170,13 @@ def _certificates_only(path: Path, text: str) -> str:
     return "".join(c.public_bytes(Encoding.PEM).decode() for c in certs)
 
 
-def _folder_named(value: str) -> Path:
-    if not value.strip() or value.strip() == "-":
-        raise typer.BadParameter("name the folder to keep the TLS files in, such as --dir tls")
-    return Path(value)
-
-
 @broker_app.command("tls")
 def tls(
     folder: Path = typer.Option(
         ...,
         "--dir",
         help="Where to keep the CA and the certificate (created if missing).",
-        parser=_folder_named,
+        parser=folder_parser("--dir tls"),
         metavar="DIR",
     ),
     host: list[str] = typer.Option(
@@ -239,4 +234,7 @@ def _host_name(name: str) -> bool:
         return True
     except ValueError:
         pass
-    return len(name) <= 253 and all(_LABEL.fullmatch(label) for label in name.split("."))
+    labels = name.split(".")
+    if labels[-1].isdigit():  # 999.1.1.1: a mistyped address, not a name (no top level is digits)
+        return False
+    return len(name) <= 253 and all(_LABEL.fullmatch(label) for label in labels)

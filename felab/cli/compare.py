@@ -20,7 +20,7 @@ from felab.cli.output import Column, Format, Grid, emit, format_option, number, 
 from felab_core.engine.compare import DEFAULT_MIN_EFFECT, Comparison, compare_records
 from felab_core.engine.record_reading import CompareError, load_record
 from felab_core.engine.results import ResultsFileError, check_destinations
-from felab_core.files import CHART, NamedFileError
+from felab_core.files import COMPARE_CHART, NamedFileError
 
 _STYLE = {"better": "green", "worse": "red"}
 
@@ -139,7 +139,7 @@ def compare(
                 chart,
                 what="chart",
                 inputs=((a_path, "record A"), (b_path, "record B")),
-                json_writes=CHART,
+                json_writes=COMPARE_CHART,
             )
         progress = Console(stderr=True, highlight=False)
 

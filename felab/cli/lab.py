@@ -14,6 +14,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from felab.cli.folders import folder_parser
 from felab_core.lab.engines import (
     ENGINES,
     EngineError,
@@ -58,14 +59,6 @@ def _check_engine(engine: str) -> str:
     return engine
 
 
-def _folder_named(value: str) -> Path:
-    if not value.strip():
-        raise typer.BadParameter("is empty: name the folder to write, such as --out models")
-    if value.strip() == "-":
-        raise typer.BadParameter("- is not a folder: name one, such as --out models")
-    return Path(value)
-
-
 @model_app.command("tiny")
 def tiny(
     out: Path = typer.Option(
@@ -73,7 +66,7 @@ def tiny(
         "--out",
         help="Folder to write (created if missing); a file of the same name that felab did not "
         "write there is never replaced.",
-        parser=_folder_named,
+        parser=folder_parser("--out models"),
         metavar="DIR",
     ),
     size: str = typer.Option(

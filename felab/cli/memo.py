@@ -17,7 +17,7 @@ from felab_core.engine.results import (
     check_destinations,
     default_csv,
 )
-from felab_core.files import CHART, MEMO
+from felab_core.files import MEMO, MEMO_CHART
 from felab_core.reports.memo import (
     DEFAULT_CONTEXTS,
     MachineSpec,
@@ -206,7 +206,7 @@ def memo(
             charts_beside = () if no_charts else chart_names(out.stem)
             for path, what, kind in (
                 (out, "memo", MEMO),
-                *((out.parent / c, "memo chart", CHART) for c in charts_beside),
+                *((out.parent / c, "memo chart", MEMO_CHART) for c in charts_beside),
             ):
                 check_destinations(None, path, what=what, inputs=read, json_writes=kind)
         if str(out) != "-" and out.suffix.lower() not in (".md", ".markdown", ".txt"):

@@ -1,7 +1,8 @@
-"""A flag pair such as `--public/--private` given both ways is refused.
+"""A flag pair such as `--public/--private` given both ways is refused, and so is an option that
+takes one value given twice (`--chart a.png --chart b.svg`).
 
-Click settles `--public --private` by the last one, silently: a person who typed both meant
-something, and felab cannot tell what. Each loaded command is checked before it parses.
+Click settles both by the last one, silently: a person who typed both meant something, and
+felab cannot tell what. Each loaded command is checked before it parses.
 """
 
 from __future__ import annotations
@@ -19,8 +20,13 @@ def refuse_opposites(cmd: click.Command) -> None:
         for sub in cmd.commands.values():
             refuse_opposites(sub)
         return
-    pairs = [p for p in cmd.params if isinstance(p, TyperOption) and p.secondary_opts]
-    if not pairs:
+    options_ = [p for p in cmd.params if isinstance(p, TyperOption)]
+    pairs = [p for p in options_ if p.secondary_opts]
+    # A command that passes unknown arguments on (`serve` to the server) may see its own
+    # option's name among them: only the pairs are checked there.
+    passes_on = cmd.ignore_unknown_options or cmd.allow_extra_args
+    single = [p for p in options_ if not (passes_on or p.is_flag or p.multiple or p.count)]
+    if not pairs and not single:
         return
     parse = cmd.parse_args
 
@@ -31,6 +37,12 @@ def refuse_opposites(cmd: click.Command) -> None:
             off = next((a for a in options if a in pair.secondary_opts), None)
             if on is not None and off is not None:
                 raise UsageError(f"{on} and {off} say opposite things: give one", ctx=ctx)
+        for option in single:
+            names = option.opts
+            given = [a for a in options if a in names or any(a.startswith(n + "=") for n in names)]
+            if len(given) > 1:
+                shown = given[0].split("=", 1)[0]
+                raise UsageError(f"{shown} is given twice: give it once", ctx=ctx)
         return parse(ctx, args)
 
     cmd.parse_args = parse_args  # type: ignore[method-assign]

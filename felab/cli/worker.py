@@ -9,6 +9,7 @@ needs httpx, Celery and its own key, nothing more.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 from pathlib import Path
@@ -111,6 +112,13 @@ def start(
     machine.start(rt, settings, pool=pool, loglevel=loglevel.value)
 
 
+def _pair_wait(value: float) -> float:
+    """1 to 3600 s; NaN fails every comparison, so it is named for what it is."""
+    if not math.isfinite(value) or not 1 <= value <= 3600:
+        raise typer.BadParameter(f"{value:g} is not a wait felab takes: give 1 to 3600 seconds")
+    return value
+
+
 @worker_app.command("pair")
 def pair(
     code: str = typer.Option(None, "--code", help="On the machine: redeem the bot's code."),
@@ -121,7 +129,9 @@ def pair(
     member: str = typer.Option(None, "--member", help="On the server: the member's Discord id."),
     cohort: int = typer.Option(None, "--cohort", help="On the server: the member's cohort id."),
     timeout: float = typer.Option(
-        30.0, min=1, max=3600, help="Seconds to wait for the ingest's answer (1 to 3600)."
+        30.0,
+        help="Seconds to wait for the ingest's answer (1 to 3600).",
+        callback=_pair_wait,
     ),
 ) -> None:
     """Pair a machine. On the server (or the bot's /worker pair): issue a one-time code. On the

@@ -216,6 +216,12 @@ def connect_failure(exc: BaseException, host: str) -> str:
     return f"connect error: {host}: {text}"
 
 
+def protocol_error_text(exc: BaseException) -> str:
+    """What the HTTP parser refused, in one short ASCII line (not a Python bytearray's repr)."""
+    shown = re.sub(r"bytearray\(b('.*?')\)", r"\1", str(exc))[:160]
+    return shown.encode("ascii", "backslashreplace").decode()
+
+
 def describe_error(exc: BaseException, url: str, tl: RequestTimeline, limits: ClientLimits) -> str:
     """One line a person can act on. The text before the first colon is the error's kind."""
     host = urlsplit(url_without_credentials(url)).netloc or url_without_credentials(url)
@@ -242,10 +248,9 @@ def describe_error(exc: BaseException, url: str, tl: RequestTimeline, limits: Cl
         text = str(exc)
         if tl.status is None and "disconnected" not in text.lower():
             # No response came: h11 refused what came instead (a status line of "abc").
-            shown = re.sub(r"bytearray\(b('.*?')\)", r"\1", text)[:160]
-            shown = shown.encode("ascii", "backslashreplace").decode()
             return (
-                f"not HTTP: {host} did not answer with an HTTP response ({shown}); check the port"
+                f"not HTTP: {host} did not answer with an HTTP response "
+                f"({protocol_error_text(exc)}); check the port"
             )
         return (
             f"disconnected: the server closed the connection mid-stream after {got} content "

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 
 from felab_core.bounded_get import aget_bounded
-from felab_core.engine.client import connect_failure
+from felab_core.engine.client import connect_failure, protocol_error_text
 from felab_core.engine.server_kinds import ServerKind
 from felab_core.engine.targets import Target
 from felab_core.redact import url_without_credentials
@@ -98,6 +98,12 @@ async def identify(base_url: str, *, wait_s: float = PROBE_TIMEOUT_S) -> ServerI
             raise IdentityError(
                 f"{shown} took the connection but sent no answer within {wait_s:g} s: is it an "
                 "HTTP server, and has it finished starting? (--no-check skips this question)"
+            ) from None
+        except httpx.RemoteProtocolError as exc:  # reached: what came back is not HTTP as sent
+            shown = url_without_credentials(base_url)
+            raise IdentityError(
+                f"not HTTP: {shown} answered with broken HTTP ({protocol_error_text(exc)}); "
+                "check the port, or what sits in front of the server"
             ) from None
         except httpx.HTTPError as exc:
             shown = url_without_credentials(base_url)

@@ -10,14 +10,14 @@ from pathlib import Path
 
 from felab_core.engine.compare import Comparison
 from felab_core.engine.record_reading import CompareError
-from felab_core.files import CHART_METADATA
+from felab_core.files import COMPARE_CHART, chart_metadata
 
 #: What --chart writes, by the file's suffix: matplotlib draws each, and each opens as a picture.
 #: Metadata that would change with every run (the date, the library's version) is left out.
 CHART_FORMATS: dict[str, tuple[str, dict[str, str | None]]] = {
-    ".png": ("png", CHART_METADATA["png"]),
-    ".svg": ("svg", CHART_METADATA["svg"]),
-    ".pdf": ("pdf", CHART_METADATA["pdf"]),
+    ".png": ("png", chart_metadata(COMPARE_CHART, "png")),
+    ".svg": ("svg", chart_metadata(COMPARE_CHART, "svg")),
+    ".pdf": ("pdf", chart_metadata(COMPARE_CHART, "pdf")),
 }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from felab_core.files import CHART_METADATA
+from felab_core.files import MEMO_CHART, chart_metadata
 from felab_core.reports.memo.markdown import chart_names
 from felab_core.reports.memo.model import Memo
 from felab_core.sizing import speed_limit
@@ -83,7 +83,7 @@ def write_charts(memo: Memo, directory: Path, stem: str = "memo") -> tuple[Path,
     ax.set_title(f"{memo.shape.name}: writing speed for one user vs the speed limit", fontsize=11)
     ax.grid(axis="y", alpha=0.3, zorder=0)
     ax.legend(loc="upper left", fontsize=9)
-    fig.savefig(speed_path, format="png", metadata=CHART_METADATA["png"])
+    fig.savefig(speed_path, format="png", metadata=chart_metadata(MEMO_CHART, "png"))
 
     fig = Figure(figsize=(8, 4.6), dpi=110, layout="constrained")
     ax = fig.add_subplot()
@@ -116,7 +116,7 @@ def write_charts(memo: Memo, directory: Path, stem: str = "memo") -> tuple[Path,
     )
     ax.grid(axis="y", alpha=0.3, zorder=0)
     ax.legend(fontsize=9)
-    fig.savefig(conc_path, format="png", metadata=CHART_METADATA["png"])
+    fig.savefig(conc_path, format="png", metadata=chart_metadata(MEMO_CHART, "png"))
     return speed_path, conc_path
 
 
