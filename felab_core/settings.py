@@ -101,12 +101,21 @@ class Settings(BaseSettings):
         default=None,
         description="A worker's identity (its Ed25519 key); unset: DATA_DIR/worker-NAME.json.",
     )
-    job_max_concurrency: int = Field(default=64, ge=1, description="Most users one job may run.")
-    job_max_requests: int = Field(default=500, ge=1, description="Most requests one job may send.")
-    job_max_tokens: int = Field(default=4096, ge=1, description="Most output tokens a request.")
-    job_max_per_hour: int = Field(default=10, ge=1, description="Jobs one member may ask an hour.")
+    # The upper bounds are `felab bench`'s own (engine/workloads.py): a job never asks more.
+    job_max_concurrency: int = Field(
+        default=64, ge=1, le=4096, description="Most users one job may run."
+    )
+    job_max_requests: int = Field(
+        default=500, ge=1, le=1_000_000, description="Most requests one job may send."
+    )
+    job_max_tokens: int = Field(
+        default=4096, ge=1, le=262_144, description="Most output tokens a request."
+    )
+    job_max_per_hour: int = Field(
+        default=10, ge=1, le=10_000, description="Jobs one member may ask an hour."
+    )
     job_max_attempts: int = Field(
-        default=2, ge=1, description="Times a job is sent before a lost run fails it."
+        default=2, ge=1, le=100, description="Times a job is sent before a lost run fails it."
     )
     job_queue_expire_s: float = Field(
         default=900.0,
@@ -182,12 +191,14 @@ class Settings(BaseSettings):
     job_max_resends: int = Field(
         default=5,
         ge=0,
+        le=1000,
         description="Times the reconciler sends a queued job again to an idle machine that never "
         "took it, before the job fails.",
     )
     outbox_max_attempts: int = Field(
         default=5,
         ge=1,
+        le=1000,
         description="Times the bot tries to post a finished job before it is set aside as a dead "
         "letter (`felab worker outbox`).",
     )

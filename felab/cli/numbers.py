@@ -382,10 +382,14 @@ def import_cmd(
         err(str(exc))
         raise typer.Exit(EXIT_USAGE) from None
     if present is None:
-        err(
-            f"no results file at {path}: time your servers with `felab bench` first, or give "
-            "the CSV's path"
-        )
+        above = next((p for p in path.parents if p.exists()), None)
+        if above is not None and not above.is_dir():  # FELAB_RESULTS_DIR naming a file, say
+            err(f"cannot read {path}: {above} is a file, not a folder; check FELAB_RESULTS_DIR")
+        else:
+            err(
+                f"no results file at {path}: time your servers with `felab bench` first, or "
+                "give the CSV's path"
+            )
         raise typer.Exit(EXIT_USAGE)
     try:
         columns, rows = read_table(path)

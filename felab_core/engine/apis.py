@@ -8,6 +8,7 @@ the end marker or an error the server put in the stream.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
@@ -115,13 +116,24 @@ def _usage(obj: dict[str, Any]) -> dict[str, int] | None:
     return out or None
 
 
+#: The most a server's own timing figure can be (milliseconds, counts, tokens a second): past
+#: it, or below zero, or not finite, the figure is a broken server's and is not kept.
+_MOST_TIMING = 1e12
+
+
 def _number_fields(obj: Any) -> dict[str, float] | None:
+    """A server's timing figures that can be true (llama.cpp's `timings`, Ollama's counts):
+    the record keeps them as sent, so -1e308 tokens a second never reaches it."""
     if not isinstance(obj, dict):
         return None
     out = {
-        k: float(v)
+        str(k)[:64]: float(v)
         for k, v in obj.items()
-        if isinstance(v, int | float) and not isinstance(v, bool)
+        if isinstance(v, int | float)
+        and not isinstance(v, bool)
+        and (isinstance(v, float) or abs(v) <= _MOST_TIMING)  # float() of 10**400 raises
+        and math.isfinite(v)
+        and 0 <= v <= _MOST_TIMING
     }
     return out or None
 

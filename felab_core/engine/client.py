@@ -236,6 +236,12 @@ def describe_error(exc: BaseException, url: str, tl: RequestTimeline, limits: Cl
     if isinstance(exc, httpx.ConnectError):
         return connect_failure(exc, host)
     if isinstance(exc, httpx.ReadTimeout):
+        if tl.done:  # the stream said it was over, then the body never ended
+            return (
+                f"stalled: the server ended the stream ([DONE] after {got} content chunks) but "
+                f"not its HTTP body, and sent nothing for {limits.stall:g} s (a Content-Length "
+                "longer than what it sent, or a proxy holding the body open?): check the server"
+            )
         return (
             f"stalled: no bytes for {limits.stall:g} s after {got} content chunks "
             "(raise --stall-timeout if the server is just slow)"

@@ -21,6 +21,7 @@ from felab_core.engine.client import connect_failure
 from felab_core.redact import url_password_masked
 from felab_core.sizing.errors import BadAnswer, SizingError, Unreachable
 from felab_core.sizing.units import decimal_text, whole_text
+from felab_core.text import with_hidden_shown
 
 LLAMA_CPP = "llama.cpp"
 VLLM = "vllm"
@@ -91,11 +92,16 @@ def parse_metrics(text: str, taken_at: float | None = None) -> Snapshot:
         raise Unreachable(
             "/metrics answered with an HTML page, not Prometheus text: check the address"
         )
+    if "\x00" in text or text.count("\ufffd") > 8:  # bytes that decode to no text
+        raise BadAnswer(
+            "/metrics answered with binary bytes, not Prometheus text: check the address"
+        )
     try:
         families = list(text_string_to_metric_families(text))
     except (ValueError, TypeError) as exc:
         raise SizingError(
-            f"the /metrics text could not be parsed as Prometheus format: {str(exc)[:120]}"
+            "the /metrics text could not be parsed as Prometheus format: "
+            f"{with_hidden_shown(str(exc)[:120])}"
         ) from None
     samples = [s for fam in families for s in fam.samples]
     names = {s.name for s in samples}
@@ -113,7 +119,19 @@ def parse_metrics(text: str, taken_at: float | None = None) -> Snapshot:
     info: dict[str, str] = {}
     for sample in samples:
         if sample.name == "vllm:cache_config_info":
-            info = dict(sample.labels)
+            labels = dict(sample.labels)
+            # One cache per server: two that disagree (not the same engine's line twice) leave
+            # no figure felab could believe.
+            if info and labels != info:
+                raise BadAnswer(
+                    "/metrics gives two different vllm:cache_config_info lines (block_size "
+                    f"{with_hidden_shown(info.get('block_size', '?'))[:20]} and "
+                    f"{with_hidden_shown(labels.get('block_size', '?'))[:20]}, num_gpu_blocks "
+                    f"{with_hidden_shown(info.get('num_gpu_blocks', '?'))[:20]} and "
+                    f"{with_hidden_shown(labels.get('num_gpu_blocks', '?'))[:20]}): time one "
+                    "engine, or give the figures with --blocks/--tokens"
+                )
+            info = labels
             continue
         ours = table.get(sample.name)
         if ours is None:

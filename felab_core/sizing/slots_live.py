@@ -114,6 +114,15 @@ def read_slots(
                 if isinstance(s, dict)
             )
             endpoint = True
+            if len(per_slot) != total_slots or max(per_slot) > props_ctx:
+                # llama-server's seats are all its /props length: a server that says otherwise
+                # contradicts itself, and neither figure can be believed
+                raise BadAnswer(
+                    f"llama-server at {shown} contradicts itself: /props says {total_slots} "
+                    f"seats of {whole_text(props_ctx)} tokens, /slots lists {len(per_slot)} of "
+                    f"up to {whole_text(max(per_slot))}; check the server, or give the figures "
+                    "with -c and --parallel"
+                )
         else:
             per_slot = (props_ctx,) * total_slots
             endpoint = False
@@ -187,6 +196,13 @@ def read_live(
     elif ctx is not None and per_slot * slots >= pad_ctx(ctx) >= (per_slot - LLAMA_CTX_PAD) * slots:
         unified, total = False, per_slot * slots
         mode = f"-c {ctx} divided over {slots} seats gives this, so the cache is split"
+    elif ctx is not None:  # given, but neither one cache nor the cache split over the seats
+        unified, total = None, None
+        mode = (
+            f"-c {ctx} fits neither a unified cache (each seat's length) nor one split over "
+            f"{slots} seats ({whole_text(per_slot * slots)} in all): give the -c this server "
+            "was started with"
+        )
     else:
         unified, total = None, None
         mode = "give the -c it was started with (--ctx) to tell a split cache from a unified one"

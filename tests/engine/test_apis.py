@@ -163,3 +163,14 @@ def test_a_usage_count_past_any_context_is_not_believed() -> None:
     assert got == {"completion_tokens": 7}
     cached = {"prompt_tokens": 5, "prompt_tokens_details": {"cached_tokens": 10**30}}
     assert _usage({"usage": cached}) == {"prompt_tokens": 5}
+
+
+def test_server_timings_that_cannot_be_true_are_not_kept() -> None:
+    """Ninth sweep: predicted_per_second -1e308 and prompt_ms -5 were stored as sent."""
+    from felab_core.engine.apis import _number_fields
+
+    got = _number_fields(
+        {"predicted_per_second": -1e308, "prompt_ms": -5, "predicted_n": 12, "x": 10**400,
+         "y": float("nan"), "z": True, "predicted_ms": 250.5}
+    )  # fmt: skip
+    assert got == {"predicted_n": 12.0, "predicted_ms": 250.5}

@@ -410,3 +410,13 @@ async def test_keep_alive_comments_alone_are_a_stall() -> None:
     assert tl.error is not None and tl.error.startswith("stalled: only keep-alive"), tl.error
     assert tl.end_ns is not None and tl.sent_ns is not None
     assert (tl.end_ns - tl.sent_ns) / 1e9 < 2
+
+
+async def test_a_body_held_open_after_done_is_named_for_what_it_is() -> None:
+    """Ninth sweep: a Content-Length three times the body: "stalled ... raise --stall-timeout",
+    though [DONE] had come."""
+    body = b'data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}\n\ndata: [DONE]\n\n'
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: %d\r\n\r\n"
+    tl = await _raw_response(head % (3 * len(body)) + body, hold_open=True)
+    assert tl.error is not None and tl.error.startswith("stalled: the server ended the stream")
+    assert "Content-Length" in tl.error

@@ -247,3 +247,30 @@ def test_a_password_in_url_and_escapes_in_build_never_reach_the_terminal() -> No
     with pytest.raises(SizingError) as caught:
         slots_live.read_slots("http://alice:S3cretPW@llama", client=other)
     assert "S3cretPW" not in str(caught.value)
+
+
+def test_a_c_that_fits_neither_cache_is_said_not_dropped() -> None:
+    """Ninth sweep: -c 100 beside 4 seats of 2,048 was dropped, and the answer still asked for
+    the -c."""
+    client = httpx.Client(transport=_llama_like(2048, 4))
+    verdict = slots_live.read_live("http://llama", ctx=100, client=client)
+    assert "-c 100 fits neither a unified cache" in verdict.assumption
+    assert "8,192 in all" in verdict.assumption
+
+
+def test_a_server_whose_slots_contradict_its_props_is_not_believed() -> None:
+    """Ninth sweep: /props 4 seats of 8,192, /slots 3 seats of 999,999: reported as fact."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/props":
+            settings = {"n_ctx": 8192}
+            return httpx.Response(
+                200, json={"default_generation_settings": settings, "total_slots": 4}
+            )
+        if request.url.path == "/slots":
+            return httpx.Response(200, json=[{"id": i, "n_ctx": 999_999} for i in range(3)])
+        return httpx.Response(404)
+
+    client = httpx.Client(transport=httpx.MockTransport(handler))
+    with pytest.raises(BadAnswer, match="contradicts itself: /props says 4 seats"):
+        slots_live.read_live("http://odd", client=client)

@@ -202,3 +202,21 @@ def test_a_count_no_vllm_logs_is_refused_not_misread(line: str, says: str) -> No
     """Ninth sweep: 10^29 blocks were believed, and 1e309 read as its first digit, 1."""
     with pytest.raises(SizingError, match=re.escape(says)):
         vllm_log.parse_log(line + "\n")
+
+
+def test_binary_metrics_are_named_not_echoed() -> None:
+    """Ninth sweep: NUL bytes and U+FFFD reached the terminal inside the parser's words."""
+    from felab_core.sizing.metrics_scrape import parse_metrics
+
+    with pytest.raises(BadAnswer, match="binary bytes, not Prometheus text"):
+        parse_metrics("\x00\ufffd" * 1000)
+
+
+def test_two_caches_that_disagree_are_not_read_as_one() -> None:
+    """Ninth sweep: the last of two cache_config_info lines was used without a word."""
+    line = 'vllm:cache_config_info{{engine="0",block_size="{}",num_gpu_blocks="{}"}} 1.0\n'
+    text = "# TYPE vllm:cache_config_info gauge\n" + line.format(16, 8234) + line.format(32, 100)
+    with pytest.raises(BadAnswer, match="two different vllm:cache_config_info lines"):
+        vllm_log.reading_from_metrics(text)
+    same = "# TYPE vllm:cache_config_info gauge\n" + line.format(16, 8234) * 2
+    assert vllm_log.reading_from_metrics(same, max_len=4096).gpu_blocks == 8234
