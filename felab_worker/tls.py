@@ -165,11 +165,10 @@ def _existing_ca(folder: Path) -> tuple[ec.EllipticCurvePrivateKey, x509.Certifi
     try:
         key = serialization.load_pem_private_key((folder / CA_KEY_FILE).read_bytes(), None)
         cert = x509.load_pem_x509_certificate((folder / CA_FILE).read_bytes())
-    except (OSError, ValueError, TypeError) as exc:
+    except (OSError, ValueError, TypeError):
         raise TLSFolderError(
             f"{folder}'s {CA_KEY_FILE} and {CA_FILE} cannot be read as a PEM key and "
-            f"certificate ({exc}): put the CA's own files back, or move {folder} aside to "
-            "start anew"
+            f"certificate: put the CA's own files back, or move {folder} aside to start anew"
         ) from None
     if not isinstance(key, ec.EllipticCurvePrivateKey) or key.public_key() != cert.public_key():
         raise TLSFolderError(

@@ -145,6 +145,10 @@ def server_error_message(status: int, body: bytes, retry_after: str | None = Non
     said = f"HTTP {status}: {shown_text(message) or '(empty body)'}"
     advice = _STATUS_ADVICE.get(status)
     wait = shown_text(retry_after or "", 40)
+    # seconds up to a day, or an HTTP date: anything else (-5, twenty digits) is not repeated
+    seconds_ok = wait.isdigit() and int(wait) <= 86_400
+    if not seconds_ok and "GMT" not in wait:
+        wait = ""
     if wait:
         wait_text = f"it asked to wait {wait}" + (" s" if wait.isdigit() else "")
         advice = f"{advice}; {wait_text}" if advice else wait_text

@@ -282,8 +282,8 @@ def read_table(path: Path) -> tuple[list[str], list[dict[str, str]]]:
     twice = sorted({c for c in columns if columns.count(c) > 1})
     if twice:  # csv keeps the last cell of a name: a second host would be believed
         raise UnreadableResults(
-            f"its header names {', '.join(twice)} twice: felab writes each column once; "
-            "remove the extra column"
+            f"has a header that names {', '.join(twice)} twice: felab writes each column "
+            "once; remove the extra column"
         )
     for line, row in enumerate(rows, start=2):
         extra = row.pop(None, None)  # csv's key for extra cells

@@ -85,7 +85,7 @@ def _float(row: Mapping[str, str], name: str) -> float | None:
         raise Invalid(f"result column {name} holds {text[:40]!r}, not a number") from None
     if not math.isfinite(value):
         raise Invalid(f"result column {name} holds {text[:40]!r}, not a finite number")
-    if value < 0:
+    if value < 0 or math.copysign(1.0, value) < 0:  # -0.0 too: felab never writes a signed zero
         raise Invalid(f"result column {name} holds {text[:40]!r}: it cannot be negative")
     largest = _ROW_BOUNDS.get(name)
     if largest is not None and value > largest:

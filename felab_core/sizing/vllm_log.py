@@ -143,7 +143,8 @@ class VllmReading:
             if bs is None:
                 raise SizingError(
                     f"{'the server' if self.format == 'metrics' else 'the log'} gives "
-                    f"{whole_text(self.gpu_blocks)} blocks but not their size; pass "
+                    f"{whole_text(self.gpu_blocks)} block{'' if self.gpu_blocks == 1 else 's'} "
+                    "but not their size; pass "
                     "--block-size (vLLM's default is 16 tokens on NVIDIA GPUs)"
                 )
             return capacity_from_blocks(self.gpu_blocks, bs, length, dtype)
@@ -181,7 +182,9 @@ class VllmReading:
         where = f" ({self.device})" if self.device else ""
         facts: list[str] = []
         if self.gpu_blocks is not None:
-            facts.append(f"{whole_text(self.gpu_blocks)} cache blocks")
+            facts.append(
+                f"{whole_text(self.gpu_blocks)} cache block{'' if self.gpu_blocks == 1 else 's'}"
+            )
         if self.tokens is not None:
             facts.append(f"a cache of {whole_text(self.tokens)} tokens")
         if self.block_size is not None:

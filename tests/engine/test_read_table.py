@@ -73,5 +73,5 @@ def test_a_column_named_twice_is_refused(tmp_path: Path) -> None:
     header = ",".join([*CSV_COLUMNS, "host"])
     path = tmp_path / "twice.csv"
     path.write_text(header + "\n" + ",".join(["x"] * (len(CSV_COLUMNS) + 1)) + "\n")
-    with pytest.raises(UnreadableResults, match="names host twice"):
+    with pytest.raises(UnreadableResults, match="has a header that names host twice"):
         read_table(path)

@@ -332,6 +332,7 @@ def test_import_groups_runs_into_jobs_and_never_stores_a_row_twice(
     ("column", "value", "reason"),
     [
         ("writing_tps_p50", "-41.8", "cannot be negative"),
+        ("writing_tps_p50", "-0.0", "cannot be negative"),  # ninth sweep: stored as a result
         ("writing_tps_p50", "nan", "not a finite number"),
         ("writing_tps_p50", "1e309", "not a finite number"),
         ("writing_tps_p50", "inf", "not a finite number"),
