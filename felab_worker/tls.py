@@ -63,7 +63,12 @@ def _san(hosts: list[str]) -> x509.SubjectAlternativeName:
 
 def _write(path: Path, data: bytes, mode: int) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    except OSError as exc:  # said of the folder asked for, not of the scratch file's name
+        raise TLSFolderError(
+            f"cannot write in {path.parent} ({exc.strerror or exc}): choose another --dir"
+        ) from None
     with os.fdopen(fd, "wb") as fh:
         fh.write(data)
     os.chmod(tmp, mode)

@@ -209,8 +209,23 @@ def check_outputs(
     check_destinations(
         None if no_csv else (csv_path or default_csv()),
         json_path,
-        inputs=((trace, "trace (--trace)"), (targets_file, "targets file")),
+        inputs=(
+            (trace, "trace (--trace)"),
+            (targets_file, "targets file"),
+            (_database_file(), "database felab keeps (FELAB_DATA_DIR or FELAB_DATABASE_URL)"),
+        ),
     )
+
+
+def _database_file() -> Path | None:
+    """The SQLite file of felab's database, even before it exists (a results file written there
+    would make every later db command fail): read from the URL without SQLAlchemy, which a
+    student's machine does not have."""
+    url = get_settings().resolved_database_url()
+    if not url.startswith("sqlite") or ":///" not in url:
+        return None
+    path = url.split(":///", 1)[1].split("?", 1)[0]
+    return Path(path) if path and path != ":memory:" else None
 
 
 def check_search(

@@ -521,7 +521,12 @@ def write_tiny_model(out_dir: Path, size: str = "tiny") -> TinyModel:
     spec = SIZES[size]
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(dir=out_dir, prefix=".felab-model-"))
+    try:
+        scratch = Path(tempfile.mkdtemp(dir=out_dir, prefix=".felab-model-"))
+    except OSError as exc:  # said of the folder asked for, not of felab's scratch name
+        raise ModelFolderError(
+            f"cannot write in {out_dir} ({exc.strerror or exc}): choose another --out"
+        ) from None
     try:
         _write_files(scratch, spec)
         made = sorted(p.relative_to(scratch) for p in scratch.rglob("*") if p.is_file())

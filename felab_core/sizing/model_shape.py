@@ -149,8 +149,21 @@ def _load_json(path: Path) -> dict[str, Any]:
         text = read_named_text(path, what="model's config.json", limit=16 * MiB)
     except NamedFileError as exc:
         raise SizingError(str(exc)) from None
+
+    def once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [k for k, _ in pairs]
+        twice = next((k for k in keys if keys.count(k) > 1), None)
+        if twice is not None:  # json keeps the last: 64 layers read where 2 came first
+            raise SizingError(
+                f"{path} gives {with_hidden_shown(twice[:80])} twice: a config.json gives each "
+                "key once; fix the file, or give the model's config as downloaded"
+            )
+        return dict(pairs)
+
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=once)
+    except SizingError:
+        raise
     except json.JSONDecodeError as exc:
         raise SizingError(
             f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}); "

@@ -733,6 +733,7 @@ CASES: list[Case] = [
     case("numbers-export-under-a-file", "numbers export {files}/notes.txt/e.json", 2, "is a file, not a folder"),
     case("compare-chart-twice", "compare {files}/other.json {files}/other.json --chart {files}/b.png --chart {files}/c.svg", 2, "--chart is given twice"),
     case("bench-requests-twice", f"bench {LOCAL} -n 3", 2, "-n is given twice"),
+    case("bench-csv-onto-the-database-to-be", "bench --url http://127.0.0.1:{whole} --kind llamacpp -n 1 --csv {files}/future.db", 2, "is also the database felab keeps", FELAB_DATABASE_URL="sqlite:///{files}/future.db"),
     case("compare-chart-over-photo", "compare {files}/other.json {files}/other.json --chart {files}/pic.png", 2, "is not a felab compare chart"),
     case("model-tiny-over-a-model", "model tiny --out {files}/mymodel", 2, "hf/config.json"),
     case("model-tiny-dash", "model tiny --out -", 2, "name the folder"),

@@ -305,3 +305,13 @@ def test_a_trained_context_below_one_token_is_refused(tmp_path: Path, length: in
     )
     with pytest.raises(SizingError, match="max_position_embeddings is"):
         from_hf_config(tmp_path)
+
+
+def test_a_config_key_given_twice_is_refused(tmp_path: Path) -> None:
+    """Ninth sweep: num_hidden_layers 2, then 64: the last was used without a word."""
+    (tmp_path / "config.json").write_text(
+        '{"num_hidden_layers": 2, "num_hidden_layers": 64, "num_attention_heads": 4, '
+        '"hidden_size": 64}'
+    )
+    with pytest.raises(SizingError, match="gives num_hidden_layers twice"):
+        from_hf_config(tmp_path)
