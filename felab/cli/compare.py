@@ -6,6 +6,7 @@ load, says how the workloads differ before any figure, and draws the chart when 
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -154,7 +155,10 @@ def compare(
     except (CompareError, NamedFileError, ResultsFileError) as exc:
         err(str(exc))
         raise typer.Exit(EXIT_USAGE) from None
-    for caveat in comparison.caveats:
+    caveats = list(comparison.caveats)
+    if os.path.samefile(a_path, b_path):  # read both times: nothing can differ
+        caveats.insert(0, "A and B are the same file: every figure is the same by construction")
+    for caveat in caveats:
         console.print(f"[yellow]note:[/] {esc(caveat)}")
     emit(grids(comparison), fmt)
     if chart is not None:

@@ -29,7 +29,7 @@ from pydantic import (
     field_validator,
 )
 
-from felab_core.engine.apis import Api
+from felab_core.engine.apis import Api, adapter_for
 from felab_core.engine.server_kinds import ServerKind
 from felab_core.files import MiB, NamedFileError, read_named_text
 from felab_core.redact import url_as_typed_masked
@@ -239,7 +239,22 @@ def resolve_target(
             base = replace(base, kind=kind)
     if model is not None:
         base = replace(base, model=check_model_name(model, "--model"))
+    if url is not None:
+        _check_endpoint(url, base.api)
     return base
+
+
+def _check_endpoint(url: str, api: Api) -> None:
+    """A pasted URL that names another API's endpoint than --api's: felab posts to the API's
+    own path, so one of the two is not what was meant (a completions URL timed as chat)."""
+    path = urlsplit(url.strip()).path.rstrip("/")
+    named = next((s for s in _ENDPOINT_SUFFIXES if s != "/v1" and path.endswith(s)), None)
+    own = adapter_for(api).path
+    if named is not None and not own.endswith(named):
+        raise TargetError(
+            f"the URL ends in {named}, but --api {api.value} posts to {own}: give the --api "
+            "of that endpoint, or the server's base URL (http://HOST:PORT)"
+        )
 
 
 def check_model_name(model: str, where: str) -> str:

@@ -53,6 +53,9 @@ def test_two_runs_of_one_server_differ_by_nothing_worth_naming(tmp_path: Path) -
     assert out.exit_code == 0, out.output
     rows = _rows(out.stdout)
     assert {r["verdict"] for r in rows.values()} == {"within noise"}, rows
+    assert "same file" not in out.output
+    same = runner.invoke(app, ["compare", str(a), str(a)])  # ninth sweep: no word of it
+    assert same.exit_code == 0 and "A and B are the same file" in same.output
 
 
 def test_a_slower_server_is_named_with_its_interval(tmp_path: Path) -> None:

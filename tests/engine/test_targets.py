@@ -159,3 +159,15 @@ async def test_mismatch_is_refused_and_unknown_is_noted() -> None:
 async def test_identify_an_unreachable_server(unused_tcp_port: int) -> None:
     with pytest.raises(IdentityError, match="connection refused"):
         await identify(f"http://127.0.0.1:{unused_tcp_port}")
+
+
+def test_a_url_naming_another_api_s_endpoint_is_refused() -> None:
+    """Ninth sweep: a completions URL with --api openai-chat was timed as chat, silently."""
+    with pytest.raises(TargetError, match=r"ends in /v1/completions, but --api openai-chat"):
+        resolve_target(
+            None, targets=DEFAULT_TARGETS, url="http://h:1/v1/completions", api=Api.OPENAI_CHAT
+        )
+    same = resolve_target(
+        None, targets=DEFAULT_TARGETS, url="http://h:1/v1/chat/completions", api=Api.OPENAI_CHAT
+    )
+    assert same.url == "http://h:1"
