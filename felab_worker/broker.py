@@ -7,6 +7,7 @@ away makes a call fail (and retry) instead of hanging.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import ssl
 import time
@@ -51,6 +52,12 @@ def with_credentials(url: str, user: str, password: str) -> str:
     port = f":{parts.port}" if parts.port else ""
     netloc = f"{quote(user, safe='')}:{quote(password, safe='')}@{host}{port}"
     return urlunsplit(parts._replace(netloc=netloc, query="", fragment=""))
+
+
+# redis-py warns in its own words (RESP3, "Module commands (JSON, Search ...)") when a server
+# lacks HELLO and it falls back to RESP2: felab says what it needs of the broker itself
+# (`check_reachable`, `broker setup`), and the fallback works for every command felab sends.
+logging.getLogger("redis.connection").setLevel(logging.ERROR)
 
 
 def ca_file(settings: Settings) -> str | None:

@@ -8,6 +8,7 @@ The code never leaves the machine: the request carries a lookup id and a proof d
 from __future__ import annotations
 
 import json
+import re
 import time
 
 from felab_core.errors import Forbidden, Invalid, ServiceError
@@ -72,6 +73,13 @@ def check_reachable(
         ) from None
     except redis.exceptions.RedisError as exc:
         detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        if "Protocol Error" in detail:  # it answered, but not in Redis's protocol
+            shown = re.sub(r"b(['\"])(.*?)\1", r"\2", detail)[:160]
+            raise BrokerUnreachable(
+                f"the broker address {redacted(url)} answered, but not as Redis does "
+                f"({shown.encode('ascii', 'backslashreplace').decode()}): is FELAB_BROKER_URL's "
+                f"port Redis's? {advice}"
+            ) from None
         raise BrokerUnreachable(
             f"could not reach the broker at {redacted(url)} ({detail}): {advice}"
         ) from None

@@ -71,7 +71,8 @@ def status(
     else:
         _print(fleet, broker)
     if not broker_ok:  # a monitoring script reads the exit code: 3, a service not reached
-        err(f"broker {broker}")
+        # the table's broker line already says why: once is enough on a terminal
+        err(f"broker {broker}" if as_json else "the broker was not reached (why: the line above)")
         raise typer.Exit(EXIT_UNREACHABLE)
 
 

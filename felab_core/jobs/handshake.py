@@ -39,9 +39,18 @@ MAX_ANSWER = 16_384
 _CODE_SHAPE = re.compile(r"[0-9A-F]{6}-[0-9A-F]{6}-[0-9A-F]{6}")
 
 
+def _canonical(code: str) -> str:
+    """The code as the bot shows it: upper case, dashes between its three parts (a code typed
+    in lower case or without the dashes is the same code)."""
+    bare = re.sub(r"[\s-]", "", code).upper()
+    if len(bare) == 18:
+        return f"{bare[:6]}-{bare[6:12]}-{bare[12:]}"
+    return code.strip().upper()
+
+
 def check_code_shape(code: str) -> None:
     """Refuse, before anything travels, what cannot be a pairing code (a typo, a blank)."""
-    if not _CODE_SHAPE.fullmatch(code.strip().upper()):
+    if not _CODE_SHAPE.fullmatch(_canonical(code)):
         raise Invalid(
             f"{code!r} is not a pairing code: it looks like 3F9A1C-77B2E0-0D4E21; copy it from "
             "the bot's /worker pair answer"
@@ -49,8 +58,8 @@ def check_code_shape(code: str) -> None:
 
 
 def code_secret(code: str) -> str:
-    """The code's secret (what the database keeps): SHA-256 of the code as typed, upper-cased."""
-    return hashlib.sha256(code.strip().upper().encode()).hexdigest()
+    """The code's secret (what the database keeps): SHA-256 of the code as the bot shows it."""
+    return hashlib.sha256(_canonical(code).encode()).hexdigest()
 
 
 def lookup_of(secret: str) -> str:

@@ -166,11 +166,16 @@ class CapacityChange:
     def explanation(self) -> str:
         a = self.after
         what = " and ".join(self.changes)
+        before = self.before.whole_requests
+        compared = (
+            f"{tidy_text(self.factor)} times the {whole_text(before)} as started"
+            if before
+            else "where as started not one full-length conversation fits"  # no ratio to 0
+        )
         return (
             f"With {what}: {whole_text(a.tokens)} tokens ÷ {whole_text(a.max_len)} = "
-            f"{decimal_text(a.concurrency, 2)}, so {whole_text(a.whole_requests)} conversations at "
-            f"once, {tidy_text(self.factor)} times the {whole_text(self.before.whole_requests)} as "
-            "started, on the "
+            f"{decimal_text(a.concurrency, 2)}, so {whole_text(a.whole_requests)} "
+            f"conversation{'' if a.whole_requests == 1 else 's'} at once, {compared}, on the "
             "same memory."
         )
 

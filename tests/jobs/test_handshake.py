@@ -63,3 +63,13 @@ def test_only_the_codes_holder_opens_the_answer() -> None:
 def test_any_garbage_for_an_answer_is_a_clear_error(text: str) -> None:
     with pytest.raises(Invalid, match="pair again"):
         open_sealed(CODE, text)
+
+
+def test_a_code_typed_in_lower_case_or_without_dashes_is_the_same_code() -> None:
+    """Ninth sweep: '3f9a1c77b2e00d4e21' was 'not a pairing code'."""
+    from felab_core.jobs.handshake import check_code_shape, code_secret
+
+    shown = "3F9A1C-77B2E0-0D4E21"
+    for typed in ("3f9a1c77b2e00d4e21", " 3f9a1c-77b2e0-0d4e21 ", "3F9A1C 77B2E0 0D4E21"):
+        check_code_shape(typed)
+        assert code_secret(typed) == code_secret(shown)
