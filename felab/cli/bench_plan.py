@@ -99,6 +99,12 @@ def plan_run(
     the flags ask for; ValueError (or TargetError) says what does not fit."""
     table = load_targets(targets_file or get_settings().targets_file)
     names: list[str | None] = list(targets or []) or [None]
+    twice = sorted({n for n in names if n is not None and names.count(n) > 1})
+    if twice:  # the second run would only repeat the first: --repeat says so on purpose
+        raise ValueError(
+            f"the target {', '.join(twice)} is named twice: name each once (--repeat times "
+            "a target again)"
+        )
     chosen: list[Target] = [
         resolve_target(n, targets=table, url=url, api=api, model=model, kind=kind) for n in names
     ]

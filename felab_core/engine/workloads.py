@@ -171,6 +171,12 @@ class Workload:
             )
         if len(self.concurrency) > MAX_SWEEP:
             problems.append(f"a concurrency sweep has at most {MAX_SWEEP} steps")
+        twice = sorted({c for c in self.concurrency if self.concurrency.count(c) > 1})
+        if twice:  # a record holds one run a load: compare could not tell the two apart
+            problems.append(
+                f"the concurrency sweep gives {', '.join(map(str, twice))} twice: give each "
+                "step once (--repeat runs the whole sweep again)"
+            )
         if self.rate is not None and not (MIN_RATE <= self.rate <= MAX_RATE):
             problems.append(
                 f"--rate must be a number of requests per second from {MIN_RATE:g} to "

@@ -25,6 +25,11 @@ def chart_format(path: Path) -> str:
     """The format a --chart path asks for by its suffix; CompareError for any other name.
 
     matplotlib would write a PNG under any name (chart.txt), which no reader expects."""
+    if path.name in ("-", "") or path.name.startswith("."):  # stdout, or a suffix alone
+        raise CompareError(
+            f"--chart {path}: the chart is a file of its own; name it, such as change.png "
+            "(or .svg, .pdf)"
+        )
     found = CHART_FORMATS.get(path.suffix.lower())
     if found is None:
         what = f"ends in {path.suffix!r}" if path.suffix else "has no suffix"
