@@ -300,7 +300,13 @@ class Settings(BaseSettings):
         if value and not value.startswith(("redis://", "rediss://", "sqla+sqlite:///")):
             raise ValueError("use redis://HOST:6379/0 or rediss://USER:PASSWORD@HOST:6380/0")
         if value and value.startswith(("redis://", "rediss://")):
-            parts = urlsplit(value)
+            try:
+                parts = urlsplit(value)
+            except ValueError:  # urllib's "Invalid IPv6 URL": an unclosed [
+                raise ValueError(
+                    "is not a broker address (an IPv6 address needs its closing ]): use "
+                    "rediss://USER:PASSWORD@[::1]:6380/0"
+                ) from None
             if "@" in value.partition("://")[2] and "@" not in parts.netloc:
                 raise ValueError(
                     "the part before @ holds a /, ? or # (in the password?), which ends a URL's "

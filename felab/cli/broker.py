@@ -118,7 +118,8 @@ def setup(
         )
         return
     console.print(
-        f"broker users ready: pairing, and {synced.machines} paired machine(s)"
+        f"broker users ready: pairing, and {synced.machines} paired "
+        f"machine{'' if synced.machines == 1 else 's'}"
         + (f"; {synced.removed} stale user(s) removed" if synced.removed else "")
         + "\nStudents set this before `felab worker pair --code CODE` (it can only pair):\n"
         f"  FELAB_BROKER_URL={url}",

@@ -31,9 +31,10 @@ content_app = typer.Typer(
 _DIR_HELP = "Folder of day-NN.yaml packs (default: FELAB_CONTENT_DIR, else ./content)."
 
 
-def _problems(problems: list[ContentProblem]) -> None:
+def _problems(problems: list[ContentProblem], *, loading: bool = True) -> None:
     err = Console(stderr=True, highlight=False)
-    err.print(f"{len(problems)} problem(s); nothing was loaded:", markup=False)
+    count = f"{len(problems)} problem{'' if len(problems) == 1 else 's'}"
+    err.print(f"{count}{'; nothing was loaded' if loading else ''}:", markup=False)
     for p in problems:
         err.print(f"  {p}", markup=False, soft_wrap=True)
 
@@ -44,7 +45,7 @@ def check(folder: Path = typer.Argument(None, help=_DIR_HELP)) -> None:
     folder = folder or get_settings().content_dir
     report = check_dir(folder)
     if not report.ok:
-        _problems(report.problems)
+        _problems(report.problems, loading=False)
         raise typer.Exit(code=EXIT_PROBLEMS)
     table = Table(title=f"{folder}: all packs check clean")
     kinds = [kind.section for kind in KINDS.values()]  # each drill kind its column

@@ -275,7 +275,7 @@ def model(
 
 @_command("enter", context_settings={"ignore_unknown_options": True})
 def enter(
-    server: str = typer.Argument(..., help="ollama, llamacpp or mlx."),
+    server: str = typer.Argument(..., help="ollama, llamacpp or mlx (also vllm, sglang, openai)."),
     value: str = typer.Argument(
         ..., help="Tokens per second as your timing script printed it, such as 44.6."
     ),

@@ -44,7 +44,8 @@ class ContentError(ValueError):
 
     def __init__(self, problems: list[ContentProblem]) -> None:
         self.problems = problems
-        head = f"{len(problems)} problem(s) in the content; nothing was loaded:"
+        count = f"{len(problems)} problem{'' if len(problems) == 1 else 's'}"
+        head = f"{count} in the content; nothing was loaded:"
         super().__init__("\n".join([head, *(f"  {p}" for p in problems)]))
 
 
