@@ -112,7 +112,7 @@ class Settings(BaseSettings):
         default=4096, ge=1, le=262_144, description="Most output tokens a request."
     )
     job_max_per_hour: int = Field(
-        default=10, ge=1, le=10_000, description="Jobs one member may ask an hour."
+        default=10, ge=1, le=1_000_000, description="Jobs one member may ask an hour."
     )
     job_max_attempts: int = Field(
         default=2, ge=1, le=100, description="Times a job is sent before a lost run fails it."
