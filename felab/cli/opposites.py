@@ -20,12 +20,12 @@ def refuse_opposites(cmd: click.Command) -> None:
         for sub in cmd.commands.values():
             refuse_opposites(sub)
         return
-    options_ = [p for p in cmd.params if isinstance(p, TyperOption)]
-    pairs = [p for p in options_ if p.secondary_opts]
+    declared = [p for p in cmd.params if isinstance(p, TyperOption)]
+    pairs = [p for p in declared if p.secondary_opts]
     # A command that passes unknown arguments on (`serve` to the server) may see its own
     # option's name among them: only the pairs are checked there.
     passes_on = cmd.ignore_unknown_options or cmd.allow_extra_args
-    single = [p for p in options_ if not (passes_on or p.is_flag or p.multiple or p.count)]
+    single = [p for p in declared if not (passes_on or p.is_flag or p.multiple or p.count)]
     if not pairs and not single:
         return
     parse = cmd.parse_args

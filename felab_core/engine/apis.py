@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from felab_core.engine.framing import Frame, NDJSONDecoder, SSEDecoder
-from felab_core.sizing.units import MAX_TOKENS as MAX_COUNT
+from felab_core.sizing.units import MAX_TOKENS
 
 
 class Api(StrEnum):
@@ -111,7 +111,7 @@ def _usage(obj: dict[str, Any]) -> dict[str, int] | None:
         ("cached_tokens", cached),
     ):
         # A count past any context (10^30 prompt tokens) is a broken server's, not believed.
-        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT:
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS:
             out[key] = value
     return out or None
 
