@@ -43,6 +43,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.machine_scaling import scaling, show_scaling  # noqa: E402
 from benchmarks.timing_accuracy import (  # noqa: E402
     errors_of,
     free_port,
@@ -244,11 +245,16 @@ def ceiling(
             server_bound = True
             failed_at = rate
             break
-        if not verdict:
+        if verdict:
+            passed = rate
+            if failed_at is not None:
+                break
+            rate *= step
+        else:  # past the edge: stop if something passed, else step down until something does
             failed_at = rate
-            break
-        passed = rate
-        rate *= step
+            if passed is not None:
+                break
+            rate /= step * step
     if passed is not None and failed_at is not None:
         low, high = passed, failed_at
         for _ in range(halvings):
@@ -312,6 +318,12 @@ def main() -> None:
         "ceilings": {},
         "runs": [],
     }
+    # The machine's own scaling on the same CPUs, so that a shortfall can be laid where it lies.
+    probe_s = 0.3 if args.quick else 1.5
+    fits = [n for n in counts if n <= len(clients)]
+    record["machine_scaling"] = scaling(clients, servers, fits, probe_s)
+    print("the machine alone (benchmarks/machine_scaling.py):", flush=True)
+    print(show_scaling(record["machine_scaling"]), flush=True)
     began = time.monotonic()
     for repeat in range(args.repeats):
         for n in counts:

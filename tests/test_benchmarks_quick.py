@@ -59,3 +59,54 @@ def test_client_scaling_gives_each_client_a_physical_core_of_its_own() -> None:
     assert "share physical cores" in shared
     clients, servers, shared = placement([[0], [1]], 2)  # this 2-core box
     assert clients == [0, 1] and servers == [1] and "share" in shared
+
+
+def test_client_scaling_steps_down_when_the_first_rate_is_already_too_fast(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A slower machine than expected must still give a ceiling, not nan: down in steps until a
+    rate passes, then halvings between it and the lowest that failed."""
+    import benchmarks.client_scaling as cs
+
+    edge = 3_000.0
+    asked: list[float] = []
+
+    def fake_one(
+        clients: list[int], rate: float, streams: int, seconds: float, servers: list[int]
+    ) -> dict[str, object]:
+        asked.append(rate)
+        ok = rate <= edge
+        return {
+            "chunks_per_s": rate * 0.9,
+            "server_kept_up": True,
+            "read_lag_p50_ms": 1.0 if ok else 50.0,
+            "ttft_err_p50_ms": 0.1,
+            "itl_err_p50_ms": 0.1,
+            "tokens_exact": True,
+            "failed": 0,
+            "processes": 1,
+            "streams": streams,
+            "offered_chunks_per_s": rate,
+            "ttft_err_p99_ms": 0.2,
+            "send_gap_p50_ms": 1.0,
+            "server_busy_max": 0.1,
+        }
+
+    monkeypatch.setattr(cs, "one", fake_one)
+    best, server_bound, _rows = cs.ceiling([0], 8, 0.1, [1], 8, 3, start=10_000.0, step=1.25)
+    assert not server_bound
+    assert asked[:2] == [10_000.0, 10_000.0 / 1.25**2]  # stepped down
+    assert best == pytest.approx(max(r for r in asked if r <= edge) * 0.9)
+    assert edge / 1.25**2 < best / 0.9 <= edge
+
+
+def test_machine_scaling_measures_each_process_against_one_alone() -> None:
+    """The machine's own scaling (pure Python and loopback ping-pong) comes back as rates and
+    fractions of one process alone, one row per count."""
+    from benchmarks.machine_scaling import scaling, show_scaling
+
+    result = scaling([0], [0], [1], seconds=0.1)
+    for kind in ("spin", "loopback"):
+        row = result[kind]["1"]
+        assert row["median_rate"] > 0 and row["fraction_of_one"] == 1.0
+    assert "| 1 | 1.00 | 1.00 | 1.00 | 1.00 |" in show_scaling(result)
