@@ -104,6 +104,7 @@ BENCH_RECORD = "a felab bench record (JSON)"
 MEMO = "a felab memo (Markdown)"
 MEMO_CHART = "a felab memo chart"
 COMPARE_CHART = "a felab compare chart"
+MEMBER_EXPORT = "a felab numbers export (JSON)"
 #: What each command's charts carry as their Software (PNG) or Creator (SVG, PDF) metadata, so
 #: a second run knows its own chart again and replaces it, and nothing else (not another
 #: command's chart: a compare chart over a memo's would leave the memo showing it).
@@ -147,6 +148,8 @@ def kind_of(path: Path) -> str | None:
         return RESULTS_CSV
     if text.lstrip().startswith("{") and '"felab.bench/' in text[:256]:
         return BENCH_RECORD
+    if text.lstrip().startswith("{") and '"felab.member-export/' in text[:256]:
+        return MEMBER_EXPORT
     for chart, creator in CHART_CREATORS.items():
         if "<svg" in text and f"<dc:title>{creator}</dc:title>" in text:
             return chart

@@ -10,6 +10,7 @@ import pytest
 from felab_core.files import (
     BENCH_RECORD,
     COMPARE_CHART,
+    MEMBER_EXPORT,
     MEMO,
     MEMO_CHART,
     MiB,
@@ -74,6 +75,12 @@ def test_a_write_replaces_its_own_kind_and_no_one_elses_file(tmp_path: Path) -> 
     record = tmp_path / "run.json"
     record.write_text('{"schema": "felab.bench/3", "runs": []}')
     refuse_overwrite(record, what="JSON record", writes=BENCH_RECORD)
+    export = tmp_path / "me.json"
+    export.write_text('{\n "format": "felab.member-export/1",\n "member": {}}')
+    assert kind_of(export) == MEMBER_EXPORT
+    refuse_overwrite(export, what="export", writes=MEMBER_EXPORT)
+    with pytest.raises(NamedFileError, match="is a felab numbers export"):
+        refuse_overwrite(export, what="JSON record", writes=BENCH_RECORD, replaces_others=True)
     memo = tmp_path / "memo.md"
     memo.write_text("# Llama on an M4\n\nWritten by `felab memo` from `r.csv`: 3 rows.\n")
     refuse_overwrite(memo, what="memo", writes=MEMO)

@@ -52,7 +52,7 @@ from felab_core.engine.results import (
     read_table,
 )
 from felab_core.errors import Invalid
-from felab_core.files import NamedFileError, refuse_special
+from felab_core.files import MEMBER_EXPORT, NamedFileError, kind_of, refuse_special
 from felab_core.numbers.importing import (
     ImportReport,
     check_columns,
@@ -649,20 +649,24 @@ def _json_value(value: Any) -> Any:
 @_command("export")
 def export(
     file: Path = typer.Argument(..., help="Where to write the JSON ('-' prints it)."),
-    force: bool = typer.Option(False, "--force", help="Replace FILE if it exists."),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="Replace FILE even if it is not an earlier export (an earlier one is replaced).",
+    ),
     member_id: str | None = typer.Option(None, "--member", help=_MEMBER_HELP),
     cohort_id: int | None = typer.Option(None, "--cohort", help=_COHORT_HELP),
 ) -> None:
     """Everything felab holds about you, as JSON: machine, models, numbers, runs, reviews."""
     try:
         if str(file) != "-":  # also a folder that is a file, or one felab cannot write in
-            check_destinations(None, file, what="export", json_writes=None)
+            check_destinations(
+                None, file, what="export", json_writes=MEMBER_EXPORT, replaces_others=force
+            )
     except ResultsFileError as exc:
-        err(str(exc))
+        plain = not force and not file.is_symlink() and kind_of(file) is None
+        err(f"{exc}{', or add --force to replace it' if plain and file.is_file() else ''}")
         raise typer.Exit(EXIT_USAGE) from None
-    if str(file) != "-" and file.exists() and not force:
-        err(f"{file} already exists: pick another name, or add --force to replace it")
-        raise typer.Exit(EXIT_USAGE)
     with service_errors(), session_scope(sessions()) as s:
         member = _member(s, member_id, cohort_id)
         data = export_member(s, member.id)

@@ -371,9 +371,14 @@ def test_privacy_export_and_delete(tmp_path: Path) -> None:
     assert data["servers"][0]["model"] == "llama3.1:8b"
     assert sorted(n["source"] for n in data["numbers"]) == ["entered", "measured"]
     assert data["bench_results"][0]["row"]["writing_tps_p50"] == "41.5"
-    code, out = felab("export", str(target))
-    assert code == 2 and "already exists" in out
-    assert felab("export", str(target), "--force")[0] == 0
+    assert felab("export", str(target))[0] == 0  # its own earlier export: replaced
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    code, out = felab("export", str(notes))
+    assert code == 2 and "is not a felab numbers export" in out and "--force" in out
+    assert notes.read_text() == "my notes\n"
+    assert felab("export", str(notes), "--force")[0] == 0
+    assert json.loads(notes.read_text())["format"] == "felab.member-export/1"
     code, out = felab("export", "-")
     assert code == 0 and json.loads(out)["numbers"]
 
