@@ -14,6 +14,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from felab.cli.bench import _print_details, comparison_grid
+from felab.cli.folders import folder_parser
 from felab.cli.output import Format, emit
 from felab.fleet_demo import FleetDemoError, FleetDemoResult, run_fleet_demo
 from felab_core.engine.results import ResultsFileError, default_csv
@@ -54,6 +55,8 @@ def demo(
         "--data-dir",
         help="Keep the fleet half's SQLite database, broker and logs here (default: a temporary "
         "folder, removed at the end).",
+        parser=folder_parser("--data-dir demo-data"),
+        metavar="DIR",
     ),
 ) -> None:
     """Day 2 on this machine: one tiny model on real llama.cpp and MLX, timed the same way.

@@ -11,6 +11,7 @@ import typer
 from typer import _click as click  # typer's own copy of click: its groups are these
 from typer.core import TyperGroup
 
+from felab.cli.file_names import refuse_folder_marks
 from felab.cli.opposites import refuse_opposites
 
 
@@ -54,6 +55,7 @@ def load_command(name: str, entry: Entry, path: str = "felab") -> click.Command:
         cmd = typer.main.get_command(single)
     cmd.name = name
     refuse_opposites(cmd)
+    refuse_folder_marks(cmd)
     return cmd
 
 
