@@ -664,8 +664,10 @@ def export(
                 None, file, what="export", json_writes=MEMBER_EXPORT, replaces_others=force
             )
     except ResultsFileError as exc:
-        plain = not force and not file.is_symlink() and kind_of(file) is None
-        err(f"{exc}{', or add --force to replace it' if plain and file.is_file() else ''}")
+        plain = (  # a plain file of someone's: --force would replace it (never open a pipe)
+            not force and file.is_file() and not file.is_symlink() and kind_of(file) is None
+        )
+        err(f"{exc}{', or add --force to replace it' if plain else ''}")
         raise typer.Exit(EXIT_USAGE) from None
     with service_errors(), session_scope(sessions()) as s:
         member = _member(s, member_id, cohort_id)
@@ -675,6 +677,7 @@ def export(
         typer.echo(text, nl=False)
         return
     try:
+        file.parent.mkdir(parents=True, exist_ok=True)  # as bench, memo and backup do
         file.write_text(text, encoding="utf-8")
     except OSError as exc:
         err(f"cannot write {file}: {exc.strerror or exc}; choose another path")

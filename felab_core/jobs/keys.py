@@ -24,6 +24,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from felab_core.errors import Forbidden, Invalid
+from felab_core.files import NamedFileError, read_named_text, refuse_special
 
 #: A worker's name: what `/worker pair` gives it and what its files are called after.
 WORKER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -130,7 +131,10 @@ class Identity:
     @classmethod
     def load(cls, path: Path) -> Identity:
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            if refuse_special(path, what="worker identity") is None:
+                raise FileNotFoundError(path)
+            text = read_named_text(path, what="worker identity", limit=64 * 1024)
+            data = json.loads(text)
             key = Ed25519PrivateKey.from_private_bytes(base64.b64decode(data["private_key"]))
             url = data.get("broker_url")
             return cls(
@@ -141,6 +145,8 @@ class Identity:
                 f"no worker identity at {path}: pair this machine first with "
                 "`felab worker pair --code CODE` (the bot's /worker pair gives the code)"
             ) from None
+        except NamedFileError as exc:  # a folder, a pipe (reading one waits forever), too big
+            raise Invalid(str(exc)) from None
         except (KeyError, ValueError, TypeError):
             raise Invalid(
                 f"{path} is not a felab worker identity: pair again with `felab worker pair "
