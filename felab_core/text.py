@@ -43,6 +43,12 @@ def with_hidden_shown(text: str) -> str:
     return "".join("?" if is_hidden(c) else c for c in text)
 
 
+def echo_of(text: str, limit: int = 40) -> str:
+    """What a person typed, quoted for an error: at most `limit` characters (a pasted page or
+    random bytes are not repeated back whole), control characters escaped by repr."""
+    return repr(text[:limit]) + ("..." if len(text) > limit else "")
+
+
 def literal(text: str) -> str:
     """`text` as it reads, for Markdown running text: markup escaped, no mention possible."""
     return _MARKDOWN.sub(r"\\\1", text).replace("@", "@" + ZERO_WIDTH_SPACE)

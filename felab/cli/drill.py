@@ -179,6 +179,9 @@ def _ask(text: str, default: str | None = None) -> str | None:
 
     From a terminal, typer's prompt (line editing); from a pipe or a file, one line of at most
     MAX_REPLY_CHARS, so an input without line ends is refused instead of read into memory."""
+    if sys.stdin is None:  # closed (`<&-`): nothing to read, as at end of input
+        typer.echo(f"{text}: ")
+        return None
     if not sys.stdin.isatty():
         typer.echo(f"{text}: ", nl=False)
         line = sys.stdin.readline(MAX_REPLY_CHARS + 1)

@@ -24,6 +24,7 @@ from felab_core.db import models as m
 from felab_core.drills.kinds import KINDS, Item
 from felab_core.errors import Invalid, NotFound
 from felab_core.settings import get_settings
+from felab_core.text import echo_of
 
 
 class Grade(StrEnum):
@@ -71,7 +72,9 @@ def parse_grade(text: str | int | Grade) -> Grade:
         return text
     grade = _GRADE_WORDS.get(str(text).strip().lower())
     if grade is None:
-        raise Invalid(f"{text!r} is not a rating: answer again, hard, good or easy (or 1-4)")
+        raise Invalid(
+            f"{echo_of(str(text))} is not a rating: answer again, hard, good or easy (or 1-4)"
+        )
     return grade
 
 

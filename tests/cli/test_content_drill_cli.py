@@ -90,3 +90,21 @@ def test_drill_for_an_unknown_cohort_says_so() -> None:
     result = runner.invoke(app, ["drill", "--member", "123", "--cohort", "99"])
     assert result.exit_code == 2
     assert "no cohort 99" in result.output
+
+
+def test_a_closed_stdin_is_end_of_input(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`felab drill <&-` leaves Python no sys.stdin at all: quitting, not a crash."""
+    assert runner.invoke(app, ["content", "load", str(CONTENT)]).exit_code == 0
+    from felab.cli import drill
+
+    monkeypatch.setattr(drill.sys, "stdin", None)
+    assert drill._ask("Enter to show the answer") is None
+
+
+def test_junk_typed_as_a_rating_is_not_repeated_whole() -> None:
+    assert runner.invoke(app, ["content", "load", str(CONTENT)]).exit_code == 0
+    junk = "x" * 500
+    result = runner.invoke(app, ["drill", "--day", "2"], input=f"\n{junk}\nq\n")
+    assert result.exit_code == 0, result.output
+    assert "not a rating" in result.output and junk not in result.output
+    assert "'" + "x" * 40 + "'..." in result.output
