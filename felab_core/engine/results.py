@@ -197,8 +197,8 @@ def check_destinations(
                 break
         if path.is_file() and not os.access(path, os.W_OK):
             raise ResultsFileError(f"cannot write {path}: it is read-only; choose another path")
-    if csv_path is not None:
-        _check_header(csv_path)
+    if csv_path is not None and _check_header(csv_path):
+        _needs_line_end(csv_path)  # a cut last row: refused before the run, not after it
 
 
 def _check_header(path: Path) -> bool:
@@ -223,11 +223,43 @@ def _check_header(path: Path) -> bool:
     return True
 
 
+def _needs_line_end(path: Path) -> bool:
+    """True when the file's last row is whole but has no line end (an editor saved it so): the
+    next row must not be glued onto it. ResultsFileError when that last row is cut short (a
+    copy stopped mid-row): a row appended there would be read as part of it."""
+    try:
+        with path.open("rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            if size == 0:
+                return False
+            fh.seek(max(0, size - 65536))
+            tail = fh.read()
+    except OSError:
+        return False  # the write itself will say why
+    if tail.endswith((b"\n", b"\r")):
+        return False
+    last = tail.rsplit(b"\n", 1)[-1].decode("utf-8", "replace")
+    cells = next(csv.reader([last]), [])
+    with path.open(newline="", encoding="utf-8-sig", errors="replace") as fh:
+        width = len(next(csv.reader(fh), []))  # an older felab's header may be shorter
+    if len(cells) != width:
+        raise ResultsFileError(
+            f"{path}: its last line is cut short ({len(cells)} cells where its header has "
+            f"{width}), as if a copy stopped mid-row; a new row would be glued onto it: mend "
+            "or remove that line, or pass --csv another file"
+        )
+    return True
+
+
 def append_csv(path: Path, rows: list[dict[str, str]]) -> None:
-    """Append rows, writing the header to a new file; refuse a file with other columns."""
+    """Append rows, writing the header to a new file; refuse a file with other columns, or
+    whose last row was cut short; end a last row that has no line end first."""
     path.parent.mkdir(parents=True, exist_ok=True)
     exists = _check_header(path)
+    mend = exists and _needs_line_end(path)
     with path.open("a", newline="", encoding="utf-8") as fh:
+        if mend:
+            fh.write("\r\n")
         # a job's row may carry chat-only keys (cached_share, ttft by turn): not file columns
         writer = csv.DictWriter(fh, fieldnames=CSV_COLUMNS, extrasaction="ignore")
         if not exists:

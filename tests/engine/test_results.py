@@ -12,6 +12,7 @@ from felab_core.engine.results import (
     CSV_COLUMNS,
     ResultsFileError,
     append_csv,
+    check_destinations,
     csv_row,
     read_csv,
     write_json,
@@ -91,6 +92,30 @@ def test_csv_with_other_columns_is_not_touched(tmp_path: Path, result: TargetRes
     with pytest.raises(ResultsFileError, match="other columns"):
         append_csv(path, [csv_row(result, result.runs[0])])
     assert path.read_text() == "a,b\n1,2\n"
+
+
+def test_a_last_row_without_a_line_end_gets_one_first(tmp_path: Path, result: TargetResult) -> None:
+    """An editor may save the file without its final line end: the next row must start a line
+    of its own, not be glued onto the last one (71 cells, both rows lost)."""
+    path = tmp_path / "r.csv"
+    row = csv_row(result, result.runs[0])
+    append_csv(path, [row])
+    path.write_bytes(path.read_bytes().rstrip(b"\r\n"))
+    append_csv(path, [row])
+    rows = read_csv(path)
+    assert len(rows) == 2 and rows[1]["timestamp"] == rows[0]["timestamp"]
+
+
+def test_a_last_row_cut_short_is_refused_before_a_run(tmp_path: Path, result: TargetResult) -> None:
+    path = tmp_path / "r.csv"
+    append_csv(path, [csv_row(result, result.runs[0])])
+    cut = path.read_bytes()[:-40]
+    path.write_bytes(cut)
+    with pytest.raises(ResultsFileError, match="last line is cut short"):
+        check_destinations(path, None)
+    with pytest.raises(ResultsFileError, match="last line is cut short"):
+        append_csv(path, [csv_row(result, result.runs[0])])
+    assert path.read_bytes() == cut
 
 
 def test_json_record_meets_the_contract(tmp_path: Path, result: TargetResult) -> None:
