@@ -98,6 +98,10 @@ def _error_text(err: Any) -> str:
     return str(err)
 
 
+#: What a server's impossible output-token count is kept as: below any text's count.
+UNBELIEVABLE_COUNT = -1
+
+
 def _usage(obj: dict[str, Any]) -> dict[str, int] | None:
     usage = obj.get("usage")
     if not isinstance(usage, dict):
@@ -113,6 +117,10 @@ def _usage(obj: dict[str, Any]) -> dict[str, int] | None:
         # A count past any context (10^30 prompt tokens) is a broken server's, not believed.
         if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS:
             out[key] = value
+        elif key == "completion_tokens" and value is not None:
+            # Sent but impossible (-5, 10^12, "three", NaN): kept as a count no text can
+            # hold, so the record says the server's count was not believed, not just "chunks".
+            out[key] = UNBELIEVABLE_COUNT
     return out or None
 
 

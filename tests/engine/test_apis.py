@@ -165,6 +165,23 @@ def test_a_usage_count_past_any_context_is_not_believed() -> None:
     assert _usage({"usage": cached}) == {"prompt_tokens": 5}
 
 
+def test_an_impossible_output_count_is_said_to_be_disbelieved() -> None:
+    """Tenth sweep: completion_tokens -5, 10^12, "three" or NaN was dropped without a word
+    (token_source "chunks"), where Ollama's bad eval_count says the count was not believed."""
+    from felab_core.engine.apis import UNBELIEVABLE_COUNT, _usage
+    from felab_core.engine.metrics import COUNT_FROM_CHUNKS_DISBELIEVED, output_tokens
+    from felab_core.engine.timeline import Chunk, RequestTimeline
+
+    for said in (-5, 10**12, "three", float("nan"), True):
+        usage = _usage({"usage": {"prompt_tokens": 4, "completion_tokens": said}})
+        assert usage == {"prompt_tokens": 4, "completion_tokens": UNBELIEVABLE_COUNT}
+        tl = RequestTimeline(index=0)
+        tl.chunks = [Chunk(t_ns=1, nbytes=9, text="hi"), Chunk(t_ns=2, nbytes=9, text=" you")]
+        tl.usage = usage
+        assert output_tokens(tl, api_is_ollama=False) == (2, COUNT_FROM_CHUNKS_DISBELIEVED)
+    assert _usage({"usage": {"prompt_tokens": 4}}) == {"prompt_tokens": 4}  # none sent: none
+
+
 def test_server_timings_that_cannot_be_true_are_not_kept() -> None:
     """Ninth sweep: predicted_per_second -1e308 and prompt_ms -5 were stored as sent."""
     from felab_core.engine.apis import _number_fields
