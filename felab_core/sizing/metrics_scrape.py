@@ -96,6 +96,11 @@ def parse_metrics(text: str, taken_at: float | None = None) -> Snapshot:
         raise BadAnswer(
             "/metrics answered with binary bytes, not Prometheus text: check the address"
         )
+    if text.lstrip()[:1] in ("{", "["):  # an OpenAI-style server's JSON (a 404 body, a list)
+        raise SizingError(
+            "/metrics answered with JSON, not Prometheus text: this server does not look like "
+            "vLLM or llama-server (which needs --metrics); check the address"
+        )
     try:
         families = list(text_string_to_metric_families(text))
     except (ValueError, TypeError) as exc:

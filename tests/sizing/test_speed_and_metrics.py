@@ -189,6 +189,9 @@ def test_mixed_or_foreign_metrics_are_refused() -> None:
         metrics_scrape.diff(_llama(1, 1, 1, 1, 0), _vllm("vllm_0.32.0_cpu_metrics_after.txt", 1))
     with pytest.raises(SizingError, match=r"no llama.cpp .* or vLLM"):
         metrics_scrape.parse_metrics("# TYPE go_goroutines gauge\ngo_goroutines 12\n")
+    # Tenth sweep: an OpenAI-style server's JSON got the parser's own words about labels.
+    with pytest.raises(SizingError, match="answered with JSON, not Prometheus text"):
+        metrics_scrape.parse_metrics('{"object": "list", "data": [{"id": "m"}]}')
 
 
 @pytest.mark.parametrize("value", ["NaN", "+Inf", "-Inf", "-5"])
