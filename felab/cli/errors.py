@@ -8,14 +8,26 @@ from __future__ import annotations
 from rich.console import Console
 
 from felab_core.failures import EXIT_UNREACHABLE, EXIT_USAGE
+from felab_core.text import is_hidden
 
 __all__ = ["EXIT_UNREACHABLE", "EXIT_USAGE", "err", "warn"]
 
 
+def _safe(text: str) -> str:
+    """A message for a terminal: a name or a value it quotes may hold an escape code (a folder
+    named with ESC]0; sets the window's title), so each control character but a line break or a
+    tab is shown as '?'."""
+    return "".join("?" if is_hidden(c) and c not in "\n\t" else c for c in text)
+
+
 def err(text: str) -> None:
-    Console(stderr=True, highlight=False).print(f"error: {text}", markup=False, soft_wrap=True)
+    Console(stderr=True, highlight=False).print(
+        f"error: {_safe(text)}", markup=False, soft_wrap=True
+    )
 
 
 def warn(text: str) -> None:
     """Something felab goes on despite, said once on stderr."""
-    Console(stderr=True, highlight=False).print(f"warning: {text}", markup=False, soft_wrap=True)
+    Console(stderr=True, highlight=False).print(
+        f"warning: {_safe(text)}", markup=False, soft_wrap=True
+    )

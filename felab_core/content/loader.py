@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from felab_core.content.format import FORMAT, ID_PATTERN, Pack
 from felab_core.files import NamedFileError, read_named_bytes
-from felab_core.text import holds_hidden
+from felab_core.text import holds_hidden, with_hidden_shown
 
 PACK_SUFFIXES = (".yaml", ".yml")
 
@@ -33,7 +33,8 @@ class ContentProblem:
     line: int | None = None
 
     def __str__(self) -> str:
-        where = f"{self.path}:{self.line}" if self.line else str(self.path)
+        path = with_hidden_shown(str(self.path))  # a folder named with an escape code
+        where = f"{path}:{self.line}" if self.line else path
         return (
             f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
         )
