@@ -239,7 +239,11 @@ def capacity_command(
         None, "--blocks", max=MAX_TOKENS, help="Cache blocks (vLLM's '# GPU blocks')."
     ),
     block_size: int | None = typer.Option(
-        None, "--block-size", min=1, max=MAX_TOKENS, help="Tokens per block (vLLM's default: 16)."
+        None,
+        "--block-size",
+        min=1,
+        max=cap.MAX_BLOCK_SIZE,
+        help="Tokens per block (vLLM's default: 16).",
     ),
     tokens: int | None = typer.Option(
         None,

@@ -15,11 +15,25 @@ from fractions import Fraction
 from felab_core.sizing.errors import SizingError
 from felab_core.sizing.kv import KvPerToken, kv_dtype
 from felab_core.sizing.units import (
+    MAX_TOKENS,
     decimal_text,
     require_whole,
     tidy_text,
     whole_text,
 )
+
+#: The largest block (page) an engine uses: vLLM's attention blocks are 16 by default and a few
+#: hundred for hybrid models; a bigger "block" is a typo (a token count given as a block size).
+MAX_BLOCK_SIZE = 4096
+
+
+def _check_block_size(block_size: int) -> None:
+    if block_size > MAX_BLOCK_SIZE:
+        raise SizingError(
+            f"a block of {whole_text(block_size)} tokens is no engine's: blocks are a few to a "
+            f"few hundred tokens (vLLM's default is 16; at most {whole_text(MAX_BLOCK_SIZE)} "
+            "here); is that the cache size? give it as --tokens"
+        )
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -95,6 +109,13 @@ def capacity_from_blocks(
     require_whole("the number of cache blocks", blocks, "vLLM's startup log prints it.")
     require_whole("the block size", block_size, "vLLM's default is 16 tokens.")
     require_whole("the max model length", max_len, "It is vLLM's --max-model-len, e.g. 8192.")
+    _check_block_size(block_size)
+    if blocks * block_size > MAX_TOKENS:
+        raise SizingError(
+            f"{whole_text(blocks)} blocks of {whole_text(block_size)} tokens is a cache of "
+            f"{whole_text(blocks * block_size)} tokens: more than any server holds (at most "
+            f"{whole_text(MAX_TOKENS)} here); check the block count and the block size"
+        )
     if kv_dtype_name is not None:
         kv_dtype(kv_dtype_name)  # refuse an unknown name now, not at the what-if
     return Capacity(
@@ -115,6 +136,7 @@ def capacity_from_tokens(
     blocks = None
     if block_size is not None:
         require_whole("the block size", block_size)
+        _check_block_size(block_size)
         if tokens < block_size:
             raise SizingError(
                 f"a cache of {tokens:,} tokens is less than one block of {block_size:,}: a "

@@ -229,3 +229,16 @@ def test_one_byte_is_a_byte() -> None:
     per = kv.kv_bytes_per_token(known_model("Llama 3.1 8B"), "fp8")
     assert "x 1 byte = 65,536 bytes" in per.explanation and "1 bytes" not in per.explanation
     assert [bytes_text(v) for v in (1, 2, 0.5)] == ["1 byte", "2 bytes", "0.5 bytes"]
+
+
+def test_a_cache_no_server_holds_is_refused() -> None:
+    """Each figure inside its own range can still multiply into nonsense: 10^9 blocks of 10^9
+    tokens is a 10^18-token cache, and a 'block' of a million tokens is a token count."""
+    with pytest.raises(SizingError, match="more than any server holds"):
+        capacity.capacity_from_blocks(1_000_000_000, 16, 8192)
+    with pytest.raises(SizingError, match="is no engine's"):
+        capacity.capacity_from_blocks(10, 1_000_000, 8192)
+    with pytest.raises(SizingError, match="is no engine's"):
+        capacity.capacity_from_tokens(10_000_000, 8192, block_size=1_000_000)
+    top = capacity.capacity_from_blocks(62_500_000, 16, 8192)  # 10^9 tokens: the most allowed
+    assert top.tokens == 1_000_000_000
