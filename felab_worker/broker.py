@@ -77,6 +77,20 @@ def ca_file(settings: Settings) -> str | None:
         )
     if b"-----BEGIN CERTIFICATE-----" not in data:
         raise Invalid(f"{path} is not a PEM certificate: FELAB_BROKER_CA_FILE must name ca.pem")
+    from cryptography import x509
+
+    from felab_worker.tls import CA_FILE, is_ca
+
+    try:
+        certs = x509.load_pem_x509_certificates(data)
+    except ValueError:
+        raise Invalid(
+            f"{path} is not a PEM certificate: FELAB_BROKER_CA_FILE must name ca.pem"
+        ) from None
+    if not all(is_ca(c) for c in certs):  # redis.pem: TLS would trust no broker with it
+        raise Invalid(
+            f"{path} is the server's certificate, not the CA: give {CA_FILE} (FELAB_BROKER_CA_FILE)"
+        )
     return str(path)
 
 

@@ -75,6 +75,18 @@ def _write(path: Path, data: bytes, mode: int) -> None:
     tmp.replace(path)
 
 
+def is_ca(cert: x509.Certificate) -> bool:
+    """Whether `cert` is a CA's certificate (basicConstraints CA:TRUE; a version-1 certificate,
+    which has no extensions, when it signed itself), not a server's such as redis.pem."""
+    try:
+        constraints = cert.extensions.get_extension_for_class(x509.BasicConstraints).value
+    except x509.ExtensionNotFound:
+        return cert.version == x509.Version.v1 and cert.issuer == cert.subject
+    except ValueError:  # extensions that cannot be parsed: nothing to trust
+        return False
+    return constraints.ca
+
+
 def named_hosts(folder: Path) -> set[str]:
     """The names and IP addresses the certificate in `folder` is good for (empty if unread)."""
     try:
@@ -91,8 +103,10 @@ def make_certificates(folder: Path, hosts: list[str], *, days: int = 3650) -> Ma
     """A CA and a certificate for `hosts` (names or IPs) signed by it, unless already there.
 
     A CA already in the folder (ca.key and ca.pem) signs the new certificate: students keep
-    the ca.pem they installed. The key is readable by the redis container's user too (mode
-    0644 in a volume only the server's containers mount); the CA's own key is kept owner-only.
+    the ca.pem they installed. Both keys are owner-only (0600): docker-compose's `tls` service
+    writes them as root and its `redis` runs redis-server as root too (its entrypoint is
+    replaced, so the image never drops to its `redis` user). A Redis run as another user needs
+    redis.key given to that user (chown), never opened to everyone.
     """
     folder.mkdir(parents=True, exist_ok=True)
     if all((folder / f).exists() for f in (CA_FILE, CERT_FILE, KEY_FILE)):
@@ -124,7 +138,7 @@ def make_certificates(folder: Path, hosts: list[str], *, days: int = 3650) -> Ma
     _write(
         folder / KEY_FILE,
         key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
-        0o644,
+        0o600,  # the server's private key: whoever reads it can pose as the broker
     )
     _write(folder / CERT_FILE, cert.public_bytes(pem), 0o644)
     if not kept:

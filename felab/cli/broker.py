@@ -157,6 +157,8 @@ def _certificates_only(path: Path, text: str) -> str:
     from cryptography import x509
     from cryptography.hazmat.primitives.serialization import Encoding
 
+    from felab_worker.tls import CA_FILE, is_ca
+
     if "PRIVATE KEY" in text:
         err(
             f"{path} holds a private key: FELAB_BROKER_CA_FILE must name the CA certificate "
@@ -168,6 +170,12 @@ def _certificates_only(path: Path, text: str) -> str:
     except ValueError:
         err(f"{path} is not a PEM certificate: FELAB_BROKER_CA_FILE must name ca.pem")
         raise typer.Exit(EXIT_USAGE) from None
+    if not all(is_ca(c) for c in certs):  # redis.pem: students would trust nothing with it
+        err(
+            f"{path} is the server's certificate, not the CA: give {CA_FILE} "
+            "(FELAB_BROKER_CA_FILE); nothing was printed"
+        )
+        raise typer.Exit(EXIT_USAGE)
     return "".join(c.public_bytes(Encoding.PEM).decode() for c in certs)
 
 

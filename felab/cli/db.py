@@ -23,6 +23,7 @@ from felab_core.db.session import (
     head_revision,
     make_engine,
     refuse_foreign,
+    sqlite_file,
     upgrade,
 )
 from felab_core.errors import ServiceError
@@ -80,7 +81,15 @@ def upgrade_cmd() -> None:
 def status_cmd() -> None:
     """Which database felab uses, and whether its schema is current."""
     with service_errors():
-        engine = make_engine()
+        engine = make_engine(create=False)  # status reads: a mistyped folder is not made
+        if engine.dialect.name == "sqlite":
+            path = sqlite_file(get_settings().resolved_database_url())
+            if path is not None and not path.exists():  # connecting would make an empty one
+                err(
+                    f"no database at {path} (check FELAB_DATA_DIR or FELAB_DATABASE_URL); "
+                    "`felab db upgrade` creates it"
+                )
+                raise typer.Exit(EXIT_USAGE)
         current = current_revision(engine)
         if engine.dialect.name == "sqlite":  # not felab's: `db upgrade` would refuse it too
             refuse_foreign(engine, current)
@@ -93,12 +102,22 @@ def status_cmd() -> None:
     )
 
 
+def _file_name(value: str, give: str) -> Path:
+    """A backup's file name as typed: an empty one (an unset shell variable) is said, not read
+    as the current folder (Path("") is ".")."""
+    if not value.strip():
+        err(f"the file name is empty: give {give}")
+        raise typer.Exit(EXIT_USAGE)
+    return Path(value)
+
+
 @db_app.command("backup")
 def backup_cmd(
-    to: Path = typer.Argument(
+    to: str = typer.Argument(
         ...,
         help="The file to write (an earlier backup there is replaced; any other file only "
         "with --force).",
+        show_default=False,
     ),
     force: bool = typer.Option(
         False, "--force", help="Replace TO even when it is not an earlier backup."
@@ -108,26 +127,28 @@ def backup_cmd(
     PostgreSQL (safe while the bot and the ingest run). Redis needs none (see `restore`)."""
     from felab_core.ops.backup import backup
 
+    path = _file_name(to, "the file to write the backup to, such as felab.bak")
     with service_errors():
-        done = backup(get_settings().resolved_database_url(), to, force=force)
+        done = backup(get_settings().resolved_database_url(), path, force=force)
     Console(highlight=False).print(f"{_where()} backed up to {done}", markup=False)
 
 
 @db_app.command("restore")
 def restore_cmd(
-    source: Path = typer.Argument(..., help="A file `felab db backup` wrote."),
+    source: str = typer.Argument(..., help="A file `felab db backup` wrote."),
     yes: bool = typer.Option(False, "--yes", help="Yes: replace this database with the backup."),
 ) -> None:
     """Replace this database with a backup (stop the bot and the ingest first). Then run
     `felab broker setup`: it makes the broker's users again from the restored database."""
     from felab_core.ops.backup import restore
 
+    path = _file_name(source, "the backup `felab db backup` wrote")
     if not yes:
         err(f"this replaces everything in {_where()}: run again with --yes to do it")
         raise typer.Exit(EXIT_USAGE)
     with service_errors():
-        restore(get_settings().resolved_database_url(), source)
+        restore(get_settings().resolved_database_url(), path)
     Console(highlight=False).print(
-        f"{_where()} restored from {source}; now `felab broker setup` (the broker's users)",
+        f"{_where()} restored from {path}; now `felab broker setup` (the broker's users)",
         markup=False,
     )

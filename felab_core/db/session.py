@@ -183,8 +183,9 @@ def _from_data_dir(url: str) -> bool:
     return not settings.database_url and url == settings.resolved_database_url()
 
 
-def _sqlite_url(url: str, parsed: URL) -> URL:
-    """The SQLite URL checked, its folder made, and with uri=true its path as a file: URI.
+def _sqlite_url(url: str, parsed: URL, *, create: bool = True) -> URL:
+    """The SQLite URL checked, its folder made (unless not `create`: a command that only
+    reads, such as `db status`, makes nothing), and with uri=true its path as a file: URI.
 
     With uri=true, SQLAlchemy's driver appends the URI arguments to the path as it is, and
     SQLite reads a path as a URI only when it starts with file:, so /data/felab.db?mode=ro
@@ -219,7 +220,7 @@ def _sqlite_url(url: str, parsed: URL) -> URL:
                 "FELAB_DATABASE_URL opens an existing file only: fix the path, or create it "
                 f"with `felab db upgrade` without {existing_only}"
             )
-    else:
+    elif create:
         path.parent.mkdir(parents=True, exist_ok=True)
     if uri and not db.startswith("file:"):
         parsed = parsed.set(database="file:" + quote(str(path.absolute()), safe="/"))
@@ -240,8 +241,9 @@ def _read_only_errors(engine: Engine, why: str, shown: str) -> None:
     event.listen(engine, "handle_error", _refuse)
 
 
-def make_engine(url: str | None = None, **kwargs: Any) -> Engine:
-    """An engine for `url` (default: the settings'); SQLite gets foreign keys and a busy wait."""
+def make_engine(url: str | None = None, *, create: bool = True, **kwargs: Any) -> Engine:
+    """An engine for `url` (default: the settings'); SQLite gets foreign keys and a busy wait,
+    and its folder made unless not `create` (the file itself is made on first connect)."""
     url = url or get_settings().resolved_database_url()
     try:
         parsed = make_url(url)
@@ -263,7 +265,7 @@ def make_engine(url: str | None = None, **kwargs: Any) -> Engine:
         )
     target: str | URL = url
     if backend == "sqlite":
-        target = _sqlite_url(url, parsed)
+        target = _sqlite_url(url, parsed, create=create)
     else:
         # a server that accepts and never answers fails the connection instead of hanging
         connect_args = dict(kwargs.pop("connect_args", {}))

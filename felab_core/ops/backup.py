@@ -171,7 +171,38 @@ def _same_file(a: Path, b: Path) -> bool:
 
 
 #: The first bytes of the two kinds of backup felab writes: SQLite's file, pg_dump's archive.
-_BACKUP_MAGIC = (b"SQLite format 3\x00", b"PGDMP")
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_PG_DUMP_MAGIC = b"PGDMP"
+_BACKUP_MAGIC = (_SQLITE_MAGIC, _PG_DUMP_MAGIC)
+
+
+def _refuse_other_engine(source: Path, backend: str) -> None:
+    """Refuse, before anything is replaced, a backup of the other engine: pg_dump's archive
+    into SQLite, or SQLite's file into PostgreSQL (each tool would only say "not valid")."""
+    try:
+        with source.open("rb") as fh:
+            head = fh.read(len(_SQLITE_MAGIC))
+    except OSError as exc:
+        raise BackupError(
+            f"cannot read {source} ({exc.strerror or exc}): give the backup `felab db backup` "
+            "wrote; nothing was replaced"
+        ) from None
+    if backend == "sqlite" and head.startswith(_PG_DUMP_MAGIC):
+        raise BackupError(
+            f"{source} is a PostgreSQL backup (pg_dump); this database is SQLite: restore it "
+            "into a PostgreSQL database (FELAB_DATABASE_URL); nothing was replaced"
+        )
+    if backend == "postgresql" and head.startswith(_SQLITE_MAGIC):
+        raise BackupError(
+            f"{source} is an SQLite backup; this database is PostgreSQL: restore it into an "
+            "SQLite database (FELAB_DATABASE_URL=sqlite:///PATH, or unset it for "
+            "FELAB_DATA_DIR/felab.db); nothing was replaced"
+        )
+    if backend == "postgresql" and not head.startswith(_PG_DUMP_MAGIC):
+        raise BackupError(
+            f"{source} is not a felab PostgreSQL backup (pg_dump's custom format): give the "
+            "file `felab db backup` wrote; nothing was replaced"
+        )
 
 
 def _writable_file(to: Path, *, force: bool) -> None:
@@ -210,7 +241,7 @@ def backup(url: str, to: Path, *, force: bool = False) -> Path:
     if backend == "sqlite":
         from felab_core.db.session import make_engine
 
-        make_engine(url).dispose()  # the URL checked as every command checks it
+        make_engine(url, create=False).dispose()  # the URL checked, its folder not made
         database = _sqlite_path(url)
         if not database.is_file():  # connecting would make an empty one, and back that up
             raise BackupError(f"the database {database} does not exist: nothing to back up")
@@ -254,7 +285,7 @@ def restore(url: str, source: Path) -> None:
     if backend == "sqlite":
         from felab_core.db.session import make_engine, sqlite_read_only
 
-        make_engine(url).dispose()  # the URL checked as every command checks it
+        make_engine(url, create=False).dispose()  # the URL checked; made once the backup is
         target = _sqlite_path(url)
         if _same_file(source, target):
             raise BackupError(f"{source} is this database itself: give the backup file")
@@ -268,6 +299,7 @@ def restore(url: str, source: Path) -> None:
                 f"the database was opened read-only ({why} in FELAB_DATABASE_URL): a restore "
                 f"replaces it, so run it without {why}"
             )
+        _refuse_other_engine(source, backend)
         check_sqlite_backup(source)  # before anything is replaced
         target.parent.mkdir(parents=True, exist_ok=True)
         src = sqlite3.connect(source)
@@ -279,6 +311,7 @@ def restore(url: str, source: Path) -> None:
             src.close()
         return
     if backend == "postgresql":
+        _refuse_other_engine(source, backend)
         out = subprocess.run(
             [_tool("pg_restore"), "--clean", "--if-exists", "--no-owner", "--single-transaction",
              f"--dbname={_libpq(url)}", str(source)],

@@ -91,7 +91,7 @@ def test_restoring_something_else_says_so(database: str, tmp_path: Path) -> None
     junk.write_bytes(b"not a backup at all")
     out = runner.invoke(app, ["db", "restore", str(junk), "--yes"])
     assert out.exit_code == 2
-    assert "not a felab SQLite backup" in out.output or "pg_restore failed" in out.output
+    assert "not a felab" in out.output
     out = runner.invoke(app, ["db", "restore", str(tmp_path / "missing"), "--yes"])
     assert out.exit_code == 2 and "missing does not exist" in out.output
     out = runner.invoke(app, ["db", "restore", str(tmp_path), "--yes"])  # a folder

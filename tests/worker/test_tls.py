@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from felab_worker.tls import TLSFolderError, make_certificates, named_hosts
+from felab_worker.tls import TLSFolderError, is_ca, make_certificates, named_hosts
 
 
 def test_kept_files_say_which_asked_hosts_they_do_not_name(tmp_path: Path) -> None:
@@ -49,3 +49,23 @@ def test_a_ca_already_there_is_never_replaced(tmp_path: Path) -> None:
     with pytest.raises(TLSFolderError, match="cannot be read as a PEM key and certificate"):
         make_certificates(wrong, ["redis"])
     assert (wrong / "ca.pem").read_text() == "not a certificate"
+
+
+def test_both_private_keys_are_owner_only(tmp_path: Path) -> None:
+    """Ninth sweep (M6): redis.key, the broker's TLS private key, was written 0644. In
+    docker-compose redis-server runs as root, as the `tls` service that writes it."""
+    folder = tmp_path / "tls"
+    make_certificates(folder, ["redis"])
+    modes = {p.name: p.stat().st_mode & 0o777 for p in folder.iterdir()}
+    assert modes == {"ca.key": 0o600, "redis.key": 0o600, "ca.pem": 0o644, "redis.pem": 0o644}
+    (folder / "redis.pem").unlink()  # a new server certificate beside a kept CA: the same
+    (folder / "redis.key").unlink()
+    assert make_certificates(folder, ["redis"]).kept_ca
+    assert (folder / "redis.key").stat().st_mode & 0o777 == 0o600
+
+
+def test_only_the_ca_is_a_ca(tmp_path: Path) -> None:
+    folder = tmp_path / "tls"
+    make_certificates(folder, ["redis"])
+    assert is_ca(x509.load_pem_x509_certificate((folder / "ca.pem").read_bytes()))
+    assert not is_ca(x509.load_pem_x509_certificate((folder / "redis.pem").read_bytes()))

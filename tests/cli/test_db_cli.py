@@ -1,0 +1,68 @@
+"""`felab db status` only reads: a mistyped FELAB_DATA_DIR or SQLite path is said, and no folder
+or empty database is made (ninth sweep, M7); `felab db backup ""` says the name is empty, not
+that "." is a folder (L7)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from felab.cli.main import app
+from felab_core.settings import get_settings
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.delenv("FELAB_DATABASE_URL", raising=False)
+    monkeypatch.setenv("FELAB_DATA_DIR", str(tmp_path / "x" / "typo"))
+    get_settings.cache_clear()
+    yield tmp_path / "x" / "typo"
+    get_settings.cache_clear()
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_status_of_a_missing_database_makes_nothing(data_dir: Path, tmp_path: Path) -> None:
+    done = runner.invoke(app, ["db", "status"])
+    assert done.exit_code == 2, done.output
+    assert done.stdout == ""
+    assert (
+        f"no database at {data_dir / 'felab.db'} (check FELAB_DATA_DIR or FELAB_DATABASE_URL); "
+        "`felab db upgrade` creates it"
+    ) in _flat(done.stderr)
+    assert not (tmp_path / "x").exists()
+
+
+def test_status_of_a_missing_file_named_in_the_url_makes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = tmp_path / "nope" / "felab.db"
+    monkeypatch.setenv("FELAB_DATABASE_URL", f"sqlite:///{missing}")
+    get_settings.cache_clear()
+    try:
+        done = runner.invoke(app, ["db", "status"])
+    finally:
+        get_settings.cache_clear()
+    assert done.exit_code == 2 and "no database at" in done.stderr
+    assert not (tmp_path / "nope").exists()
+
+
+def test_status_after_upgrade_still_reads(data_dir: Path) -> None:
+    assert runner.invoke(app, ["db", "upgrade"]).exit_code == 0
+    done = runner.invoke(app, ["db", "status"])
+    assert done.exit_code == 0 and "(current)" in done.stdout, done.output
+
+
+@pytest.mark.parametrize("args", [["db", "backup", ""], ["db", "restore", " ", "--yes"]])
+def test_an_empty_file_name_is_said(data_dir: Path, tmp_path: Path, args: list[str]) -> None:
+    done = runner.invoke(app, args)
+    assert done.exit_code == 2, done.output
+    assert "the file name is empty" in done.stderr and "is a folder" not in done.output
+    assert not (tmp_path / "x").exists()
