@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -201,6 +202,16 @@ def _checked_sample(path: Path, run: int, requests: list[Any]) -> Sample:
         or not set(map(type, itls)) <= {list, type(None)}
     ):
         raise broken()
+    indexes = [r.get("index") for r in requests]
+    if any(i is not None for i in indexes):  # felab numbers each request of a run once
+        if not set(map(type, indexes)) <= {int}:
+            raise broken()
+        if len(set(indexes)) < len(indexes):
+            twice = next(i for i, n in Counter(indexes).items() if n > 1)
+            raise CompareError(
+                f"{path}: run {run} holds request {twice} more than once (copied requests "
+                "would narrow its intervals): the file was edited or broken"
+            )
     flat = [v for gaps in itls if gaps for v in gaps]
     arrays = {}
     try:

@@ -176,3 +176,14 @@ def test_records_with_no_answered_request_at_a_shared_load_are_not_compared(
     b = _write(tmp_path, "b.json", [])
     with pytest.raises(CompareError, match=r"4 streams: 5 in A, 0 in B\): nothing to compare"):
         compare_records(load_record(a), load_record(b))
+
+
+def test_requests_copied_within_a_run_are_refused(tmp_path: Path) -> None:
+    """Tenth sweep: a run's 20 requests copied 20,000 times narrowed its intervals, and a
+    verdict came easier; felab numbers each request of a run once."""
+    made = _requests([0.05 + 0.001 * i for i in range(20)])
+    requests = [dict(r, index=i) for i, r in enumerate(made)]
+    path = _write(tmp_path, "copied.json", requests + requests)
+    with pytest.raises(CompareError, match="holds request 0 more than once"):
+        load_record(path)
+    assert len(load_record(_write(tmp_path, "once.json", requests))["runs"][0]["requests"]) == 20
