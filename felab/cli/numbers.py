@@ -646,6 +646,17 @@ def _json_value(value: Any) -> Any:
     raise TypeError(f"cannot write {type(value).__name__} as JSON")
 
 
+def _one_or_many(key: str, count: int) -> str:
+    """An export's list name in words, singular for one: 'bench_jobs_requested' -> 'bench job
+    requested', 'ratings_given' -> 'rating given', 'numbers' -> 'number'."""
+    words = key.split("_")
+    if count == 1:
+        plural = next((i for i, w in enumerate(words) if w.endswith("s")), None)
+        if plural is not None:
+            words[plural] = words[plural][:-1]
+    return " ".join(words)
+
+
 @_command("export")
 def export(
     file: Path = typer.Argument(..., help="Where to write the JSON ('-' prints it)."),
@@ -683,7 +694,7 @@ def export(
         err(f"cannot write {file}: {exc.strerror or exc}; choose another path")
         raise typer.Exit(EXIT_USAGE) from None
     counts = ", ".join(
-        f"{len(v)} {k.replace('_', ' ')}" for k, v in data.items() if isinstance(v, list) and v
+        f"{len(v)} {_one_or_many(k, len(v))}" for k, v in data.items() if isinstance(v, list) and v
     )
     _say(_console(), f"Wrote {file}: {counts or 'your member record'}.")
 

@@ -81,7 +81,8 @@ class Capacity:
             parts.append(
                 f"One conversation at the full {whole_text(self.max_len)} tokens needs "
                 f"{whole_text(self.max_len)} ÷ {whole_text(self.block_size)} = "
-                f"{whole_text(self.blocks_per_request or 0)} blocks"
+                f"{whole_text(self.blocks_per_request or 0)} "
+                + ("block" if self.blocks_per_request == 1 else "blocks")
                 + (" (the last one part-filled)." if self.max_len % self.block_size else ".")
             )
         else:

@@ -364,7 +364,7 @@ def test_privacy_export_and_delete(tmp_path: Path) -> None:
     target = tmp_path / "me.json"
     code, out = felab("export", str(target))
     assert code == 0, out
-    assert "2 numbers" in out and "1 bench jobs" in out
+    assert "2 numbers" in out and "1 bench job," in out
     data = json.loads(target.read_text())
     assert data["format"] == "felab.member-export/1"
     assert data["member"]["chip"] == "M4 Pro" and data["member"]["public_numbers"] is False
