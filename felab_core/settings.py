@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import re
 from collections.abc import Mapping
 from functools import lru_cache
@@ -131,7 +132,8 @@ class Settings(BaseSettings):
     )
     job_resend_after_s: float = Field(
         default=20.0,
-        gt=0,
+        ge=1,
+        le=86_400,
         description="An idle online worker that has not started a job this "
         "long after it was sent lost the message: it is sent again.",
     )
@@ -284,6 +286,29 @@ class Settings(BaseSettings):
             raise ValueError(
                 "is an in-memory SQLite database, which keeps nothing once the command ends: "
                 "give a file (sqlite:////path/felab.db) or unset it for the embedded one"
+            )
+        return value
+
+    @field_validator("metrics_addr")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        """The address to listen on: an IP address this machine could have (a host name is
+        not bound; 999.0.0.1 is no address)."""
+        try:
+            ipaddress.ip_address(value.strip())
+        except ValueError:
+            raise ValueError(
+                "is not an IP address: give 127.0.0.1 (this machine only) or 0.0.0.0 (all)"
+            ) from None
+        return value.strip()
+
+    @field_validator("discord_api_url")
+    @classmethod
+    def _web_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"https?://[^/\s]+", value.strip()):
+            raise ValueError(
+                "is not an http(s) URL: give Discord's API base, such as "
+                "https://discord.com/api/v10, or unset it"
             )
         return value
 

@@ -607,6 +607,9 @@ CASES: list[Case] = [
     case("bot-api-silent", "bot sync --guild 5", 3, "no answer", FELAB_DISCORD_TOKEN="tok-{secret}", FELAB_DISCORD_API_URL="http://127.0.0.1:{silent}"),
     # the second independent sweep's findings
     case("bot-api-secret-in-url", "bot sync --guild 5", 3, "nothing listens there", FELAB_DISCORD_TOKEN="tok-{secret}", FELAB_DISCORD_API_URL="http://u:{secret}@127.0.0.1:{closed}/?token={secret}"),
+    case("metrics-addr-no-address", "status", 2, "FELAB_METRICS_ADDR=999.0.0.1: is not an IP address", FELAB_METRICS_ADDR="999.0.0.1"),
+    case("discord-api-ftp", "status", 2, "FELAB_DISCORD_API_URL: is not an http(s) URL", FELAB_DISCORD_API_URL="ftp://x"),
+    case("job-resend-tiny", "status", 2, "FELAB_JOB_RESEND_AFTER_S=0.0001", FELAB_JOB_RESEND_AFTER_S="0.0001"),
     case("bot-api-no-scheme", "bot sync --guild 5", 2, "not an http", FELAB_DISCORD_TOKEN="tok-{secret}", FELAB_DISCORD_API_URL="garbage"),
     case("size-capacity-secret", "size capacity --url http://u:{secret}@127.0.0.1:{whole}", 2, "answered HTTP 404"),
     case("db-sqlite-query-secret", "db status", 2, "takes no 'token'", FELAB_DATABASE_URL="sqlite:///{files}/q.db?token={secret}"),
