@@ -58,6 +58,10 @@ def load_record(path: Path) -> dict[str, Any]:
         raise CompareError(str(exc)) from None
     except json.JSONDecodeError as exc:
         raise CompareError(f"{path}: not a JSON file ({exc})") from None
+    except ValueError:  # an integer of thousands of digits (Python reads at most 4,300)
+        raise CompareError(
+            f"{path}: holds a number of thousands of digits: not a felab bench record"
+        ) from None
     except RecursionError:  # a file nested thousands deep: no record felab writes
         raise CompareError(f"{path}: nested too deeply to be a felab bench record") from None
     del text

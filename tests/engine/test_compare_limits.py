@@ -187,3 +187,10 @@ def test_requests_copied_within_a_run_are_refused(tmp_path: Path) -> None:
     with pytest.raises(CompareError, match="holds request 0 more than once"):
         load_record(path)
     assert len(load_record(_write(tmp_path, "once.json", requests))["runs"][0]["requests"]) == 20
+
+
+def test_a_number_of_thousands_of_digits_names_its_file(tmp_path: Path) -> None:
+    path = tmp_path / "hugeint.json"
+    path.write_text('{"schema": "x", "n": ' + "9" * 5000 + "}")
+    with pytest.raises(CompareError, match=r"hugeint.json: holds a number of thousands"):
+        load_record(path)
