@@ -43,6 +43,8 @@ def _member(discord_id: str | None, cohort_id: int | None) -> m.Member:
             return ensure_local_member(session, now=utcnow())
         if cohort_id is None:
             raise Invalid("give --cohort with --member")
+        if not discord_id.strip():
+            raise Invalid("--member is empty: give the member's Discord id (a number)")
         member = find_member(session, cohort_id, discord_id)
         if member is None:
             raise Invalid(f"no member {with_hidden_shown(discord_id)} in cohort {cohort_id}")

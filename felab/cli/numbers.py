@@ -139,6 +139,8 @@ def _member(session: Session, member_id: str | None, cohort_id: int | None) -> m
     if cohort_id is None:
         raise typer.BadParameter("--member needs --cohort (the cohort's number)")
     cohort = get_cohort(session, cohort_id)
+    if not member_id.strip():
+        raise typer.BadParameter("--member is empty: give the member's Discord id (a number)")
     member = find_member(session, cohort.id, member_id)
     if member is None:
         raise typer.BadParameter(
