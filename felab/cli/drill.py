@@ -117,14 +117,16 @@ def drill(
     deep: bool = typer.Option(
         True, "--deep/--plain", help="Show the engineer version on reveal (default) or not."
     ),
-    timezone: str = typer.Option(
-        "", "--timezone", help="IANA zone for a new local learner (default: this machine's)."
+    timezone: str | None = typer.Option(
+        None, "--timezone", help="IANA zone for a new local learner (default: this machine's)."
     ),
 ) -> None:
     """Drill today's cards: answer out loud, press Enter to reveal, then rate yourself."""
     console = Console(highlight=False)
     factory = sessions()
     with service_errors():
+        if timezone is not None and not timezone.strip():
+            raise typer.BadParameter("--timezone is empty: give an IANA zone, e.g. Europe/London")
         if timezone:
             zone(timezone)  # a typo is said even when the learner already has a zone
         with session_scope(factory) as s:

@@ -527,6 +527,7 @@ CASES: list[Case] = [
     case("drill-cohort-without-member", "drill --cohort 3 --list", 2, "--member"),
     case("drill-day-zero", "drill --day 0 --list", 2, "--day"),
     case("drill-timezone", "drill --timezone Mars/Olympus --list", 2, "Mars/Olympus"),
+    case("drill-timezone-empty", ["drill", "--timezone", "", "--list"], 2, "--timezone is empty"),
     case("drill-unknown-member", "drill --member 12345 --cohort 1 --list", 2, "no member 12345"),
     # a member name with escape codes is shown with '?', never sent to the terminal (seventh sweep)
     case("drill-member-escapes", ["drill", "--member", "\x1b]0;pwn\x07\x1b[31mX", "--cohort", "1", "--list"], 2, "no member ?]0;pwn??[31mX"),
