@@ -63,6 +63,8 @@ def typed_text(number: m.Number) -> str:
     if not number.typed_value:
         return tps
     if (number.typed_unit or TPS_UNIT) == TPS_UNIT:
+        if not number.typed_value.isascii():  # '٣٣' or '４４': say the figure it was read as
+            return f"{number.typed_value} tok/s ({tps})"
         return f"{number.typed_value} tok/s"
     return f"{as_typed(number.typed_value, number.typed_unit or TPS_UNIT)} ({tps})"
 
