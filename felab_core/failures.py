@@ -221,10 +221,17 @@ def explain(exc: BaseException) -> Failure | None:
         "redis.exceptions.AuthenticationError",
         "kombu.exceptions.OperationalError",
     }:
+        url = _broker_url()
+        tls_hint = (
+            " A rediss:// URL that times out is often a plain (non-TLS) Redis: is this port "
+            "TLS (rediss://) or plain (redis://)?"
+            if url.startswith("rediss://") and "timeout" in _first_line(exc).lower()
+            else ""
+        )
         return Failure(
-            f"could not reach the broker at {_broker_url()}: {_first_line(exc)}\n"
+            f"could not reach the broker at {url}: {_first_line(exc)}\n"
             "       Is Redis running there? Check FELAB_BROKER_URL (and FELAB_BROKER_CA_FILE "
-            "for rediss://).",
+            f"for rediss://).{tls_hint}",
             EXIT_UNREACHABLE,
         )
     if isinstance(exc, ConnectionError | TimeoutError) or (

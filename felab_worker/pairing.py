@@ -80,6 +80,11 @@ def check_reachable(
                 f"({shown.encode('ascii', 'backslashreplace').decode()}): is FELAB_BROKER_URL's "
                 f"port Redis's? {advice}"
             ) from None
+        if url.startswith("rediss://") and "timeout" in detail.lower():
+            advice = (
+                "a rediss:// URL that times out is often a plain Redis: is this port TLS "
+                f"(rediss://) or plain (redis://)? {advice}"
+            )
         raise BrokerUnreachable(
             f"could not reach the broker at {redacted(url)} ({detail}): {advice}"
         ) from None

@@ -636,6 +636,7 @@ CASES: list[Case] = [
     case("numbers-enter-exponent", "numbers enter ollama 1e-300", 2, "one token every 1e+300 s"),
     case("size-capacity-no-scheme", "size capacity --url 127.0.0.1:{closed}", 3, "connection refused"),
     case("setting-debug-maybe", "size chips", 2, "FELAB_DEBUG", FELAB_DEBUG="maybe"),
+    case("broker-rediss-to-plain-redis", "broker setup", 3, "is this port TLS (rediss://) or plain", FELAB_BROKER_URL="rediss://127.0.0.1:6379/0"),
     case("status-broker-no-db", "status", 3, "no such database", FELAB_BROKER_URL="redis://127.0.0.1:6379/99"),
     case("status-broker-closed", "status", 3, "not reached", FELAB_BROKER_URL="redis://u:{secret}@127.0.0.1:{closed}/0"),
     # something that speaks Redis's protocol but answers PING with -ERR is not a broker (M14)
