@@ -53,7 +53,9 @@ def setup(
     ),
 ) -> None:
     """Create felab's Redis users: the pairing user every unpaired machine shares, and one user
-    per paired machine (from the database, which keeps only password hashes). Safe to re-run,
+    per paired machine (from the database, which keeps only the machines' password hashes; the
+    shared pairing password is kept as it is, to print the pairing URL again: it lets a machine
+    only redeem a code, and --rotate-pairing replaces it). Safe to re-run,
     after a Redis restart too. Prints the pairing URL students set as FELAB_BROKER_URL before
     `felab worker pair --code CODE`."""
     import redis
