@@ -225,14 +225,16 @@ def run_cmd(
       felab worker run vllm --spread 2 --concurrency 64 --requests 400 --member 1234 --cohort 1
     """
     from felab_core.jobs.fleet import NoMachine, SeveralMachines, the_machine
-    from felab_core.jobs.queueing import queue_bench_job
+    from felab_core.jobs.queueing import job_shape, queue_bench_job
     from felab_core.jobs.spread import queue_spread_job, spread_workers
     from felab_worker.dispatch import Dispatcher
 
     given = {"concurrency": concurrency, "requests": requests, "max_tokens": max_tokens}
     params = {k: v for k, v in given.items() if v is not None}
-    who = _member(member, cohort)
     settings = get_settings()
+    with service_errors():
+        job_shape(target, preset, params, settings)  # a bad option before who and where
+    who = _member(member, cohort)
     dispatcher = Dispatcher(settings)
     unsent: list[str] = []
 

@@ -27,6 +27,17 @@ class QueuedJob:
     notice: str = ""  # e.g. the worker is offline: said at once, not after the expiry
 
 
+def job_shape(target: str, preset: str, params: dict[str, int], s: Settings) -> Workload:
+    """What a job asks for, checked before anything is looked up: a target name (never a URL)
+    and a workload within the limits (so a bad option is said before "no paired machine")."""
+    if "://" in target or "/" in target or not NAME.match(target):
+        raise Invalid(
+            f"{target!r} is not a target name: name a server from the worker's targets file "
+            "(such as mlx or llamacpp); addresses are set only in that file, on the machine"
+        )
+    return job_workload(preset, params, Limits.from_settings(s))
+
+
 def check_job(
     session: Session,
     member: m.Member,
@@ -39,11 +50,7 @@ def check_job(
 ) -> Workload:
     """Everything a job must pass before it is queued: a target name (never a URL), a machine
     the member may use, a workload within the limits, the member's hourly allowance."""
-    if "://" in target or "/" in target or not NAME.match(target):
-        raise Invalid(
-            f"{target!r} is not a target name: name a server from the worker's targets file "
-            "(such as mlx or llamacpp); addresses are set only in that file, on the machine"
-        )
+    workload = job_shape(target, preset, params, s)
     owner = session.get(m.Member, worker.member_id)
     if owner is None or not may_use(member, worker, owner):
         raise Forbidden(
@@ -53,7 +60,6 @@ def check_job(
     if not worker.public_key or worker.status != "paired":
         raise Invalid(f"worker {worker.name!r} is not paired: pair it with `felab worker pair`")
     check_target(worker, target, member)
-    workload = job_workload(preset, params, Limits.from_settings(s))
     hour_ago = now - timedelta(hours=1)
     recent = session.scalar(
         select(func.count(m.BenchJob.id)).where(

@@ -528,6 +528,7 @@ CASES: list[Case] = [
     case("drill-day-zero", "drill --day 0 --list", 2, "--day"),
     case("drill-timezone", "drill --timezone Mars/Olympus --list", 2, "Mars/Olympus"),
     case("drill-timezone-empty", ["drill", "--timezone", "", "--list"], 2, "--timezone is empty"),
+    case("worker-run-options-before-member", "worker run vllm --member 424242 --cohort 1 --concurrency 999999999", 2, "concurrency must be 1 to"),
     case("drill-unknown-member", "drill --member 12345 --cohort 1 --list", 2, "no member 12345"),
     # a member name with escape codes is shown with '?', never sent to the terminal (seventh sweep)
     case("drill-member-escapes", ["drill", "--member", "\x1b]0;pwn\x07\x1b[31mX", "--cohort", "1", "--list"], 2, "no member ?]0;pwn??[31mX"),
