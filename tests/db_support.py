@@ -9,6 +9,7 @@ the PostgreSQL half is skipped with the command that starts it (scripts/test sta
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, time
@@ -81,6 +82,25 @@ def new_pg_schema_url() -> tuple[str, Callable[[], None]]:
         admin.dispose()
 
     return url.render_as_string(hide_password=False), drop
+
+
+def new_pg_database_url() -> tuple[str, Callable[[], None]]:
+    """A URL to a whole PostgreSQL database of its own (pg_dump and pg_restore work on whole
+    databases, not schemas), and a function that drops it. Skips without pg_dump."""
+    base = _pg_or_skip()
+    if shutil.which("pg_dump") is None:
+        pytest.skip("needs PostgreSQL's client tools (pg_dump)")
+    name = f"felab_bk_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(base, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+
+    def drop() -> None:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+    return make_url(base).set(database=name).render_as_string(hide_password=False), drop
 
 
 def empty_database_url(backend: str, tmp_path: Path) -> tuple[str, Callable[[], None]]:

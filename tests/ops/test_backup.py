@@ -3,15 +3,11 @@ PostgreSQL database, through the real commands."""
 
 from __future__ import annotations
 
-import shutil
-import uuid
 from collections.abc import Iterator
 from datetime import date, time
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 from typer.testing import CliRunner
 
 from felab.cli.main import app
@@ -19,7 +15,7 @@ from felab_core.db import models as m
 from felab_core.db.session import make_engine, session_factory, session_scope, upgrade
 from felab_core.people.members import add_member, create_cohort
 from felab_core.settings import get_settings
-from tests.db_support import postgres_base_url
+from tests.db_support import new_pg_database_url
 
 runner = CliRunner()
 
@@ -32,19 +28,7 @@ def database(
         url = f"sqlite:///{tmp_path / 'felab.db'}"
         drop = None
     else:
-        base = postgres_base_url()
-        if base is None or shutil.which("pg_dump") is None:
-            pytest.skip("needs PostgreSQL on 127.0.0.1:5432 and its client tools (pg_dump)")
-        name = f"felab_bk_{uuid.uuid4().hex[:10]}"
-        admin = create_engine(base, isolation_level="AUTOCOMMIT")
-        with admin.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
-        url = make_url(base).set(database=name).render_as_string(hide_password=False)
-
-        def drop() -> None:
-            with admin.connect() as conn:
-                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-            admin.dispose()
+        url, drop = new_pg_database_url()
 
     monkeypatch.setenv("FELAB_DATABASE_URL", url)
     get_settings.cache_clear()

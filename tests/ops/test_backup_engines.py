@@ -4,15 +4,11 @@ file into PostgreSQL was pg_restore's "does not appear to be a valid archive")."
 
 from __future__ import annotations
 
-import shutil
-import uuid
 from collections.abc import Iterator
 from datetime import date, time
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 from typer.testing import CliRunner
 
 from felab.cli.main import app
@@ -21,7 +17,7 @@ from felab_core.db.session import make_engine, session_factory, session_scope, u
 from felab_core.ops.backup import BackupError, backup, restore
 from felab_core.people.members import add_member, create_cohort
 from felab_core.settings import get_settings
-from tests.db_support import postgres_base_url
+from tests.db_support import new_pg_database_url
 
 runner = CliRunner()
 
@@ -46,21 +42,12 @@ def _names(url: str) -> list[str]:
 @pytest.fixture
 def postgres() -> Iterator[str]:
     """A fresh PostgreSQL database of its own (dropped after), at felab's schema."""
-    base = postgres_base_url()
-    if base is None or shutil.which("pg_dump") is None:
-        pytest.skip("needs PostgreSQL on 127.0.0.1:5432 and its client tools (pg_dump)")
-    name = f"felab_bk_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    url, drop = new_pg_database_url()
     try:
-        url = make_url(base).set(database=name).render_as_string(hide_password=False)
         _with_a_member(url, "Grace")
         yield url
     finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+        drop()
 
 
 @pytest.fixture
