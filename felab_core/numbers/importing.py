@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -66,6 +67,67 @@ def _fingerprint(row: Mapping[Any, Any]) -> frozenset[tuple[str, str]]:
     )
 
 
+#: What tells one run from another in a results CSV: a `felab bench` run on one target (its
+#: start time, to the second; the machine; the target's name) of one server, model and preset
+#: times one load per row: a concurrency (a sweep gives each once) or a rate. Everything else a
+#: row says (the seed, the figures, the versions) is what that run measured.
+_RUN_COLUMNS = ("timestamp", "host", "target", "server", "model", "preset", "concurrency", "rate")
+
+
+def _same_text(text: str) -> str:
+    """A name as it reads: ｍｌｘ, MLX and mlx are one name."""
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+def _run_key(row: Mapping[str, str]) -> tuple[str, ...]:
+    """Which run a row is, however its cells are written: the same instant in another time
+    zone, a name in capitals or full-width letters, 1 or ١ users, a rate of 2 or 2.0."""
+    stamp, host, target, server, model, preset, users, rate = (
+        (row.get(c) or "").strip() for c in _RUN_COLUMNS
+    )
+    try:
+        when = datetime.fromisoformat(stamp)
+        stamp = when.astimezone(UTC).isoformat() if when.tzinfo is not None else stamp
+    except ValueError:
+        pass
+    try:
+        users = str(int(users))
+        rate = repr(float(rate)) if rate else ""
+    except ValueError:
+        pass
+    names = (_same_text(name) for name in (host, target, server, model, preset))
+    return (stamp, *names, users, rate)
+
+
+def _figure(text: str) -> float | str:
+    """A cell as the figure it says: 44.6, 4.46e1, ٤٤.٦ and ４４.６ are one number."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def _first_difference(before: Mapping[str, str], now: Mapping[str, str]) -> str | None:
+    """The first figure two rows of one run both give and disagree on, as 'column was, is';
+    None when they agree (a column one of them leaves blank says nothing)."""
+    for column, text in now.items():
+        if column in _RUN_COLUMNS or column not in before:
+            continue
+        if _figure(before[column]) != _figure(text):
+            return f"{column} {before[column][:20]!r} there, {text[:20]!r} here"
+    return None
+
+
+def _run_named(row: Mapping[str, str]) -> str:
+    """The run a row is, as a student finds it in the file."""
+    stamp, host, target, users, rate = (
+        (row.get(c) or "").strip()[:40]
+        for c in ("timestamp", "host", "target", "concurrency", "rate")
+    )
+    load = f"rate {rate}/s" if rate else f"concurrency {users}"
+    return f"timestamp {stamp or '(none)'}, host {host}, target {target}, {load}"
+
+
 def _when(row: Mapping[str, str], default: datetime) -> datetime:
     """When the row was measured (its ISO timestamp), else `default`."""
     try:
@@ -89,8 +151,9 @@ def _missing(row: Mapping[str, str]) -> str | None:
 
 def _why_result_only(checked: ResultRow) -> str:
     if checked.concurrency < 1:
+        sent = "at a trace's times" if checked.preset.startswith("trace:") else "at a rate"
         return (
-            "requests sent at a rate with no cap on how many run at once: a writing speed "
+            f"requests sent {sent} with no cap on how many run at once: a writing speed "
             "is one person's, timed alone (concurrency 1)"
         )
     if checked.concurrency != 1:
@@ -149,9 +212,10 @@ def import_results(
     Each `felab bench` run on one target (same timestamp, host, target, server and preset)
     becomes one job, and each row is stored as `record_measured` would store it, so a row of
     one person at a time (concurrency 1) with a writing speed becomes a measured number, and
-    any other row is kept as a result only. A row already stored for this member (by an earlier
-    import or by their worker) is not stored again, so importing a file twice records nothing
-    new.
+    any other row is kept as a result only. A run already stored for this member (by an earlier
+    import or by their worker, or on an earlier line) is not stored again, however its row is
+    written (4.46e1 for 44.6, blank columns), so importing a file twice records nothing new; a
+    row of a stored run with other figures was edited, and is refused as one.
 
     Every row is checked before anything is stored: a row with an impossible value (negative,
     NaN, infinite, absurd, an unknown server) refuses the whole import with its line number,
@@ -163,13 +227,17 @@ def import_results(
     if rows:
         check_columns(list(rows[0]))
     job_ids = select(m.BenchJob.id).where(m.BenchJob.member_id == member.id)
-    seen = {
-        frozenset(_cells(stored).items())
-        for stored in session.scalars(
-            select(m.BenchResult.row).where(m.BenchResult.job_id.in_(job_ids))
-        )
-        if isinstance(stored, dict)
-    }
+    seen: set[frozenset[tuple[str, str]]] = set()
+    # Each run stored or read so far: the line it is on in this file (None: stored before) and
+    # its cells. A run is imported once, however its row is written (H5: 44.6 and 4.46e1).
+    runs: dict[tuple[str, ...], tuple[int | None, dict[str, str]]] = {}
+    for stored in session.scalars(
+        select(m.BenchResult.row).where(m.BenchResult.job_id.in_(job_ids))
+    ):
+        if isinstance(stored, dict):
+            stored_cells = _cells(stored)
+            seen.add(frozenset(stored_cells.items()))
+            runs.setdefault(_run_key(stored_cells), (None, stored_cells))
     planned: list[_Planned] = []
     problems: list[tuple[int, str]] = []
     judge = judge_imports(session, member)
@@ -197,6 +265,23 @@ def import_results(
             problems.append((line, str(exc)))
             out.append(ImportedRow(line, server[:32], model[:80], preset[:64], "skipped", str(exc)))
             continue
+        run = _run_key(cells)
+        earlier = runs.get(run)
+        if earlier is not None:
+            before_line, before = earlier
+            differs = _first_difference(before, cells)
+            if differs is None:  # the same figures written another way: nothing new
+                out.append(ImportedRow(line, server, model, preset, "already imported"))
+                continue
+            where = "was already imported" if before_line is None else f"is on line {before_line}"
+            why = (
+                f"this run ({_run_named(cells)}) {where} with other figures ({differs}): the "
+                "row was edited; delete it, or put back what felab bench wrote"
+            )
+            problems.append((line, why))
+            out.append(ImportedRow(line, server[:32], model[:80], preset[:64], "skipped", why))
+            continue
+        runs[run] = (line, cells)
         seen.add(key)
         group = tuple(
             (row.get(c) or "").strip() for c in ("timestamp", "host", "target", "server", "preset")

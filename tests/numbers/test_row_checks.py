@@ -7,9 +7,11 @@ findings): every check is one line that says which column and why.
 from __future__ import annotations
 
 import asyncio
+import csv
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -17,6 +19,7 @@ from sqlalchemy.orm import Session
 from felab.cli.bench_plan import plan_run
 from felab_core.db import models as m
 from felab_core.engine.apis import Api
+from felab_core.engine.metrics import Stats
 from felab_core.engine.results import CSV_COLUMNS, csv_row
 from felab_core.engine.runner import bench_target
 from felab_core.engine.workloads import MAX_TOKENS, PRESETS
@@ -199,6 +202,18 @@ def test_real_rows_import(db: Session, student: m.Member, bench_rows: Rows) -> N
         # a request ends after its first token
         ({"e2e_p50_s": "0.1", "e2e_p95_s": "0.2"}, "e2e_p50_s 0.1 is below ttft_p50_s 0.2"),
         ({"target": "t" * 100_000}, "the result row's target is longer than 64 characters"),
+        # a writing speed that is not 1/TPOT within the spread of its requests (H6, M3): its
+        # TPOTs (median 0.0241 s, p95 0.0262 s) allow 41.4 to 41.9 tok/s, not an edited 46
+        ({"writing_tps_p50": "46"}, "writing speed 46 tok/s disagrees with its time per token"),
+        ({"writing_tps_p50": "43"}, "(1/TPOT = 41.49 tok/s; the spread of its requests allows"),
+        ({"writing_tps_p50": "41"}, "writing speed 41 tok/s disagrees with its time per token"),
+        ({"writing_tps_p50": "0"}, "writing speed 0 tok/s disagrees with its time per token"),
+        ({"tpot_p50_s": "0"}, "writing speed 41.5 tok/s beside a time per token of 0 s"),
+        # without its p95, held to what runs like day2's show (1.05)
+        ({"tpot_p95_s": "", "writing_tps_p50": "46"}, "writing speed 46 tok/s disagrees"),
+        # 0 users with no rate: no felab run (M2)
+        ({"concurrency": "0"}, "concurrency 0 with no rate: felab writes 0 users only for"),
+        ({"concurrency": " 0 ", "rate": " "}, "concurrency 0 with no rate"),
         # words felab writes
         ({"api": "grpc"}, "api 'grpc' is not one felab speaks: openai-chat, openai-completions"),
         ({"preset": "day99"}, "preset 'day99' is not a name felab writes"),
@@ -249,6 +264,9 @@ def test_a_row_no_felab_run_writes_is_refused_naming_its_column(
         {"ttft_p50_s": "0.245"},  # a median equal to its 95th percentile: one request
         {"ttft_p50_s": "0.245001"},  # above by the last of six digits: a tie rounded apart
         {"rate": "2", "burstiness": "0.5", "concurrency": "0"},
+        {"preset": "trace:day.jsonl", "concurrency": "0"},  # a replay: no rate, no cap
+        {"writing_tps_p50": "41.85"},  # within what its TPOTs' spread allows (41.49 to 41.9)
+        {"writing_tps_p50": "", "tpot_p50_s": "0.0241"},  # no writing speed: nothing to agree
         {"requests": "10", "ok": "8", "failed": "2", "cold_starts": "1"},
         {"model": "@cf/meta/llama-3.1-8b", "server_version": "0.5.7 (build 1; =ok)"},
         {"model": "Llama-3.1-8B-Instruct-4bit", "host": "Ada's MacBook Pro"},
@@ -284,3 +302,159 @@ def test_import_names_the_line_and_column_and_stores_nothing(
     report = import_results(db, student, rows, skip_invalid=True)
     assert [r.outcome for r in report.rows] == ["recorded", "skipped", "skipped"]
     assert db.scalar(select(func.count(m.Number.id))) == 1
+
+
+# ----------------------------------------------------------------------------- writing = 1/TPOT
+
+SAMPLE_CSV = Path(__file__).parents[1] / "reports" / "fixtures" / "sample-latency.csv"
+
+
+def test_the_sample_csvs_rows_pass_and_an_edited_speed_in_one_does_not() -> None:
+    """H6: 50 or 46 tok/s beside TPOT 0.0239234 s (1/TPOT = 41.8) was stored; only 500 was not."""
+    with SAMPLE_CSV.open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 8
+    for row in rows:
+        check_result_row(row)
+    first = rows[0]
+    assert (first["writing_tps_p50"], first["tpot_p50_s"]) == ("41.8", "0.0239234")
+    for edited in ("50", "46", "42", "41.7"):
+        with pytest.raises(Invalid, match=f"writing speed {edited} tok/s disagrees"):
+            check_result_row({**first, "writing_tps_p50": edited})
+
+
+@pytest.mark.parametrize("spread", [0.01, 0.03, 0.1, 0.3])
+@pytest.mark.parametrize("requests", [2, 3, 4, 7, 8, 16, 32])
+def test_honest_medians_pass_however_their_requests_spread(requests: int, spread: float) -> None:
+    """What felab computes: each request's writing speed is 1/its TPOT, both medians through
+    Stats.of (an even count averages the middle two) and written to 6 digits as the CSV has
+    them. Every such row passes the writing speed's check, however far its requests spread."""
+    rng = np.random.default_rng(requests * 1000 + int(spread * 100))
+    sigma = float(np.sqrt(np.log(1 + spread**2)))
+    for _ in range(200):
+        tpots = 0.024 * rng.lognormal(0.0, sigma, requests)
+        tpot = Stats.of(float(t) for t in tpots)
+        speed = Stats.of(float(1 / t) for t in tpots)
+        assert tpot is not None and speed is not None
+        row = _changed(
+            tpot_p50_s=f"{tpot.p50:.6g}",
+            tpot_p95_s=f"{tpot.p95:.6g}",
+            writing_tps_p50=f"{speed.p50:.6g}",
+            itl_p50_s="",
+            itl_p95_s="",
+        )
+        if speed.p50 * tpot.p50 <= 1.5:  # beyond: the middle two 3.7x apart, refused as ever
+            check_result_row(row)
+
+
+def test_an_edited_speed_or_users_is_refused_by_the_import_with_its_line(
+    db: Session, student: m.Member
+) -> None:
+    rows = [
+        BENCH_ROW,
+        _changed(timestamp="2026-03-03T10:05:00+00:00", writing_tps_p50="0"),  # M3
+        _changed(timestamp="2026-03-03T10:10:00+00:00", concurrency="0"),  # M2
+        _changed(timestamp="2026-03-03T10:15:00+00:00", writing_tps_p50="46"),  # H6
+    ]
+    with pytest.raises(Invalid) as refused:
+        import_results(db, student, rows)
+    message = str(refused.value)
+    assert "line 3: writing speed 0 tok/s disagrees with its time per token" in message
+    assert "line 4: concurrency 0 with no rate" in message
+    assert "line 5: writing speed 46 tok/s disagrees with its time per token" in message
+    assert db.scalar(select(func.count(m.BenchResult.id))) == 0
+    report = import_results(db, student, rows, skip_invalid=True)
+    assert [r.outcome for r in report.rows] == ["recorded", "skipped", "skipped", "skipped"]
+    assert db.scalar(select(func.count(m.BenchResult.id))) == 1
+
+
+# ----------------------------------------------------------------------------- one run, once
+
+
+def _blank_from(column: str) -> dict[str, str]:
+    """The row with its columns from `column` on left empty (cut short, then padded)."""
+    cut = CSV_COLUMNS.index(column)
+    return {c: (v if i < cut else "") for i, (c, v) in enumerate(BENCH_ROW.items())}
+
+
+@pytest.mark.parametrize(
+    "again",
+    [
+        _changed(writing_tps_p50="4.15e1"),
+        _changed(writing_tps_p50="\u0664\u0661.\u0665"),  # Arabic-Indic digits
+        _changed(writing_tps_p50="\uff14\uff11.\uff15"),  # full-width digits
+        _changed(writing_tps_p50=" 41.5 "),
+        _changed(writing_tps_p50="41.50", tpot_p50_s="2.41e-2"),
+        _blank_from("e2e_p50_s"),
+        _blank_from("token_source"),
+        _changed(timestamp="2026-03-03T11:00:00+01:00"),  # the same instant
+        _changed(host="Studio-MBP", target="LLAMACPP", server="LlamaCpp"),
+    ],
+)
+def test_a_run_imported_is_not_stored_again_however_its_row_is_written(
+    db: Session, student: m.Member, again: dict[str, str]
+) -> None:
+    """H5: the same run was stored again (six times) whenever its row's text differed."""
+    first = import_results(db, student, [BENCH_ROW])
+    assert [r.outcome for r in first.rows] == ["recorded"]
+    report = import_results(db, student, [again])
+    assert [r.outcome for r in report.rows] == ["already imported"] and not report.new
+    # ... nor twice from one file
+    both = import_results(db, student, [again, BENCH_ROW, again])
+    assert [r.outcome for r in both.rows] == ["already imported"] * 3
+    assert db.scalar(select(func.count(m.BenchResult.id))) == 1
+    assert db.scalar(select(func.count(m.Number.id))) == 1
+
+
+def test_a_run_once_in_a_file_is_recorded_once(db: Session, student: m.Member) -> None:
+    rows = [BENCH_ROW, _changed(writing_tps_p50="4.15e1"), _blank_from("e2e_p50_s")]
+    report = import_results(db, student, rows)
+    assert [r.outcome for r in report.rows] == ["recorded", "already imported", "already imported"]
+    assert db.scalar(select(func.count(m.Number.id))) == 1
+
+
+def test_a_run_imported_with_other_figures_is_refused_as_edited(
+    db: Session, student: m.Member
+) -> None:
+    import_results(db, student, [BENCH_ROW])
+    edited = _changed(writing_tps_p50="41.7")  # within its TPOTs' spread: only the run tells
+    with pytest.raises(Invalid) as refused:
+        import_results(db, student, [BENCH_ROW, edited])
+    message = str(refused.value)
+    assert (
+        "line 3: this run (timestamp 2026-03-03T10:00:00+00:00, host studio-mbp, target "
+        "llamacpp, concurrency 1) was already imported with other figures (writing_tps_p50 "
+        "'41.5' there, '41.7' here): the row was edited" in message
+    ), message
+    assert "\n" not in message
+    report = import_results(db, student, [BENCH_ROW, edited], skip_invalid=True)
+    assert [r.outcome for r in report.rows] == ["already imported", "skipped"]
+    assert "was already imported with other figures" in report.rows[1].reason
+    assert db.scalar(select(func.count(m.Number.id))) == 1
+    assert db.scalar(select(func.count(m.BenchResult.id))) == 1
+
+
+def test_a_run_twice_in_one_file_with_other_figures_is_refused(
+    db: Session, student: m.Member
+) -> None:
+    rows = [BENCH_ROW, _changed(ok="7", failed="1")]
+    with pytest.raises(Invalid, match=r"line 3: this run \(.*\) is on line 2 with other figures "):
+        import_results(db, student, rows)
+    assert db.scalar(select(func.count(m.BenchResult.id))) == 0
+
+
+def test_two_runs_of_one_second_are_two_runs(db: Session, student: m.Member) -> None:
+    """A sweep's steps, or a quick run and a rate after it, share a timestamp: each is kept."""
+    rows = [
+        BENCH_ROW,
+        _changed(concurrency="4", writing_tps_p50="", tpot_p50_s="", tpot_p95_s=""),
+        _changed(concurrency="0", rate="2"),
+        _changed(preset="day2+custom", seed="7"),
+    ]
+    report = import_results(db, student, rows)
+    assert [r.outcome for r in report.rows] == [
+        "recorded",
+        "result only",
+        "result only",
+        "recorded",
+    ]
