@@ -12,12 +12,12 @@ import pytest
 from typer.testing import CliRunner
 
 from felab.cli.main import app
-from felab_core.db import models as m
 from felab_core.db.session import make_engine, session_factory, session_scope, upgrade
 from felab_core.ops.backup import BackupError, backup, restore
 from felab_core.people.members import add_member, create_cohort
 from felab_core.settings import get_settings
 from tests.db_support import new_pg_database_url
+from tests.ops.test_backup import _names
 
 runner = CliRunner()
 
@@ -29,14 +29,6 @@ def _with_a_member(url: str, name: str) -> None:
         c = create_cohort(s, "C", timezone="UTC", start_date=date(2026, 3, 2), post_time=time(9))
         add_member(s, c, "1", display_name=name)
     engine.dispose()
-
-
-def _names(url: str) -> list[str]:
-    engine = make_engine(url)
-    with session_scope(session_factory(engine)) as s:
-        names = sorted(member.display_name for member in s.query(m.Member))
-    engine.dispose()
-    return names
 
 
 @pytest.fixture
