@@ -7,6 +7,7 @@ fill its memory. `read_named_file` looks before it reads and says which of these
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Iterable
@@ -46,6 +47,10 @@ def refuse_special(path: Path, *, what: str, to_write: bool = False) -> os.stat_
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise NamedFileError(
+                path, "is a link that leads back to itself (a loop of links): link to the file"
+            ) from None
         raise NamedFileError(path, f"cannot be used: {exc.strerror or exc}") from None
     hint = f"give a file name for the {what}" if to_write else f"give the {what} itself"
     if stat.S_ISDIR(info.st_mode):
@@ -59,6 +64,10 @@ def read_named_bytes(path: Path, *, what: str, limit: int) -> bytes:
     """The file's bytes, refusing anything but a regular file of at most `limit` bytes."""
     info = refuse_special(path, what=what)
     if info is None:
+        if path.is_symlink():
+            raise NamedFileError(
+                path, f"is a link to {os.readlink(path)}, which does not exist: fix the link"
+            )
         raise NamedFileError(path, f"does not exist: give the path of the {what}")
     if info.st_size > limit:
         raise NamedFileError(

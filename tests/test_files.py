@@ -45,6 +45,17 @@ def test_refuse_special_names_a_folder_a_pipe_and_a_device(tmp_path: Path) -> No
         refuse_special(Path("/dev/null"), what="backup", to_write=True)
 
 
+def test_a_link_loop_and_a_dangling_link_are_said_as_links(tmp_path: Path) -> None:
+    loop = tmp_path / "day-03.yaml"
+    loop.symlink_to("day-03.yaml")
+    dangling = tmp_path / "day-04.yaml"
+    dangling.symlink_to("gone.yaml")
+    with pytest.raises(NamedFileError, match="leads back to itself"):
+        read_named_bytes(loop, what="pack", limit=100)
+    with pytest.raises(NamedFileError, match=r"is a link to gone\.yaml, which does not exist"):
+        read_named_bytes(dangling, what="pack", limit=100)
+
+
 def test_read_named_refuses_what_is_too_big_and_what_is_not_utf8(tmp_path: Path) -> None:
     big = tmp_path / "big.toml"
     big.write_bytes(b"x" * (MiB + 1))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -157,6 +158,14 @@ def _expected(err: dict[str, Any]) -> str:
         return str(err["ctx"]["error"])
     if kind == "too_short":
         return "expected at least one entry, got none"
+    if kind == "string_type" and isinstance(given, date | bool | int | float):
+        # YAML reads an unquoted 2026-01-05, yes/no/on/off or 12 as a date, a truth or a number
+        if isinstance(given, bool):
+            got = f"{str(given).lower()} (YAML reads an unquoted yes/no/on/off as true/false)"
+        else:
+            kind_of = "a date" if isinstance(given, date) else "a number"
+            got = f"{kind_of} ({given})"
+        return f"expected text, got {got}: put the value in quotes to keep it as text"
     if kind in ("model_type", "dict_type"):
         return f"expected a mapping of fields (key: value lines), got {shown}"
     if kind == "list_type":

@@ -134,6 +134,24 @@ def test_values_yaml_reads_loosely_are_refused(
     assert says in msg, msg
 
 
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("2026-01-05", "got a date (2026-01-05)"),
+        ("yes", "got true (YAML reads an unquoted yes/no/on/off as true/false)"),
+        ("12", "got a number (12)"),
+    ],
+)
+def test_unquoted_text_yaml_reads_as_another_type_says_to_quote_it(
+    tmp_path: Path, value: str, says: str
+) -> None:
+    text = DAY2.read_text(encoding="utf-8")
+    edited = re.sub(r"(?m)^title: .*$", f"title: {value}", text, count=1)
+    assert edited != text
+    (msg,) = _problems(tmp_path, edited)
+    assert f"title: expected text, {says}: put the value in quotes" in msg, msg
+
+
 def test_duplicate_id_and_unknown_step(tmp_path: Path) -> None:
     data = _raw()
     data["cards"][1]["id"] = data["cards"][0]["id"]
