@@ -15,8 +15,6 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from felab_core.errors import Invalid
-from felab_core.files import MiB, NamedFileError, read_named_bytes
 from felab_core.redact import url_password_masked
 from felab_core.settings import Settings
 
@@ -66,31 +64,9 @@ def ca_file(settings: Settings) -> str | None:
     path = settings.broker_ca_file
     if path is None:
         return None
-    try:
-        data = read_named_bytes(path, what="CA certificate (ca.pem)", limit=MiB)
-    except NamedFileError as exc:
-        raise Invalid(f"{exc} (FELAB_BROKER_CA_FILE)") from None
-    if b"PRIVATE KEY" in data:
-        raise Invalid(
-            f"{path} holds a private key: FELAB_BROKER_CA_FILE must name the CA certificate "
-            "(ca.pem), never a key"
-        )
-    if b"-----BEGIN CERTIFICATE-----" not in data:
-        raise Invalid(f"{path} is not a PEM certificate: FELAB_BROKER_CA_FILE must name ca.pem")
-    from cryptography import x509
+    from felab_worker.tls import read_ca_file
 
-    from felab_worker.tls import CA_FILE, is_ca
-
-    try:
-        certs = x509.load_pem_x509_certificates(data)
-    except ValueError:
-        raise Invalid(
-            f"{path} is not a PEM certificate: FELAB_BROKER_CA_FILE must name ca.pem"
-        ) from None
-    if not all(is_ca(c) for c in certs):  # redis.pem: TLS would trust no broker with it
-        raise Invalid(
-            f"{path} is the server's certificate, not the CA: give {CA_FILE} (FELAB_BROKER_CA_FILE)"
-        )
+    read_ca_file(path)
     return str(path)
 
 

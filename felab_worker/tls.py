@@ -16,6 +16,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from felab_core.errors import Invalid
+from felab_core.files import MiB, NamedFileError, read_named_bytes
+
 CA_FILE = "ca.pem"
 CA_KEY_FILE = "ca.key"
 CERT_FILE = "redis.pem"
@@ -85,6 +88,33 @@ def is_ca(cert: x509.Certificate) -> bool:
     except ValueError:  # extensions that cannot be parsed: nothing to trust
         return False
     return constraints.ca
+
+
+def read_ca_file(path: Path) -> list[x509.Certificate]:
+    """The certificates of FELAB_BROKER_CA_FILE, refusing what TLS (or a student given it by
+    `felab broker ca`) could not use: a key, a folder, a missing file, the server's own
+    certificate. Each refusal is an Invalid that names the file and the setting."""
+    try:
+        data = read_named_bytes(path, what="CA certificate (ca.pem)", limit=MiB)
+    except NamedFileError as exc:
+        raise Invalid(f"{exc} (FELAB_BROKER_CA_FILE)") from None
+    if b"PRIVATE KEY" in data:
+        raise Invalid(
+            f"{path} holds a private key: FELAB_BROKER_CA_FILE must name the CA certificate "
+            f"({CA_FILE}), never a key"
+        )
+    not_pem = f"{path} is not a PEM certificate: FELAB_BROKER_CA_FILE must name {CA_FILE}"
+    if b"-----BEGIN CERTIFICATE-----" not in data:
+        raise Invalid(not_pem)
+    try:
+        certs = x509.load_pem_x509_certificates(data)
+    except ValueError:
+        raise Invalid(not_pem) from None
+    if not all(is_ca(c) for c in certs):  # redis.pem: TLS would trust no broker with it
+        raise Invalid(
+            f"{path} is the server's certificate, not the CA: give {CA_FILE} (FELAB_BROKER_CA_FILE)"
+        )
+    return certs
 
 
 def named_hosts(folder: Path) -> set[str]:

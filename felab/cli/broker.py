@@ -19,7 +19,7 @@ from felab.cli.db import service_errors, sessions
 from felab.cli.errors import EXIT_UNREACHABLE, EXIT_USAGE, err
 from felab.cli.folders import folder_parser
 from felab_core.db.session import session_scope
-from felab_core.files import MiB, NamedFileError, read_named_bytes
+from felab_core.errors import Invalid
 from felab_core.settings import Settings, get_settings
 
 broker_app = typer.Typer(
@@ -142,43 +142,16 @@ def ca() -> None:
             "certificate (docker-compose makes one on first start)"
         )
         raise typer.Exit(EXIT_USAGE)
-    try:
-        text = read_named_bytes(path, what="CA certificate (PEM)", limit=MiB).decode("ascii")
-    except NamedFileError as exc:
-        err(f"{exc} (FELAB_BROKER_CA_FILE)")
-        raise typer.Exit(EXIT_USAGE) from None
-    except UnicodeDecodeError:
-        err(f"cannot read {path}: not a PEM text file (FELAB_BROKER_CA_FILE)")
-        raise typer.Exit(EXIT_USAGE) from None
-    typer.echo(_certificates_only(path, text), nl=False)
-
-
-def _certificates_only(path: Path, text: str) -> str:
-    """The CA file's certificates, re-written from what was parsed: never a private key (this
-    output goes to students), never whatever other file the setting names."""
-    from cryptography import x509
     from cryptography.hazmat.primitives.serialization import Encoding
 
-    from felab_worker.tls import CA_FILE, is_ca
+    from felab_worker.tls import read_ca_file
 
-    if "PRIVATE KEY" in text:
-        err(
-            f"{path} holds a private key: FELAB_BROKER_CA_FILE must name the CA certificate "
-            "(ca.pem), never a key; nothing was printed"
-        )
-        raise typer.Exit(EXIT_USAGE)
-    try:
-        certs = x509.load_pem_x509_certificates(text.encode())
-    except ValueError:
-        err(f"{path} is not a PEM certificate: FELAB_BROKER_CA_FILE must name ca.pem")
+    try:  # re-written from what was parsed: never a key, never whatever else the setting names
+        certs = read_ca_file(path)
+    except Invalid as exc:
+        err(f"{exc}; nothing was printed")
         raise typer.Exit(EXIT_USAGE) from None
-    if not all(is_ca(c) for c in certs):  # redis.pem: students would trust nothing with it
-        err(
-            f"{path} is the server's certificate, not the CA: give {CA_FILE} "
-            "(FELAB_BROKER_CA_FILE); nothing was printed"
-        )
-        raise typer.Exit(EXIT_USAGE)
-    return "".join(c.public_bytes(Encoding.PEM).decode() for c in certs)
+    typer.echo("".join(c.public_bytes(Encoding.PEM).decode() for c in certs), nl=False)
 
 
 @broker_app.command("tls")

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from felab_worker.tls import TLSFolderError, is_ca, make_certificates, named_hosts
+from felab_core.errors import Invalid
+from felab_worker.tls import TLSFolderError, is_ca, make_certificates, named_hosts, read_ca_file
 
 
 def test_kept_files_say_which_asked_hosts_they_do_not_name(tmp_path: Path) -> None:
@@ -69,3 +70,24 @@ def test_only_the_ca_is_a_ca(tmp_path: Path) -> None:
     make_certificates(folder, ["redis"])
     assert is_ca(x509.load_pem_x509_certificate((folder / "ca.pem").read_bytes()))
     assert not is_ca(x509.load_pem_x509_certificate((folder / "redis.pem").read_bytes()))
+
+
+def test_the_ca_file_is_the_ca_certificate_and_nothing_else(tmp_path: Path) -> None:
+    """`felab broker ca` (what students are given) and the worker's TLS read FELAB_BROKER_CA_FILE
+    through one check: the CA's certificates pass; a key, the server's certificate, a page or a
+    missing file are each refused by name."""
+    folder = tmp_path / "tls"
+    make_certificates(folder, ["redis"])
+    (ca,) = read_ca_file(folder / "ca.pem")
+    assert is_ca(ca)
+    (tmp_path / "page.html").write_text("<html></html>")
+    refused = {
+        "redis.key": "holds a private key",
+        "redis.pem": "the server's certificate, not the CA",
+        "../page.html": "not a PEM certificate",
+        "gone.pem": "does not exist",
+    }
+    for name, says in refused.items():
+        with pytest.raises(Invalid, match=says) as caught:
+            read_ca_file(folder / name)
+        assert "FELAB_BROKER_CA_FILE" in str(caught.value)
