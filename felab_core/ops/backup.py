@@ -174,6 +174,17 @@ def _same_file(a: Path, b: Path) -> bool:
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _PG_DUMP_MAGIC = b"PGDMP"
 _BACKUP_MAGIC = (_SQLITE_MAGIC, _PG_DUMP_MAGIC)
+#: SQLite's application id (header bytes 68-71) that marks a file `felab db backup` wrote: a
+#: live felab.db is an SQLite file too, and another data folder's must never pass for an
+#: earlier backup. A restore clears it, so the restored database is not taken for a backup.
+BACKUP_APPLICATION_ID = 0x46454C42  # "FELB"
+_APPLICATION_ID_AT = 68
+
+
+def _marked_backup(head: bytes) -> bool:
+    """Whether an SQLite file's first 100 bytes carry felab's backup mark."""
+    at = _APPLICATION_ID_AT
+    return int.from_bytes(head[at : at + 4], "big") == BACKUP_APPLICATION_ID
 
 
 def _refuse_other_engine(source: Path, backend: str) -> None:
@@ -219,11 +230,17 @@ def _writable_file(to: Path, *, force: bool) -> None:
         )
         if to.is_file() and not force:
             with to.open("rb") as fh:
-                head = fh.read(16)
+                head = fh.read(100)
             if not head.startswith(_BACKUP_MAGIC):
                 raise BackupError(
                     f"{to} exists and is not a felab backup: the backup would replace it; give "
                     "a new name, or --force to replace it"
+                )
+            if head.startswith(_SQLITE_MAGIC) and not _marked_backup(head):
+                raise BackupError(
+                    f"{to} is an SQLite database that `felab db backup` did not write (another "
+                    "data folder's felab.db, or a backup from before backups were marked): the "
+                    "backup would replace it; give a new name, or --force to replace it"
                 )
         to.parent.mkdir(parents=True, exist_ok=True)
     except (NamedFileError, ResultsFileError, OSError) as exc:
@@ -234,23 +251,27 @@ def backup(url: str, to: Path, *, force: bool = False) -> Path:
     """Write the database named by `url` to `to` (a file). It is written beside `to` first and
     moved over it only when complete, so a failed backup never destroys an earlier one; an
     existing file that is not a backup is replaced only with `force`."""
-    _writable_file(to, force=force)
     backend = make_url(url).get_backend_name()
-    partial = to.with_name(f".{to.name}.partial")
-    partial.unlink(missing_ok=True)
+    database: Path | None = None
     if backend == "sqlite":
         from felab_core.db.session import make_engine
 
         make_engine(url, create=False).dispose()  # the URL checked, its folder not made
         database = _sqlite_path(url)
+        if _same_file(database, to):  # said before "not a backup": it is the more precise
+            raise BackupError(f"{to} is the database itself: back it up to another file")
+    _writable_file(to, force=force)
+    partial = to.with_name(f".{to.name}.partial")
+    partial.unlink(missing_ok=True)
+    if database is not None:
         if not database.is_file():  # connecting would make an empty one, and back that up
             raise BackupError(f"the database {database} does not exist: nothing to back up")
-        if _same_file(database, to):
-            raise BackupError(f"{to} is the database itself: back it up to another file")
         source = sqlite3.connect(database)
         target = sqlite3.connect(partial)
         try:
             source.backup(target)
+            target.execute(f"PRAGMA application_id = {BACKUP_APPLICATION_ID}")
+            target.commit()
         finally:
             target.close()
             source.close()
@@ -306,6 +327,8 @@ def restore(url: str, source: Path) -> None:
         dst = sqlite3.connect(target)
         try:
             src.backup(dst)
+            dst.execute("PRAGMA application_id = 0")  # the live database, no longer a backup
+            dst.commit()
         finally:
             dst.close()
             src.close()

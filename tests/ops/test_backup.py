@@ -102,3 +102,36 @@ def test_a_backup_replaces_an_earlier_backup_and_nothing_else(
     assert export.read_bytes()[:5] in (b"SQLit", b"PGDMP")
     dash = runner.invoke(app, ["db", "backup", "-"])
     assert dash.exit_code == 2 and "not standard output" in dash.output
+
+
+def test_another_data_folders_live_database_is_not_an_earlier_backup(
+    database: str, tmp_path: Path
+) -> None:
+    """Eleventh sweep (H1): `db backup OTHER/felab.db` took another data folder's live
+    database, an SQLite file like a backup, for an earlier backup and emptied it. Backups carry
+    a mark; a restored database does not, so it is never taken for one either."""
+    other = tmp_path / "other" / "felab.db"
+    other.parent.mkdir()
+    live = make_engine(f"sqlite:///{other}")
+    upgrade(live)
+    with session_scope(session_factory(live)) as s:
+        c = create_cohort(s, "C", timezone="UTC", start_date=date(2026, 3, 2), post_time=time(9))
+        add_member(s, c, "7", display_name="Grace")
+    live.dispose()
+    before = other.read_bytes()
+    refused = runner.invoke(app, ["db", "backup", str(other)])
+    assert refused.exit_code == 2, refused.output
+    assert "did not write" in refused.output and "--force" in refused.output
+    assert other.read_bytes() == before and _names(f"sqlite:///{other}") == ["Grace"]
+
+    dump = tmp_path / "felab.backup"
+    assert runner.invoke(app, ["db", "backup", str(dump)]).exit_code == 0
+    assert runner.invoke(app, ["db", "backup", str(dump)]).exit_code == 0  # marked: replaced
+    if database.startswith("sqlite"):
+        restored = runner.invoke(app, ["db", "restore", str(dump), "--yes"])
+        assert restored.exit_code == 0, restored.output
+        live_file = Path(database.removeprefix("sqlite:///"))
+        copy = tmp_path / "restored-live.db"
+        copy.write_bytes(live_file.read_bytes())
+        again = runner.invoke(app, ["db", "backup", str(copy)])
+        assert again.exit_code == 2 and "did not write" in again.output
