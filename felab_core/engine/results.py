@@ -14,6 +14,7 @@ import json
 import math
 import os
 import tempfile
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,10 @@ CSV_COLUMNS: tuple[str, ...] = (
     "cold_starts",
     "felab_version",
 )
+#: The most columns a results CSV may have: felab's own, the older ones it still reads, and
+#: room for a spreadsheet's notes; past it the file is something else (100,000 extra columns
+#: took minutes to read, each row a dict of them all).
+MAX_CSV_COLUMNS = 256
 
 
 class ResultsFileError(Exception):
@@ -300,6 +305,11 @@ def read_table(path: Path) -> tuple[list[str], list[dict[str, str]]]:
     reader = csv.DictReader(io.StringIO(text, newline=""))
     try:
         columns = list(reader.fieldnames or [])
+        if len(columns) > MAX_CSV_COLUMNS:  # each row would be a dict of them all
+            raise UnreadableResults(
+                f"has {len(columns):,} columns: felab writes {len(CSV_COLUMNS)} (and reads at "
+                f"most {MAX_CSV_COLUMNS}); is this the right file?"
+            )
         rows = list(reader)
     except csv.Error as exc:
         line = reader.reader.line_num  # the DictReader's own count lags a row behind
@@ -311,7 +321,7 @@ def read_table(path: Path) -> tuple[list[str], list[dict[str, str]]]:
         raise UnreadableResults(
             f"line {line}: not CSV felab can read ({exc}); fix or remove the line"
         ) from None
-    twice = sorted({c for c in columns if columns.count(c) > 1})
+    twice = sorted(c for c, n in Counter(columns).items() if n > 1)
     if twice:  # csv keeps the last cell of a name: a second host would be believed
         raise UnreadableResults(
             f"has a header that names {', '.join(twice)} twice: felab writes each column "

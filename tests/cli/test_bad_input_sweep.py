@@ -203,6 +203,8 @@ def _write_files(d: Path) -> None:
     (d / "results-header-only.csv").write_text(header)
     (d / "short-row.csv").write_text(header + "2026-03-03T10:00:00+00:00,mac,mlx,mlx,0\n")
     (d / "huge-field.csv").write_text(header + "x" * 200_000 + "\n")
+    wide = ",".join([*CSV_COLUMNS, *(f"c{i}" for i in range(100_000))])  # 11th sweep: minutes
+    (d / "wide.csv").write_text(wide + "\n" + "," * (len(CSV_COLUMNS) + 99_999) + "\n")
     row = dict.fromkeys(CSV_COLUMNS, "")
     row.update(
         timestamp="2026-12-01T10:00:00+00:00", host="mac", target="mlx", server="mlx",
@@ -620,6 +622,7 @@ CASES: list[Case] = [
     case("serve-bad-host", ["serve", "llamacpp", "--model", "{files}/binary.bin", "--host", "not a host"], 2, "not an address"),
     case("serve-timeout-nan", "serve llamacpp --model {files}/binary.bin --timeout nan", 2, "--timeout"),
     case("memo-short-row", "memo --csv {files}/short-row.csv --chip H100 --model llama-3.1-8b --model-bytes 4.9GB -o -", 2, "line 2: 5 cells"),
+    case("memo-100k-columns", "memo --csv {files}/wide.csv --chip H100 --model llama-3.1-8b --model-bytes 4.9GB -o -", 2, "has 100,036 columns"),
     case("memo-huge-field", "memo --csv {files}/huge-field.csv --chip H100 --model llama-3.1-8b --model-bytes 4.9GB -o -", 2, "a cell longer than 131,072"),
     case("bench-json-folder", f"bench {LOCAL} --json {{files}}/a-folder", 2, "is a folder"),
     case("memo-out-folder", "memo --csv {files}/results.csv --chip H100 --model llama-3.1-8b --model-bytes 4.9GB -o {files}/a-folder", 2, "is a folder"),
@@ -758,6 +761,7 @@ CASES: list[Case] = [
     case("db-url-password-slash", "db status", 3, "alice:***@", FELAB_DATABASE_URL="postgresql+psycopg://alice:hunter2-sweep/x@127.0.0.1:1/felab"),
     case("compare-chart-txt", "compare {files}/other.json {files}/other.json --chart {files}/chart.txt", 2, "ends in '.txt'"),
     case("compare-chart-no-suffix", "compare {files}/other.json {files}/other.json --chart {files}/chart", 2, "has no suffix"),
+    case("numbers-import-100k-columns", "numbers import {files}/wide.csv", 2, "has 100,036 columns"),
     case("numbers-import-huge-field", "numbers import {files}/huge-field.csv", 2, "a cell longer than 131,072"),
     case("numbers-import-max-tokens-negative", "numbers import {files}/results-max-tokens-negative.csv", 2, "max_tokens holds '-5'"),
     case("numbers-import-cold-negative", "numbers import {files}/results-cold-negative.csv", 2, "cold_starts holds '-3'"),
