@@ -34,6 +34,11 @@ def finite(value: object) -> bool:
 
 
 SCALARS = ("ttft_s", "e2e_s", "tpot_s", "writing_tps")  # the order a broken file is checked in
+#: Figures felab never writes as 0: an answer, and a token after the first, take some time.
+_ABOVE_ZERO = ("ttft_s", "e2e_s", "tpot_s", "writing_tps")
+#: felab writes a request's writing_tps as exactly 1 / tpot_s; JSON keeps both to the last
+#: digit, so a product further from 1 than this is an edit (one figure changed, not the other).
+_SPEED_TIMES_TPOT_SLACK = 1e-9
 
 
 def _slim(obj: dict[str, Any]) -> dict[str, Any]:
@@ -118,17 +123,30 @@ def _check_request(path: Path, run: int, index: int, request: Any) -> None:
         if value is None:
             continue
         most, what = (86_400, "a time") if key.endswith("_s") else (10_000_000, "a speed")
-        least = math.ulp(0) if key in ("ttft_s", "e2e_s") else 0  # an answer takes some time
+        least = math.ulp(0) if key in _ABOVE_ZERO else 0
         if not finite(value) or not least <= value < most:
             raise CompareError(
                 f"{where} has {key} = {value!r}, not {what} felab measures: {broken}"
             )
+    tpot, speed = request.get("tpot_s"), request.get("writing_tps")
+    if tpot is not None and speed is not None and not _one_over(speed, tpot):
+        raise CompareError(
+            f"{where} has writing_tps = {speed!r} beside tpot_s = {tpot!r}: felab writes the "
+            f"speed as 1 / tpot_s ({1 / tpot:.6g}), so {broken}"
+        )
     ttft, e2e = request.get("ttft_s"), request.get("e2e_s")
     if ttft is not None and e2e is not None and e2e < ttft - EPSILON_S:
         raise CompareError(
             f"{where} has e2e_s = {e2e!r}, shorter than its ttft_s = {ttft!r}: a request ends "
             f"after its first token, so {broken}"
         )
+
+
+def _one_over(speed: Any, tpot: Any) -> Any:
+    """Whether each speed is 1 / its TPOT, as felab writes them (true where either is NaN,
+    not measured); for numbers or arrays."""
+    off = np.abs(np.asarray(speed, dtype=float) * np.asarray(tpot, dtype=float) - 1.0)
+    return ~(off > _SPEED_TIMES_TPOT_SLACK)
 
 
 @dataclass(frozen=True)
@@ -225,7 +243,7 @@ def _checked_sample(path: Path, run: int, requests: list[Any]) -> Sample:
             values = np.array([math.nan if v is None else v for v in column], dtype=float)
             present = np.array([v is not None for v in column], dtype=bool)
             most = 86_400 if key.endswith("_s") else 10_000_000
-            least = math.ulp(0) if key in ("ttft_s", "e2e_s") else 0  # an answer takes time
+            least = math.ulp(0) if key in _ABOVE_ZERO else 0
             shown = values[present]
             if not (np.isfinite(shown).all() and (shown >= least).all() and (shown < most).all()):
                 raise broken()
@@ -234,6 +252,8 @@ def _checked_sample(path: Path, run: int, requests: list[Any]) -> Sample:
         raise broken() from None
     ttft, e2e = arrays["ttft_s"], arrays["e2e_s"]
     if (e2e < ttft - EPSILON_S).any():  # NaN (not measured) compares false
+        raise broken()
+    if not _one_over(arrays["writing_tps"], arrays["tpot_s"]).all():
         raise broken()
     usable = np.array(oks, dtype=bool) & ~np.array([c is True for c in colds], dtype=bool)
     counts = np.array([len(g) if g else 0 for g in itls], dtype=np.int64)

@@ -43,6 +43,11 @@ def _write(tmp_path: Path, name: str, requests: list[dict[str, Any]]) -> Path:
         ({"ttft_s": -0.0, "e2e_s": 0.2}, "request 3 has ttft_s = -0.0, not a time"),
         ({"ttft_s": 0, "e2e_s": 0.2}, "request 3 has ttft_s = 0, not a time"),
         ({"output_tokens": 10**30}, "request 3 has output_tokens = 1" + "0" * 30),
+        # eleventh sweep: TPOT 0 beside the speed measured read as "TPOT better, -100 %"
+        ({"tpot_s": 0.0}, "request 3 has tpot_s = 0.0, not a time"),
+        ({"writing_tps": 0.0}, "request 3 has writing_tps = 0.0, not a speed"),
+        ({"tpot_s": 1e-9}, "request 3 has writing_tps = 100.0 beside tpot_s = 1e-09"),
+        ({"writing_tps": 120.0}, "request 3 has writing_tps = 120.0 beside tpot_s = 0.01"),
     ],
 )
 def test_a_request_felab_could_not_have_measured_is_refused_by_number(
