@@ -25,6 +25,8 @@ EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 #: A bug in felab: the message asks for a report with the traceback (`--debug`).
 EXIT_BUG = 70
+#: Interrupted by the user (Ctrl-C), as a shell reports it.
+EXIT_INTERRUPTED = 130
 
 #: felab's own errors: their message is written for people and says what to do.
 _OWN_ERRORS = frozenset(

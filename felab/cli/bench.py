@@ -49,11 +49,11 @@ from felab_core.engine.results import (
 from felab_core.engine.server_kinds import ServerKind
 from felab_core.engine.targets import Target, TargetError, load_targets
 from felab_core.engine.workloads import PRESETS
+from felab_core.failures import EXIT_INTERRUPTED
 from felab_core.redact import url_without_credentials
 from felab_core.settings import get_settings
 
 EXIT_OK, EXIT_FAILED_REQUESTS, EXIT_USAGE, EXIT_NOT_TIMED = 0, 1, 2, 3
-EXIT_INTERRUPTED = 130  # as a shell reports Ctrl-C
 
 METRICS_HELP = """\
 [bold]What the numbers mean[/bold] (N = output tokens; every time is on one monotonic clock):

@@ -19,6 +19,7 @@ from felab.cli.output import Format, emit
 from felab.fleet_demo import FleetDemoError, FleetDemoResult, run_fleet_demo
 from felab_core.engine.results import ResultsFileError, default_csv
 from felab_core.errors import ServiceError
+from felab_core.failures import EXIT_INTERRUPTED
 from felab_core.lab.demo import DEMO_ENGINES, run_demo
 from felab_core.lab.engines import ENGINES
 from felab_core.settings import get_settings
@@ -126,7 +127,7 @@ def demo(
         console.print(
             "[yellow]interrupted: every server and worker the demo started is stopped[/yellow]"
         )
-        raise typer.Exit(130) from None
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     finally:
         signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
     emit(comparison_grid(result.outcomes), Format.table, console)
