@@ -112,7 +112,9 @@ def settings_messages(errors: list[dict[str, Any]]) -> list[str]:
         shown = given.encode("unicode_escape").decode() if holds_hidden(given) else given
         value = "" if secret else f"={shown[:80]}"  # an escape code would reach the terminal
         info = Settings.model_fields.get(field)
-        about = f" ({info.description})" if info is not None and info.description else ""
+        about = (
+            f" ({info.description.rstrip('.')})" if info is not None and info.description else ""
+        )
         msg = str(e["msg"]).removeprefix("Value error, ")
         lines.append(f"{name}{value}: {msg}{about}. Fix it, or unset it for the default.")
     return lines

@@ -338,9 +338,18 @@ class Settings(BaseSettings):
                     "address: write them percent-encoded (/ as %2F, ? as %3F, # as %23)"
                 )
             try:
-                parts.port  # noqa: B018 - validates the port
+                port = parts.port
             except ValueError:
+                port = 0
+            if port == 0:
                 raise ValueError("has a port outside 1-65535") from None
+            if parts.query or parts.fragment or value.endswith(("?", "#")):
+                raise ValueError(
+                    "holds options after ? or # (such as ?ssl_cert_reqs=none): felab sets the "
+                    "connection's options itself (TLS from rediss:// and FELAB_BROKER_CA_FILE, "
+                    "its timeouts): remove them; a password goes before the host, "
+                    "redis://:PASSWORD@HOST:6379/0"
+                )
             if not re.fullmatch(r"/?(\d{1,5})?", parts.path):
                 raise ValueError(
                     "ends in a database that is not a whole number from 0 up: use /0 (or /1 ...)"

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote, unquote, urlsplit
 
 from sqlalchemy import Engine, create_engine, event, inspect
 from sqlalchemy.engine import URL, ExceptionContext, make_url
@@ -241,6 +241,24 @@ def _read_only_errors(engine: Engine, why: str, shown: str) -> None:
     event.listen(engine, "handle_error", _refuse)
 
 
+def _url_problem(url: str) -> str:
+    """What makes `url` no URL, in words: a password's own @, : or /, an unclosed [, a port
+    that is not a number. Never the password itself."""
+    password = "a password with @, : or / in it must be percent-encoded (%40, %3A, %2F)"
+    rest = url.partition("://")[2]
+    address = rest.split("/", 1)[0]
+    user_info = address.rpartition("@")[0]
+    if address.count("@") > 1 or user_info.count(":") > 1 or ("@" not in address and "@" in rest):
+        return password
+    try:
+        urlsplit(url).port  # noqa: B018 - what it refuses is the answer
+    except ValueError as exc:
+        if "IPv6" in str(exc):
+            return "an IPv6 address needs its closing ] (such as [::1]:5432)"
+        return "the port after the host is not a number from 1 to 65535"
+    return password
+
+
 def make_engine(url: str | None = None, *, create: bool = True, **kwargs: Any) -> Engine:
     """An engine for `url` (default: the settings'); SQLite gets foreign keys and a busy wait,
     and its folder made unless not `create` (the file itself is made on first connect)."""
@@ -251,10 +269,14 @@ def make_engine(url: str | None = None, *, create: bool = True, **kwargs: Any) -
             raise ValueError("an @ in the host")
     except ValueError:  # a port that is not a number: often a password holding @ or :
         raise DatabaseError(
-            "FELAB_DATABASE_URL is not a valid database URL: a password with @, : or / in it "
-            "must be percent-encoded (%40, %3A, %2F); the form is "
+            f"FELAB_DATABASE_URL is not a valid database URL: {_url_problem(url)}; the form is "
             "postgresql+psycopg://USER:PASSWORD@HOST:5432/NAME"
         ) from None
+    if parsed.port is not None and not 1 <= parsed.port <= 65535:  # 0: libpq takes 5432
+        raise DatabaseError(
+            "FELAB_DATABASE_URL has a port outside 1-65535: give the server's port (PostgreSQL "
+            "listens on 5432), or leave it out"
+        )
     backend, driver = parsed.get_backend_name(), parsed.get_driver_name()
     if backend not in ("sqlite", "postgresql") or (backend == "postgresql" and driver != "psycopg"):
         raise DatabaseError(

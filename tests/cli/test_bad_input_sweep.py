@@ -554,6 +554,8 @@ CASES: list[Case] = [
     case("setting-result-bytes", "status", 2, "FELAB_RESULT_MAX_BYTES", FELAB_RESULT_MAX_BYTES="-1"),
     case("setting-ttl-nan", "status", 2, "FELAB_PAIR_CODE_TTL_S", FELAB_PAIR_CODE_TTL_S="nan"),
     case("setting-broker-url", "worker list", 2, "FELAB_BROKER_URL", FELAB_BROKER_URL="not-a-url"),
+    case("setting-broker-url-options", "broker setup", 2, "holds options after ? or #", FELAB_BROKER_URL="redis://:{secret}@127.0.0.1:{closed}/0?ssl_cert_reqs=none"),
+    case("setting-broker-url-port-0", "broker setup", 2, "has a port outside 1-65535", FELAB_BROKER_URL="redis://:{secret}@127.0.0.1:0/0"),
     case("setting-secret-hidden", "status", 2, "FELAB_BROKER_URL", FELAB_BROKER_URL="ftp://admin:{secret}@127.0.0.1/0"),
     # felab worker and broker
     case("worker-name-path", "worker start --name ../../etc", 2, "name"),
@@ -587,6 +589,9 @@ CASES: list[Case] = [
     case("size-slots-too-many-seats", "size slots -c 8192 -np 65536", 2, "less than one token"),
     case("size-kv-config-absurd", "size kv --config {files}/config-huge", 2, "far beyond"),
     case("db-backup-to-folder", "db backup {files}", 2, "folder"),
+    case("db-url-port-word", "db status", 2, "the port after the host is not a number", FELAB_DATABASE_URL="postgresql+psycopg://u:{secret}@127.0.0.1:abc/x"),
+    case("db-url-open-bracket", "db status", 2, "needs its closing ]", FELAB_DATABASE_URL="postgresql+psycopg://u:{secret}@[::1/x"),
+    case("db-url-port-0", "db status", 2, "has a port outside 1-65535", FELAB_DATABASE_URL="postgresql+psycopg://u:{secret}@127.0.0.1:0/x"),
     case("db-backup-onto-itself", "db backup {files}/live.db", 2, "database itself", FELAB_DATABASE_URL="sqlite:///{files}/live.db"),
     case("db-restore-from-itself", "db restore {files}/live.db --yes", 2, "database itself", FELAB_DATABASE_URL="sqlite:///{files}/live.db"),
     case("db-backup-unwritable", "db backup /proc/felab.bak", 2, "cannot write"),
