@@ -181,6 +181,11 @@ def load_targets(path: Path | None) -> dict[str, Target]:
         where = ".".join(str(p) for p in first["loc"])
         raise TargetError(f"targets file {path}: {where}: {first['msg']}") from None
     for name in parsed.targets:
+        if not name.strip():
+            raise TargetError(
+                f'targets file {path}: a target named "" (or only spaces): a target needs a '
+                "name to be run by (felab bench NAME): use letters, digits, - and _"
+            )
         if holds_hidden(name) or len(name) > 64:
             shown = name[:64].encode("unicode_escape").decode()
             raise TargetError(

@@ -269,6 +269,9 @@ def _write_files(d: Path) -> None:
     (d / "targets-escape.toml").write_text(
         '[targets."a b\\u001b[31m"]\nkind = "vllm"\nurl = "http://127.0.0.1:1"\n'
     )
+    (d / "targets-empty-name.toml").write_text(
+        '[targets.""]\nkind = "vllm"\nurl = "http://127.0.0.1:1"\n'
+    )
     (d / "config-bignum").mkdir(exist_ok=True)
     (d / "config-bignum" / "config.json").write_text(
         '{"num_hidden_layers": ' + "1" * 5001 + ', "num_attention_heads": 32, "hidden_size": 4096}'
@@ -728,6 +731,7 @@ CASES: list[Case] = [
     case("setting-heartbeat-over-offline", "status", 2, "every worker would look offline", FELAB_WORKER_HEARTBEAT_S="60", FELAB_WORKER_OFFLINE_AFTER_S="5"),
     case("setting-max-tokens-shown", "status", 2, "FELAB_JOB_MAX_TOKENS=0", FELAB_JOB_MAX_TOKENS="0"),
     case("worker-pair-code-typo", "worker pair --code 12345", 2, "is not a pairing code"),
+    case("targets-name-empty", "targets --targets-file {files}/targets-empty-name.toml", 2, 'a target named ""'),
     case("targets-name-escape", "targets --targets-file {files}/targets-escape.toml", 2, "not a name felab can show"),
     case("size-bandwidth-underscore", "size limit --bandwidth 2_73 --model-bytes 4.9GB", 2, "underscore"),
     case("memo-model-bytes-1mb", "memo --csv {files}/results.csv --chip M4Pro --model llama-3.1-8b --model-bytes 1MB --kv-memory 16GiB -o -", 2, "cannot hold Llama 3.1 8B"),
