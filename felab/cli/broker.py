@@ -171,7 +171,7 @@ def tls(
     server's certificate (redis.pem, redis.key) for `redis`, `localhost`, 127.0.0.1, the host
     of FELAB_BROKER_PUBLIC_URL and every --host. Files already there are kept; a CA already
     there (ca.key and ca.pem) signs a missing certificate, so students keep their ca.pem."""
-    from felab_worker.tls import TLSFolderError, make_certificates
+    from felab_worker.tls import CERT_FILE, KEY_FILE, TLSFolderError, make_certificates
 
     settings = get_settings()
     for name in host:
@@ -199,13 +199,14 @@ def tls(
         )
     else:
         console.print(f"kept the TLS files already in {folder}")
-        if made.missing:
-            console.print(
+        if made.missing:  # asked for and not done: a script must see it
+            err(
                 f"their certificate does not name {', '.join(dict.fromkeys(made.missing))}: "
-                f"to add it, move {folder} aside and run this again (then give students the "
-                "new ca.pem)",
-                markup=False,
+                f"to add it, delete {folder / CERT_FILE} and {folder / KEY_FILE} and run this "
+                "again with every host; the CA is kept, so students keep their ca.pem (restart "
+                "Redis to load the new certificate)"
             )
+            raise typer.Exit(EXIT_USAGE)
 
 
 _LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")

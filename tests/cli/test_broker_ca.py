@@ -70,3 +70,22 @@ def test_the_worker_refuses_the_servers_certificate_as_its_ca(tls: Path) -> None
     assert ca_file(Settings(broker_ca_file=tls / "ca.pem")) == str(tls / "ca.pem")
     with pytest.raises(Invalid, match="is the server's certificate, not the CA"):
         ca_file(Settings(broker_ca_file=tls / "redis.pem"))
+
+
+def test_a_host_the_kept_certificate_lacks_fails_with_advice_that_keeps_the_ca(tls: Path) -> None:
+    """Eleventh sweep (M7): a new --host was said with "move the folder aside (then give
+    students the new ca.pem)" and exit 0. Deleting the server's pair is enough: the kept CA
+    signs the new certificate, and students keep their ca.pem."""
+    ca_before = (tls / "ca.pem").read_bytes()
+    asked = runner.invoke(app, ["broker", "tls", "--dir", str(tls), "--host", "new.example"])
+    assert asked.exit_code == 2, asked.output
+    assert "does not name new.example" in asked.output and "redis.key" in asked.output
+    assert "students keep their ca.pem" in asked.output
+    (tls / "redis.pem").unlink()
+    (tls / "redis.key").unlink()
+    again = runner.invoke(app, ["broker", "tls", "--dir", str(tls), "--host", "new.example"])
+    assert again.exit_code == 0, again.output
+    assert (tls / "ca.pem").read_bytes() == ca_before
+    cert = x509.load_pem_x509_certificate((tls / "redis.pem").read_bytes())
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "new.example" in names.get_values_for_type(x509.DNSName)
