@@ -19,6 +19,7 @@ from felab_bot.drills import fit
 from felab_bot.who import Who, member_of
 from felab_core.db import models as m
 from felab_core.errors import Invalid, NotFound
+from felab_core.numbers.verdict import rejudge_waiting, rejudged_text
 from felab_core.people.chat_posts import (
     PostToDelete,
     forget_post,
@@ -159,8 +160,10 @@ def hardware(
 ) -> str:
     member = member_of(session, who, now)
     set_hardware(session, member, chip=chip, bandwidth_gb_s=bandwidth)
+    judged = rejudge_waiting(session, member)
     what = member.chip or f"{member.bandwidth_gb_s:g} GB/s"
-    return f"Recorded your machine: {what}. `/numbers show` now sets your speeds against its limit."
+    text = f"Recorded your machine: {what}. `/numbers show` now sets your speeds against its limit."
+    return f"{text}\n{rejudged_text(judged)}" if judged else text
 
 
 def privacy(session: Session, who: Who, public: bool, now: datetime) -> str:

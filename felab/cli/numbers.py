@@ -68,6 +68,7 @@ from felab_core.numbers.progress import (
 )
 from felab_core.numbers.recording import record_entered, speed_limit_for
 from felab_core.numbers.speeds import typed_text
+from felab_core.numbers.verdict import rejudge_waiting, rejudged_text
 from felab_core.people.members import (
     bandwidth_bytes_per_s,
     ensure_local_member,
@@ -196,8 +197,10 @@ def machine(
     console = _console()
     with service_errors(), session_scope(sessions()) as s:
         member = _member(s, member_id, cohort_id)
+        judged: list[m.Number] = []
         if chip is not None or bandwidth is not None:
             set_hardware(s, member, chip=chip, bandwidth_gb_s=bandwidth)
+            judged = rejudge_waiting(s, member)
         bw = bandwidth_bytes_per_s(member)
         if bw is None:
             head = (
@@ -212,6 +215,8 @@ def machine(
     _say(console, head)
     for line in lines:
         _say(console, f"  {line}")
+    if judged:
+        _say(console, rejudged_text(judged))
     if bw is not None and not has_models:
         _say(
             console,
@@ -268,8 +273,11 @@ def model(
         label_text = f", labelled {row.model_label}" if row.model_label else ""
         head = f"{row.server} runs {row.model}{size_text}{label_text}."
         limit = speed_limit_for(s, member, row.server)
+        judged = rejudge_waiting(s, member)
     _say(console, head)
     _say(console, limit if isinstance(limit, str) else f"Speed limit: {limit.explanation}")
+    if judged:
+        _say(console, rejudged_text(judged))
 
 
 # ----------------------------------------------------------------------------- figures

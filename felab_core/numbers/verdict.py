@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from felab_core.db import models as m
@@ -128,6 +129,58 @@ def judge_imports(session: Session, member: m.Member) -> Callable[[str, float], 
         return _against(limits[server], tps)
 
     return one
+
+
+#: How speed_limit_for's words for a missing chip or model size begin: a measured speed
+#: judged then waits, "unverified", for them.
+_WAITING_FOR_LIMIT = "felab does not know "
+
+
+def rejudge_waiting(session: Session, member: m.Member) -> list[m.Number]:
+    """Judge again each measured speed of `member` that waited for the speed limit (call it
+    once their chip or a model's size is set): it becomes "ok" (ranked) or "flagged", or keeps
+    waiting with what is still missing. A spread run short of a slice stays unverified: its job
+    holds why. The numbers whose verdict changed are returned.
+    """
+    waiting = session.scalars(
+        select(m.Number).where(
+            m.Number.member_id == member.id,
+            m.Number.source == "measured",
+            m.Number.verdict == "unverified",
+        )
+    ).all()
+    limits: dict[str, Any] = {}
+    changed = []
+    for number in waiting:
+        if not (number.verdict_note or "").startswith(_WAITING_FOR_LIMIT):
+            continue
+        job = session.get(m.BenchJob, number.job_id) if number.job_id is not None else None
+        if job is not None and job.error:  # partial: unverified whatever the limit says
+            continue
+        if number.server not in limits:
+            limits[number.server] = speed_limit_for(session, member, number.server)
+        verdict = _against(limits[number.server], number.value)
+        if verdict.verdict != number.verdict:
+            changed.append(number)
+        number.verdict, number.verdict_note = verdict.verdict, verdict.note or None  # what is
+        # missing now (the model's size, once the chip is known)
+    session.flush()
+    return changed
+
+
+def rejudged_text(numbers: list[m.Number]) -> str:
+    """What judging again did, in one line for a terminal or a chat reply."""
+    ok = sum(n.verdict == "ok" for n in numbers)
+    flagged = len(numbers) - ok
+    parts = [f"{ok} ok (ranked)"] if ok else []
+    if flagged:
+        parts.append(f"{flagged} above the speed limit (flagged: an instructor reviews it)")
+    figures = "figure" if len(numbers) == 1 else "figures"
+    return (
+        f"{len(numbers)} measured {figures} that waited for the speed limit checked now: "
+        + ", ".join(parts)
+        + "."
+    )
 
 
 def approve(session: Session, instructor: m.Member, number_id: int) -> m.Number:

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 from sqlalchemy.orm import Session
 
 from felab_core.db import models as m
 from felab_core.errors import Forbidden, Invalid
-from felab_core.numbers.verdict import against_record, approve, judge
+from felab_core.numbers.verdict import (
+    against_record,
+    approve,
+    judge,
+    rejudge_waiting,
+    rejudged_text,
+)
 from felab_core.people.members import set_hardware, set_server_model
 
 
@@ -53,3 +61,39 @@ def test_only_an_instructor_of_the_cohort_approves_a_flagged_figure(
     assert approve(db, instructor, number.id).verdict == "approved"
     with pytest.raises(Invalid, match="nothing to approve"):
         approve(db, instructor, number.id)
+
+
+def test_speeds_that_waited_for_the_limit_are_judged_once_it_is_known(
+    db: Session, student: m.Member
+) -> None:
+    """Eleventh sweep (M4): figures measured before the chip and the model's size were set
+    stayed "unverified" for good, never ranked and never flagged. A partial spread run stays
+    unverified: its job says why."""
+    def measured(value: float, *, partial: bool = False) -> m.Number:
+        job = m.BenchJob(
+            member_id=student.id, server="mlx", preset="day2", status="done",
+            created_at=datetime.now(UTC), error="slice 2 of 2 was lost" if partial else None,
+        )  # fmt: skip
+        db.add(job)
+        db.flush()
+        waiting = judge(db, student, "mlx", value)
+        number = m.Number(
+            member_id=student.id, server="mlx", metric="writing_tps", value=value,
+            unit="tokens/s", source="measured", job_id=job.id, verdict=waiting.verdict,
+            verdict_note=waiting.note,
+        )  # fmt: skip
+        db.add(number)
+        db.flush()
+        return number
+
+    sound, fast, partial = measured(40.0), measured(500.0), measured(41.0, partial=True)
+    assert {n.verdict for n in (sound, fast, partial)} == {"unverified"}
+    set_hardware(db, student, chip="M4 Pro")
+    assert rejudge_waiting(db, student) == []  # the model's size is still missing, and said
+    assert "size of the model file" in (sound.verdict_note or "")
+    set_server_model(db, student, "mlx", "m", model_bytes="4.5GB")  # about 61 tokens/s
+    changed = rejudge_waiting(db, student)
+    assert changed == [sound, fast]
+    assert (sound.verdict, fast.verdict, partial.verdict) == ("ok", "flagged", "unverified")
+    assert "1 ok (ranked), 1 above the speed limit" in rejudged_text(changed)
+    assert rejudge_waiting(db, student) == []  # judged once
