@@ -129,8 +129,10 @@ class SSEDecoder:
     def close(self) -> Frame | None:
         """Return an event left without its closing blank line, if any (a truncated stream)."""
         rest = self._lines.rest()
-        if rest:
-            self.feed(rest + b"\n")
+        if rest:  # a lone CR held back for a possible LF may be the event's closing line
+            frames = self.feed(rest + b"\n")
+            if frames:
+                return frames[-1]
         if self._data:
             frame = Frame("\n".join(self._data), self._event)
             self._data = []

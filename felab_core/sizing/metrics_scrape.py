@@ -176,9 +176,9 @@ def scrape(base_url: str, client: httpx.Client | None = None, timeout: float = 5
             http.close()
     if response.status_code != 200:
         raise SizingError(
-            f"{url_password_masked(url)} answered HTTP {response.status_code}: start "
-            "llama-server with --metrics "
-            "(vLLM serves /metrics by default)"
+            f"{url_password_masked(url)} answered HTTP {response.status_code}: no Prometheus "
+            "figures there (llama-server needs --metrics, SGLang --enable-metrics; vLLM serves "
+            "them by default, so for vLLM check that this is the server's own address)"
         )
     return parse_metrics(response.text, taken_at=taken)
 

@@ -50,6 +50,15 @@ def test_sse_lone_cr_line_endings() -> None:
     assert [f.data for f in dec.feed(b"data: c\n\n")] == ["b", "c"]
 
 
+def test_a_lone_cr_closing_the_last_event_at_the_end_is_that_event() -> None:
+    """Eleventh sweep: `data: [DONE]\\r\\r` ending the body was held back for an LF that never
+    came, and lost: the run read "the stream ended without its final message"."""
+    dec = SSEDecoder()
+    assert [f.data for f in dec.feed(b"data: a\r\rdata: [DONE]\r\r")] == ["a"]
+    assert dec.close() == Frame("[DONE]")
+    assert dec.close() is None
+
+
 def test_sse_event_without_closing_blank_line_is_returned_by_close() -> None:
     dec = SSEDecoder()
     assert dec.feed(b"data: partial") == []
