@@ -166,6 +166,14 @@ def _expected(err: dict[str, Any]) -> str:
             kind_of = "a date" if isinstance(given, date) else "a number"
             got = f"{kind_of} ({given})"
         return f"expected text, got {got}: put the value in quotes to keep it as text"
+    exponent_as_text = isinstance(given, str) and re.fullmatch(
+        r"[-+]?\d+[eE][-+]?\d+", given.strip()
+    )  # YAML 1.1 reads 4e1 as text: a float needs a dot
+    if kind in ("float_type", "float_parsing") and exponent_as_text:
+        return (
+            f"expected a number, got the text {shown}: YAML reads an exponent without a dot "
+            "as text; write it with one, such as 1.0e3"
+        )
     if kind in ("model_type", "dict_type"):
         return f"expected a mapping of fields (key: value lines), got {shown}"
     if kind == "list_type":
@@ -339,10 +347,9 @@ def check_dir(folder: Path) -> CheckReport:
     """Check every pack in a folder, and the rules between packs (one pack per day, ids unique)."""
     report = CheckReport()
     if not folder.is_dir():
+        what = "not a folder" if folder.exists() else "does not exist"
         report.problems.append(
-            ContentProblem(
-                folder, "", "not a folder: give the folder that holds the day-NN.yaml packs"
-            )
+            ContentProblem(folder, "", f"{what}: give the folder that holds the day-NN.yaml packs")
         )
         return report
     files = pack_files(folder)

@@ -152,6 +152,14 @@ def test_unquoted_text_yaml_reads_as_another_type_says_to_quote_it(
     assert f"title: expected text, {says}: put the value in quotes" in msg, msg
 
 
+def test_an_exponent_without_a_dot_says_yaml_read_it_as_text(tmp_path: Path) -> None:
+    text = DAY2.read_text(encoding="utf-8")
+    edited = re.sub(r"(?m)^(\s+example:) .*$", r"\1 4e1", text, count=1)
+    assert edited != text
+    (msg,) = _problems(tmp_path, edited)
+    assert "got the text '4e1': YAML reads an exponent without a dot as text" in msg, msg
+
+
 def test_duplicate_id_and_unknown_step(tmp_path: Path) -> None:
     data = _raw()
     data["cards"][1]["id"] = data["cards"][0]["id"]
@@ -321,4 +329,6 @@ def test_a_day_taken_by_another_pack_in_the_database_is_refused(
 
 def test_empty_or_missing_folder_says_so(tmp_path: Path) -> None:
     assert "no .yaml packs here" in str(check_dir(tmp_path).problems[0])
-    assert "not a folder" in str(check_dir(tmp_path / "nope").problems[0])
+    assert "does not exist" in str(check_dir(tmp_path / "nope").problems[0])
+    (tmp_path / "a-file").write_text("x")
+    assert "not a folder" in str(check_dir(tmp_path / "a-file").problems[0])
