@@ -174,10 +174,12 @@ class KvMemory:
 
     @property
     def explanation(self) -> str:
+        mib, binary = mib_text(self.bytes), binary_size_text(self.bytes)
+        also = f" ({binary})" if binary != mib else ""  # 125 MiB twice said nothing
         return (
             f"{whole_text(self.tokens)} tokens x "
             f"{binary_size_text(self.per_token.bytes)} per token "
-            f"= {mib_text(self.bytes)} ({binary_size_text(self.bytes)}) = {gb_text(self.bytes)} "
+            f"= {mib}{also} = {gb_text(self.bytes)} "
             f"of cache for {self.per_token.shape.name}."
         )
 

@@ -239,7 +239,8 @@ def bytes_per_token(
     )
     if Fraction(weights_bytes) < KB:
         raise SizingError(
-            f"{tidy_text(Fraction(weights_bytes), 6)} bytes of weights is no model (the "
+            f"{tidy_text(Fraction(weights_bytes), 6)} "
+            f"{'byte' if Fraction(weights_bytes) == 1 else 'bytes'} of weights is no model (the "
             "smallest are megabytes): write the unit, e.g. --model-bytes 4.9GB, or check "
             "--bits-per-weight"
         )
