@@ -68,6 +68,9 @@ def read_named_bytes(path: Path, *, what: str, limit: int) -> bytes:
             raise NamedFileError(
                 path, f"is a link to {os.readlink(path)}, which does not exist: fix the link"
             )
+        above = next((p for p in path.parents if p.exists()), None)
+        if above is not None and not above.is_dir():
+            raise NamedFileError(path, f"cannot exist: {above} is a file, not a folder")
         raise NamedFileError(path, f"does not exist: give the path of the {what}")
     if info.st_size > limit:
         raise NamedFileError(

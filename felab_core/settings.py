@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import ipaddress
+import os
 import re
 from collections.abc import Mapping
 from functools import lru_cache
@@ -275,6 +276,17 @@ class Settings(BaseSettings):
         """Set but empty is a mistake (an unfilled .env line), not a wish for the default."""
         if isinstance(value, str) and not value.strip():
             raise ValueError("is set but empty: give a value, or unset it for the default")
+        return value
+
+    @field_validator("targets_file", "worker_key_file", "broker_ca_file", mode="before")
+    @classmethod
+    def _file_not_folder_mark(cls, value: object) -> object:
+        """`x.toml/` would be read as x.toml: a folder's mark on a file's name is a mistake."""
+        if isinstance(value, str) and value.endswith(("/", os.sep)) and not Path(value).is_dir():
+            raise ValueError(
+                "ends in '/', a folder's mark, but there is no such folder: name the file "
+                "without the '/'"
+            )
         return value
 
     @field_validator("database_url")

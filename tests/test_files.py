@@ -54,6 +54,10 @@ def test_a_link_loop_and_a_dangling_link_are_said_as_links(tmp_path: Path) -> No
         read_named_bytes(loop, what="pack", limit=100)
     with pytest.raises(NamedFileError, match=r"is a link to gone\.yaml, which does not exist"):
         read_named_bytes(dangling, what="pack", limit=100)
+    under = tmp_path / "day-05.yaml" / "x"
+    (tmp_path / "day-05.yaml").write_text("a file")
+    with pytest.raises(NamedFileError, match=r"cannot exist: .*day-05\.yaml is a file, not a"):
+        read_named_bytes(under, what="pack", limit=100)
 
 
 def test_read_named_refuses_what_is_too_big_and_what_is_not_utf8(tmp_path: Path) -> None:

@@ -41,6 +41,8 @@ def refuse_folder_marks(cmd: click.Command) -> None:
         def checked(
             ctx: click.Context, value: Any, param: Any = param, process: Any = process
         ) -> Any:
+            if isinstance(value, str) and not value.strip():  # Path('') is '.', the folder
+                raise BadParameter("is empty: give a file's name", ctx=ctx, param=param)
             if (
                 isinstance(value, str)
                 and len(value) > 1

@@ -3,6 +3,8 @@ escape codes."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from felab.cli.errors import err, warn
@@ -22,3 +24,16 @@ def test_an_escape_code_in_a_message_is_shown_not_obeyed(
 def test_line_breaks_and_tabs_stay(capsys: pytest.CaptureFixture[str]) -> None:
     err("two problems:\n\tone")
     assert "two problems:\n" in capsys.readouterr().err  # rich expands the tab
+
+
+@pytest.mark.parametrize("name", ["FELAB_TARGETS_FILE", "FELAB_WORKER_KEY_FILE"])
+def test_a_file_setting_ending_in_a_slash_is_refused(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eleventh sweep: FELAB_TARGETS_FILE=good.toml/ was read as good.toml."""
+    from felab_core.settings import Settings
+
+    (tmp_path / "good.toml").write_text("")
+    monkeypatch.setenv(name, f"{tmp_path}/good.toml/")
+    with pytest.raises(ValueError, match="ends in '/', a folder's mark"):
+        Settings(_env_file=None)  # type: ignore[call-arg]

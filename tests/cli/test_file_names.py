@@ -63,3 +63,9 @@ def test_an_existing_folder_and_plain_names_pass(run: Any, tmp_path: Path) -> No
 def test_a_folder_option_may_name_a_folder_to_create(run: Any, tmp_path: Path) -> None:
     code, _, seen = run(["--into", f"{tmp_path}/new/"])
     assert code == 0 and seen[1] == tmp_path / "new"
+
+
+def test_an_empty_file_name_is_refused_not_read_as_this_folder(run: Any) -> None:
+    """Eleventh sweep: `--targets-file ""` said ". is a folder" (Path('') is '.')."""
+    code, out, seen = run(["--out", ""])
+    assert code == 2 and "is empty: give a file's name" in out and seen == []
