@@ -219,7 +219,7 @@ def _one_card(
         reply = _ask(_KEYS)
         if reply is None or reply.strip().lower() == "q":
             return False
-        text = reply.strip().lower()
+        text = reply.strip()  # parse_grade ignores case; a refusal echoes what was typed
         try:
             grade = parse_grade(text)
             break

@@ -94,6 +94,6 @@ def _print(fleet: FleetStatus, broker: str) -> None:
         + (" (`felab worker outbox`)" if fleet.outbox_dead else ""),
         markup=False,
     )
-    for cohort, when in fleet.next_posts:
-        console.print(f"next daily post of {cohort}: {when}", markup=False)
+    for cohort_id, cohort, when in fleet.next_posts:
+        console.print(f"next daily post of {cohort} (cohort {cohort_id}): {when}", markup=False)
     console.print(f"broker: {broker}", markup=False)

@@ -35,7 +35,8 @@ class FleetStatus:
     jobs_last_day: dict[str, int]
     outbox_pending: int
     outbox_dead: int
-    next_posts: list[tuple[str, str]] = field(default_factory=list)  # (cohort, ISO instant)
+    #: (cohort id, its name, the ISO instant): the id is what --cohort takes
+    next_posts: list[tuple[int, str, str]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -88,7 +89,7 @@ def fleet_status(session: Session, now: datetime, settings: Settings | None = No
         due = post_due_at(cohort, today)
         if due <= now:
             due = post_due_at(cohort, today + timedelta(days=1))
-        posts.append((cohort.name, due.isoformat()))
+        posts.append((cohort.id, cohort.name, due.isoformat()))
     return FleetStatus(
         machines,
         {str(k): int(v) for k, v in by_status.items()},

@@ -79,7 +79,10 @@ def create_cohort(
 def get_cohort(session: Session, cohort_id: int) -> m.Cohort:
     cohort = session.get(m.Cohort, cohort_id)
     if cohort is None:
-        raise NotFound(f"no cohort {cohort_id}; list cohorts or create one first")
+        raise NotFound(
+            f"no cohort {cohort_id}: `felab status` lists the cohorts (the bot's /setup cohort "
+            "makes one in a channel); leave --cohort out for this terminal's own"
+        )
     return cohort
 
 

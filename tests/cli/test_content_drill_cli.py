@@ -58,10 +58,10 @@ def test_drill_reveal_and_rate() -> None:
     assert listed.exit_code == 0, listed.output
     assert "2 card(s) today" in listed.output and "[new] day 2" in listed.output
     # First card: reveal, a wrong key, then good. Second card: reveal, easy.
-    session = runner.invoke(app, ["drill", "--plain"], input="\nmaybe\ng\n\ne\n")
+    session = runner.invoke(app, ["drill", "--plain"], input="\nMaybe\nG\n\ne\n")
     assert session.exit_code == 0, session.output
     assert "In plain words" in session.output and "Picture it" in session.output
-    assert "not a rating" in session.output
+    assert "'Maybe' is not a rating" in session.output  # as typed, capital kept
     assert "good: back" in session.output and "easy: back" in session.output
     assert "Rated 2 of 2" in session.output and "Streak: 1 day(s)" in session.output
     again = runner.invoke(app, ["drill", "--list"])

@@ -52,8 +52,9 @@ def test_machines_jobs_outbox_and_next_post(db: Session, student: m.Member) -> N
     assert {mc.name: mc.queued_jobs for mc in status.machines}["online"] == 1
     assert status.jobs_last_day == {"queued": 2}
     assert (status.outbox_pending, status.outbox_dead) == (0, 1)
-    [(cohort, when)] = status.next_posts
-    assert cohort == student.cohort.name and when.startswith("2026-03-04T09:00")  # tomorrow
+    [(cohort_id, cohort, when)] = status.next_posts
+    assert (cohort_id, cohort) == (student.cohort_id, student.cohort.name)
+    assert when.startswith("2026-03-04T09:00")  # tomorrow
 
 
 def test_the_command_on_embedded_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
