@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -210,6 +211,13 @@ def explain(exc: BaseException) -> Failure | None:
             return Failure(
                 f"cannot use the SQLite database {_database_url()}: {detail}; point "
                 "FELAB_DATABASE_URL or FELAB_DATA_DIR at a file felab can write",
+                EXIT_USAGE,
+            )
+        if re.search(r"invalid \w+ value|invalid (connection|URI query) option", detail):
+            # libpq refused an option after ? in the URL: nothing to reach, something to fix
+            return Failure(
+                f"FELAB_DATABASE_URL's options are not PostgreSQL's: {detail}; fix or remove "
+                "what follows ? in the URL",
                 EXIT_USAGE,
             )
         if {"sqlalchemy.exc.OperationalError", "sqlalchemy.exc.InterfaceError"} & names:

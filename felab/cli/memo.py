@@ -6,6 +6,7 @@ Bad input ends with one line saying what to pass, and exit code 2.
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import typer
@@ -47,6 +48,9 @@ def _contexts(text: str) -> tuple[int, ...]:
         ) from None
     if not values:
         raise MemoError("--contexts is empty: give token counts, e.g. 4096,8192,32768")
+    twice = next((v for v, n in Counter(values).items() if n > 1), None)
+    if twice is not None:
+        raise MemoError(f"--contexts names {twice:,} more than once: give each length once")
     return values
 
 

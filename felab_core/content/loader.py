@@ -22,6 +22,9 @@ from felab_core.files import NamedFileError, read_named_bytes
 from felab_core.text import holds_hidden, with_hidden_shown
 
 PACK_SUFFIXES = (".yaml", ".yml")
+#: The longest text one field may hold: the course's longest is under 1,000 characters; a
+#: 100,000-character label checked clean and then filled a terminal with 1.6 MB.
+MAX_FIELD_CHARS = 10_000
 
 
 @dataclass(frozen=True)
@@ -289,6 +292,16 @@ def parse_pack(path: Path) -> tuple[ParsedPack | None, list[ContentProblem]]:
         )
         return None, problems
     for where, text in _strings(data):
+        if len(text) > MAX_FIELD_CHARS:
+            problems.append(
+                ContentProblem(
+                    path,
+                    where,
+                    f"is {len(text):,} characters: a pack's text is at most "
+                    f"{MAX_FIELD_CHARS:,} a field (a card is read in a minute); split it",
+                )
+            )
+            continue
         if holds_hidden(text, allowed="\n\t"):
             # An escape code (or a U+202E) in a title would reach every member's terminal and
             # chat post.

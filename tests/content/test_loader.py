@@ -332,3 +332,10 @@ def test_empty_or_missing_folder_says_so(tmp_path: Path) -> None:
     assert "does not exist" in str(check_dir(tmp_path / "nope").problems[0])
     (tmp_path / "a-file").write_text("x")
     assert "not a folder" in str(check_dir(tmp_path / "a-file").problems[0])
+
+
+def test_a_field_of_a_hundred_thousand_characters_is_refused(tmp_path: Path) -> None:
+    data = _raw()
+    data["title"] = "x" * 100_000
+    (msg,) = _problems(tmp_path, data)
+    assert "title: is 100,000 characters: a pack's text is at most 10,000 a field" in msg
