@@ -12,6 +12,7 @@ import json
 import math
 import os
 import shutil
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from felab_core.errors import ServiceError
 from felab_core.jobs.handshake import check_code_shape
 from felab_core.jobs.keys import Identity, check_worker_name
 from felab_core.settings import Settings, get_settings
+from felab_worker.identity_file import load_identity
 
 SERVER_COMMANDS = {
     "ingest": Entry("felab.cli.fleet:ingest"),
@@ -60,7 +62,7 @@ def key_file(settings: Settings, name: str) -> Path:
 def _identity(settings: Settings, name: str) -> Identity:
     path = key_file(settings, name)
     try:
-        identity = Identity.load(path)
+        identity = load_identity(path)
     except ServiceError as exc:
         err(str(exc))
         raise typer.Exit(EXIT_USAGE) from None
@@ -70,10 +72,20 @@ def _identity(settings: Settings, name: str) -> Identity:
     return identity
 
 
+class Pool(StrEnum):
+    """The Celery pools a machine's worker runs on (gevent and eventlet are not installed)."""
+
+    SOLO = "solo"
+    THREADS = "threads"
+    PREFORK = "prefork"
+
+
 @worker_app.command("start")
 def start(
     name: str = typer.Option(..., "--name", help="This machine's worker name, as paired."),
-    pool: str = typer.Option("", help="Celery pool: solo, threads or prefork (default per OS)."),
+    pool: Pool | None = typer.Option(
+        None, case_sensitive=False, help="Celery pool (default: solo on macOS, else prefork)."
+    ),
     loglevel: LogLevel = typer.Option(
         LogLevel.WARNING,
         case_sensitive=False,
@@ -104,12 +116,18 @@ def start(
             "felab): pair this machine again with `felab worker pair --code CODE`"
         )
         raise typer.Exit(EXIT_USAGE)
+    try:
+        machine.check_login(identity, settings)  # before its state folder is made
+    except ServiceError as exc:
+        err(str(exc))
+        raise typer.Exit(EXIT_USAGE) from None
     rt = machine.configure(identity, key_file(settings, name), settings)
     if settings.metrics_port is not None:
         from felab_core.ops.metrics import serve
 
         serve(settings.metrics_port, settings.metrics_addr)
-    machine.start(rt, settings, pool=pool, loglevel=loglevel.value)
+    # A fatal error of Celery's is raised here and said in one line by the CLI's boundary.
+    machine.start(rt, settings, pool=pool.value if pool else "", loglevel=loglevel.value)
 
 
 def _pair_wait(value: float) -> float:

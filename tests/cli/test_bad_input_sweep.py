@@ -145,6 +145,15 @@ class _NoPerm(_Resp):
     reply = b"-NOPERM this user has no permissions to run this command\r\n"
 
 
+#: A machine's identity file as `felab worker pair` writes it (any 32 bytes are a private key).
+IDENTITY = {
+    "worker_id": 1,
+    "name": "lab-mac",
+    "private_key": "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
+    "broker_url": f"redis://felab-machine.1:{SECRET}@127.0.0.1:1/0",
+}
+
+
 def _one_command(buf: bytes) -> int | None:
     """Bytes of the first whole RESP command in `buf` (an array of bulk strings), else None."""
     head, sep, rest = buf.partition(b"\r\n")
@@ -318,6 +327,14 @@ def _write_files(d: Path) -> None:
     (d / "config-huge" / "config.json").write_text(
         json.dumps({"num_hidden_layers": 10**12, "num_attention_heads": 32, "hidden_size": 4096})
     )
+    for name, edit in (  # eleventh sweep: identity files edited by hand
+        ("negative-id", {"worker_id": -1}),
+        ("id-true", {"worker_id": True}),
+        ("id-text", {"worker_id": "1"}),
+        ("null-broker", {"broker_url": None}),
+        ("http-broker", {"broker_url": f"http://x:{SECRET}@127.0.0.1:1/0"}),
+    ):
+        (d / f"ident-{name}.json").write_text(json.dumps({**IDENTITY, **edit}))
     (d / "key.pem").write_text(
         f"-----BEGIN PRIVATE KEY-----\n{SECRET}\n-----END PRIVATE KEY-----\n"
     )
@@ -607,6 +624,17 @@ CASES: list[Case] = [
     case("ingest-closed-broker", "worker ingest", 3, "could not reach the broker", FELAB_BROKER_URL="redis://admin:{secret}@127.0.0.1:{closed}/0"),
     case("worker-identity-path", "worker identity --name ../../etc/passwd", 2, "cannot name a worker"),
     case("worker-name-long", ["worker", "pair", "--name", "a" * 5000], 2, "at most 64"),
+    # eleventh sweep: an identity edited by hand reached Celery (a traceback and exit 0, a quiet
+    # run on the embedded broker). A removed machine's refused login: tests/worker (it is
+    # tried again for a while first, longer than a case may take)
+    case("worker-identity-negative-id", "worker identity --name lab-mac", 2, "worker_id is -1", FELAB_WORKER_KEY_FILE="{files}/ident-negative-id.json"),
+    case("worker-start-negative-id", "worker start --name lab-mac", 2, "worker_id is -1", FELAB_WORKER_KEY_FILE="{files}/ident-negative-id.json"),
+    case("worker-start-id-true", "worker start --name lab-mac", 2, "worker_id is true, not a whole number", FELAB_WORKER_KEY_FILE="{files}/ident-id-true.json"),
+    case("worker-identity-id-text", "worker identity --name lab-mac", 2, 'worker_id is "1"', FELAB_WORKER_KEY_FILE="{files}/ident-id-text.json"),
+    case("worker-start-null-broker", "worker start --name lab-mac", 2, "broker_url is null", FELAB_WORKER_KEY_FILE="{files}/ident-null-broker.json"),
+    case("worker-start-http-broker", "worker start --name lab-mac", 2, "broker_url is a 'http' url", FELAB_WORKER_KEY_FILE="{files}/ident-http-broker.json"),
+    case("worker-start-pool-gevent", "worker start --name lab-mac --pool gevent", 2, "--pool"),
+    case("worker-start-pool-empty", ["worker", "start", "--name", "lab-mac", "--pool", ""], 2, "--pool"),
     case("demo-engine-unknown", "demo --engines banana --no-install --no-fleet", 2, "--engines"),
     case("bench-markup-in-name", ["bench", "[bold red]x[/]", "--no-csv", "-n", "1"], 2, "[bold red]x[/]"),
     case("bench-csv-unwritable", f"bench {LOCAL.replace('--no-csv ', '')} --csv /proc/x.csv", 2, "cannot write"),
