@@ -30,7 +30,7 @@ from celery.exceptions import TimeLimitExceeded
 from celery.signals import worker_ready, worker_shutdown
 
 from felab_core.errors import Forbidden
-from felab_core.jobs.keys import Identity
+from felab_core.jobs.keys import PAIR_AGAIN, Identity
 from felab_core.jobs.messages import JobMessage, event
 from felab_core.jobs.run import execute, target_names
 from felab_core.jobs.workload import Limits
@@ -38,7 +38,6 @@ from felab_core.ops import logs, metrics
 from felab_core.settings import Settings
 from felab_worker.app import machine_app, soft_time_limit, worker_args
 from felab_worker.broker import Store, broker_url, is_redis, make_store, redacted, redis_client
-from felab_worker.identity_file import PAIR_AGAIN
 from felab_worker.names import INGEST_QUEUE, Names
 from felab_worker.spool import Spool
 

@@ -26,7 +26,6 @@ from felab_core.errors import ServiceError
 from felab_core.jobs.handshake import check_code_shape
 from felab_core.jobs.keys import Identity, check_worker_name
 from felab_core.settings import Settings, get_settings
-from felab_worker.identity_file import load_identity
 
 SERVER_COMMANDS = {
     "ingest": Entry("felab.cli.fleet:ingest"),
@@ -62,7 +61,7 @@ def key_file(settings: Settings, name: str) -> Path:
 def _identity(settings: Settings, name: str) -> Identity:
     path = key_file(settings, name)
     try:
-        identity = load_identity(path)
+        identity = Identity.load(path)
     except ServiceError as exc:
         err(str(exc))
         raise typer.Exit(EXIT_USAGE) from None
