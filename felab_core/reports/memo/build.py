@@ -107,7 +107,8 @@ def _weights(inputs: MemoInputs, shape: ModelShape) -> tuple[Fraction, str]:
             weights = Fraction(inputs.model_bytes)
         if weights < MB:
             raise MemoError(
-                f"--model-bytes {inputs.model_bytes} is only {tidy_text(weights)} bytes; write "
+                f"--model-bytes {inputs.model_bytes} is only {tidy_text(weights)} "
+                f"{'byte' if weights == 1 else 'bytes'}; write "
                 "the unit, e.g. --model-bytes 4.9GB"
             )
         # A model from the table has a known size: a file 1000x too small (1MB for an 8B model)
