@@ -1,5 +1,5 @@
 """`python -m felab`: the felab command, for environments without the console script."""
 
-from felab.cli.main import app
+from felab.cli.entry import main
 
-app()
+main()
