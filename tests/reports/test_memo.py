@@ -373,7 +373,23 @@ def test_missing_csv(tmp_path: Path) -> None:
 def test_csv_with_other_columns(tmp_path: Path) -> None:
     path = tmp_path / "other.csv"
     path.write_text("when,server,speed\n2025-06-09,ollama,44.6\n")
-    refuses(lambda: load_results(path), "other columns", "'when'", "'timestamp'", "--csv")
+    refuses(lambda: load_results(path), "other columns", "'when'", "no 'timestamp'", "--csv")
+
+
+def test_csv_with_its_columns_moved_is_read_by_name(tmp_path: Path) -> None:
+    """Eleventh sweep: a spreadsheet's reordering was refused by the memo, taken by `numbers
+    import`."""
+    row = dict.fromkeys(CSV_COLUMNS, "")
+    row.update(
+        timestamp="2026-12-01T10:00:00+00:00", host="mac", target="mlx", server="mlx",
+        model="m", preset="day2", concurrency="1", requests="3", ok="3", failed="0",
+        writing_tps_p50="40", tpot_p50_s="0.025",
+    )  # fmt: skip
+    moved = [*reversed(CSV_COLUMNS)]
+    path = tmp_path / "moved.csv"
+    path.write_text(",".join(moved) + "\n" + ",".join(row[c] for c in moved) + "\n")
+    [read] = load_results(path)
+    assert read["writing_tps_p50"] == "40" and read["host"] == "mac"
 
 
 def test_csv_from_a_much_older_felab(tmp_path: Path) -> None:

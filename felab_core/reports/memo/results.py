@@ -53,14 +53,14 @@ def load_results(path: Path) -> list[dict[str, str]]:
 
 
 def _check_header(header: tuple[str, ...], where: str) -> None:
-    """Columns are only ever appended, so a felab file's header lines up with CSV_COLUMNS."""
-    n = min(len(header), len(CSV_COLUMNS))
-    if header[:n] != CSV_COLUMNS[:n]:
-        at = next(i for i in range(n) if header[i] != CSV_COLUMNS[i])
+    """Columns are read by name (a spreadsheet may have moved them, as `numbers import` takes
+    them): a file without felab's first column is another tool's; one lacking what the memo
+    needs is an older felab's."""
+    if CSV_COLUMNS[0] not in header:
         raise MemoError(
-            f"{where} has other columns than felab's results file (column {at + 1} is "
-            f"{header[at]!r} where felab writes {CSV_COLUMNS[at]!r}); pass --csv with the "
-            "results/01-latency.csv that `felab bench` writes"
+            f"{where} has other columns than felab's results file (no {CSV_COLUMNS[0]!r}; its "
+            f"first is {header[0][:40]!r}); pass --csv with the results/01-latency.csv that "
+            "`felab bench` writes"
         )
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
