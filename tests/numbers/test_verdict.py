@@ -69,6 +69,7 @@ def test_speeds_that_waited_for_the_limit_are_judged_once_it_is_known(
     """Eleventh sweep (M4): figures measured before the chip and the model's size were set
     stayed "unverified" for good, never ranked and never flagged. A partial spread run stays
     unverified: its job says why."""
+
     def measured(value: float, *, partial: bool = False) -> m.Number:
         job = m.BenchJob(
             member_id=student.id, server="mlx", preset="day2", status="done",
