@@ -428,6 +428,8 @@ def from_gguf(path: str | Path) -> ModelShape:
     from gguf import GGUFReader
     from gguf.gguf_reader import READER_SUPPORTED_VERSIONS
 
+    from felab_core.sizing.gguf_bounds import header_problem
+
     version = int.from_bytes(head[4:8], "little") if len(head) == 8 else None
     if version is not None and version & 0xFFFF == 0:  # written big-endian
         version = int.from_bytes(head[4:8], "big")
@@ -436,6 +438,15 @@ def from_gguf(path: str | Path) -> ModelShape:
         raise SizingError(
             f"{gguf_path} is GGUF version {version}, and felab reads versions {known}: give "
             "the model's Hugging Face config.json with --config instead"
+        )
+    try:
+        problem = header_problem(gguf_path)  # the reader believes every count it reads
+    except (OSError, ValueError) as exc:
+        raise SizingError(f"cannot read {gguf_path}: {exc}") from None
+    if problem is not None:
+        raise SizingError(
+            f"cannot read {gguf_path} as a GGUF model: it starts with GGUF, but {problem}; "
+            "download the .gguf file again (a partial copy is the usual cause)"
         )
     try:
         reader = GGUFReader(str(gguf_path), "r")

@@ -3,6 +3,7 @@ the GGUF reader's or numpy's error text (`ValueError: GGUF magic invalid`)."""
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,16 @@ def test_a_key_written_twice_is_named(tmp_path: Path) -> None:
     message = refusal(twice)
     assert "names the metadata key general.architecture twice" in message, message
     assert "convert the model again" in message
+
+
+@pytest.mark.parametrize(("item", "count"), [(4, 10**7), (4, 2**62), (8, 2**62), (9, 2**40)])
+def test_an_array_longer_than_the_file_is_refused_at_once(
+    tmp_path: Path, item: int, count: int
+) -> None:
+    """Twelfth sweep (H1): a 49-byte GGUF claiming an array of 10^7 numbers ran the reader
+    until memory ran out (numbers were not held to the file's size; strings were)."""
+    path = tmp_path / "hostile.gguf"
+    key = struct.pack("<Q", 5) + b"a.b.c" + struct.pack("<I", 9)
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + key + struct.pack("<IQ", item, count))
+    message = refusal(path)
+    assert "claims more metadata than the file holds" in message
