@@ -23,13 +23,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from celery import Celery, Task
 from celery.exceptions import TimeLimitExceeded
 from celery.signals import worker_ready, worker_shutdown
 
-from felab_core.errors import Forbidden
 from felab_core.jobs.keys import PAIR_AGAIN, Identity
 from felab_core.jobs.messages import JobMessage, event
 from felab_core.jobs.run import execute, target_names
@@ -37,7 +35,8 @@ from felab_core.jobs.workload import Limits
 from felab_core.ops import logs, metrics
 from felab_core.settings import Settings
 from felab_worker.app import machine_app, soft_time_limit, worker_args
-from felab_worker.broker import Store, broker_url, is_redis, make_store, redacted, redis_client
+from felab_worker.broker import Store, broker_url, make_store
+from felab_worker.login import BrokerRefused, refusal, user_of
 from felab_worker.names import INGEST_QUEUE, Names
 from felab_worker.spool import Spool
 
@@ -245,89 +244,6 @@ def default_pool() -> str:
     return "solo" if sys.platform == "darwin" else "prefork"
 
 
-class BrokerRefused(Forbidden):
-    """The broker refused this machine's own user: Celery would retry it forever."""
-
-
-def _user_of(url: str) -> str:
-    try:
-        return urlsplit(url).username or "?"
-    except ValueError:
-        return "?"
-
-
-def _refusal(exc: BaseException) -> bool:
-    """Whether `exc` is Redis refusing a login or a command (not a broker that is away)."""
-    import redis
-
-    if isinstance(exc, redis.AuthenticationError | redis.exceptions.NoPermissionError):
-        return True
-    text = str(exc)
-    return isinstance(exc, redis.ResponseError) and any(
-        word in text for word in ("WRONGPASS", "NOPERM", "invalid username-password pair")
-    )
-
-
-def login_grace_s(settings: Settings) -> float:
-    """How long a refused login is tried again before it is called final: a broker that just
-    restarted has lost its users until the ingest reconnects (Celery's back-off, up to tens of
-    seconds) and its reconciler makes them again."""
-    return min(120.0, 15.0 + 3 * settings.reconcile_every_s)
-
-
-def _refused(url: str, settings: Settings, timeout_s: float) -> bool:
-    """Whether the broker refuses this machine's login; False when it lets it in, and when it
-    does not answer (that is left to Celery)."""
-    client = redis_client(url, settings, timeout_s=timeout_s)
-    try:
-        client.ping()
-    except Exception as exc:
-        if _refusal(exc):
-            return True
-        log.warning("the broker did not answer yet (%s); the worker waits for it", exc)
-        return False
-    finally:
-        client.close()
-    return False
-
-
-def check_login(
-    identity: Identity,
-    settings: Settings,
-    *,
-    timeout_s: float = 5.0,
-    grace_s: float | None = None,
-) -> None:
-    """Log in as this machine (AUTH, PING) before Celery starts: a user removed by `felab worker
-    remove`, or a password that no longer matches, is retried by Celery forever ("Trying again
-    ... (n/None)"). A refusal is tried again for `grace_s` (login_grace_s) in case the broker
-    just restarted; a broker that is away is left to Celery, which waits for it: a machine
-    started before the broker (a reboot, a restart) must come up on its own."""
-    url = identity.broker_url or broker_url(settings)
-    if not is_redis(url):
-        return
-    grace = login_grace_s(settings) if grace_s is None else grace_s
-    deadline = time.monotonic() + grace
-    user = _user_of(url)
-    said = False
-    while _refused(url, settings, timeout_s):
-        if time.monotonic() >= deadline:
-            raise BrokerRefused(
-                f"the broker at {redacted(url)} refused this machine's user ({user}) for "
-                f"{grace:.0f} s: it may have been removed or its password changed; {PAIR_AGAIN}",
-                reason="login",
-            )
-        if not said:
-            log.warning(
-                "the broker refused this machine's user (%s): trying again for up to %.0f s, in "
-                "case it has just restarted (the ingest makes its users again)",
-                user,
-                grace,
-            )
-            said = True
-        time.sleep(1.0)
-
-
 class _FatalError(logging.Filter):
     """Keeps the error Celery stops on ("Unrecoverable error", logged with its traceback) for
     felab to say in one line; the traceback then comes only with --debug or FELAB_DEBUG=1."""
@@ -346,12 +262,12 @@ class _FatalError(logging.Filter):
 def _stopped_on(exc: BaseException, rt: Runtime) -> BaseException:
     """What to raise for the error Celery stopped on: a refusal said in felab's words, anything
     else as it is (the CLI's boundary explains it, or calls it a bug)."""
-    if not _refusal(exc):
+    if not refusal(exc):
         return exc
     url = rt.identity.broker_url or ""
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     return BrokerRefused(
-        f"the broker refused this machine's user ({_user_of(url)}) its own queue ({first}): "
+        f"the broker refused this machine's user ({user_of(url)}) its own queue ({first}): "
         f"FELAB_BROKER_PREFIX must be the server's (it is {rt.names.prefix!r}); if the identity "
         f"file was edited, {PAIR_AGAIN}",
         reason="queue",

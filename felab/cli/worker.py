@@ -103,7 +103,7 @@ def start(
         folder.mkdir(parents=True)
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(folder)
     from felab_core.ops import logs
-    from felab_worker import machine
+    from felab_worker import login, machine
     from felab_worker.broker import broker_url, is_redis
 
     logs.setup(settings, level=loglevel.value)
@@ -116,7 +116,7 @@ def start(
         )
         raise typer.Exit(EXIT_USAGE)
     try:
-        machine.check_login(identity, settings)  # before its state folder is made
+        login.check_login(identity, settings)  # before its state folder is made
     except ServiceError as exc:
         err(str(exc))
         raise typer.Exit(EXIT_USAGE) from None

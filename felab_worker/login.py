@@ -1,0 +1,102 @@
+"""A paired machine's broker login, checked before Celery starts.
+
+Celery retries a refused login forever ("Trying again ... (n/None)"): a machine removed by
+`felab worker remove`, or an identity whose password no longer matches, would wait for good
+without a word. felab logs in first and says so; a broker that is away is still waited for.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from urllib.parse import urlsplit
+
+from felab_core.errors import Forbidden
+from felab_core.jobs.keys import PAIR_AGAIN, Identity
+from felab_core.settings import Settings
+from felab_worker.broker import broker_url, is_redis, redacted, redis_client
+
+log = logging.getLogger("felab.worker")
+
+
+class BrokerRefused(Forbidden):
+    """The broker refused this machine's own user: Celery would retry it forever."""
+
+
+def user_of(url: str) -> str:
+    try:
+        return urlsplit(url).username or "?"
+    except ValueError:
+        return "?"
+
+
+def refusal(exc: BaseException) -> bool:
+    """Whether `exc` is Redis refusing a login or a command (not a broker that is away)."""
+    import redis
+
+    if isinstance(exc, redis.AuthenticationError | redis.exceptions.NoPermissionError):
+        return True
+    text = str(exc)
+    return isinstance(exc, redis.ResponseError) and any(
+        word in text for word in ("WRONGPASS", "NOPERM", "invalid username-password pair")
+    )
+
+
+def login_grace_s(settings: Settings) -> float:
+    """How long a refused login is tried again before it is called final: a broker that just
+    restarted has lost its users until the ingest reconnects (Celery's back-off, up to tens of
+    seconds) and its reconciler makes them again."""
+    return min(120.0, 15.0 + 3 * settings.reconcile_every_s)
+
+
+def _refused(url: str, settings: Settings, timeout_s: float) -> bool:
+    """Whether the broker refuses this machine's login; False when it lets it in, and when it
+    does not answer (that is left to Celery)."""
+    client = redis_client(url, settings, timeout_s=timeout_s)
+    try:
+        client.ping()
+    except Exception as exc:
+        if refusal(exc):
+            return True
+        log.warning("the broker did not answer yet (%s); the worker waits for it", exc)
+        return False
+    finally:
+        client.close()
+    return False
+
+
+def check_login(
+    identity: Identity,
+    settings: Settings,
+    *,
+    timeout_s: float = 5.0,
+    grace_s: float | None = None,
+) -> None:
+    """Log in as this machine (AUTH, PING) before Celery starts: a user removed by `felab worker
+    remove`, or a password that no longer matches, is retried by Celery forever ("Trying again
+    ... (n/None)"). A refusal is tried again for `grace_s` (login_grace_s) in case the broker
+    just restarted; a broker that is away is left to Celery, which waits for it: a machine
+    started before the broker (a reboot, a restart) must come up on its own."""
+    url = identity.broker_url or broker_url(settings)
+    if not is_redis(url):
+        return
+    grace = login_grace_s(settings) if grace_s is None else grace_s
+    deadline = time.monotonic() + grace
+    user = user_of(url)
+    said = False
+    while _refused(url, settings, timeout_s):
+        if time.monotonic() >= deadline:
+            raise BrokerRefused(
+                f"the broker at {redacted(url)} refused this machine's user ({user}) for "
+                f"{grace:.0f} s: it may have been removed or its password changed; {PAIR_AGAIN}",
+                reason="login",
+            )
+        if not said:
+            log.warning(
+                "the broker refused this machine's user (%s): trying again for up to %.0f s, in "
+                "case it has just restarted (the ingest makes its users again)",
+                user,
+                grace,
+            )
+            said = True
+        time.sleep(1.0)
