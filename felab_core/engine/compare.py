@@ -119,6 +119,9 @@ def _caveats(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
             va, vb = (a.get(part) or {}).get(key), (b.get(part) or {}).get(key)
             if va != vb:
                 notes.append(f"{part} {key} differs: {va!r} in A, {vb!r} in B")
+    for side, record in (("A", a), ("B", b)):
+        if record.get("interrupted") is True:  # bench keeps such a run out of the results CSV
+            notes.append(f"{side} was interrupted (Ctrl-C): its runs stopped short of their plan")
     sa, sb = a.get("server") or {}, b.get("server") or {}
     if (sa.get("kind"), sa.get("version")) != (sb.get("kind"), sb.get("version")):
         notes.append(

@@ -19,6 +19,14 @@ from typing import Any
 import numpy as np
 
 from felab_core.engine.measure import SCHEMA
+from felab_core.engine.workloads import (
+    MAX_BURSTINESS,
+    MAX_DURATION_S,
+    MAX_RATE,
+    MAX_REQUESTS,
+    MAX_WARMUP,
+)
+from felab_core.engine.workloads import MAX_TOKENS as MAX_WORKLOAD_TOKENS
 from felab_core.files import GiB, NamedFileError, read_named_text
 from felab_core.sizing.units import MAX_TOKENS
 
@@ -88,11 +96,86 @@ def load_record(path: Path) -> dict[str, Any]:
                 f"{path}: run {i} has concurrency {users!r}, not a number of "
                 f"streams (0 for an open loop, up to 1,000,000): {broken}"
             )
+        rate = run.get("rate")
+        if rate is not None and not (_number(rate) and 0 < rate <= MAX_RATE):
+            raise CompareError(
+                f"{path}: run {i} has rate {_cut(rate)}, not a request rate (more than 0, up "
+                f"to {MAX_RATE:,.0f} a second): {broken}"
+            )
         run["requests"] = _checked_sample(path, i, requests)
+    _check_workload(path, record)
+    interrupted = record.get("interrupted")
+    if interrupted is not None and not isinstance(interrupted, bool):
+        raise CompareError(
+            f"{path}: interrupted is {_cut(interrupted)}, not true or false: {broken}"
+        )
     loads = [load_key(run) for run in record["runs"]]
     if len(set(loads)) < len(loads):  # felab writes one run a load
         raise CompareError(f"{path}: the record holds one load more than once: {broken}")
     return record
+
+
+#: The workload's whole-number fields and the most each may be (felab bench's own bounds).
+_WORKLOAD_COUNTS = {
+    "requests": MAX_REQUESTS, "warmup": MAX_WARMUP, "max_tokens": MAX_WORKLOAD_TOKENS,
+    "prompt_tokens": MAX_WORKLOAD_TOKENS, "shared_prefix_tokens": MAX_WORKLOAD_TOKENS,
+    "seed": 2**63 - 1, "sessions": MAX_REQUESTS, "turns": 1000,
+}  # fmt: skip
+#: Its other numbers: each at least 0, at most this.
+_WORKLOAD_FIGURES = {
+    "rate": MAX_RATE, "burstiness": MAX_BURSTINESS, "duration_s": MAX_DURATION_S,
+    "temperature": 100.0, "think_time_s": MAX_DURATION_S,
+}  # fmt: skip
+
+
+def _number(value: Any) -> bool:
+    """A finite int or float, not a bool (true is 1 to Python)."""
+    return type(value) in (int, float) and math.isfinite(value)
+
+
+def _cut(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _check_workload(path: Path, record: dict[str, Any]) -> None:
+    """The workload felab bench wrote: each figure within bench's own bounds, and the loads it
+    lists those of the runs; a comparison shows these as the two runs' terms."""
+    broken = "the file was edited or broken"
+    workload = record.get("workload")
+    if workload is None:
+        return
+    if not isinstance(workload, dict):
+        raise CompareError(f"{path}: workload is {_cut(workload)}, not a mapping: {broken}")
+    for key, most in _WORKLOAD_COUNTS.items():
+        value = workload.get(key)
+        if value is not None and (type(value) is not int or not 0 <= value <= most):
+            raise CompareError(
+                f"{path}: workload {key} is {_cut(value)}, not a count felab bench takes (0 to "
+                f"{most:,}): {broken}"
+            )
+    for key, top in _WORKLOAD_FIGURES.items():
+        value = workload.get(key)
+        if value is not None and not (_number(value) and 0 <= value <= top):
+            raise CompareError(
+                f"{path}: workload {key} is {_cut(value)}, not a figure felab bench takes (0 "
+                f"to {top:,}): {broken}"
+            )
+    listed = workload.get("concurrency")
+    if listed is None:
+        return
+    if not isinstance(listed, list) or not all(
+        type(c) is int and 0 <= c <= 1_000_000 for c in listed
+    ):
+        raise CompareError(
+            f"{path}: workload concurrency is {_cut(listed)}, not a list of stream counts: {broken}"
+        )
+    run_loads = {r.get("concurrency") for r in record["runs"] if r.get("rate") is None}
+    if listed and not run_loads <= set(listed) | {None}:
+        raise CompareError(
+            f"{path}: the runs were at concurrency {sorted(c for c in run_loads if c is not None)} "
+            f"but the workload lists {_cut(listed)}: {broken}"
+        )
 
 
 def _check_request(path: Path, run: int, index: int, request: Any) -> None:

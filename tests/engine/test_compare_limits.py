@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -199,3 +200,39 @@ def test_a_number_of_thousands_of_digits_names_its_file(tmp_path: Path) -> None:
     path.write_text('{"schema": "x", "n": ' + "9" * 5000 + "}")
     with pytest.raises(CompareError, match=r"hugeint.json: holds a number of thousands"):
         load_record(path)
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        (lambda r: r["runs"][0].update(rate=float("nan")), "run 1 has rate nan, not a request"),
+        (lambda r: r["runs"][0].update(rate="fast"), "run 1 has rate 'fast'"),
+        (lambda r: r["runs"][0].update(rate=-3), "run 1 has rate -3"),
+        (lambda r: r["workload"].update(max_tokens=-5), "workload max_tokens is -5"),
+        (lambda r: r["workload"].update(burstiness=True), "workload burstiness is True"),
+        (lambda r: r["workload"].update(concurrency=[999]), "the workload lists [999]"),
+        (lambda r: r.update(interrupted="lol"), "interrupted is 'lol', not true or false"),
+    ],
+    ids=["rate-nan", "rate-text", "rate-negative", "max-tokens", "burstiness", "loads", "flag"],
+)
+def test_a_run_or_workload_field_felab_never_writes_is_refused(
+    tmp_path: Path, edit: Any, said: str
+) -> None:
+    """Twelfth sweep (H2, H3, M1): a run's rate and the workload's fields were believed (NaN,
+    'fast', -5 tokens, a load no run had), while the concurrency beside them was checked."""
+    record = _record([(4, _requests([0.05] * 5))])
+    edit(record)
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(record))  # NaN written as JSON's NaN, as a hand edit would
+    with pytest.raises(CompareError, match=re.escape(said)) as caught:
+        load_record(path)
+    assert "edited or broken" in str(caught.value)
+
+
+def test_an_interrupted_record_is_said_before_the_figures(tmp_path: Path) -> None:
+    a = tmp_path / "a.json"
+    a.write_text(json.dumps(_record([(4, _requests([0.05] * 5))])))
+    b = tmp_path / "b.json"
+    b.write_text(json.dumps({**_record([(4, _requests([0.05] * 5))]), "interrupted": True}))
+    result = compare_records(load_record(a), load_record(b))
+    assert any("B was interrupted" in note for note in result.caveats)
