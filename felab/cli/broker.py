@@ -27,7 +27,7 @@ broker_app = typer.Typer(
     help="The broker (Redis): felab's users on it, and the pairing URL students set.",
     no_args_is_help=True,
 )
-console = Console(highlight=False)
+console = Console(highlight=False, soft_wrap=True)  # URLs and paths are copied: never cut
 
 
 def public_url(settings: Settings) -> str:

@@ -25,7 +25,7 @@ from felab_core.redact import redact
 from felab_core.settings import Settings, get_settings
 from felab_core.text import with_hidden_shown
 
-console = Console(highlight=False)
+console = Console(highlight=False, soft_wrap=True)  # URLs and paths are copied: never cut
 log = logging.getLogger("felab.ingest")
 
 MEMBER = typer.Option(None, "--member", help="The member's Discord id.")

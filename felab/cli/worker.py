@@ -44,7 +44,7 @@ worker_app = typer.Typer(
     help="The worker fleet: benchmark jobs from chat, run on students' own machines.",
     no_args_is_help=True,
 )
-console = Console(highlight=False)
+console = Console(highlight=False, soft_wrap=True)  # URLs and paths are copied: never cut
 
 
 def key_file(settings: Settings, name: str) -> Path:

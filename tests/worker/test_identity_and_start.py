@@ -279,3 +279,23 @@ def test_a_broker_that_is_away_is_still_waited_for(tmp_path: Path) -> None:
         assert "the worker waits for it" in log.read_text(errors="replace")
     finally:
         _kill(proc)
+
+
+def test_the_pairing_url_is_one_line_when_printed_to_a_file(
+    broker: RedisServer, tmp_path: Path
+) -> None:
+    """Twelfth sweep (M2): `broker setup > file` cut the URL at 80 columns ('...@127.0.' on one
+    line, '0.1:PORT/0' on the next); copied from there, pairing blamed the broker."""
+    env = {
+        **base_env(),
+        "FELAB_DATA_DIR": str(tmp_path / "data"),
+        "FELAB_BROKER_URL": broker.url,
+        "FELAB_BROKER_PREFIX": PREFIX,
+        "COLUMNS": "80",
+    }
+    out = subprocess.run(
+        [FELAB, "broker", "setup"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    (line,) = [ln for ln in out.stdout.splitlines() if "FELAB_BROKER_URL=" in ln]
+    assert line.strip().endswith(f"127.0.0.1:{broker.port}/0"), out.stdout
