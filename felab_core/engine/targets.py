@@ -15,6 +15,7 @@ URLs its owner wrote down here, never one that arrives from chat.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -102,6 +103,10 @@ def normalize_base_url(url: str) -> str:
             "characters: give the address as http://HOST:PORT"
         )
     if "://" not in text:
+        if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:(?!\d)", text):  # mailto:, javascript:, file:
+            raise TargetError(
+                f"{shown!r} is not an http:// or https:// address: give http://HOST:PORT"
+            )
         text = "http://" + text
     try:
         parts = urlsplit(text)

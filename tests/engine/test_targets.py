@@ -52,6 +52,15 @@ def test_bad_urls_are_refused(url: str) -> None:
         normalize_base_url(url)
 
 
+@pytest.mark.parametrize("url", ["javascript:alert(1)", "mailto:a@b", "file:/etc/passwd"])
+def test_another_scheme_without_slashes_is_said_as_such(url: str) -> None:
+    """Twelfth sweep (M4): 'javascript:alert(1)' was read as host 'javascript', port
+    'alert(1)', and refused as a bad port number."""
+    with pytest.raises(TargetError, match="is not an http:// or https:// address"):
+        normalize_base_url(url)
+    assert normalize_base_url("localhost:8080") == "http://localhost:8080"
+
+
 def test_targets_file_overrides_and_adds(tmp_path: Path) -> None:
     path = tmp_path / "targets.toml"
     path.write_text(
