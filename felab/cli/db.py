@@ -85,10 +85,17 @@ def status_cmd() -> None:
         if engine.dialect.name == "sqlite":
             path = sqlite_file(get_settings().resolved_database_url())
             if path is not None and not path.exists():  # connecting would make an empty one
-                err(
-                    f"no database at {path} (check FELAB_DATA_DIR or FELAB_DATABASE_URL); "
-                    "`felab db upgrade` creates it"
-                )
+                above = next((p for p in path.parents if p.exists()), None)
+                if above is not None and not above.is_dir():  # upgrade could not make it there
+                    err(
+                        f"no database at {path}: {above} is not a folder (a file or a device), "
+                        "so none can be made there; check FELAB_DATA_DIR or FELAB_DATABASE_URL"
+                    )
+                else:
+                    err(
+                        f"no database at {path} (check FELAB_DATA_DIR or FELAB_DATABASE_URL); "
+                        "`felab db upgrade` creates it"
+                    )
                 raise typer.Exit(EXIT_USAGE)
         current = current_revision(engine)
         if engine.dialect.name == "sqlite":  # not felab's: `db upgrade` would refuse it too

@@ -614,6 +614,8 @@ CASES: list[Case] = [
     case("db-url-port-0", "db status", 2, "has a port outside 1-65535", FELAB_DATABASE_URL="postgresql+psycopg://u:{secret}@127.0.0.1:0/x"),
     case("db-url-bad-sslmode", "db status", 2, "options are not postgresql's", FELAB_DATABASE_URL="postgresql+psycopg://u:{secret}@127.0.0.1:{closed}/x?sslmode=bogus"),
     case("memo-contexts-twice", "memo --contexts 8192,8192 --chip H100 --model llama-3.1-8b --model-bytes 4.9GB -o -", 2, "more than once"),
+    case("db-status-data-dir-a-device", "db status", 2, "/dev/zero is not a folder", FELAB_DATA_DIR="/dev/zero"),
+    case("db-status-data-dir-under-a-file", "db status", 2, "regular-file is not a folder", FELAB_DATA_DIR="{files}/regular-file/sub"),
     case("db-backup-onto-itself", "db backup {files}/live.db", 2, "database itself", FELAB_DATABASE_URL="sqlite:///{files}/live.db"),
     case("db-restore-from-itself", "db restore {files}/live.db --yes", 2, "database itself", FELAB_DATABASE_URL="sqlite:///{files}/live.db"),
     case("db-backup-unwritable", "db backup /proc/felab.bak", 2, "cannot write"),
