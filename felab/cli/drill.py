@@ -150,7 +150,8 @@ def drill(
         if not due:
             _finish(console, factory, mid, nothing=True)
             return
-        console.print(f"{len(due)} card(s) today. Say each answer out loud before revealing it.")
+        cards = f"{len(due)} card{'' if len(due) == 1 else 's'}"
+        console.print(f"{cards} today. Say each answer out loud before revealing it.")
         if list_only:
             for d in due:
                 console.print(f"  [{d.kind}] day {d.day_number}: {d.card.question}", markup=False)
@@ -245,4 +246,4 @@ def _finish(
         console.print("Nothing due right now.")
     if nxt is not None:
         console.print(f"Next review: {nxt.astimezone().strftime('%a %d %b %H:%M')}.")
-    console.print(f"Streak: {st.current} day(s) (best {st.best}).")
+    console.print(f"Streak: {st.current} day{'' if st.current == 1 else 's'} (best {st.best}).")

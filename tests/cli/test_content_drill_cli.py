@@ -56,14 +56,14 @@ def test_drill_reveal_and_rate() -> None:
     assert runner.invoke(app, ["content", "load", str(CONTENT)]).exit_code == 0
     listed = runner.invoke(app, ["drill", "--list", "--day", "2"])
     assert listed.exit_code == 0, listed.output
-    assert "2 card(s) today" in listed.output and "[new] day 2" in listed.output
+    assert "2 cards today" in listed.output and "[new] day 2" in listed.output
     # First card: reveal, a wrong key, then good. Second card: reveal, easy.
     session = runner.invoke(app, ["drill", "--plain"], input="\nMaybe\nG\n\ne\n")
     assert session.exit_code == 0, session.output
     assert "In plain words" in session.output and "Picture it" in session.output
     assert "'Maybe' is not a rating" in session.output  # as typed, capital kept
     assert "good: back" in session.output and "easy: back" in session.output
-    assert "Rated 2 of 2" in session.output and "Streak: 1 day(s)" in session.output
+    assert "Rated 2 of 2" in session.output and "Streak: 1 day (best 1)" in session.output
     again = runner.invoke(app, ["drill", "--list"])
     assert "Nothing due right now" in again.output
 
