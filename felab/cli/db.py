@@ -150,6 +150,10 @@ def restore_cmd(
     from felab_core.ops.backup import restore
 
     path = _file_name(source, "the backup `felab db backup` wrote")
+    if not path.is_file():  # said before --yes is asked for: the answer would change nothing
+        what = "is not a file" if path.exists() else "does not exist"
+        err(f"{path} {what}: give the backup `felab db backup` wrote")
+        raise typer.Exit(EXIT_USAGE)
     if not yes:
         err(f"this replaces everything in {_where()}: run again with --yes to do it")
         raise typer.Exit(EXIT_USAGE)

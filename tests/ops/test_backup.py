@@ -78,6 +78,8 @@ def test_restoring_something_else_says_so(database: str, tmp_path: Path) -> None
     assert "not a felab" in out.output
     out = runner.invoke(app, ["db", "restore", str(tmp_path / "missing"), "--yes"])
     assert out.exit_code == 2 and "missing does not exist" in out.output
+    out = runner.invoke(app, ["db", "restore", str(tmp_path / "missing")])  # said before --yes
+    assert out.exit_code == 2 and "missing does not exist" in out.output
     out = runner.invoke(app, ["db", "restore", str(tmp_path), "--yes"])  # a folder
     assert out.exit_code == 2 and "is not a file" in out.output
 
