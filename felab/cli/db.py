@@ -147,13 +147,11 @@ def restore_cmd(
 ) -> None:
     """Replace this database with a backup (stop the bot and the ingest first). Then run
     `felab broker setup`: it makes the broker's users again from the restored database."""
-    from felab_core.ops.backup import restore
+    from felab_core.ops.backup import check_source, restore
 
     path = _file_name(source, "the backup `felab db backup` wrote")
-    if not path.is_file():  # said before --yes is asked for: the answer would change nothing
-        what = "is not a file" if path.exists() else "does not exist"
-        err(f"{path} {what}: give the backup `felab db backup` wrote")
-        raise typer.Exit(EXIT_USAGE)
+    with service_errors():  # said before --yes is asked for: the answer would change nothing
+        check_source(path)
     if not yes:
         err(f"this replaces everything in {_where()}: run again with --yes to do it")
         raise typer.Exit(EXIT_USAGE)

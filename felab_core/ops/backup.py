@@ -295,13 +295,18 @@ def backup(url: str, to: Path, *, force: bool = False) -> Path:
     raise BackupError(f"felab backs up SQLite and PostgreSQL, not {backend}")
 
 
-def restore(url: str, source: Path) -> None:
-    """Replace the database named by `url` with the backup in `source`. Stop the bot and the
-    ingest first: what they write meanwhile would be lost."""
+def check_source(source: Path) -> None:
+    """Refuse a backup path that names no file (said before a restore is confirmed)."""
     if not source.exists():
         raise BackupError(f"{source} does not exist: give the backup `felab db backup` wrote")
     if not source.is_file():
         raise BackupError(f"{source} is not a file: give the backup `felab db backup` wrote")
+
+
+def restore(url: str, source: Path) -> None:
+    """Replace the database named by `url` with the backup in `source`. Stop the bot and the
+    ingest first: what they write meanwhile would be lost."""
+    check_source(source)
     backend = make_url(url).get_backend_name()
     if backend == "sqlite":
         from felab_core.db.session import make_engine, sqlite_read_only
