@@ -39,6 +39,8 @@ def bounded(group: type[TyperGroup]) -> type[TyperGroup]:
                 raise
             except (KeyboardInterrupt, SystemExit, GeneratorExit):
                 raise
+            except BrokenPipeError:
+                raise  # the reader left (`felab ... | head`): click ends quietly, exit 1
             except Exception as exc:
                 failure = explain(exc) or unexpected(exc)
                 if _debug or debug_requested():  # the traceback for a bug report; same exit code

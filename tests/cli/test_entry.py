@@ -3,6 +3,7 @@ with 130, as one a moment later does (eleventh sweep: Python's traceback for the
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tomllib
@@ -55,3 +56,36 @@ def test_the_entry_point_runs_the_commands() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip()
+
+
+def test_a_reader_that_left_ends_quietly(tmp_path: Path) -> None:
+    """`felab numbers model --help | head -30` said "could not connect: Broken pipe ... is the
+    service running?" when head left before the last line (a broken pipe is a ConnectionError).
+    Now the boundary lets click end it as it ends any closed pipe: exit 1, nothing said.
+    `broker ca` writes with click's echo, as that help's last line was written."""
+    env = {**os.environ, "FELAB_DATA_DIR": str(tmp_path / "data"), "HOME": str(tmp_path)}
+    made = subprocess.run(
+        [sys.executable, "-m", "felab", "broker", "tls", "--dir", str(tmp_path / "tls")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env=env,
+    )
+    assert made.returncode == 0, made.stderr
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before felab writes
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "felab", "broker", "ca"],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+            env={**env, "FELAB_BROKER_CA_FILE": str(tmp_path / "tls" / "ca.pem")},
+        )
+    finally:
+        os.close(write)
+    assert out.returncode == 1, out.stderr
+    assert out.stderr == ""
