@@ -4,6 +4,7 @@ felab refused control characters."""
 
 from __future__ import annotations
 
+import re
 import sys
 import unicodedata
 from pathlib import Path
@@ -53,12 +54,19 @@ def test_allowed_characters_are_left_out() -> None:
     assert holds_hidden("line one\n\u202eowt enil", allowed="\n\t")
 
 
-@pytest.mark.parametrize(("model", "label"), [("llama\u202e", None), ("m", "l8b\u200b")])
+@pytest.mark.parametrize(
+    ("model", "label", "said"),
+    [
+        ("llama\u202e", None, "model name .*: type it as the server shows it"),
+        ("m", "l8b\u200b", "label .*: type it in plain characters"),  # not "as the server shows it"
+    ],
+)
 def test_a_model_name_or_label_with_an_invisible_character_is_refused(
-    db: Session, student: m.Member, model: str, label: str | None
+    db: Session, student: m.Member, model: str, label: str | None, said: str
 ) -> None:
-    with pytest.raises(Invalid, match="holds invisible or control characters"):
+    with pytest.raises(Invalid, match="holds invisible or control characters") as caught:
         set_server_model(db, student, "ollama", model, model_label=label)
+    assert re.search(said, str(caught.value))
 
 
 def test_bench_refuses_a_model_address_or_targets_entry_holding_one(tmp_path: Path) -> None:

@@ -288,11 +288,12 @@ def set_server_model(
     server = validate_server(server)
     if not model.strip():
         raise Invalid("give the model name as the server shows it, such as llama3.1:8b")
-    for what, text, most in (("model name", model, 300), ("label", model_label or "", 100)):
+    for what, text, most, retype in (
+        ("model name", model, 300, "type it as the server shows it"),
+        ("label", model_label or "", 100, "type it in plain characters, such as llama-3.1-8b-q4"),
+    ):
         if holds_hidden(text):  # an escape code, or U+202E turning what follows around
-            raise Invalid(
-                f"the {what} holds invisible or control characters: type it as the server shows it"
-            )
+            raise Invalid(f"the {what} holds invisible or control characters: {retype}")
         if len(text.strip()) > most:
             raise Invalid(f"the {what} is longer than {most} characters: give the short name")
         if text.strip().startswith("="):  # a spreadsheet would run it as a formula
