@@ -328,6 +328,11 @@ class Ceiling:
         )
         if reads.weights_note:
             text += f" Weights: {reads.weights_note}."
+        if self.chip and reads.total > self.chip.memory_bytes:
+            text += (
+                f" That is more than one {self.chip.name} holds ({self.chip.memory}), so check "
+                "the size: on one such chip the model does not fit in memory."
+            )
         return text
 
 

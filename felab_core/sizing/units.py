@@ -166,7 +166,16 @@ def bytes_text(value: Number) -> str:
 
 
 def about_text(value: Number) -> str:
-    """Show a rate the way the course does: 'about 56' (whole numbers, rounded half up)."""
+    """Show a rate the way the course does: 'about 56' (whole numbers, rounded half up).
+
+    Under a half it keeps its first figure ('about 0.05'): 'about 0' would say nothing at all.
+    """
+    frac = Fraction(value)
+    if 0 < frac < Fraction(1, 2):
+        places = 1
+        while frac * 10**places < 1:
+            places += 1
+        return f"about {decimal_text(frac, places).rstrip('0').rstrip('.')}"
     return f"about {whole_text(value)}"
 
 

@@ -201,3 +201,12 @@ def test_a_counter_no_server_keeps_is_the_servers_fault(value: str) -> None:
     )
     with pytest.raises(BadAnswer, match="llamacpp:tokens_predicted_total"):
         metrics_scrape.parse_metrics(text)
+
+
+def test_a_limit_under_one_token_keeps_its_first_figure() -> None:
+    """273 GB/s over a 5,000 GB file said 'about 0 tokens per second' (twelfth sweep)."""
+    huge = _limit("M4 Pro", 5000 * GB).explanation
+    assert "= about 0.05 tokens per second (0.05)" in huge
+    assert "more than one M4 Pro holds (up to 64 GB), so check the size" in huge
+    fits = _limit("M4 Pro", Fraction("4.9") * GB).explanation
+    assert "= about 56 tokens per second" in fits and "check the size" not in fits
