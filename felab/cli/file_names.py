@@ -49,8 +49,12 @@ def refuse_folder_marks(cmd: click.Command) -> None:
                 and value.endswith(("/", os.sep))
                 and not Path(value).is_dir()
             ):
+                bare = value.rstrip("/" + os.sep)
                 raise BadParameter(
-                    f"{value} ends in '/', a folder's mark, but there is no such folder: "
+                    f"{value} ends in '/', a folder's mark, but {bare} is a file: name it "
+                    "without the '/'"
+                    if bare and Path(bare).is_file()
+                    else f"{value} ends in '/', a folder's mark, but there is no such folder: "
                     "name a file without the '/', or create the folder first",
                     ctx=ctx,
                     param=param,

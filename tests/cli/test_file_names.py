@@ -50,7 +50,18 @@ def run(capsys: pytest.CaptureFixture[str]) -> Any:
 def test_a_file_name_ending_in_a_slash_is_refused(run: Any, tmp_path: Path) -> None:
     code, out, seen = run(["--out", f"{tmp_path}/record.json/"])
     assert code == 2 and "a folder's mark" in out and not seen
+    assert "or create the folder first" in " ".join(out.split())
     assert not (tmp_path / "record.json").exists()
+
+
+def test_a_files_name_with_a_slash_is_not_told_to_become_a_folder(run: Any, tmp_path: Path) -> None:
+    """Twelfth sweep: `compare good.json/ b.json` advised creating the folder good.json/."""
+    (tmp_path / "good.json").write_text("{}")
+    code, out, seen = run(["--out", f"{tmp_path}/good.json/"])
+    said = " ".join(out.replace("│", " ").split())
+    assert code == 2 and not seen
+    assert "good.json is a file: name it without the '/'" in said
+    assert "create the folder" not in said
 
 
 def test_an_existing_folder_and_plain_names_pass(run: Any, tmp_path: Path) -> None:
