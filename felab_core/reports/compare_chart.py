@@ -30,6 +30,12 @@ def chart_format(path: Path) -> str:
             f"--chart {path}: the chart is a file of its own; name it, such as change.png "
             "(or .svg, .pdf)"
         )
+    if path.exists() and not path.is_file():  # /dev/null, a fifo, a folder: nothing to name
+        what = "a folder" if path.is_dir() else "not a regular file"
+        raise CompareError(
+            f"--chart {path} is {what}: the chart is a file of its own; name one to write, "
+            "such as change.png (or .svg, .pdf)"
+        )
     found = CHART_FORMATS.get(path.suffix.lower())
     if found is None:
         what = f"ends in {path.suffix!r}" if path.suffix else "has no suffix"

@@ -52,6 +52,20 @@ def test_a_chart_name_that_is_not_png_svg_or_pdf_is_refused(
     assert not out.exists() and not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(("where", "what"), [("/dev/null", "not a regular file"), ("", "a folder")])
+def test_a_chart_that_names_a_device_or_a_folder_is_refused(
+    records: tuple[Path, Path], tmp_path: Path, where: str, what: str
+) -> None:
+    """Twelfth sweep: `--chart /dev/null` was told to 'name the file null.png'."""
+    if not where:  # a folder that happens to end in .png
+        where = str(tmp_path / "charts.png")
+        Path(where).mkdir()
+    code, stdout, stderr = compare(str(records[0]), str(records[1]), "--chart", where)
+    assert code == 2 and stdout == ""
+    assert f"--chart {where} is {what}: the chart is a file of its own" in stderr
+    assert "null.png" not in stderr
+
+
 def test_the_chart_flag_is_checked_before_the_records(tmp_path: Path) -> None:
     code, _, stderr = compare(
         str(tmp_path / "none-a.json"), str(tmp_path / "none-b.json"), "--chart", "c.txt"
