@@ -16,6 +16,9 @@ import re
 import unicodedata
 
 _MARKDOWN = re.compile(r"([\\*_~`|>#\[\]])")
+# A byte that was not UTF-8, as Python keeps it (surrogateescape), and as repr then shows it.
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")
+_ESCAPED_BYTE = re.compile(r"\\udc([89a-f][0-9a-f])")
 ZERO_WIDTH_SPACE = "\u200b"
 
 #: Control characters (Cc: an escape code, a NUL, a line break) and invisible format characters
@@ -45,8 +48,14 @@ def with_hidden_shown(text: str) -> str:
 
 def echo_of(text: str, limit: int = 40) -> str:
     """What a person typed, quoted for an error: at most `limit` characters (a pasted page or
-    random bytes are not repeated back whole), control characters escaped by repr."""
-    return repr(text[:limit]) + ("..." if len(text) > limit else "")
+    random bytes are not repeated back whole), control characters escaped by repr.
+
+    Bytes that were not UTF-8 (kept by Python as lone surrogates, '\\udcff') show as the bytes
+    they were ('\\xff'), and say so."""
+    shown = repr(text[:limit]) + ("..." if len(text) > limit else "")
+    if _NOT_UTF8.search(text[:limit]):
+        shown = _ESCAPED_BYTE.sub(r"\\x\1", shown) + " (bytes that are not UTF-8)"
+    return shown
 
 
 def literal(text: str) -> str:

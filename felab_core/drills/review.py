@@ -71,6 +71,8 @@ def parse_grade(text: str | int | Grade) -> Grade:
     if isinstance(text, Grade):
         return text
     grade = _GRADE_WORDS.get(str(text).strip().lower())
+    if grade is None and not str(text).strip():  # Enter alone: "'' is not a rating" said little
+        raise Invalid("no rating given: answer again, hard, good or easy (or 1-4)")
     if grade is None:
         raise Invalid(
             f"{echo_of(str(text))} is not a rating: answer again, hard, good or easy (or 1-4)"

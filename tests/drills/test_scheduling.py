@@ -63,6 +63,17 @@ def test_parse_grade_words_letters_and_numbers() -> None:
         parse_grade("meh")
 
 
+def test_an_empty_or_undecodable_rating_is_said_in_words() -> None:
+    """Twelfth sweep: Enter alone said "'' is not a rating"; bytes that are not UTF-8 were
+    echoed as '\\udcff\\udcfe' (or as '' where the terminal dropped them)."""
+    with pytest.raises(Invalid, match=r"^no rating given: answer again, hard, good or easy"):
+        parse_grade("  ")
+    with pytest.raises(Invalid) as caught:
+        parse_grade(b"\xff\xfe".decode("utf-8", "surrogateescape"))
+    said = str(caught.value)
+    assert said.startswith("'\\xff\\xfe' (bytes that are not UTF-8) is not a rating"), said
+
+
 def test_new_cards_of_today_come_first_then_reviews_then_catch_up(
     db: Session, cohort: m.Cohort, student: m.Member, day2: None
 ) -> None:
