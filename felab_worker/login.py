@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from felab_core.errors import Forbidden
@@ -31,15 +32,23 @@ def user_of(url: str) -> str:
 
 
 def refusal(exc: BaseException) -> bool:
-    """Whether `exc` is Redis refusing a login or a command (not a broker that is away)."""
+    """Whether `exc` is Redis refusing a login or a command (not a broker that is away), also
+    when kombu raised it again as its own error."""
     import redis
 
-    if isinstance(exc, redis.AuthenticationError | redis.exceptions.NoPermissionError):
-        return True
-    text = str(exc)
-    return isinstance(exc, redis.ResponseError) and any(
-        word in text for word in ("WRONGPASS", "NOPERM", "invalid username-password pair")
-    )
+    seen: BaseException | None = exc
+    for _ in range(8):  # the error, then what it was raised from
+        if seen is None:
+            return False
+        if isinstance(seen, redis.AuthenticationError | redis.exceptions.NoPermissionError):
+            return True
+        text = str(seen)
+        if isinstance(seen, redis.ResponseError) and any(
+            word in text for word in ("WRONGPASS", "NOPERM", "invalid username-password pair")
+        ):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def login_grace_s(settings: Settings) -> float:
@@ -100,3 +109,38 @@ def check_login(
             )
             said = True
         time.sleep(1.0)
+
+
+@dataclass
+class RefusalWatch:
+    """A running worker's login, watched: a machine removed by `felab worker remove` while it
+    runs (or whose password changed) is refused on every reconnect, and Celery retries that
+    forever. The first refusal is said once; one that lasts past a restart's grace is final."""
+
+    url: str
+    grace_s: float
+    since: float | None = None
+    final: BrokerRefused | None = None
+
+    def saw(self, exc: BaseException | None) -> bool:
+        """Note one try at the broker (None: it went through); whether it was refused."""
+        if exc is None or not refusal(exc):
+            self.since = None  # let in, or away (a restart): a later refusal starts afresh
+            return False
+        now = time.monotonic()
+        if self.since is None:
+            self.since = now
+            log.warning(
+                "the broker refused this machine's user (%s): it may have been removed; trying "
+                "again for up to %.0f s, in case the broker has just restarted",
+                user_of(self.url),
+                self.grace_s,
+            )
+        elif self.final is None and now - self.since >= self.grace_s:
+            self.final = BrokerRefused(
+                f"the broker at {redacted(self.url)} refused this machine's user "
+                f"({user_of(self.url)}) for {self.grace_s:.0f} s while the worker ran: it was "
+                f"removed or its password changed, so the worker stopped; {PAIR_AGAIN}",
+                reason="login",
+            )
+        return True

@@ -14,6 +14,7 @@ import logging
 import os
 import queue
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -36,7 +37,7 @@ from felab_core.ops import logs, metrics
 from felab_core.settings import Settings
 from felab_worker.app import machine_app, soft_time_limit, worker_args
 from felab_worker.broker import Store, broker_url, make_store
-from felab_worker.login import BrokerRefused, refusal, user_of
+from felab_worker.login import BrokerRefused, RefusalWatch, login_grace_s, refusal, user_of
 from felab_worker.names import INGEST_QUEUE, Names
 from felab_worker.spool import Spool
 
@@ -65,6 +66,7 @@ class Runtime:
     soft_limit_s: float | None = None  # felab's own (in the event loop); Celery's is the hard one
     max_result_bytes: int = 1_000_000
     stop: threading.Event = field(default_factory=threading.Event)
+    login: RefusalWatch | None = None  # set by configure; the heartbeat loop feeds it
     _unreadable_said: bool = False
     _sender: tuple[int, queue.Queue[dict[str, Any]]] | None = None
 
@@ -163,13 +165,22 @@ class Runtime:
                 self.send(self.heartbeat(), connection=conn)
                 self.resend_pending(connection=conn, all_of_them=first)
                 first = False
+                self._login_seen(None)
             except Exception as exc:  # the broker restarting: try again next beat
-                log.warning("heartbeat not sent (%s); retrying", exc)
+                if not self._login_seen(exc):  # a refusal is said once, by the watch
+                    log.warning("heartbeat not sent (%s); retrying", exc)
                 if conn is not None:
                     with contextlib.suppress(Exception):
                         conn.release()
                 conn = None
+                if self.login is not None and self.login.final is not None:
+                    self.stop.set()
+                    os.kill(os.getpid(), signal.SIGTERM)  # Celery's warm shutdown; start() says why
+                    return
             self.stop.wait(self.heartbeat_s)
+
+    def _login_seen(self, exc: BaseException | None) -> bool:
+        return self.login is not None and self.login.saw(exc)
 
     # ------------------------------------------------------------------ the control list
 
@@ -197,7 +208,8 @@ class Runtime:
             try:
                 raw = self.store.pop(key, 1.0)
             except Exception as exc:
-                log.warning("control list not read (%s); retrying", exc)
+                if not refusal(exc):  # a refusal is the heartbeat loop's to say
+                    log.warning("control list not read (%s); retrying", exc)
                 self.stop.wait(self.heartbeat_s)
                 continue
             if raw is not None:
@@ -226,6 +238,7 @@ def configure(identity: Identity, key_file: Path, settings: Settings) -> Runtime
         heartbeat_s=settings.worker_heartbeat_s,
         soft_limit_s=soft_time_limit(settings),
         max_result_bytes=settings.result_max_bytes,
+        login=RefusalWatch(url, login_grace_s(settings)),
     )
     return _runtime
 
@@ -305,6 +318,8 @@ def start(rt: Runtime, settings: Settings, *, pool: str, loglevel: str) -> None:
         )
     finally:
         celery_log.removeFilter(fatal)
+    if rt.login is not None and rt.login.final is not None:  # removed while it ran
+        raise rt.login.final
     if fatal.exc is not None:
         error = _stopped_on(fatal.exc, rt)
         if error is fatal.exc:

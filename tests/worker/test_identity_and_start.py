@@ -222,6 +222,49 @@ def test_a_login_refused_just_after_a_broker_restart_gets_in_once_its_user_is_ba
     assert "error:" not in log.read_text(errors="replace")
 
 
+@pytest.mark.slow
+def test_a_machine_removed_while_it_runs_stops_in_words_after_a_restarts_grace(
+    broker: RedisServer, tmp_path: Path
+) -> None:
+    """`felab worker remove` while the worker ran: Celery retried "invalid username-password
+    pair" forever, and felab's own loops logged a warning each beat (twelfth sweep's notes)."""
+    key_file = _paired(broker, tmp_path)
+    log = tmp_path / "worker.log"
+    with log.open("wb") as fh:
+        proc = subprocess.Popen(
+            [FELAB, "worker", "start", "--name", "box", "--pool", "solo", "--loglevel", "INFO"],
+            env=_env(tmp_path, key_file, FELAB_WORKER_HEARTBEAT_S="1", **QUICK),
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        _wait_in(log, proc, " ready.")
+        acl.remove_machine(broker.client(), Names(PREFIX), 1)  # `felab worker remove`
+        removed = time.monotonic()
+        code = proc.wait(60)
+        took = time.monotonic() - removed
+    finally:
+        _kill(proc)
+    out = log.read_text(errors="replace")
+    assert code == 2, out
+    assert 15 <= took < 40, out  # the grace a broker restart needs, then a beat or two
+    assert out.count("trying again for up to 15 s, in case the broker has just restarted") == 1
+    assert (
+        "refused this machine's user (felab-machine.1) for 15 s while the worker ran: it was "
+        "removed or its password changed, so the worker stopped; pair again with "
+        "`felab worker pair --code CODE`"
+    ) in out
+    said_each_beat = [
+        line
+        for line in out.splitlines()
+        if ("heartbeat not sent" in line or "control list not read" in line)
+        and "invalid username-password" in line
+    ]
+    assert said_each_beat == []  # once, above; the dropped connection itself may be said once
+    assert "Traceback" not in out and PASSWORD not in out
+
+
 def _wait_in(log: Path, proc: subprocess.Popen[bytes], text: str, timeout_s: float = 30) -> None:
     end = time.monotonic() + timeout_s
     while text not in log.read_text(errors="replace"):
