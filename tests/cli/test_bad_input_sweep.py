@@ -783,7 +783,7 @@ CASES: list[Case] = [
     case("numbers-export-under-a-file", "numbers export {files}/notes.txt/e.json", 2, "is a file, not a folder"),
     case("bench-json-folder-mark", f"bench {LOCAL} --json {{files}}/new-record.json/", 2, "ends in '/', a folder's mark"),
     case("numbers-export-folder-mark", "numbers export {files}/me.json/", 2, "but there is no such folder"),
-    case("numbers-import-folder-mark", "numbers import {files}/results.csv/", 2, "name a file without the '/'"),
+    case("numbers-import-folder-mark", "numbers import {files}/results.csv/", 2, "results.csv is a file: name it"),
     case("compare-chart-twice", "compare {files}/other.json {files}/other.json --chart {files}/b.png --chart {files}/c.svg", 2, "--chart is given twice"),
     case("bench-requests-twice", f"bench {LOCAL} -n 3", 2, "-n is given twice"),
     case("bench-csv-onto-the-database-to-be", "bench --url http://127.0.0.1:{whole} --kind llamacpp -n 1 --csv {files}/future.db", 2, "is also the database felab keeps", FELAB_DATABASE_URL="sqlite:///{files}/future.db"),
