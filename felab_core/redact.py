@@ -20,6 +20,17 @@ _QUERY_SECRET = re.compile(
     r"sslpassword|auth)=)[^&#\s]+",
     re.I,
 )
+#: A secret said in words, as a server's error text may repeat what it was sent or holds
+#: (`api_key=...`, `"token": "..."`, `Authorization: Bearer ...`, an OpenAI-style `sk-...` key).
+#: A value counts as a secret when it mixes letters and digits or is long (`hunter22`,
+#: `abcd1234`), so prose ("the first token: raise --timeout", "token: 12.5 ms") is left alone.
+_SAID_SECRET = re.compile(
+    r"(?P<head>\b(?:api[_-]?key|access[_-]?token|auth[_-]?token|token|secret|password|passwd)"
+    r"[\"']?[=:]\s*[\"']?)(?P<value>[^\s\"',;&]{4,})"
+    r"|(?P<bearer>\bBearer\s+)(?P<bearer_value>[^\s\"',;]{4,})"
+    r"|\bsk-[A-Za-z0-9_-]{16,}",
+    re.I,
+)
 _secrets: set[str] = set()
 
 
@@ -33,9 +44,24 @@ def redact(text: str) -> str:
     """`text` with URL passwords and every known secret replaced by ***."""
     text = _URL_PASSWORD.sub(r"\g<head>***@", text)
     text = _QUERY_SECRET.sub(r"\g<head>***", text)
+    text = _SAID_SECRET.sub(_said_masked, text)
     for secret in sorted(_secrets, key=len, reverse=True):
         text = text.replace(secret, "***")
     return text
+
+
+def _said_masked(found: re.Match[str]) -> str:
+    value = found.group("value") or found.group("bearer_value")
+    if value is not None and not _looks_secret(value):
+        return found.group(0)
+    return (found.group("head") or found.group("bearer") or "") + "***"
+
+
+def _looks_secret(value: str) -> bool:
+    if value.startswith("***"):
+        return False
+    mixed = any(c.isalpha() for c in value) and any(c.isdigit() for c in value)
+    return mixed or len(value) >= 16
 
 
 def url_as_typed_masked(text: str) -> str:

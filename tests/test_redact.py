@@ -23,3 +23,43 @@ def test_a_url_as_typed_is_masked_even_when_it_cannot_be_parsed(password: str) -
     url = f"http://alice:{password}@127.0.0.1:21000"
     assert url_as_typed_masked(url) == "http://alice:***@127.0.0.1:21000"
     assert url_as_typed_masked("http://127.0.0.1:21000/v1") == "http://127.0.0.1:21000/v1"
+
+
+@pytest.mark.parametrize(
+    ("said", "shown"),
+    [
+        ("invalid api_key=sk-secret123 given", "invalid api_key=*** given"),
+        ('{"token": "abcd1234"}', '{"token": "***"}'),
+        ("Authorization: Bearer abcdef123", "Authorization: Bearer ***"),
+        ("password: hunter22", "password: ***"),
+        ("bad key sk-abcdefghijklmnop1234", "bad key ***"),
+        ("API-KEY:ZZZZZZZZZZZZZZZZZZZZ", "API-KEY:***"),
+    ],
+)
+def test_a_secret_said_in_words_is_masked(said: str, shown: str) -> None:
+    """A server's error text may repeat a key it holds (thirteenth sweep's brief: echoed)."""
+    assert redact(said) == shown
+
+
+@pytest.mark.parametrize(
+    "prose",
+    [
+        "the first token: raise --timeout",
+        "first token: 12.5 ms",
+        "time per output token = (last token - first token)",
+        "max_tokens=5 is low",
+        "the token is wrong",
+        "Bearer token",
+    ],
+)
+def test_prose_about_tokens_is_left_alone(prose: str) -> None:
+    assert redact(prose) == prose
+
+
+def test_a_servers_error_text_never_repeats_its_key() -> None:
+    from felab_core.engine.client import server_error_message
+
+    said = server_error_message(
+        401, b'{"error": "Incorrect API key provided: api_key=sk-ab12cd34"}'
+    )
+    assert "sk-ab12cd34" not in said and "api_key=***" in said

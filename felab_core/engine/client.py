@@ -158,8 +158,8 @@ def server_error_message(status: int, body: bytes, retry_after: str | None = Non
 def shown_text(text: str, most: int = 300) -> str:
     """A server's words as felab shows them: one line, no control or invisible characters (an
     escape code or a U+202E would reach the terminal, the record and chat), at most `most`
-    characters."""
-    plain = with_hidden_shown(" ".join(text.split()))
+    characters, and no secret it repeats (`api_key=...`: felab_core.redact)."""
+    plain = with_hidden_shown(" ".join(redact(text).split()))
     return plain if len(plain) <= most else plain[: most - 1] + "…"
 
 
