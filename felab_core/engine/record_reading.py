@@ -49,9 +49,18 @@ _ABOVE_ZERO = ("ttft_s", "e2e_s", "tpot_s", "writing_tps")
 _SPEED_TIMES_TPOT_SLACK = 1e-9
 
 
-def _slim(obj: dict[str, Any]) -> dict[str, Any]:
+class _KeyTwice(ValueError):
+    """An object of the file holds one key twice: JSON keeps the last, felab never writes it."""
+
+
+def _slim(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """Drop, while parsing, the bulky per-request lists compare never reads: a record of a
-    million requests is mostly these, and keeping them doubled the memory a comparison took."""
+    million requests is mostly these, and keeping them doubled the memory a comparison took.
+    A key given twice is refused: which of the two would be compared is a guess."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        twice = next(k for k, n in Counter(k for k, _ in pairs).items() if n > 1)
+        raise _KeyTwice(twice)
     obj.pop("chunk_times_s", None)
     obj.pop("server_timings", None)
     return obj
@@ -66,9 +75,14 @@ def load_record(path: Path) -> dict[str, Any]:
     """
     try:
         text = read_named_text(path, what="bench record (JSON)", limit=GiB)
-        record = json.loads(text, object_hook=_slim)
+        record = json.loads(text, object_pairs_hook=_slim)
     except NamedFileError as exc:
         raise CompareError(str(exc)) from None
+    except _KeyTwice as exc:
+        raise CompareError(
+            f"{path}: holds the key {_cut(str(exc))} twice in one object; felab writes each key "
+            "once, so the file was edited or joined from two: keep one"
+        ) from None
     except json.JSONDecodeError as exc:
         raise CompareError(f"{path}: not a JSON file ({exc})") from None
     except ValueError:  # an integer of thousands of digits (Python reads at most 4,300)

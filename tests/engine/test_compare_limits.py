@@ -202,6 +202,18 @@ def test_a_number_of_thousands_of_digits_names_its_file(tmp_path: Path) -> None:
         load_record(path)
 
 
+def test_a_key_written_twice_is_refused_not_read_as_the_last(tmp_path: Path) -> None:
+    """JSON keeps the last of two keys: a record edited to say `"ttft_s": 0.05, "ttft_s": 9`
+    was compared on 9 without a word (twelfth sweep's known list)."""
+    good = _write(tmp_path, "good.json", _requests([0.05] * 8))
+    text = good.read_text()
+    path = tmp_path / "twice.json"
+    path.write_text(text.replace('"ttft_s": ', '"ttft_s": 9.0, "ttft_s": ', 1))
+    with pytest.raises(CompareError, match=r"twice.json: holds the key 'ttft_s' twice in one"):
+        load_record(path)
+    assert load_record(good)["runs"]  # the same file, each key once, is read
+
+
 @pytest.mark.parametrize(
     ("edit", "said"),
     [
