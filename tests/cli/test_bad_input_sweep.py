@@ -294,6 +294,10 @@ def _write_files(d: Path) -> None:
     ):
         record = {"schema": "felab.bench/1", "runs": [{"requests": [request]}]}
         (d / f"{name}.json").write_text(json.dumps(record))
+    (d / "key-twice.json").write_text(  # JSON keeps the last: 9 s compared without a word
+        '{"schema": "felab.bench/1", "runs": [{"requests": [{"ok": true, "ttft_s": 0.1, '
+        '"ttft_s": 9.0}]}]}'
+    )
     (d / "config-gqa").mkdir(exist_ok=True)
     (d / "config-gqa" / "config.json").write_text(
         json.dumps(
@@ -831,6 +835,9 @@ CASES: list[Case] = [
     case("bench-model-formula", ["bench", *LOCAL.split(), "--model", "=1+1"], 2, "begins with '='"),
     case("compare-ok-string", "compare {files}/ok-yes.json {files}/ok-yes.json", 2, "not true or false"),
     case("compare-negative-tokens", "compare {files}/neg-tokens.json {files}/neg-tokens.json", 2, "output_tokens = -3"),
+    case("compare-key-twice", "compare {files}/key-twice.json {files}/key-twice.json", 2, "holds the key 'ttft_s' twice"),
+    case("compare-chart-device", "compare {files}/other.json {files}/other.json --chart /dev/null", 2, "is not a regular file"),
+    case("compare-file-slash", "compare {files}/other.json/ {files}/other.json", 2, "other.json is a file: name it"),
     case("compare-e2e-before-ttft", "compare {files}/e2e-short.json {files}/e2e-short.json", 2, "shorter than its ttft_s"),
     case("db-sqlite-timeout-not-number", "db status", 2, "'timeout' takes", FELAB_DATABASE_URL="sqlite:///{files}/q.db?timeout=abc"),
     case("db-sqlite-bool-not-bool", "numbers show", 2, "'check_same_thread' takes true or false", FELAB_DATABASE_URL="sqlite:///{files}/q.db?check_same_thread=maybe"),
