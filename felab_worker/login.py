@@ -67,7 +67,15 @@ def _refused(url: str, settings: Settings, timeout_s: float) -> bool:
     except Exception as exc:
         if refusal(exc):
             return True
-        log.warning("the broker did not answer yet (%s); the worker waits for it", exc)
+        silent = "reading from" in str(exc).lower()  # it took the connection, then said nothing
+        log.warning(
+            "the broker did not answer yet (%s); the worker waits for it%s",
+            exc,
+            "; a port that takes connections but never answers is often a TLS one: is the URL "
+            "rediss:// where it should be?"
+            if silent and url.startswith("redis://")
+            else "",
+        )
         return False
     finally:
         client.close()

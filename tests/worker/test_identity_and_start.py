@@ -342,3 +342,32 @@ def test_the_pairing_url_is_one_line_when_printed_to_a_file(
     assert out.returncode == 0, out.stderr
     (line,) = [ln for ln in out.stdout.splitlines() if "FELAB_BROKER_URL=" in ln]
     assert line.strip().endswith(f"127.0.0.1:{broker.port}/0"), out.stdout
+
+
+def test_a_broker_port_that_never_answers_is_said_with_the_tls_hint(
+    caplog: pytest.LogCaptureFixture, key_file: Path
+) -> None:
+    """redis:// pointed at a TLS port: the server takes the connection and waits for a TLS
+    hello that never comes. The worker waits for the broker (it may be starting), and now says
+    what such a silence usually is."""
+    import socket
+    import threading
+
+    from felab_worker.login import _refused
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    held: list[socket.socket] = []
+    threading.Thread(target=lambda: held.append(listener.accept()[0]), daemon=True).start()
+    url = f"redis://felab-machine.1:{PASSWORD}@127.0.0.1:{listener.getsockname()[1]}/0"
+    try:
+        with caplog.at_level("WARNING", logger="felab.worker"):
+            assert _refused(url, get_settings(), 0.5) is False  # not a refusal: waited for
+    finally:
+        for conn in held:
+            conn.close()
+        listener.close()
+    said = caplog.text
+    assert "the broker did not answer yet" in said and "is the URL rediss://" in said
+    assert PASSWORD not in said
