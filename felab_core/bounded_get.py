@@ -9,6 +9,7 @@ never fire while bytes keep coming.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from dataclasses import dataclass
 
@@ -41,17 +42,36 @@ class Answer:
 def get_bounded(
     client: httpx.Client, url: str, *, limit: int = MAX_ANSWER_BYTES, deadline_s: float = 10.0
 ) -> Answer:
-    """GET `url`; httpx errors pass through (the callers say them in words)."""
-    end = time.monotonic() + deadline_s
-    with client.stream("GET", url) as resp:
-        body = bytearray()
-        cut = False
-        for piece in resp.iter_bytes():
-            body += piece
-            if len(body) > limit or time.monotonic() > end:
-                cut = True
-                break
-        return Answer(resp.status_code, resp.headers, bytes(body[:limit]), cut)
+    """GET `url`; httpx errors pass through (the callers say them in words).
+
+    The deadline holds for the headers too: a server that drips them a byte a second never
+    trips httpx's read timeout (it times each read). The GET runs on a helper thread, which is
+    left behind, reading on its own timeouts, when the deadline passes first."""
+    done: list[Answer | BaseException] = []
+
+    def fetch() -> None:
+        end = time.monotonic() + deadline_s
+        try:
+            with client.stream("GET", url) as resp:
+                body = bytearray()
+                cut = False
+                for piece in resp.iter_bytes():
+                    body += piece
+                    if len(body) > limit or time.monotonic() > end:
+                        cut = True
+                        break
+                done.append(Answer(resp.status_code, resp.headers, bytes(body[:limit]), cut))
+        except BaseException as exc:  # handed to the caller's thread as it is
+            done.append(exc)
+
+    worker = threading.Thread(target=fetch, name="felab-bounded-get", daemon=True)
+    worker.start()
+    worker.join(deadline_s + 1.0)  # the body's own deadline, and a second to close it
+    if not done:
+        raise httpx.ReadTimeout(f"no whole answer from {url} within {deadline_s:g} s")
+    if isinstance(done[0], BaseException):
+        raise done[0]
+    return done[0]
 
 
 async def aget_bounded(
@@ -61,17 +81,23 @@ async def aget_bounded(
     limit: int = MAX_ANSWER_BYTES,
     deadline_s: float = 10.0,
 ) -> Answer:
-    """The asynchronous `get_bounded`."""
+    """The asynchronous `get_bounded`: the deadline covers the headers and the body."""
     body = bytearray()
     cut = False
-    async with client.stream("GET", url) as resp:
-        try:
-            async with asyncio.timeout(deadline_s):
+    status: int | None = None
+    headers: httpx.Headers | None = None
+    try:
+        async with asyncio.timeout(deadline_s):
+            async with client.stream("GET", url) as resp:
+                status, headers = resp.status_code, resp.headers
                 async for piece in resp.aiter_bytes():
                     body += piece
                     if len(body) > limit:
                         cut = True
                         break
-        except TimeoutError:
-            cut = True
-        return Answer(resp.status_code, resp.headers, bytes(body[:limit]), cut)
+    except TimeoutError:
+        if status is None or headers is None:  # not even the headers came whole in time
+            raise httpx.ReadTimeout(f"no answer from {url} within {deadline_s:g} s") from None
+        cut = True
+    assert status is not None and headers is not None
+    return Answer(status, headers, bytes(body[:limit]), cut)

@@ -15,6 +15,15 @@ from felab_core.bounded_get import aget_bounded, get_bounded
 
 class _Endless(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
+        if self.path == "/drip":  # headers a byte at a time: each read is quick, none ends
+            try:
+                for byte in b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n" * 100:
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    time.sleep(0.05)
+            except OSError:
+                pass
+            return
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.end_headers()
@@ -56,3 +65,22 @@ async def test_the_async_get_is_cut_too(base: str) -> None:
     async with httpx.AsyncClient(timeout=5) as client:
         answer = await aget_bounded(client, base + "/endless", limit=1 << 20)
     assert answer.cut and answer.status_code == 200
+
+
+def test_headers_dripped_a_byte_at_a_time_end_at_the_deadline(base: str) -> None:
+    """Thirteenth sweep: a server sending a byte a second held `felab bench`'s server check
+    (and `size slots --url`) for good: httpx times each read, and each read was quick."""
+    with httpx.Client(timeout=5) as client:
+        start = time.monotonic()
+        with pytest.raises(httpx.ReadTimeout, match="within 1 s"):
+            get_bounded(client, base + "/drip", deadline_s=1.0)
+        assert time.monotonic() - start < 3
+        assert get_bounded(client, base + "/small").json() == {"data": []}  # the client still works
+
+
+async def test_the_async_get_ends_dripped_headers_at_the_deadline(base: str) -> None:
+    async with httpx.AsyncClient(timeout=5) as client:
+        start = time.monotonic()
+        with pytest.raises(httpx.ReadTimeout, match="within 1 s"):
+            await aget_bounded(client, base + "/drip", deadline_s=1.0)
+        assert time.monotonic() - start < 3

@@ -96,7 +96,7 @@ async def identify(base_url: str, *, wait_s: float = PROBE_TIMEOUT_S) -> ServerI
         except httpx.ReadTimeout:
             shown = url_without_credentials(base_url)
             raise IdentityError(
-                f"{shown} took the connection but sent no answer within {wait_s:g} s: is it an "
+                f"{shown} took the connection but sent no whole answer within {wait_s:g} s: is it an "
                 "HTTP server, and has it finished starting? (--no-check skips this question)"
             ) from None
         except httpx.RemoteProtocolError as exc:  # reached: what came back is not HTTP as sent
