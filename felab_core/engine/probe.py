@@ -96,14 +96,21 @@ async def identify(base_url: str, *, wait_s: float = PROBE_TIMEOUT_S) -> ServerI
         except httpx.ReadTimeout:
             shown = url_without_credentials(base_url)
             raise IdentityError(
-                f"{shown} took the connection but sent no whole answer within {wait_s:g} s: is it an "
-                "HTTP server, and has it finished starting? (--no-check skips this question)"
+                f"{shown} took the connection but sent no whole answer within {wait_s:g} s: is "
+                "it an HTTP server, and has it finished starting? (--no-check skips this question)"
             ) from None
         except httpx.RemoteProtocolError as exc:  # reached: what came back is not HTTP as sent
             shown = url_without_credentials(base_url)
             raise IdentityError(
                 f"not HTTP: {shown} answered with broken HTTP ({protocol_error_text(exc)}); "
                 "check the port, or what sits in front of the server"
+            ) from None
+        except httpx.DecodingError as exc:  # reached: its body is not what its headers say
+            shown = url_without_credentials(base_url)
+            raise IdentityError(
+                f"{shown} answered with a body its own Content-Encoding does not fit ({exc}): "
+                "a proxy in between, or not an LLM server; check the port, or time the server "
+                "directly"
             ) from None
         except httpx.HTTPError as exc:
             shown = url_without_credentials(base_url)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -168,6 +169,26 @@ async def test_mismatch_is_refused_and_unknown_is_noted() -> None:
 async def test_identify_an_unreachable_server(unused_tcp_port: int) -> None:
     with pytest.raises(IdentityError, match="connection refused"):
         await identify(f"http://127.0.0.1:{unused_tcp_port}")
+
+
+async def test_identify_a_server_whose_body_does_not_fit_its_encoding() -> None:
+    """Thirteenth sweep: a root page labelled gzip but sent plain was 'cannot reach X:
+    DecodingError', as if nothing had answered."""
+
+    async def lie(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-encoding: gzip\r\ncontent-length: 5\r\n\r\nhello")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(lie, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        with pytest.raises(IdentityError, match="a body its own Content-Encoding does not fit"):
+            await identify(f"http://127.0.0.1:{port}")
+    finally:
+        server.close()
+        await server.wait_closed()
 
 
 def test_a_url_naming_another_api_s_endpoint_is_refused() -> None:
