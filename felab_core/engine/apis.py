@@ -296,6 +296,12 @@ class Ollama:
         return NDJSONDecoder()
 
     def interpret(self, frame: Frame) -> FrameInfo:
+        if frame.data.startswith(("data:", "event:")):  # an OpenAI-style server's event stream
+            raise StreamProtocolError(
+                f"an OpenAI-style event stream (lines of 'data: ...'), not Ollama's /api/chat: "
+                f"this server speaks the OpenAI API; use --api openai-chat (or drop --kind "
+                f"ollama): {frame.data[:60]!r}"
+            )
         obj = _loads(frame.data)
         info = FrameInfo()
         if "error" in obj:

@@ -68,6 +68,13 @@ def test_error_object_inside_the_stream() -> None:
     assert info.error == "context too long"
 
 
+def test_an_openai_event_stream_read_as_ollama_says_which_api_it_is() -> None:
+    """Thirteenth sweep: --kind ollama against an OpenAI-style server said only 'not JSON'."""
+    line = 'data: {"choices": [{"delta": {"content": "a"}}]}'
+    with pytest.raises(StreamProtocolError, match="speaks the OpenAI API; use --api openai-chat"):
+        ollama.interpret(Frame(line))
+
+
 def test_ollama_final_object_with_fields_missing_when_zero() -> None:
     # prompt_eval_count vanishes on a cache hit; load_duration when the model was warm.
     info = ollama.interpret(
