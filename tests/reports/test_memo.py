@@ -463,3 +463,10 @@ def test_parse_machine() -> None:
     )
     refuses(lambda: parse_machine("=M4 Pro"), "names no host")
     refuses(lambda: parse_machine("studio="), "gives no chip")
+
+
+def test_a_csv_lacking_most_columns_is_not_called_an_older_felabs(tmp_path: Path) -> None:
+    """Thirteenth sweep: `timestamp,host` was 'written by an older felab'."""
+    path = tmp_path / "two.csv"
+    path.write_text("timestamp,host\n2026-12-01T10:00:00+00:00,mac\n")
+    refuses(lambda: load_results(path), "is not a results file written by `felab bench`")

@@ -63,6 +63,13 @@ def _check_header(header: tuple[str, ...], where: str) -> None:
             "`felab bench` writes"
         )
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
+    if len(missing) > len(REQUIRED_COLUMNS) // 2:  # an older felab lacked a few, never most
+        raise MemoError(
+            f"{where} is not a results file written by `felab bench`: it lacks "
+            f"{len(missing)} of the {len(REQUIRED_COLUMNS)} columns the memo needs "
+            f"({', '.join(missing[:4])} ...); pass --csv with the results/01-latency.csv that "
+            "`felab bench` writes"
+        )
     if missing:
         raise MemoError(
             f"{where} lacks the column(s) {', '.join(missing)} the memo needs (it was written by "
