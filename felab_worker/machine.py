@@ -37,6 +37,7 @@ from felab_core.ops import logs, metrics
 from felab_core.settings import Settings
 from felab_worker.app import machine_app, soft_time_limit, worker_args
 from felab_worker.broker import Store, broker_url, make_store
+from felab_worker.fatal import broker_fault, kept_fatal
 from felab_worker.login import BrokerRefused, RefusalWatch, login_grace_s, refusal, user_of
 from felab_worker.names import INGEST_QUEUE, Names
 from felab_worker.spool import Spool
@@ -257,26 +258,11 @@ def default_pool() -> str:
     return "solo" if sys.platform == "darwin" else "prefork"
 
 
-class _FatalError(logging.Filter):
-    """Keeps the error Celery stops on ("Unrecoverable error", logged with its traceback) for
-    felab to say in one line; the traceback then comes only with --debug or FELAB_DEBUG=1."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.exc: BaseException | None = None
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if str(record.msg).startswith("Unrecoverable error") and record.exc_info:
-            self.exc = record.exc_info[1]
-            return False
-        return True
-
-
 def _stopped_on(exc: BaseException, rt: Runtime) -> BaseException:
-    """What to raise for the error Celery stopped on: a refusal said in felab's words, anything
-    else as it is (the CLI's boundary explains it, or calls it a bug)."""
+    """What to raise for the error Celery stopped on: a refusal or a broken queue said in
+    felab's words, anything else as it is (the CLI's boundary explains it, or calls it a bug)."""
     if not refusal(exc):
-        return exc
+        return broker_fault(exc, rt.names.prefix) or exc
     url = rt.identity.broker_url or ""
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     return BrokerRefused(
@@ -291,10 +277,7 @@ def start(rt: Runtime, settings: Settings, *, pool: str, loglevel: str) -> None:
     """Run the worker until stopped: its own queue only, one job at a time. An error Celery
     cannot recover from is raised (Celery itself would log it and exit 0)."""
     ident = rt.identity
-    fatal = _FatalError()
-    celery_log = logging.getLogger("celery.worker")
-    celery_log.addFilter(fatal)
-    try:
+    with kept_fatal() as fatal:
         rt.app.worker_main(  # it drops Celery's exit code: the filter keeps the error
             worker_args(
                 settings,
@@ -316,8 +299,6 @@ def start(rt: Runtime, settings: Settings, *, pool: str, loglevel: str) -> None:
                 ],
             )
         )
-    finally:
-        celery_log.removeFilter(fatal)
     if rt.login is not None and rt.login.final is not None:  # removed while it ran
         raise rt.login.final
     if fatal.exc is not None:

@@ -75,6 +75,7 @@ def ingest(
     from felab_core.ops import logs
     from felab_worker.app import worker_args
     from felab_worker.broker import broker_url, is_redis
+    from felab_worker.fatal import broker_fault, kept_fatal
     from felab_worker.ingest import create_app
     from felab_worker.names import BEAT_QUEUE, INGEST_QUEUE, PAIRING_QUEUE
     from felab_worker.pairing import BrokerUnreachable, check_reachable
@@ -111,28 +112,34 @@ def ingest(
         log.info("broker users in step with the database: %d machine(s)", synced.machines)
     schedule = settings.data_dir / "ingest-beat-schedule"
     schedule.parent.mkdir(parents=True, exist_ok=True)
-    app.worker_main(
-        worker_args(
-            settings,
-            [
-                "worker",
-                "-Q",
-                ",".join((INGEST_QUEUE, PAIRING_QUEUE, BEAT_QUEUE)),
-                "-B",
-                "-s",
-                str(schedule),
-                "-n",
-                f"ingest@{socket.gethostname()}",
-                "--pool",
-                "solo",
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-                "--loglevel",
-                loglevel.value,
-            ],
+    with kept_fatal() as fatal:  # Celery would log it with a traceback, then exit 0
+        app.worker_main(
+            worker_args(
+                settings,
+                [
+                    "worker",
+                    "-Q",
+                    ",".join((INGEST_QUEUE, PAIRING_QUEUE, BEAT_QUEUE)),
+                    "-B",
+                    "-s",
+                    str(schedule),
+                    "-n",
+                    f"ingest@{socket.gethostname()}",
+                    "--pool",
+                    "solo",
+                    "--without-gossip",
+                    "--without-mingle",
+                    "--without-heartbeat",
+                    "--loglevel",
+                    loglevel.value,
+                ],
+            )
         )
-    )
+    if fatal.exc is not None:  # said in one line by the CLI's boundary (traceback with --debug)
+        worded = broker_fault(fatal.exc, settings.broker_prefix)
+        if worded is None:
+            raise fatal.exc
+        raise worded from fatal.exc
 
 
 def list_cmd(member: str = MEMBER, cohort: int = COHORT) -> None:

@@ -1,0 +1,59 @@
+"""The error a Celery worker stops on, kept for felab to say in one line.
+
+Celery logs "Unrecoverable error" with its traceback and then returns from `worker_main`, so
+the command would exit 0 after a page of Python. The machine's worker and the ingest both run
+Celery under `kept_fatal()` and raise what it kept; `broker_fault` says the one a broker in a
+bad state causes (a key of another kind where a queue should be) in words.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+
+from felab_core.errors import Invalid
+
+
+class FatalError(logging.Filter):
+    """Keeps the error Celery stops on; its traceback then comes only with --debug."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.exc: BaseException | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if str(record.msg).startswith("Unrecoverable error") and record.exc_info:
+            self.exc = record.exc_info[1]
+            return False
+        return True
+
+
+@contextlib.contextmanager
+def kept_fatal() -> Iterator[FatalError]:
+    """Run Celery inside: the filter holds the error it stopped on, if any."""
+    fatal = FatalError()
+    celery_log = logging.getLogger("celery.worker")
+    celery_log.addFilter(fatal)
+    try:
+        yield fatal
+    finally:
+        celery_log.removeFilter(fatal)
+
+
+class BrokerKeyWrongType(Invalid):
+    """A queue's key on the broker holds another kind of value: Redis refuses every pop."""
+
+
+def broker_fault(exc: BaseException, prefix: str) -> BrokerKeyWrongType | None:
+    """The words for a broker whose queue key holds a string, hash or set (WRONGTYPE): only
+    the trusted side or another program sharing the Redis can write one (machines may only
+    push), so the fix is on the broker."""
+    if "WRONGTYPE" not in str(exc):
+        return None
+    return BrokerKeyWrongType(
+        f"a queue on the broker holds another kind of value (Redis said WRONGTYPE): another "
+        f"program writes keys under FELAB_BROKER_PREFIX ({prefix!r}) on this Redis? Give felab "
+        f"its own prefix or Redis database, or delete the wrong keys (redis-cli --scan "
+        f"--pattern '{prefix}*' shows them; TYPE tells a queue, a list, from the rest)"
+    )
