@@ -30,6 +30,9 @@ from felab_worker.broker import (
     ssl_options,
 )
 from felab_worker.names import BEAT_QUEUE, INGEST_QUEUE, PAIRING_QUEUE, Names
+from felab_worker.transport import register as register_transport
+
+register_transport()  # a body that is not a message is dropped, never fatal
 
 #: The ingest's messages are short database writes: one it holds longer than this, unacked,
 #: was lost with the process, and is handed out again.

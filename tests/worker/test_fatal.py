@@ -12,6 +12,7 @@ import pytest
 
 from felab_worker.fatal import broker_fault
 from tests.e2e.fleet import FELAB, PREFIX, RedisServer, base_env
+from tests.worker.test_identity_and_start import _kill, _wait_in
 
 
 @pytest.fixture
@@ -46,3 +47,38 @@ def test_only_a_wrong_type_is_called_a_broker_fault() -> None:
     wrong = redis.ResponseError("WRONGTYPE Operation against a key holding the wrong kind")
     assert broker_fault(wrong, "felab:") is not None
     assert broker_fault(redis.ResponseError("ERR unknown command"), "felab:") is None
+
+
+@pytest.mark.slow
+def test_bodies_no_felab_process_wrote_are_dropped_and_the_ingest_goes_on(
+    broker: RedisServer, tmp_path: Path
+) -> None:
+    """Any paired machine may push to the ingest's inbox, anyone with the pairing URL to the
+    pairing inbox. One 'notjson' stopped the ingest (exit 70): kombu decodes before Celery sees
+    a message, and its error was fatal."""
+    env = {**base_env(), **broker.env(), "FELAB_DATA_DIR": str(tmp_path / "data")}
+    log = tmp_path / "ingest.log"
+    with log.open("wb") as fh:
+        proc = subprocess.Popen(
+            [FELAB, "worker", "ingest", "--loglevel", "INFO"],
+            env={**env, "FELAB_RECONCILE_EVERY_S": "0.5"},
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    junk = ["notjson", "[1, 2, 3]", "5", '{"a": 1}', '{"body": "x", "properties": 5}']
+    try:
+        _wait_in(log, proc, " ready.")
+        admin = broker.client()
+        for body in junk:
+            admin.lpush(f"{PREFIX}ingest.inbox", body)
+            admin.lpush(f"{PREFIX}pairing.inbox", body)
+        _wait_in(log, proc, "dropped a message", count=2 * len(junk))
+        seen = log.read_text(errors="replace").count("felab.reconcile")
+        _wait_in(log, proc, "felab.reconcile", count=seen + 2)  # the beat goes on after them
+        assert proc.poll() is None, log.read_text(errors="replace")
+    finally:
+        _kill(proc)
+    out = log.read_text(errors="replace")
+    assert "Traceback" not in out and "Unrecoverable error" not in out
+    assert admin.llen(f"{PREFIX}ingest.inbox") == 0 and admin.llen(f"{PREFIX}pairing.inbox") == 0

@@ -265,9 +265,12 @@ def test_a_machine_removed_while_it_runs_stops_in_words_after_a_restarts_grace(
     assert "Traceback" not in out and PASSWORD not in out
 
 
-def _wait_in(log: Path, proc: subprocess.Popen[bytes], text: str, timeout_s: float = 30) -> None:
+def _wait_in(
+    log: Path, proc: subprocess.Popen[bytes], text: str, count: int = 1, timeout_s: float = 30
+) -> None:
+    """Until `text` is in the log `count` times; the process must live that long."""
     end = time.monotonic() + timeout_s
-    while text not in log.read_text(errors="replace"):
+    while log.read_text(errors="replace").count(text) < count:
         assert proc.poll() is None, log.read_text(errors="replace")
         assert time.monotonic() < end, log.read_text(errors="replace")
         time.sleep(0.2)
