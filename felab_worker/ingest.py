@@ -215,4 +215,15 @@ def create_app(settings: Settings) -> tuple[Celery, Ingest]:
         except TRANSIENT as exc:
             log.warning("reconciler skipped a beat: the database is away (%s)", exc)
 
+    _only_felab_tasks(app)
     return app, state
+
+
+def _only_felab_tasks(app: Celery) -> None:
+    """Drop Celery's built-in tasks (celery.chain, .group, .map, .chord_unlock ...): any machine
+    may push a message to the inbox naming one, and the ingest, which publishes as the broker's
+    admin, would then send whatever the message held to any queue, or retry for good. felab uses
+    none of them; a message naming one is refused as an unregistered task."""
+    app.finalize(auto=True)
+    for name in [n for n in app.tasks if not n.startswith("felab.")]:
+        del app.tasks[name]

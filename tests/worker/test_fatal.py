@@ -82,3 +82,45 @@ def test_bodies_no_felab_process_wrote_are_dropped_and_the_ingest_goes_on(
     out = log.read_text(errors="replace")
     assert "Traceback" not in out and "Unrecoverable error" not in out
     assert admin.llen(f"{PREFIX}ingest.inbox") == 0 and admin.llen(f"{PREFIX}pairing.inbox") == 0
+
+
+@pytest.mark.slow
+def test_celerys_own_tasks_are_not_run_for_a_machine(broker: RedisServer, tmp_path: Path) -> None:
+    """Celery registers its canvas tasks (celery.group, .map, .chord_unlock ...) in every app,
+    and the ingest ran them for anyone who pushed one: celery.group publishes the signatures its
+    message holds as the ingest, the broker's admin (a job named for another machine's queue did
+    not land there in the thirteenth sweep's tries, kombu found no binding), celery.map runs a
+    task once per item, celery.chord_unlock retries for good. The ingest registers felab's three
+    tasks only, so such a message is refused as unregistered."""
+    from celery import Celery
+
+    env = {**base_env(), **broker.env(), "FELAB_DATA_DIR": str(tmp_path / "data")}
+    log = tmp_path / "ingest.log"
+    with log.open("wb") as fh:
+        proc = subprocess.Popen(
+            [FELAB, "worker", "ingest", "--loglevel", "INFO"],
+            env=env,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    forged = {
+        "task": "felab.run_job",
+        "args": [{"job_id": 1}],
+        "kwargs": {},
+        "options": {"exchange": "", "routing_key": "host.7.jobs"},
+        "subtask_type": None,
+        "immutable": False,
+    }
+    sender = Celery("hostile", broker=broker.url)
+    sender.conf.broker_transport_options = {"global_keyprefix": PREFIX}
+    try:
+        _wait_in(log, proc, " ready.")
+        result = [["g1", None], [[["t1", None], None]]]  # a GroupResult as a tuple
+        sender.send_task("celery.group", args=[[forged], result, "g1", []], queue="ingest.inbox")
+        _wait_in(log, proc, "Received unregistered task of type 'celery.group'")
+        assert proc.poll() is None
+    finally:
+        _kill(proc)
+        sender.close()
+    assert broker.client().llen(f"{PREFIX}host.7.jobs") == 0
