@@ -114,6 +114,8 @@ def read_slots(
                 if isinstance(s, dict)
             )
             endpoint = True
+            if not per_slot:  # [1, 2]: a list, but of no seat llama-server describes
+                raise _not_llama(shown, "/slots lists no seat objects")
             if len(per_slot) != total_slots or max(per_slot) > props_ctx:
                 # llama-server's seats are all its /props length: a server that says otherwise
                 # contradicts itself, and neither figure can be believed

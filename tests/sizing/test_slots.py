@@ -274,3 +274,21 @@ def test_a_server_whose_slots_contradict_its_props_is_not_believed() -> None:
     client = httpx.Client(transport=httpx.MockTransport(handler))
     with pytest.raises(BadAnswer, match="contradicts itself: /props says 4 seats"):
         slots_live.read_live("http://odd", client=client)
+
+
+def test_slots_listing_no_seat_objects_is_refused_in_words() -> None:
+    """Thirteenth sweep H1: /slots [1, 2] ended in 'max() arg is an empty sequence' (exit 70)."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/props":
+            settings = {"n_ctx": 4096}
+            return httpx.Response(
+                200, json={"default_generation_settings": settings, "total_slots": 2}
+            )
+        if request.url.path == "/slots":
+            return httpx.Response(200, json=[1, 2])
+        return httpx.Response(404)
+
+    client = httpx.Client(transport=httpx.MockTransport(handler))
+    with pytest.raises(SizingError, match="/slots lists no seat objects"):
+        slots_live.read_live("http://odd", client=client)
