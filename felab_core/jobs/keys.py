@@ -203,6 +203,10 @@ def _url_problem(url: Any, worker_id: int) -> str | None:
         return "broker_url's port is not a number from 1 to 65535"
     if not user or not password or not host:
         return "broker_url lacks this machine's user, password or host (redis://USER:PASS@HOST)"
+    if parts.query or parts.fragment or url.endswith(("?", "#")):  # kombu would read them
+        return "broker_url holds options after ? or #, which pairing never writes"
+    if parts.path not in ("", "/", "/0"):  # a machine's user may not SELECT another database
+        return "broker_url names a database other than 0, which pairing never writes"
     if not user.endswith(f"-machine.{worker_id}"):
         return f"worker_id {worker_id} is not the machine whose broker user is {user!r}"
     return None

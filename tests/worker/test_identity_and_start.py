@@ -85,6 +85,10 @@ GOOD_URL = f"redis://felab-machine.1:{PASSWORD}@127.0.0.1:1/0"
         ({"broker_url": f"redis:///x:{PASSWORD}@h"}, "lacks this machine's user, password"),
         ({"broker_url": f"redis://felab-machine.1:{PASSWORD}@h:x/0"}, "port is not a number"),
         ({"broker_url": f"redis://felab-machine.7:{PASSWORD}@h:1/0"}, "'felab-machine.7'"),
+        # thirteenth sweep: ?ssl=true reached kombu (exit 70); /99 read as a removed machine
+        ({"broker_url": f"redis://felab-machine.1:{PASSWORD}@h:1/0?ssl=true"}, "after ? or #"),
+        ({"broker_url": f"redis://felab-machine.1:{PASSWORD}@h:1/0#x"}, "after ? or #"),
+        ({"broker_url": f"redis://felab-machine.1:{PASSWORD}@h:1/99"}, "other than 0"),
     ],
 )
 def test_a_field_of_the_wrong_type_or_range_is_refused_by_name(
