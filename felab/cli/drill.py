@@ -174,7 +174,12 @@ MAX_REPLY_CHARS = 4096
 
 
 class ReplyTooLong(Exception):
-    """A line of piped input longer than any reply (/dev/zero has no end of line)."""
+    """Input no person typed: a line longer than any reply (/dev/zero has no end of line), or
+    reply after reply that is no rating (`yes | felab drill` repeated 'y' for good)."""
+
+
+#: Non-ratings in a row, one card, before the input is called the wrong file.
+MAX_WRONG_REPLIES = 10
 
 
 def _ask(text: str, default: str | None = None) -> str | None:
@@ -216,7 +221,7 @@ def _one_card(
     if answer is None or answer.strip().lower() == "q":
         return False
     _show_answer(console, view, deep)
-    while True:
+    for _ in range(MAX_WRONG_REPLIES + 1):
         reply = _ask(_KEYS)
         if reply is None or reply.strip().lower() == "q":
             return False
@@ -226,6 +231,11 @@ def _one_card(
             break
         except ValueError as exc:
             err(str(exc))
+    else:
+        raise ReplyTooLong(
+            f"{MAX_WRONG_REPLIES + 1} replies in a row were not ratings: the drill waits for "
+            "again, hard, good or easy (or 1-4); is stdin the right file?"
+        )
     took = int((time.monotonic() - shown) * 1000)
     with session_scope(factory) as s:
         member = get_member(s, member_pk)

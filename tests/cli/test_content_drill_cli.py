@@ -108,3 +108,13 @@ def test_junk_typed_as_a_rating_is_not_repeated_whole() -> None:
     assert result.exit_code == 0, result.output
     assert "not a rating" in result.output and junk not in result.output
     assert "'" + "x" * 40 + "'..." in result.output
+
+
+def test_reply_after_reply_that_is_no_rating_ends_the_drill() -> None:
+    """Thirteenth sweep H4: `yes | felab drill` asked again for good (126,490 lines in 10 s)."""
+    assert runner.invoke(app, ["content", "load", str(CONTENT)]).exit_code == 0
+    result = runner.invoke(app, ["drill", "--day", "2"], input="\n" + "y\n" * 1000)
+    assert result.exit_code == 2, result.output
+    assert result.output.count("'y' is not a rating") == 11
+    assert "11 replies in a row were not ratings" in result.output
+    assert "rated 0 of 2: those are kept" in result.output
