@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from felab_core.db import models as m
 from felab_core.db.types import utcnow
+from felab_core.engine.results import CSV_COLUMNS
 from felab_core.errors import Invalid
 from felab_core.numbers.row_checks import ResultRow, check_result_row
 from felab_core.numbers.verdict import judge_imports
@@ -195,6 +196,19 @@ def check_columns(columns: Sequence[str]) -> None:
         raise Invalid(
             f"this is not a results file written by `felab bench`: it has no "
             f"{', '.join(absent)} column(s)"
+        )
+    # Each check of an edited row reads a column: one left out would skip its check, and a
+    # hand-typed five-column file was stored as a measured run (thirteenth sweep).
+    lacking = [c for c in CSV_COLUMNS if c not in columns]
+    if lacking:
+        shown = ", ".join(lacking[:5]) + (
+            f" and {len(lacking) - 5} more" if len(lacking) > 5 else ""
+        )
+        raise Invalid(
+            f"the file lacks the column(s) {shown} that `felab bench` writes: it was edited or "
+            "typed by hand (a header with a space or an invisible character counts), or written "
+            "by an older felab; import the results CSV `felab bench` wrote, or run it again into "
+            "a new file with --csv"
         )
 
 

@@ -287,6 +287,24 @@ def test_import_refuses_what_is_not_a_results_file(tmp_path: Path) -> None:
     assert numbers() == []
 
 
+def test_import_refuses_a_file_lacking_any_column_felab_writes(tmp_path: Path) -> None:
+    """Thirteenth sweep H3: a hand-typed five-column file was stored as a measured run (each
+    check of an edited row reads a column, and skipped itself when the column was missing)."""
+    typed = tmp_path / "typed.csv"
+    typed.write_text("server,model,preset,concurrency,writing_tps_p50\nllamacpp,m,day2,1,41.5\n")
+    code, out = felab("import", str(typed))
+    said = " ".join(out.split())
+    assert code == 2 and "lacks the column(s) timestamp, host, target" in said, out
+    full = ",".join(CSV_COLUMNS)
+    spaced = tmp_path / "spaced.csv"  # one header with a trailing space: its column is missing
+    spaced.write_text(
+        full.replace("host,", "host ,", 1) + "\n" + ",".join(row("ollama", "m").values()) + "\n"
+    )
+    code, out = felab("import", str(spaced))
+    assert code == 2 and "lacks the column(s) host" in " ".join(out.split()), out
+    assert numbers() == []
+
+
 # ----------------------------------------------------------------------------- bad input
 
 
