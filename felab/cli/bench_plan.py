@@ -31,6 +31,8 @@ def _parse_concurrency(text: str) -> tuple[int, ...]:
     if any(not p for p in parts) and any(parts):
         raise typer.BadParameter(f"{text!r} has an empty item: use e.g. 1,4,16")
     try:
+        if not all(p.isascii() and p.isdigit() for p in parts if p):  # int() reads 2_0 as 20
+            raise ValueError(text)
         values = tuple(int(p) for p in parts if p)
     except ValueError:
         raise typer.BadParameter(

@@ -137,11 +137,11 @@ def check_result_row(row: Mapping[str, str]) -> ResultRow:
             "one changed by flags (day2+custom), sessions NxM or trace:NAME"
         )
     server = validate_server(row["server"])
-    try:
-        concurrency = int(row["concurrency"])
-    except ValueError:
-        shown = row["concurrency"][:40]
-        raise Invalid(f"concurrency {shown!r} is not a whole number") from None
+    typed = row["concurrency"].strip()
+    digits = typed.removeprefix("-")
+    if not (digits.isascii() and digits.isdigit()):  # int() also reads 1_0 and a fullwidth １
+        raise Invalid(f"concurrency {typed[:40]!r} is not a whole number") from None
+    concurrency = int(typed) if len(digits) <= 12 else MAX_ROW_CONCURRENCY + 1
     if not 0 <= concurrency <= MAX_ROW_CONCURRENCY:
         raise Invalid(f"concurrency {concurrency} is not from 0 to {MAX_ROW_CONCURRENCY:,}")
     if concurrency == 0 and _float(row, "rate") is None and not preset.startswith("trace:"):

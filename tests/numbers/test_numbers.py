@@ -340,6 +340,9 @@ def test_import_groups_runs_into_jobs_and_never_stores_a_row_twice(
         ("ttft_p50_s", "-1", "cannot be negative"),
         ("concurrency", "-3", "not from 0 to"),
         ("concurrency", "10000000000", "not from 0 to"),
+        # thirteenth sweep M1: int() read 1_0 as 10 and a fullwidth digit as 1
+        ("concurrency", "1_0", "concurrency '1_0' is not a whole number"),
+        ("concurrency", "\uff11", "is not a whole number"),
         ("model", "m" * 400, "longer than 300"),
         ("model", "\x1b[31mevil", "control characters"),
         ("host", "h\x00", "control characters"),
