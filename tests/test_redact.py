@@ -31,6 +31,7 @@ def test_a_url_as_typed_is_masked_even_when_it_cannot_be_parsed(password: str) -
         ("invalid api_key=sk-secret123 given", "invalid api_key=*** given"),
         ('{"token": "abcd1234"}', '{"token": "***"}'),
         ("Authorization: Bearer abcdef123", "Authorization: Bearer ***"),
+        ("Bearer: S3cretPw", "Bearer: ***"),  # thirteenth sweep: the colon let it through
         ("password: hunter22", "password: ***"),
         ("bad key sk-abcdefghijklmnop1234", "bad key ***"),
         ("API-KEY:ZZZZZZZZZZZZZZZZZZZZ", "API-KEY:***"),
