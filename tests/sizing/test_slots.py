@@ -258,37 +258,31 @@ def test_a_c_that_fits_neither_cache_is_said_not_dropped() -> None:
     assert "8,192 in all" in verdict.assumption
 
 
-def test_a_server_whose_slots_contradict_its_props_is_not_believed() -> None:
-    """Ninth sweep: /props 4 seats of 8,192, /slots 3 seats of 999,999: reported as fact."""
+def _props_then_slots(n_ctx: int, total_slots: int, slots: Any) -> httpx.Client:
+    """A server whose /props says `total_slots` seats of `n_ctx`, and whose /slots says `slots`."""
 
     def handler(request: httpx.Request) -> httpx.Response:
         if request.url.path == "/props":
-            settings = {"n_ctx": 8192}
+            settings = {"n_ctx": n_ctx}
             return httpx.Response(
-                200, json={"default_generation_settings": settings, "total_slots": 4}
+                200, json={"default_generation_settings": settings, "total_slots": total_slots}
             )
         if request.url.path == "/slots":
-            return httpx.Response(200, json=[{"id": i, "n_ctx": 999_999} for i in range(3)])
+            return httpx.Response(200, json=slots)
         return httpx.Response(404)
 
-    client = httpx.Client(transport=httpx.MockTransport(handler))
+    return httpx.Client(transport=httpx.MockTransport(handler))
+
+
+def test_a_server_whose_slots_contradict_its_props_is_not_believed() -> None:
+    """Ninth sweep: /props 4 seats of 8,192, /slots 3 seats of 999,999: reported as fact."""
+    client = _props_then_slots(8192, 4, [{"id": i, "n_ctx": 999_999} for i in range(3)])
     with pytest.raises(BadAnswer, match="contradicts itself: /props says 4 seats"):
         slots_live.read_live("http://odd", client=client)
 
 
 def test_slots_listing_no_seat_objects_is_refused_in_words() -> None:
     """Thirteenth sweep H1: /slots [1, 2] ended in 'max() arg is an empty sequence' (exit 70)."""
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        if request.url.path == "/props":
-            settings = {"n_ctx": 4096}
-            return httpx.Response(
-                200, json={"default_generation_settings": settings, "total_slots": 2}
-            )
-        if request.url.path == "/slots":
-            return httpx.Response(200, json=[1, 2])
-        return httpx.Response(404)
-
-    client = httpx.Client(transport=httpx.MockTransport(handler))
+    client = _props_then_slots(4096, 2, [1, 2])
     with pytest.raises(SizingError, match="/slots lists no seat objects"):
         slots_live.read_live("http://odd", client=client)
