@@ -598,6 +598,8 @@ def bench(
         )
         raise typer.Exit(EXIT_INTERRUPTED)
     if any(o.error or o.timed_nothing for o in outcomes):
+        if all(o.ramps_took_all for o in outcomes if o.error or o.timed_nothing):
+            raise typer.Exit(EXIT_USAGE)  # the flags left nothing to measure; the note says so
         raise typer.Exit(EXIT_NOT_TIMED)
     if any(o.result is not None and o.result.partial for o in outcomes):
         err_console.print(

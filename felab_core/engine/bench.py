@@ -41,6 +41,23 @@ class BenchOutcome:
         r = self.result
         return r is not None and not r.interrupted and all(_nothing_in(run) for run in r.runs)
 
+    @property
+    def ramps_took_all(self) -> bool:
+        """Requests were answered, but each fell in --ramp-up/--ramp-down: the flags left nothing
+        to measure, not the server (thirteenth sweep: it exited as 'unreachable')."""
+        r = self.result
+        return (
+            r is not None
+            and not r.interrupted
+            and bool(r.runs)
+            and all(
+                run.summary.ok > 0
+                and run.summary.window is not None
+                and run.summary.window["kept"] == 0
+                for run in r.runs
+            )
+        )
+
 
 def _nothing_in(run: RunResult) -> bool:
     """No request was timed, or none fell in the steady window the ramps left."""
