@@ -13,7 +13,7 @@ from felab.cli.db import service_errors, sessions
 from felab.cli.errors import err
 from felab_core.db.session import session_scope
 from felab_core.db.types import utcnow
-from felab_core.failures import EXIT_UNREACHABLE
+from felab_core.failures import EXIT_UNREACHABLE, EXIT_USAGE
 from felab_core.redact import redact
 from felab_core.settings import get_settings
 
@@ -45,7 +45,8 @@ def status(
     with service_errors(), session_scope(sessions()) as session:
         fleet = fleet_status(session, utcnow(), settings)
     broker = "reached"
-    broker_ok = True
+    failed: int | None = None  # the exit code when the broker could not be used
+    reached = False
     try:
         dispatcher = Dispatcher(settings)
         if dispatcher.redis:  # asked even with no machine: "reached" is a fact, not a default
@@ -59,21 +60,34 @@ def status(
             )
         else:
             broker = "embedded (this machine's SQLite broker)"
+        reached = True
         machines = [replace(mc, depth=dispatcher.depth(mc.worker_id)) for mc in fleet.machines]
         fleet = replace(fleet, machines=machines)
     except Exception as exc:
         said = redact(str(exc))
         said = said if len(said) <= 400 else said[:400] + "..."
-        broker = f"not reached: {said}" if said else f"not reached ({type(exc).__name__})"
-        broker_ok = False
+        if reached:  # it answered, then refused to show a queue: a user or a key to fix
+            from felab_worker.fatal import broker_fault
+
+            fault = broker_fault(exc, settings.broker_prefix)
+            broker = (
+                f"reached, but {fault}"
+                if fault
+                else f"reached, but it refused to show the queues ({said}): FELAB_BROKER_URL "
+                "must name felab's admin user (the pairing URL may only pair)"
+            )
+            failed = EXIT_USAGE
+        else:
+            broker = f"not reached: {said}" if said else f"not reached ({type(exc).__name__})"
+            failed = EXIT_UNREACHABLE
     if as_json:
         typer.echo(json.dumps({**fleet.to_json(), "broker": broker}))
     else:
         _print(fleet, broker)
-    if not broker_ok:  # a monitoring script reads the exit code: 3, a service not reached
+    if failed is not None:  # a monitoring script reads the exit code: 3 not reached, 2 refused
         # the table's broker line already says why: once is enough on a terminal
-        err(f"broker {broker}" if as_json else "the broker was not reached (why: the line above)")
-        raise typer.Exit(EXIT_UNREACHABLE)
+        err(f"broker {broker}" if as_json else "the broker could not be used (why: the line above)")
+        raise typer.Exit(failed)
 
 
 def _print(fleet: FleetStatus, broker: str) -> None:

@@ -229,3 +229,36 @@ def test_run_with_the_broker_down_keeps_the_job_queued_and_says_so(
     with session_scope(default_sessions()) as s:
         newest = s.query(m.BenchJob).order_by(m.BenchJob.id.desc()).first()
         assert newest is not None and newest.status == "queued" and newest.target == "mlx"
+
+
+@pytest.mark.parametrize("how", ["pairing user", "wrong type"])
+def test_status_tells_a_broker_that_refused_from_one_not_reached(
+    fleet: Fleet, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, how: str
+) -> None:
+    """Thirteenth sweep M6: with the pairing URL (no LLEN allowed) or a queue key of the wrong
+    type, `felab status` said "broker: not reached" (exit 3) of a broker it had reached."""
+    from felab_core.jobs.pairing import secret_hash
+    from felab_worker import acl
+    from felab_worker.names import Names
+    from tests.e2e.fleet import PREFIX, RedisServer
+
+    broker = RedisServer(tmp_path)
+    try:
+        admin = broker.client()
+        url = broker.url
+        if how == "pairing user":
+            acl.ensure_users(admin, Names(PREFIX), secret_hash("pairing-pw-1"), [])
+            url = f"redis://{Names(PREFIX).pairing_user}:pairing-pw-1@127.0.0.1:{broker.port}/0"
+        else:
+            admin.set(f"{PREFIX}host.{fleet.worker}.jobs", "not a queue")
+        monkeypatch.setenv("FELAB_BROKER_URL", url)
+        monkeypatch.setenv("FELAB_BROKER_PREFIX", PREFIX)
+        get_settings.cache_clear()
+        result = runner.invoke(app, ["status"])
+    finally:
+        broker.stop()
+    out = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert "broker: reached, but" in out and "not reached" not in out
+    said = "felab's admin user" if how == "pairing user" else "Redis said WRONGTYPE"
+    assert said in out and "pairing-pw-1" not in out
