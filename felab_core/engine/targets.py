@@ -191,6 +191,12 @@ def load_targets(path: Path | None) -> dict[str, Target]:
                 f'targets file {path}: a target named "" (or only spaces): a target needs a '
                 "name to be run by (felab bench NAME): use letters, digits, - and _"
             )
+        if name.lstrip()[:1] in ("=", "+", "-", "@"):  # the results CSV's target column
+            raise TargetError(
+                f"targets file {path}: the target name {name[:64]!r} begins with "
+                f"{name.lstrip()[0]!r}, which a spreadsheet runs as a formula when it opens the "
+                "results CSV: use letters, digits, - and _ (not first)"
+            )
         if holds_hidden(name) or len(name) > 64:
             shown = name[:64].encode("unicode_escape").decode()
             raise TargetError(
