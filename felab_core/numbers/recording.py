@@ -160,11 +160,13 @@ def record_entered(
         field_key=field_key,
         recorded_at=now or utcnow(),
     )
+    comparison = compare_with_limit(session, member, server, speed.tokens_per_s)
+    if comparison.check is not None and comparison.check.impossible:
+        # said "flagged" on screen; stored so too, or the typed-in board ranked it first
+        number.verdict, number.verdict_note = "flagged", comparison.check.explanation
     session.add(number)
     session.flush()
-    return Recorded(
-        number, compare_with_limit(session, member, server, speed.tokens_per_s), speed.note
-    )
+    return Recorded(number, comparison, speed.note)
 
 
 def create_job(

@@ -121,8 +121,12 @@ def test_entered_speed_is_set_against_the_machines_limit(
     assert float(check.ceiling.tokens_per_second) == pytest.approx(273 / 4.9)
     assert check.verdict == "typical" and "80 %" in check.explanation
     assert out.number.model == "llama3.1:8b" and out.number.field_key == "d02.num.ollama-writing"
+    assert out.number.verdict == "ok"
     impossible = record_entered(db, student, "ollama", "70")
     assert impossible.comparison.check is not None and impossible.comparison.check.impossible
+    # thirteenth sweep M8: said "flagged" but stored "ok", so the typed-in board ranked it
+    assert impossible.number.verdict == "flagged"
+    assert "126 %" in (impossible.number.verdict_note or "")
 
 
 def test_limit_uses_each_servers_own_model_file(db: Session, student: m.Member) -> None:
