@@ -249,6 +249,12 @@ def _shape_problem(text: str) -> tuple[str, int | None] | None:
                 anchors[anchor] = size
             outer, total = stack[-1]
             stack[-1] = (outer, total + size)
+        if stack[-1][1] > MAX_EXPANDED_NODES and not aliases:  # written out, not repeated
+            return (
+                f"holds more than {MAX_EXPANDED_NODES:,} values: a pack is one day of course "
+                "text (a day holds a few hundred); split it, or check it is the right file",
+                line,
+            )
         if stack[-1][1] > MAX_EXPANDED_NODES:
             return (
                 f"its aliases (*name) expand to more than {MAX_EXPANDED_NODES:,} values: felab "

@@ -339,3 +339,16 @@ def test_a_field_of_a_hundred_thousand_characters_is_refused(tmp_path: Path) -> 
     data["title"] = "x" * 100_000
     (msg,) = _problems(tmp_path, data)
     assert "title: is 100,000 characters: a pack's text is at most 10,000 a field" in msg
+
+
+def test_a_long_pack_without_aliases_is_not_called_an_alias_bomb(tmp_path: Path) -> None:
+    """Thirteenth sweep M4: 20,000 plain cards (1.2 MB, no alias) were refused as YAML that
+    'repeats itself by reference'."""
+    folder = tmp_path / "pack"
+    folder.mkdir()
+    cards = "".join(f"  - {{q: question {i}, a: answer {i}}}\n" for i in range(40_000))
+    (folder / "day-01.yaml").write_text("format: 1\nday: 1\ncards:\n" + cards)
+    _, problems = parse_pack(folder / "day-01.yaml")
+    said = " ".join(p.message for p in problems)
+    assert "holds more than 100,000 values: a pack is one day of course text" in said, said
+    assert "alias" not in said
