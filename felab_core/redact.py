@@ -28,7 +28,7 @@ _SAID_SECRET = re.compile(
     r"(?P<head>\b(?:api[_-]?key|access[_-]?token|auth[_-]?token|token|secret|password|passwd)"
     r"[\"']?[=:]\s*[\"']?)(?P<value>[^\s\"',;&]{4,})"
     r"|(?P<bearer>\bBearer:?\s+)(?P<bearer_value>[^\s\"',;]{4,})"
-    r"|\bsk-[A-Za-z0-9_-]{16,}",
+    r"|\bsk-[A-Za-z0-9_-]{8,}",
     re.I,
 )
 _secrets: set[str] = set()

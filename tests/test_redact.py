@@ -32,6 +32,7 @@ def test_a_url_as_typed_is_masked_even_when_it_cannot_be_parsed(password: str) -
         ('{"token": "abcd1234"}', '{"token": "***"}'),
         ("Authorization: Bearer abcdef123", "Authorization: Bearer ***"),
         ("Bearer: S3cretPw", "Bearer: ***"),  # thirteenth sweep: the colon let it through
+        ("token sk-secret123 expired", "token *** expired"),  # a short key in words
         ("password: hunter22", "password: ***"),
         ("bad key sk-abcdefghijklmnop1234", "bad key ***"),
         ("API-KEY:ZZZZZZZZZZZZZZZZZZZZ", "API-KEY:***"),
@@ -55,6 +56,15 @@ def test_a_secret_said_in_words_is_masked(said: str, shown: str) -> None:
 )
 def test_prose_about_tokens_is_left_alone(prose: str) -> None:
     assert redact(prose) == prose
+
+
+def test_a_json_answer_instead_of_a_stream_is_quoted_without_its_key() -> None:
+    """Thirteenth sweep: the 'not streaming' message quoted the server's body raw."""
+    from felab_core.engine.client import _not_a_stream
+
+    said = _not_a_stream(b'{"error": {"message": "api_key=sk-secret123 invalid"}}', "")
+    assert said is not None and "not streaming" in said
+    assert "sk-secret123" not in said and "api_key=***" in said
 
 
 def test_a_servers_error_text_never_repeats_its_key() -> None:

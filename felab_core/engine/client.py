@@ -456,7 +456,8 @@ def _not_a_stream(head: bytes, content_type: str) -> str | None:
     if text.startswith("{") and ("json" in content_type.lower() or not content_type):
         return (
             "not streaming: the server sent one JSON answer instead of a stream; check that "
-            f"this address speaks the API asked for (--api), and that it streams: {text[:120]!r}"
+            f"this address speaks the API asked for (--api), and that it streams: "
+            f"{shown_text(text, 120)!r}"
         )
     return None
 

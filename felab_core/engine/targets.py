@@ -92,10 +92,19 @@ _ENDPOINT_SUFFIXES = (
 )
 
 
+#: Longer than any server's base address, path and all (browsers stop near 2,000 too).
+MAX_URL_CHARS = 2048
+
+
 def normalize_base_url(url: str) -> str:
     """Accept http://host:port, with or without a trailing /v1, slash or endpoint path
     (`/v1/chat/completions` pasted from a server's docs): the base address felab adds to."""
     text = url.strip()
+    if len(text) > MAX_URL_CHARS:  # 70,000 characters took httpx half a minute, then exit 70
+        raise TargetError(
+            f"the address is {len(text):,} characters long: a server's base address is "
+            f"http://HOST:PORT (felab takes up to {MAX_URL_CHARS:,}); is the right text pasted?"
+        )
     shown = url_as_typed_masked(text)
     if holds_hidden(text) or any(c.isspace() for c in text):
         raise TargetError(

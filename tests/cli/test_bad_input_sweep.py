@@ -467,6 +467,7 @@ CASES: list[Case] = [
     case("bench-concurrency-zero", f"bench {LOCAL} -c 0", 2, "concurrency"),
     case("bench-concurrency-billion", f"bench {LOCAL} -c 1000000000", 2, "concurrency"),
     case("bench-concurrency-word", f"bench {LOCAL} -c many", 2, "whole numbers"),
+    case("bench-url-70k", ["bench", "--url", "http://127.0.0.1:1/" + "a" * 70_003, "--model", "m"], 2, "characters long"),  # 13th: 27 s, exit 70
     case("bench-concurrency-underscore", f"bench {LOCAL} -c 2_0", 2, "whole numbers"),  # 13th: ran 20
     case("bench-prompt-huge", f"bench {LOCAL} --prompt-tokens 1000000000000", 2, "--prompt-tokens"),
     case("bench-timeout-negative", f"bench {LOCAL} --timeout -1", 2, "--timeout"),

@@ -194,6 +194,12 @@ async def test_identify_a_server_whose_body_does_not_fit_its_encoding() -> None:
         await server.wait_closed()
 
 
+def test_an_address_longer_than_any_server_s_is_refused_at_once() -> None:
+    """Thirteenth sweep: a 70,000-character --url took half a minute in httpx, then exit 70."""
+    with pytest.raises(TargetError, match="is 70,022 characters long"):
+        normalize_base_url("http://127.0.0.1:1/" + "a" * 70_003)
+
+
 def test_a_url_naming_another_api_s_endpoint_is_refused() -> None:
     """Ninth sweep: a completions URL with --api openai-chat was timed as chat, silently."""
     with pytest.raises(TargetError, match=r"ends in /v1/completions, but --api openai-chat"):
