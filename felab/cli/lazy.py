@@ -13,6 +13,7 @@ from typer.core import TyperGroup
 
 from felab.cli.file_names import refuse_folder_marks
 from felab.cli.opposites import refuse_opposites
+from felab.cli.plain_numbers import refuse_loose_numbers
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ def load_command(name: str, entry: Entry, path: str = "felab") -> click.Command:
     cmd.name = name
     refuse_opposites(cmd)
     refuse_folder_marks(cmd)
+    refuse_loose_numbers(cmd)
     return cmd
 
 
