@@ -7,7 +7,8 @@ do not work. (The bot also sends every message with mentions disabled: this keep
 even looking like a mention.)
 
 `holds_hidden` is the one test for text a person or a results row gives (a model name, a
-label, a CSV cell, a URL): whether it holds characters a reader cannot see.
+label, a CSV cell, a URL): whether it holds characters a reader cannot see; `formula_mark` the
+one test for a name that a spreadsheet would run as a formula.
 """
 
 from __future__ import annotations
@@ -38,6 +39,31 @@ def holds_hidden(text: str, *, allowed: str = "") -> bool:
     if text.isprintable():  # the common case, in C: Cc and Cf are never printable
         return False
     return any(unicodedata.category(c) in _HIDDEN_CATEGORIES and c not in allowed for c in text)
+
+
+#: A cell that begins with one of these is run as a formula when a spreadsheet opens the CSV
+#: (=, +, - and @ all start one): no server, model, machine or target name begins so.
+FORMULA_MARKS = ("=", "+", "-", "@")
+
+
+def formula_mark(text: str, *, allowed: str = "") -> str:
+    """The character a name begins with that makes a spreadsheet run it, or ''. A model's name
+    may begin with '@' (`allowed`): Cloudflare's are @cf/..., and there it names no function."""
+    first = text.lstrip()[:1]
+    return first if first in FORMULA_MARKS and first not in allowed else ""
+
+
+def spreadsheet_cell(value: object) -> object:
+    """`value` for a CSV an instructor opens in a spreadsheet: text that would run as a
+    formula there (a member's display name `=HYPERLINK(...)`) is kept as text by a leading
+    apostrophe, as spreadsheets themselves write it; numbers pass unchanged."""
+    if not isinstance(value, str) or not formula_mark(value):
+        return value
+    try:
+        float(value)
+    except ValueError:
+        return "'" + value
+    return value  # a signed number, such as -0.5
 
 
 def with_hidden_shown(text: str) -> str:

@@ -34,7 +34,7 @@ from felab_core.engine.apis import Api, adapter_for
 from felab_core.engine.server_kinds import ServerKind
 from felab_core.files import MiB, NamedFileError, read_named_text
 from felab_core.redact import url_as_typed_masked
-from felab_core.text import holds_hidden
+from felab_core.text import formula_mark, holds_hidden
 
 
 class TargetError(ValueError):
@@ -200,7 +200,7 @@ def load_targets(path: Path | None) -> dict[str, Target]:
                 f'targets file {path}: a target named "" (or only spaces): a target needs a '
                 "name to be run by (felab bench NAME): use letters, digits, - and _"
             )
-        if name.lstrip()[:1] in ("=", "+", "-", "@"):  # the results CSV's target column
+        if formula_mark(name):  # the results CSV's target column
             raise TargetError(
                 f"targets file {path}: the target name {name[:64]!r} begins with "
                 f"{name.lstrip()[0]!r}, which a spreadsheet runs as a formula when it opens the "
@@ -296,6 +296,6 @@ def check_model_name(model: str, where: str) -> str:
         )
     if len(model) > 300:
         raise TargetError(f"{where} is longer than 300 characters")
-    if model.strip().startswith("="):  # written to CSV: a spreadsheet would run it as a formula
-        raise TargetError(f"{where} begins with '=': no model's name does")
+    if mark := formula_mark(model, allowed="@"):  # written to CSV: a spreadsheet runs it
+        raise TargetError(f"{where} begins with {mark!r}: no model's name does")
     return model

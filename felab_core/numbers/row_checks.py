@@ -19,7 +19,7 @@ from felab_core.engine.metrics import MAX_SERVER_TPS, TOKEN_SOURCES
 from felab_core.engine.server_kinds import validate_server
 from felab_core.engine.workloads import MAX_BURSTINESS, MAX_REQUESTS, MAX_TOKENS, PRESETS
 from felab_core.errors import Invalid
-from felab_core.text import holds_hidden
+from felab_core.text import formula_mark, holds_hidden
 
 #: What a results row's figures may be: anything outside is a corrupted or hand-edited row,
 #: refused with its reason rather than stored (a negative speed, NaN, 1e309).
@@ -125,7 +125,11 @@ def check_result_row(row: Mapping[str, str]) -> ResultRow:
         # Escape codes in a model name would reach terminals, chat posts and leaderboards (a
         # U+202E shows it reversed); a leading = runs as a formula in an exported spreadsheet.
         odd = "holds invisible or control characters" if holds_hidden(value) else ""
-        odd = odd or ("begins with '=', a spreadsheet formula" if value.lstrip()[:1] == "=" else "")
+        if name in _ROW_TEXT_LIMITS:  # a name's leading + - @ starts a formula too
+            mark = formula_mark(value, allowed="@" if name == "model" else "")
+        else:  # a number's sign is checked as a number below
+            mark = "=" if value.lstrip().startswith("=") else ""
+        odd = odd or (f"begins with {mark!r}, a spreadsheet formula" if mark else "")
         if odd:
             raise Invalid(f"the result row's {name} {odd}: felab writes none")
     if "host" in row and not (row["host"] or "").strip():

@@ -22,7 +22,7 @@ from felab_core.sizing.errors import SizingError
 from felab_core.sizing.model_shape import file_size_problem
 from felab_core.sizing.speed_limit import find_chip
 from felab_core.sizing.units import GB, parse_bandwidth, parse_bytes
-from felab_core.text import holds_hidden
+from felab_core.text import formula_mark, holds_hidden
 
 ROLES = ("student", "instructor")
 JOIN_MODES = ("open", "code", "invite")
@@ -296,8 +296,8 @@ def set_server_model(
             raise Invalid(f"the {what} holds invisible or control characters: {retype}")
         if len(text.strip()) > most:
             raise Invalid(f"the {what} is longer than {most} characters: give the short name")
-        if text.strip().startswith("="):  # a spreadsheet would run it as a formula
-            raise Invalid(f"the {what} begins with '=': no model's name does")
+        if mark := formula_mark(text, allowed="@"):  # a spreadsheet would run it as a formula
+            raise Invalid(f"the {what} begins with {mark!r}: no model's name does")
     size: int | None = None
     if model_bytes is not None:
         try:

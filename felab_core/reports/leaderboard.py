@@ -25,6 +25,7 @@ from felab_core.drills.review import live_streak
 from felab_core.engine.server_kinds import validate_server
 from felab_core.errors import Invalid
 from felab_core.numbers.verdict import RANKED
+from felab_core.text import spreadsheet_cell
 
 BOARDS = ("streak", "reviews", "retention")
 SOURCES = ("measured", "entered")
@@ -194,19 +195,18 @@ def boards_csv(boards: list[Board]) -> str:
     for board in boards:
         g = board.group
         for row in board.rows:
-            writer.writerow(
-                [
-                    board.kind,
-                    g.get("server", ""),
-                    g.get("source", ""),
-                    g.get("preset", ""),
-                    g.get("model", ""),
-                    row.rank,
-                    row.member_id,
-                    row.name,
-                    f"{row.value:g}",
-                ]
-            )
+            cells = [
+                board.kind,
+                g.get("server", ""),
+                g.get("source", ""),
+                g.get("preset", ""),
+                g.get("model", ""),
+                row.rank,
+                row.member_id,
+                row.name,  # a member's display name, as they set it
+                f"{row.value:g}",
+            ]
+            writer.writerow([spreadsheet_cell(c) for c in cells])
     return out.getvalue()
 
 

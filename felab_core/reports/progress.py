@@ -25,6 +25,7 @@ from felab_core.drills.review import (
     streak,
 )
 from felab_core.people.members import get_cohort
+from felab_core.text import spreadsheet_cell
 
 
 @dataclass(frozen=True)
@@ -314,7 +315,7 @@ def progress_csv(rows: list[ProgressRow]) -> str:
             data["retention"] = f"{data['retention']:.4f}"
         if data["peer_rating_mean"] is not None:
             data["peer_rating_mean"] = f"{data['peer_rating_mean']:.2f}"
-        writer.writerow(data)
+        writer.writerow({k: spreadsheet_cell(v) for k, v in data.items()})  # names as set
     return out.getvalue()
 
 

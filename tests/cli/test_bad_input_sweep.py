@@ -241,6 +241,7 @@ def _write_files(d: Path) -> None:
         ("host-empty", "host", ""),
         ("naive-time", "timestamp", "2026-12-01T10:00:00"),
         ("formula", "model", "=1+1"),
+        ("host-plus", "host", "+cmd|calc"),
         ("rlo", "model", "llama\u202e3"),
         ("users-negative", "concurrency", "-3"),
     ):
@@ -469,6 +470,8 @@ CASES: list[Case] = [
     case("bench-concurrency-word", f"bench {LOCAL} -c many", 2, "whole numbers"),
     case("bench-url-70k", ["bench", "--url", "http://127.0.0.1:1/" + "a" * 70_003, "--model", "m"], 2, "characters long"),  # 13th: 27 s, exit 70
     case("bench-concurrency-underscore", f"bench {LOCAL} -c 2_0", 2, "whole numbers"),  # 13th: ran 20
+    case("bench-warmup-underscore", f"bench {LOCAL} --warmup 1_0", 2, "digits 0-9 only, such as 10"),  # 13th: ran 10
+    case("bench-rate-fullwidth", ["bench", *LOCAL.split(), "--rate", "２.５"], 2, "such as 2.5"),  # 13th: ran 2.5/s
     case("bench-prompt-huge", f"bench {LOCAL} --prompt-tokens 1000000000000", 2, "--prompt-tokens"),
     case("bench-timeout-negative", f"bench {LOCAL} --timeout -1", 2, "--timeout"),
     case("bench-max-tokens-zero", f"bench {LOCAL} --max-tokens 0", 2, "--max-tokens"),
@@ -821,6 +824,7 @@ CASES: list[Case] = [
     case("numbers-import-host-empty", "numbers import {files}/results-host-empty.csv", 2, "host is empty"),
     case("numbers-import-naive-time", "numbers import {files}/results-naive-time.csv", 2, "has no time zone"),
     case("numbers-import-formula", "numbers import {files}/results-formula.csv", 2, "begins with '='"),
+    case("numbers-import-host-plus", "numbers import {files}/results-host-plus.csv", 2, "host begins with '+'"),  # 13th: stored
     case("numbers-import-rlo", "numbers import {files}/results-rlo.csv", 2, "invisible or control characters"),
     case("numbers-model-invisible", ["numbers", "model", "ollama", "--name", "llama\u202e3", "--bytes", "4.9GB"], 2, "invisible or control characters"),
     case("bench-model-invisible", ["bench", *LOCAL.split(), "--model", "m\u200bX"], 2, "invisible or control characters"),
@@ -834,6 +838,7 @@ CASES: list[Case] = [
     case("size-limit-context-past-model", "size limit --model llama-3.1-8b --bits-per-weight 4.5 --chip H100 --context 1000000000", 2, "longer than llama 3.1 8b reads"),
     case("bench-trace-n-past-trace", "bench --url http://127.0.0.1:{whole} --kind llamacpp --no-csv --trace {files}/trace-ok.jsonl -n 10", 2, "the trace holds 1 request,"),
     case("numbers-model-formula", ["numbers", "model", "ollama", "--name", "=cmd|calc", "--bytes", "4.9GB"], 2, "begins with '='"),
+    case("numbers-model-label-formula", ["numbers", "model", "ollama", "--name", "llama3.1:8b", "--label", "+cmd|calc", "--bytes", "4.9GB"], 2, "label begins with '+'"),  # 13th: stored
     case("bench-model-formula", ["bench", *LOCAL.split(), "--model", "=1+1"], 2, "begins with '='"),
     case("compare-ok-string", "compare {files}/ok-yes.json {files}/ok-yes.json", 2, "not true or false"),
     case("compare-negative-tokens", "compare {files}/neg-tokens.json {files}/neg-tokens.json", 2, "output_tokens = -3"),

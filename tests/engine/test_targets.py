@@ -86,6 +86,7 @@ def test_targets_file_overrides_and_adds(tmp_path: Path) -> None:
         ('[targets.mlx]\nurl = "ftp://x"\n', "not a server address"),
         # ninth sweep: a formula for the results CSV, refused on --model but not here
         ('[targets.mlx]\nmodel = "=cmd|x"\n', r"\[targets\.mlx\] model begins with '='"),
+        ('[targets.mlx]\nmodel = "+cmd|x"\n', r"\[targets\.mlx\] model begins with '\+'"),
         ('[targets.mlx]\nurl = "http://u:pa/ss@x:1"\n', "percent-encoded"),
         # thirteenth sweep M3: a target named =SUM(1) went into the results CSV as a formula
         ('[targets."=SUM(1)"]\nkind = "vllm"\nurl = "http://x:1"\n', "begins with '='"),

