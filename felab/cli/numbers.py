@@ -748,9 +748,9 @@ def review_cmd(
     member: str = typer.Option(None, "--member", help="The instructor's Discord id."),
     cohort: int = typer.Option(None, "--cohort", help=_COHORT_HELP),
 ) -> None:
-    """Measured figures kept off the leaderboards: flagged ones (above the machine's speed limit,
-    or at odds with their own request records) wait for an instructor; unverified ones wait for
-    the member's chip and model size.
+    """Figures kept off the leaderboards, measured or typed in: flagged ones (above the machine's
+    speed limit, or at odds with their own request records) wait for an instructor; unverified
+    ones wait for the member's chip and model size.
 
     `--approve ID` (an instructor of the member's cohort) ranks a flagged figure you have checked,
     such as a server with speculative decoding.
@@ -767,9 +767,12 @@ def review_cmd(
             return
         rows = unranked(session, who.cohort_id)
         if not rows:
-            _say(console, "nothing waiting: every measured figure passed its checks")
+            _say(console, "nothing waiting: every figure passed its checks")
             return
-        table = Table("id", "member", "server", "tokens/s", "state", "why")
+        table = Table("id", "member", "server", "tokens/s", "how", "state", "why")
         for r in rows:
-            table.add_row(str(r.number_id), r.name, r.server, f"{r.value:,.1f}", r.verdict, r.note)
+            how = "measured" if r.source == "measured" else "typed in"
+            table.add_row(
+                str(r.number_id), r.name, r.server, f"{r.value:,.1f}", how, r.verdict, r.note
+            )
         console.print(table)

@@ -212,7 +212,7 @@ def boards_csv(boards: list[Board]) -> str:
 
 @dataclass(frozen=True)
 class Unranked:
-    """A measured figure kept off the speed boards, and why."""
+    """A figure kept off the speed boards, and why."""
 
     number_id: int
     member_id: int
@@ -221,17 +221,18 @@ class Unranked:
     value: float
     verdict: str  # flagged | unverified
     note: str
+    source: str  # measured | entered
 
 
 def unranked(session: Session, cohort_id: int, *, limit: int = 50) -> list[Unranked]:
-    """Measured figures waiting for an instructor (flagged) or for the member's machine facts
-    (unverified), newest first: what an instructor looks at before approving."""
+    """Figures waiting for an instructor (flagged) or for the member's machine facts
+    (unverified), newest first: what an instructor looks at before approving. Typed-in figures
+    are here too: one above the machine's speed limit is flagged as a measured one is."""
     rows = session.execute(
         select(m.Number, m.Member.display_name, m.Member.discord_id)
         .join(m.Member, m.Member.id == m.Number.member_id)
         .where(
             m.Member.cohort_id == cohort_id,
-            m.Number.source == "measured",
             m.Number.verdict.in_(("flagged", "unverified")),
         )
         .order_by(m.Number.recorded_at.desc(), m.Number.id.desc())
@@ -239,7 +240,14 @@ def unranked(session: Session, cohort_id: int, *, limit: int = 50) -> list[Unran
     ).all()
     return [
         Unranked(
-            n.id, n.member_id, _name(name, did), n.server, n.value, n.verdict, n.verdict_note or ""
+            n.id,
+            n.member_id,
+            _name(name, did),
+            n.server,
+            n.value,
+            n.verdict,
+            n.verdict_note or "",
+            n.source,
         )
         for n, name, did in rows
     ]

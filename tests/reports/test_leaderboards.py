@@ -15,7 +15,7 @@ from felab_core.drills.speaking import rate_spoken_answer, record_spoken_answer
 from felab_core.errors import Invalid
 from felab_core.numbers.recording import create_job, record_entered, record_measured
 from felab_core.people.members import add_member, set_public_numbers
-from felab_core.reports.leaderboard import boards_csv, leaderboard, speed_boards
+from felab_core.reports.leaderboard import boards_csv, leaderboard, speed_boards, unranked
 from felab_core.reports.progress import (
     cohort_progress,
     member_progress,
@@ -148,6 +148,27 @@ def test_cohort_progress_table_and_csv(
     parsed = list(csv.DictReader(io.StringIO(text)))
     assert parsed[0]["name"] == "Ada" and parsed[0]["retention"] == "0.7500"
     assert set(parsed[0]) >= {"day_reached", "due_today", "overdue", "benchmarks_run"}
+
+
+def test_a_typed_in_figure_past_the_limit_waits_in_the_instructors_list(
+    db: Session, cohort: m.Cohort, members: list[m.Member], instructor: m.Member
+) -> None:
+    """Thirteenth sweep: a typed-in figure above the speed limit was flagged, so off the typed-in
+    board, but the instructors' list held measured figures only: nobody could see it."""
+    from felab_core.numbers.verdict import approve
+    from felab_core.people.members import set_hardware, set_server_model
+
+    ada = members[0]
+    set_hardware(db, ada, chip="m4 pro")
+    set_server_model(db, ada, "ollama", "llama3.1:8b", model_bytes="4.9GB")
+    typed = record_entered(db, ada, "ollama", "70").number  # 126 % of 55.7 tok/s
+    (waiting,) = unranked(db, cohort.id)
+    assert (waiting.number_id, waiting.source, waiting.verdict) == (typed.id, "entered", "flagged")
+    assert speed_boards(db, cohort.id, "ollama", source="entered") == []
+    approve(db, instructor, typed.id)
+    (board,) = speed_boards(db, cohort.id, "ollama", source="entered")
+    assert [(r.name, r.value) for r in board.rows] == [("Ada", 70.0)]
+    assert unranked(db, cohort.id) == []
 
 
 def test_a_display_name_that_is_a_formula_stays_text_in_the_exports(
