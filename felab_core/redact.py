@@ -24,9 +24,13 @@ _QUERY_SECRET = re.compile(
 #: (`api_key=...`, `"token": "..."`, `Authorization: Bearer ...`, an OpenAI-style `sk-...` key).
 #: A value counts as a secret when it mixes letters and digits or is long (`hunter22`,
 #: `abcd1234`), so prose ("the first token: raise --timeout", "token: 12.5 ms") is left alone.
+#: Said after a space only (`invalid token hunter2pw`), it must mix letters and digits and be
+#: six characters or more, and not be a figure: "token generation", "token p50" and "time per
+#: token 2.1e-05 s" stay as they are.
+_SECRET_WORD = r"\b(?:api[_-]?key|access[_-]?token|auth[_-]?token|token|secret|password|passwd)"
 _SAID_SECRET = re.compile(
-    r"(?P<head>\b(?:api[_-]?key|access[_-]?token|auth[_-]?token|token|secret|password|passwd)"
-    r"[\"']?[=:]\s*[\"']?)(?P<value>[^\s\"',;&]{4,})"
+    rf"(?P<head>{_SECRET_WORD}[\"']?[=:]\s*[\"']?)(?P<value>[^\s\"',;&]{{4,}})"
+    rf"|(?P<spaced>{_SECRET_WORD}\s+)(?P<spaced_value>[^\s\"',;&]{{6,}})"
     r"|(?P<bearer>\bBearer:?\s+)(?P<bearer_value>[^\s\"',;]{4,})"
     r"|\bsk-[A-Za-z0-9_-]{8,}",
     re.I,
@@ -51,17 +55,36 @@ def redact(text: str) -> str:
 
 
 def _said_masked(found: re.Match[str]) -> str:
+    spaced = found.group("spaced_value")
+    if spaced is not None:
+        return (
+            found.group("spaced") + "***"
+            if _mixed(spaced) and not _number(spaced)
+            else found.group(0)
+        )
     value = found.group("value") or found.group("bearer_value")
     if value is not None and not _looks_secret(value):
         return found.group(0)
     return (found.group("head") or found.group("bearer") or "") + "***"
 
 
+def _mixed(value: str) -> bool:
+    return any(c.isalpha() for c in value) and any(c.isdigit() for c in value)
+
+
+def _number(value: str) -> bool:
+    """A figure such as 2.1e-05 ("time per token 2.1e-05 s"): mixed, and no secret."""
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
+
+
 def _looks_secret(value: str) -> bool:
     if value.startswith("***"):
         return False
-    mixed = any(c.isalpha() for c in value) and any(c.isdigit() for c in value)
-    return mixed or len(value) >= 16
+    return _mixed(value) or len(value) >= 16
 
 
 def url_as_typed_masked(text: str) -> str:

@@ -36,6 +36,8 @@ def test_a_url_as_typed_is_masked_even_when_it_cannot_be_parsed(password: str) -
         ("password: hunter22", "password: ***"),
         ("bad key sk-abcdefghijklmnop1234", "bad key ***"),
         ("API-KEY:ZZZZZZZZZZZZZZZZZZZZ", "API-KEY:***"),
+        ("invalid token hunter2pw", "invalid token ***"),  # thirteenth sweep: after a space
+        ("wrong password  abc123xyz here", "wrong password  *** here"),
     ],
 )
 def test_a_secret_said_in_words_is_masked(said: str, shown: str) -> None:
@@ -52,6 +54,9 @@ def test_a_secret_said_in_words_is_masked(said: str, shown: str) -> None:
         "max_tokens=5 is low",
         "the token is wrong",
         "Bearer token",
+        "the first token generation took long",
+        "token p50 is 12 ms",
+        "time per token 2.1e-05 s",
     ],
 )
 def test_prose_about_tokens_is_left_alone(prose: str) -> None:
