@@ -94,6 +94,11 @@ def parse_speed(value: str | float | int, unit: str | None = None) -> Speed:
         text = value.strip()
         if text.startswith("-"):
             raise Invalid(f"a writing speed must be more than zero tokens per second, got {text!r}")
+        if re.search(r"\d_\d", text):  # Python reads 1_0 as 10; a person may mean 1.0
+            raise Invalid(
+                f"{value!r} has a '_' between digits: write the number with digits and a "
+                f"decimal point only, such as {text.replace('_', '')} or 44.6"
+            )
         match = _NUMBER.match(text)
         if not match:
             comma = ": write a decimal point, 44.6, not 44,6" if "," in text else ""

@@ -64,6 +64,8 @@ def test_reads_speeds(text: str | int, want: float) -> None:
         ("44,6", "could not read"),
         ("33 words/s", "not words"),
         ("44 furlongs", "unknown unit"),
+        ("1_0", "has a '_' between digits: write .* such as 10 "),  # 13th: "unknown unit"
+        ("22_4 ms/token", "such as 224 ms/token"),
         ("1e9", "beyond any single conversation"),
         (str(MAX_PLAUSIBLE_TPS * 2), "beyond any single conversation"),
         (math.inf, "finite"),
