@@ -28,6 +28,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from felab_core.errors import Forbidden, Invalid
 from felab_core.jobs.keys import canonical, public_key_text, sign, verify
+from felab_core.text import echo_of
 
 _LOOKUP = b"felab pairing lookup:"
 _ANSWER = b"felab pairing answer"
@@ -52,8 +53,8 @@ def check_code_shape(code: str) -> None:
     """Refuse, before anything travels, what cannot be a pairing code (a typo, a blank)."""
     if not _CODE_SHAPE.fullmatch(_canonical(code)):
         raise Invalid(
-            f"{code!r} is not a pairing code: it looks like 3F9A1C-77B2E0-0D4E21; copy it from "
-            "the bot's /worker pair answer"
+            f"{echo_of(code)} is not a pairing code: it looks like 3F9A1C-77B2E0-0D4E21; copy "
+            "it from the bot's /worker pair answer"
         )
 
 

@@ -772,6 +772,7 @@ CASES: list[Case] = [
     case("setting-heartbeat-over-offline", "status", 2, "every worker would look offline", FELAB_WORKER_HEARTBEAT_S="60", FELAB_WORKER_OFFLINE_AFTER_S="5"),
     case("setting-max-tokens-shown", "status", 2, "FELAB_JOB_MAX_TOKENS=0", FELAB_JOB_MAX_TOKENS="0"),
     case("worker-pair-code-typo", "worker pair --code 12345", 2, "is not a pairing code"),
+    case("worker-pair-code-pasted-page", ["worker", "pair", "--code", "A" * 5_000], 2, "'AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA'... is not a pairing code"),  # 13th: echoed whole
     case("targets-name-empty", "targets --targets-file {files}/targets-empty-name.toml", 2, 'a target named ""'),
     case("targets-name-escape", "targets --targets-file {files}/targets-escape.toml", 2, "not a name felab can show"),
     case("size-bandwidth-underscore", "size limit --bandwidth 2_73 --model-bytes 4.9GB", 2, "underscore"),
