@@ -233,9 +233,24 @@ def fix_for(
     return slot_fix(seats, each, shape, kv_type, unified)
 
 
-def check_need(need: int | None, each: int | None = None) -> None:
+def check_need(need: int | None, each: int | None = None, shape: ModelShape | None = None) -> None:
     if need is not None:
         require_whole("the tokens a conversation needs", need, "Give prompt plus reply, e.g. 8000.")
+    longest = shape.context_length if shape is not None else None
+    if need is not None and shape is not None and longest and need > longest:
+        # No -c helps: llama-server caps each seat at the model's length (a fix of -c 800768
+        # for a 131,072-token model was printed as if it would work).
+        raise SizingError(
+            f"--need {whole_text(need)} is longer than {shape.name} reads "
+            f"({whole_text(longest)} tokens): no seat can hold such a conversation; give at "
+            "most that, or a model that reads further"
+        )
+    if each is not None and longest and each > longest:
+        raise SizingError(
+            f"--each {whole_text(each)} is longer than {shape.name if shape else 'the model'} "
+            f"reads ({whole_text(longest)} tokens): llama-server caps each seat there; give at "
+            "most that"
+        )
     if need is not None and each is not None and each < need:
         raise SizingError(
             f"--each {each} is less than --need {need}: each seat must hold a whole "
@@ -264,7 +279,7 @@ def check_flags(
             "instead (felab size kv --gguf FILE prints it) so the seats can be worked out"
         )
     require_whole("-c (the cache length in tokens)", ctx, "For example -c 8192.")
-    check_need(need, tokens_each)
+    check_need(need, tokens_each, shape)
     notes: list[str] = []
     if parallel is None:
         slots = AUTO_SLOTS

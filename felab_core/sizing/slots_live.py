@@ -175,7 +175,7 @@ def read_live(
     The server reports seats and each seat's length, not whether they share one cache; give the
     `-c` it was started with (`ctx`) and the mode follows from the numbers.
     """
-    check_need(need)
+    check_need(need, tokens_each, shape)
     if ctx is not None:
         require_whole("-c (the cache length in tokens)", ctx)
     live = read_slots(base_url, client=client, timeout=timeout)

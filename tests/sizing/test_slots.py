@@ -82,6 +82,18 @@ def test_bad_need_is_refused() -> None:
         slots.check_flags(8192, 4, False, need=0)
 
 
+def test_a_need_past_the_models_length_is_refused_not_fixed() -> None:
+    """Thirteenth sweep: --need 200000 on Llama 3.1 8B (131,072 tokens) printed the fix
+    -c 800768, which llama-server would cap at the model's length anyway."""
+    shape = known_model("llama-3.1-8b")
+    with pytest.raises(SizingError, match=r"--need 200,000 is longer than Llama 3.1 8B reads"):
+        slots.check_flags(131072, 4, False, need=200_000, shape=shape)
+    with pytest.raises(SizingError, match=r"--each 140,000 is longer than .* caps each seat"):
+        slots.check_flags(131072, 4, False, need=100_000, tokens_each=140_000, shape=shape)
+    fits = slots.check_flags(131072, 4, False, need=131_072, shape=shape)
+    assert fits.fix is not None and fits.fix.flags == "-c 524288 --parallel 4"
+
+
 @given(ctx=st.integers(1, 2**20), parallel=st.integers(1, 64))
 def test_split_seats_never_exceed_the_cache_nor_unified_seats(ctx: int, parallel: int) -> None:
     split = slots.check_flags(ctx, parallel, False)
