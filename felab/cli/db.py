@@ -151,7 +151,7 @@ def restore_cmd(
 
     path = _file_name(source, "the backup `felab db backup` wrote")
     with service_errors():  # said before --yes is asked for: the answer would change nothing
-        check_source(path)
+        check_source(path, get_settings().resolved_database_url())
     if not yes:
         err(f"this replaces everything in {_where()}: run again with --yes to do it")
         raise typer.Exit(EXIT_USAGE)

@@ -209,6 +209,11 @@ def _refuse_other_engine(source: Path, backend: str) -> None:
             "SQLite database (FELAB_DATABASE_URL=sqlite:///PATH, or unset it for "
             "FELAB_DATA_DIR/felab.db); nothing was replaced"
         )
+    if backend == "sqlite" and not head.startswith(_SQLITE_MAGIC):
+        raise BackupError(
+            f"{source} is not a felab SQLite backup (not an SQLite file): give the file "
+            "`felab db backup` wrote; nothing was replaced"
+        )
     if backend == "postgresql" and not head.startswith(_PG_DUMP_MAGIC):
         raise BackupError(
             f"{source} is not a felab PostgreSQL backup (pg_dump's custom format): give the "
@@ -295,18 +300,21 @@ def backup(url: str, to: Path, *, force: bool = False) -> Path:
     raise BackupError(f"felab backs up SQLite and PostgreSQL, not {backend}")
 
 
-def check_source(source: Path) -> None:
-    """Refuse a backup path that names no file (said before a restore is confirmed)."""
+def check_source(source: Path, url: str) -> None:
+    """Refuse, before a restore is confirmed, a backup path that names no file or a file that is
+    no backup for this database's engine (its first bytes say): the answer to "replace
+    everything?" would change nothing."""
     if not source.exists():
         raise BackupError(f"{source} does not exist: give the backup `felab db backup` wrote")
     if not source.is_file():
         raise BackupError(f"{source} is not a file: give the backup `felab db backup` wrote")
+    _refuse_other_engine(source, make_url(url).get_backend_name())
 
 
 def restore(url: str, source: Path) -> None:
     """Replace the database named by `url` with the backup in `source`. Stop the bot and the
     ingest first: what they write meanwhile would be lost."""
-    check_source(source)
+    check_source(source, url)
     backend = make_url(url).get_backend_name()
     if backend == "sqlite":
         from felab_core.db.session import make_engine, sqlite_read_only
@@ -325,7 +333,6 @@ def restore(url: str, source: Path) -> None:
                 f"the database was opened read-only ({why} in FELAB_DATABASE_URL): a restore "
                 f"replaces it, so run it without {why}"
             )
-        _refuse_other_engine(source, backend)
         check_sqlite_backup(source)  # before anything is replaced
         target.parent.mkdir(parents=True, exist_ok=True)
         src = sqlite3.connect(source)
@@ -339,7 +346,6 @@ def restore(url: str, source: Path) -> None:
             src.close()
         return
     if backend == "postgresql":
-        _refuse_other_engine(source, backend)
         out = subprocess.run(
             [_tool("pg_restore"), "--clean", "--if-exists", "--no-owner", "--single-transaction",
              f"--dbname={_libpq(url)}", str(source)],

@@ -578,6 +578,7 @@ CASES: list[Case] = [
     case("db-silent-postgres", "db status", 3, "127.0.0.1", FELAB_DATABASE_URL="postgresql+psycopg://felab:{secret}@127.0.0.1:{silent}/x"),
     case("db-restore-missing", "db restore {files}/none.db --yes", 2, "none.db"),
     case("db-restore-not-db", "db restore {files}/page.html --yes", 2, "page.html"),
+    case("db-restore-not-db-unconfirmed", "db restore {files}/page.html", 2, "page.html is not a felab SQLite backup"),  # 13th: asked for --yes first
     # settings, named by variable
     case("setting-log-level", "size chips", 2, "FELAB_LOG_LEVEL", FELAB_LOG_LEVEL="LOUD"),
     case("setting-result-bytes", "status", 2, "FELAB_RESULT_MAX_BYTES", FELAB_RESULT_MAX_BYTES="-1"),
