@@ -7,11 +7,9 @@ own learner (a local cohort paced by hand: --day picks the course day).
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -19,11 +17,11 @@ from rich.panel import Panel
 from rich.text import Text
 from sqlalchemy.orm import Session, sessionmaker
 
+from felab.cli.acting_for import member_for
 from felab.cli.db import service_errors, sessions
 from felab.cli.errors import EXIT_USAGE, err
 from felab_core.content.calendar import last_content_day, set_manual_day, today_plan, zone
 from felab_core.content.view import CardView, card_view
-from felab_core.db import models as m
 from felab_core.db.session import session_scope
 from felab_core.drills.review import (
     DueCard,
@@ -35,28 +33,10 @@ from felab_core.drills.review import (
 )
 from felab_core.people.members import (
     LOCAL_COHORT,
-    ensure_local_member,
-    find_member,
-    get_cohort,
     get_member,
 )
-from felab_core.text import with_hidden_shown
 
 _KEYS = "[a]gain  [h]ard  [g]ood  [e]asy   [q]uit"
-
-
-def _local_zone() -> str:
-    """This machine's IANA time zone name (TZ, else /etc/localtime), or UTC."""
-    name = os.environ.get("TZ", "").lstrip(":")
-    if name and "/" in name:
-        return name
-    try:
-        target = str(Path("/etc/localtime").resolve())
-        if "zoneinfo/" in target:
-            return target.split("zoneinfo/", 1)[1]
-    except OSError:
-        pass
-    return "UTC"
 
 
 def _panel(text: str, title: str) -> Panel:
@@ -82,23 +62,6 @@ def _show_answer(console: Console, view: CardView, deep: bool) -> None:
         eng = view.engineer
         text = f"Q: {eng.question}\nA: {eng.answer}" + (f"\n\n{eng.detail}" if eng.detail else "")
         console.print(_panel(text, "The engineer version"))
-
-
-def _member(session: Session, member_id: str | None, cohort_id: int | None, tz: str) -> m.Member:
-    now = datetime.now(UTC)
-    if member_id is None:
-        if cohort_id is not None:
-            raise typer.BadParameter("--cohort picks a member's cohort: give --member too")
-        return ensure_local_member(session, timezone=tz, now=now)
-    if cohort_id is None:
-        raise typer.BadParameter("--member needs --cohort (the cohort's number)")
-    cohort = get_cohort(session, cohort_id)
-    member = find_member(session, cohort.id, member_id)
-    if member is None:
-        raise typer.BadParameter(
-            f"no member {with_hidden_shown(member_id)} in cohort {cohort.name}"
-        )
-    return member
 
 
 def drill(
@@ -130,7 +93,7 @@ def drill(
         if timezone:
             zone(timezone)  # a typo is said even when the learner already has a zone
         with session_scope(factory) as s:
-            member = _member(s, member_id, cohort_id, timezone or _local_zone())
+            member = member_for(s, member_id, cohort_id, timezone=timezone or "")
             if day is not None:
                 if member.cohort.name != LOCAL_COHORT or member.cohort.guild_id is not None:
                     raise typer.BadParameter("--day only moves this terminal's own learner")

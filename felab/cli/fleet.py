@@ -18,12 +18,10 @@ from felab.cli.errors import EXIT_UNREACHABLE, EXIT_USAGE, err
 from felab.cli.output import LogLevel
 from felab_core.db import models as m
 from felab_core.db.session import session_scope
-from felab_core.db.types import utcnow
 from felab_core.errors import Invalid
 from felab_core.jobs.messages import JobMessage
 from felab_core.redact import redact
 from felab_core.settings import Settings, get_settings
-from felab_core.text import with_hidden_shown
 
 console = Console(highlight=False, soft_wrap=True)  # URLs and paths are copied: never cut
 log = logging.getLogger("felab.ingest")
@@ -33,22 +31,10 @@ COHORT = typer.Option(None, "--cohort", help="The member's cohort id.")
 
 
 def _member(discord_id: str | None, cohort_id: int | None) -> m.Member:
-    from felab_core.people.members import ensure_local_member, find_member
+    from felab.cli.acting_for import member_for
 
-    factory = sessions()
-    with service_errors(), session_scope(factory) as session:
-        if discord_id is None:
-            if cohort_id is not None:
-                raise Invalid("--cohort picks a member's cohort: give --member too")
-            return ensure_local_member(session, now=utcnow())
-        if cohort_id is None:
-            raise Invalid("give --cohort with --member")
-        if not discord_id.strip():
-            raise Invalid("--member is empty: give the member's Discord id (a number)")
-        member = find_member(session, cohort_id, discord_id)
-        if member is None:
-            raise Invalid(f"no member {with_hidden_shown(discord_id)} in cohort {cohort_id}")
-        return member
+    with service_errors(), session_scope(sessions()) as session:
+        return member_for(session, discord_id, cohort_id)
 
 
 def issue_code(

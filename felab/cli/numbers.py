@@ -38,8 +38,8 @@ from rich.table import Table
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from felab.cli.acting_for import member_for
 from felab.cli.db import service_errors, sessions
-from felab.cli.drill import _local_zone
 from felab.cli.errors import EXIT_USAGE, err
 from felab.cli.output import Cell, Column, Format, Grid, emit, format_option
 from felab_core.db import models as m
@@ -71,9 +71,6 @@ from felab_core.numbers.speeds import typed_text
 from felab_core.numbers.verdict import rejudge_waiting, rejudged_text
 from felab_core.people.members import (
     bandwidth_bytes_per_s,
-    ensure_local_member,
-    find_member,
-    get_cohort,
     set_hardware,
     set_public_numbers,
     update_server_model,
@@ -87,7 +84,6 @@ from felab_core.sizing.units import (
     decimal_text,
     round_half_up,
 )
-from felab_core.text import with_hidden_shown
 
 numbers_app = typer.Typer(
     name="numbers",
@@ -129,25 +125,6 @@ def _console() -> Console:
 def _say(console: Console, text: str) -> None:
     """Print prose as it is: no markup parsing, no hard wrapping."""
     console.print(text, markup=False, soft_wrap=True)
-
-
-def _member(session: Session, member_id: str | None, cohort_id: int | None) -> m.Member:
-    """The member named by --member/--cohort, or this terminal's own learner (made if new)."""
-    if member_id is None:
-        if cohort_id is not None:
-            raise typer.BadParameter("--cohort goes with --member (a member's Discord id)")
-        return ensure_local_member(session, timezone=_local_zone(), now=datetime.now(UTC))
-    if cohort_id is None:
-        raise typer.BadParameter("--member needs --cohort (the cohort's number)")
-    cohort = get_cohort(session, cohort_id)
-    if not member_id.strip():
-        raise typer.BadParameter("--member is empty: give the member's Discord id (a number)")
-    member = find_member(session, cohort.id, member_id)
-    if member is None:
-        raise typer.BadParameter(
-            f"no member {with_hidden_shown(member_id)} in cohort {cohort.name}"
-        )
-    return member
 
 
 def _tps(value: float) -> str:
@@ -196,7 +173,7 @@ def machine(
     """
     console = _console()
     with service_errors(), session_scope(sessions()) as s:
-        member = _member(s, member_id, cohort_id)
+        member = member_for(s, member_id, cohort_id)
         judged: list[m.Number] = []
         if chip is not None or bandwidth is not None:
             set_hardware(s, member, chip=chip, bandwidth_gb_s=bandwidth)
@@ -261,7 +238,7 @@ def model(
     """
     console = _console()
     with service_errors(), session_scope(sessions()) as s:
-        member = _member(s, member_id, cohort_id)
+        member = member_for(s, member_id, cohort_id)
         row = update_server_model(
             s, member, server, model=name, model_bytes=size, model_label=label
         )
@@ -311,7 +288,7 @@ def enter(
     """
     console = _console()
     with service_errors(), session_scope(sessions()) as s:
-        member = _member(s, member_id, cohort_id)
+        member = member_for(s, member_id, cohort_id)
         day_number = day if day is not None else numbers_day(s, member, datetime.now(UTC))
         key = field_key_for(s, day_number, server) if day_number is not None else None
         out = record_entered(s, member, server, value, unit=unit, field_key=key)
@@ -419,7 +396,7 @@ def import_cmd(
         _say(console, f"{path} has no rows yet: time your servers with `felab bench`.")
         return
     with service_errors(), session_scope(sessions()) as s:
-        member = _member(s, member_id, cohort_id)
+        member = member_for(s, member_id, cohort_id)
         with _late_bar("checking and storing rows") as tick:
             report = import_results(s, member, rows, skip_invalid=skip_invalid, progress=tick)
         day_number = numbers_day(s, member, datetime.now(UTC))
@@ -597,7 +574,7 @@ def show(
     """
     console = _console()
     with service_errors(), session_scope(sessions()) as s:
-        member = _member(s, member_id, cohort_id)
+        member = member_for(s, member_id, cohort_id)
         day_number = day if day is not None else numbers_day(s, member, datetime.now(UTC))
         if day_number is None:
             err(
@@ -637,7 +614,7 @@ def privacy(
 ) -> None:
     """Whether your numbers appear on public leaderboards; without an option, says which."""
     with service_errors(), session_scope(sessions()) as s:
-        member = _member(s, member_id, cohort_id)
+        member = member_for(s, member_id, cohort_id)
         if public is not None:
             set_public_numbers(s, member, public)
         state = member.public_numbers
@@ -691,7 +668,7 @@ def export(
         err(f"{exc}{', or add --force to replace it' if plain else ''}")
         raise typer.Exit(EXIT_USAGE) from None
     with service_errors(), session_scope(sessions()) as s:
-        member = _member(s, member_id, cohort_id)
+        member = member_for(s, member_id, cohort_id)
         data = export_member(s, member.id)
     text = json.dumps(data, indent=1, ensure_ascii=False, default=_json_value) + "\n"
     if str(file) == "-":
@@ -726,7 +703,7 @@ def delete(
         )
         raise typer.Exit(EXIT_USAGE)
     with service_errors(), session_scope(sessions()) as s:
-        member = _member(s, member_id, cohort_id)
+        member = member_for(s, member_id, cohort_id)
         who = member.display_name or member.discord_id
         counts = delete_member(s, member.id, confirm=member.discord_id)
     posts = counts.pop("chat_posts", 0)
@@ -760,7 +737,7 @@ def review_cmd(
 
     console = _console()
     with service_errors(), session_scope(sessions()) as session:
-        who = _member(session, member, cohort)
+        who = member_for(session, member, cohort)
         if approve is not None:
             number = approve_number(session, who, approve)
             _say(console, f"approved: figure {number.id} ({number.value:,.1f} tokens/s) now ranks")

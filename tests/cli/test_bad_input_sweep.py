@@ -561,6 +561,8 @@ CASES: list[Case] = [
     case("drill-timezone-empty", ["drill", "--timezone", "", "--list"], 2, "--timezone is empty"),
     case("worker-run-options-before-member", "worker run vllm --member 424242 --cohort 1 --concurrency 999999999", 2, "concurrency must be 1 to"),
     case("drill-unknown-member", "drill --member 12345 --cohort 1 --list", 2, "no member 12345"),
+    case("review-member-empty", ["numbers", "review", "--member", "", "--cohort", "77"], 2, "--member is empty"),  # 13th: "no cohort 77"
+    case("drill-member-empty", ["drill", "--member", " ", "--cohort", "77", "--list"], 2, "--member is empty"),
     # a member name with escape codes is shown with '?', never sent to the terminal (seventh sweep)
     case("drill-member-escapes", ["drill", "--member", "\x1b]0;pwn\x07\x1b[31mX", "--cohort", "1", "--list"], 2, "no member ?]0;pwn??[31mX"),
     case("numbers-member-escapes", ["numbers", "show", "--member", "\x1b[31mX", "--cohort", "1"], 2, "no member ?[31mX"),
