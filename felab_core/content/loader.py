@@ -357,9 +357,9 @@ def _strings(value: object, where: str = "") -> list[tuple[str, str]]:
 
 
 def pack_files(folder: Path) -> list[Path]:
-    """Every entry named like a pack: one that is a pipe or a device is then refused by name,
-    not passed over (a folder of such files read as "no packs here")."""
-    return sorted(p for p in folder.iterdir() if p.suffix in PACK_SUFFIXES and not p.is_dir())
+    """Every entry named like a pack: one that is a folder, a pipe or a device is then refused
+    by name, not passed over (a folder named day-02.yaml read as "no packs here")."""
+    return sorted(p for p in folder.iterdir() if p.suffix in PACK_SUFFIXES)
 
 
 def check_dir(folder: Path) -> CheckReport:

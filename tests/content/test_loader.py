@@ -204,6 +204,16 @@ def test_rules_between_files(tmp_path: Path) -> None:
     )
 
 
+def test_a_folder_named_like_a_pack_is_named_not_passed_over(tmp_path: Path) -> None:
+    """Thirteenth sweep: a folder day-02.yaml (an archive unpacked into it) was skipped, and the
+    content folder was then said to hold "no .yaml packs"."""
+    (tmp_path / "day-02.yaml").mkdir()
+    msgs = [str(p) for p in check_dir(tmp_path).problems]
+    assert msgs == [
+        f"{tmp_path / 'day-02.yaml'}: is a folder: give the pack (one day of course text) itself"
+    ]
+
+
 REQUIRED = [
     ("title",),
     ("cards", 0, "question"),
