@@ -60,14 +60,27 @@ def refuse_special(path: Path, *, what: str, to_write: bool = False) -> os.stat_
     return info
 
 
+def broken_link(path: Path) -> str | None:
+    """Why a path that names nothing is a link gone wrong (a loop of links, or a link to
+    nothing), as NamedFileError's reason; None when it is no such link. A loop otherwise reads
+    as "does not exist", which sends a person looking for a file that is there."""
+    if not path.is_symlink():
+        return None
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "is a link that leads back to itself (a loop of links): link to the file"
+        return f"is a link to {os.readlink(path)}, which does not exist: fix the link"
+    return None
+
+
 def read_named_bytes(path: Path, *, what: str, limit: int) -> bytes:
     """The file's bytes, refusing anything but a regular file of at most `limit` bytes."""
     info = refuse_special(path, what=what)
     if info is None:
-        if path.is_symlink():
-            raise NamedFileError(
-                path, f"is a link to {os.readlink(path)}, which does not exist: fix the link"
-            )
+        if (link := broken_link(path)) is not None:
+            raise NamedFileError(path, link)
         above = next((p for p in path.parents if p.exists()), None)
         if above is not None and not above.is_dir():
             raise NamedFileError(path, f"cannot exist: {above} is a file, not a folder")

@@ -15,6 +15,7 @@ from felab_core.files import (
     MEMO_CHART,
     MiB,
     NamedFileError,
+    broken_link,
     chart_metadata,
     kind_of,
     read_named_bytes,
@@ -54,6 +55,8 @@ def test_a_link_loop_and_a_dangling_link_are_said_as_links(tmp_path: Path) -> No
         read_named_bytes(loop, what="pack", limit=100)
     with pytest.raises(NamedFileError, match=r"is a link to gone\.yaml, which does not exist"):
         read_named_bytes(dangling, what="pack", limit=100)
+    assert broken_link(loop) is not None and "loop of links" in (broken_link(loop) or "")
+    assert broken_link(tmp_path / "nothing") is None and broken_link(tmp_path) is None
     under = tmp_path / "day-05.yaml" / "x"
     (tmp_path / "day-05.yaml").write_text("a file")
     with pytest.raises(NamedFileError, match=r"cannot exist: .*day-05\.yaml is a file, not a"):

@@ -18,7 +18,7 @@ import yaml
 from pydantic import ValidationError
 
 from felab_core.content.format import FORMAT, ID_PATTERN, Pack
-from felab_core.files import NamedFileError, read_named_bytes
+from felab_core.files import NamedFileError, broken_link, read_named_bytes
 from felab_core.text import holds_hidden, with_hidden_shown
 
 PACK_SUFFIXES = (".yaml", ".yml")
@@ -366,9 +366,12 @@ def check_dir(folder: Path) -> CheckReport:
     """Check every pack in a folder, and the rules between packs (one pack per day, ids unique)."""
     report = CheckReport()
     if not folder.is_dir():
+        link = broken_link(folder)
         what = "not a folder" if folder.exists() else "does not exist"
         report.problems.append(
-            ContentProblem(folder, "", f"{what}: give the folder that holds the day-NN.yaml packs")
+            ContentProblem(
+                folder, "", link or f"{what}: give the folder that holds the day-NN.yaml packs"
+            )
         )
         return report
     files = pack_files(folder)

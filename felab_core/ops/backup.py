@@ -20,7 +20,7 @@ from sqlalchemy.engine import make_url
 
 from felab_core.engine.results import ResultsFileError, check_destinations
 from felab_core.errors import Invalid
-from felab_core.files import SQLITE_DATABASE, NamedFileError, refuse_special
+from felab_core.files import SQLITE_DATABASE, NamedFileError, broken_link, refuse_special
 from felab_core.redact import redact
 
 
@@ -304,6 +304,8 @@ def check_source(source: Path, url: str) -> None:
     """Refuse, before a restore is confirmed, a backup path that names no file or a file that is
     no backup for this database's engine (its first bytes say): the answer to "replace
     everything?" would change nothing."""
+    if (link := broken_link(source)) is not None:
+        raise BackupError(f"{source} {link}")
     if not source.exists():
         raise BackupError(f"{source} does not exist: give the backup `felab db backup` wrote")
     if not source.is_file():

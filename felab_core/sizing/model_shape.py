@@ -22,7 +22,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from felab_core.files import MiB, NamedFileError, read_named_text, refuse_special
+from felab_core.files import MiB, NamedFileError, broken_link, read_named_text, refuse_special
 from felab_core.sizing.errors import SizingError
 from felab_core.sizing.units import both_ways, decimal_size_text, tidy_text
 from felab_core.text import holds_hidden, with_hidden_shown
@@ -209,6 +209,8 @@ def from_hf_config(source: str | Path | Mapping[str, Any], name: str | None = No
             path = path / "config.json"
         elif path.exists():
             folder = path.parent
+        if (link := broken_link(path)) is not None:
+            raise SizingError(f"{path} {link}")
         if not path.exists():
             raise SizingError(
                 f"{path} does not exist: give the path of a model's config.json or of the folder "

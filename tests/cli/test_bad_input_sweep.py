@@ -382,6 +382,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     (files / "mine.md").write_text("my memo draft\n")
     (files / "pic.png").write_bytes(b"\x89PNG\r\n\x1a\n a photo of mine")
     (files / "record-link.json").symlink_to(files / "notes.txt")
+    (files / "loop-a").symlink_to(files / "loop-b")  # thirteenth sweep: a loop of links
+    (files / "loop-b").symlink_to(files / "loop-a")
     (files / "mymodel" / "hf").mkdir(parents=True)
     (files / "mymodel" / "hf" / "config.json").write_text('{"my": "real config"}')
     (files / "halfca").mkdir()
@@ -580,6 +582,10 @@ CASES: list[Case] = [
     case("db-silent-postgres", "db status", 3, "127.0.0.1", FELAB_DATABASE_URL="postgresql+psycopg://felab:{secret}@127.0.0.1:{silent}/x"),
     case("db-restore-missing", "db restore {files}/none.db --yes", 2, "none.db"),
     case("db-restore-not-db", "db restore {files}/page.html --yes", 2, "page.html"),
+    case("db-restore-link-loop", "db restore {files}/loop-a", 2, "loop of links"),  # 13th: "does not exist"
+    case("size-kv-config-link-loop", "size kv --config {files}/loop-a", 2, "loop of links"),
+    case("memo-csv-link-loop", "memo --csv {files}/loop-a --chip H100 --model llama-3.1-8b --model-bytes 4.9GB -o -", 2, "loop of links"),
+    case("content-check-link-loop", "content check {files}/loop-a", 2, "loop of links"),
     case("db-restore-not-db-unconfirmed", "db restore {files}/page.html", 2, "page.html is not a felab SQLite backup"),  # 13th: asked for --yes first
     # settings, named by variable
     case("setting-log-level", "size chips", 2, "FELAB_LOG_LEVEL", FELAB_LOG_LEVEL="LOUD"),

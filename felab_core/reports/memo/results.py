@@ -9,7 +9,7 @@ from pathlib import Path
 
 from felab_core.engine.results import CSV_COLUMNS, UnreadableResults, read_table
 from felab_core.errors import Invalid
-from felab_core.files import NamedFileError, refuse_special
+from felab_core.files import NamedFileError, broken_link, refuse_special
 from felab_core.numbers.row_checks import check_result_row
 from felab_core.reports.memo.model import _SERVER_ORDER, REQUIRED_COLUMNS, MemoError
 from felab_core.sizing.errors import SizingError
@@ -20,6 +20,8 @@ from felab_core.sizing.units import (
 
 def load_results(path: Path) -> list[dict[str, str]]:
     """Read felab's results CSV, refusing a missing file or one with other columns."""
+    if (link := broken_link(path)) is not None:
+        raise MemoError(f"{path} {link}, with --csv")
     if not path.exists():
         raise MemoError(
             f"{path} does not exist: run `felab bench` first (it appends to "
