@@ -75,3 +75,18 @@ def test_a_column_named_twice_is_refused(tmp_path: Path) -> None:
     path.write_text(header + "\n" + ",".join(["x"] * (len(CSV_COLUMNS) + 1)) + "\n")
     with pytest.raises(UnreadableResults, match="has a header that names host twice"):
         read_table(path)
+
+
+def test_a_file_past_the_size_limit_is_refused_before_it_is_parsed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Thirteenth sweep: a 220 MB CSV was read for 15 s in silence (2.1 million rows)."""
+    import felab_core.engine.results as results
+
+    monkeypatch.setattr(results, "MAX_RESULTS_BYTES", 1024)
+    path = tmp_path / "big.csv"
+    path.write_text(",".join(CSV_COLUMNS) + "\n" + "x," * 600 + "\n")
+    with pytest.raises(UnreadableResults, match=r"is over 0 MiB: .* split it"):
+        read_table(path)
+    path.write_text(",".join(CSV_COLUMNS) + "\n")
+    assert read_table(path) == (list(CSV_COLUMNS), [])
