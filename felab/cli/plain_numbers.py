@@ -1,11 +1,11 @@
-"""A number on the command line is written in plain ASCII digits: `-n 1_0` and `-n １０` are
-refused, not read as 10.
+"""A number on the command line is written in plain ASCII digits, '_' only between groups of
+three (1_000, as felab's sizes read 1_024): `-n 1_0` and `-n １０` are refused, not read as 10.
 
-Python's int() and float() accept digit-group underscores and any Unicode digit, so click would
-take `--rate 1_0` as 10 requests a second and `--warmup ３` as 3 without a word: a typo or a
-pasted glyph quietly became a different run. Every int- or float-typed parameter of each loaded
-command is checked before its value is converted; `nan` and `inf` pass on to the command's own
-range check, which says what is wrong with them.
+Python's int() and float() accept an underscore between any digits and any Unicode digit, so
+click would take `--rate 1_0` as 10 requests a second and `--warmup ３` as 3 without a word: a
+typo or a pasted glyph quietly became a different run. Every int- or float-typed parameter of
+each loaded command is checked before its value is converted; `nan` and `inf` pass on to the
+command's own range check, which says what is wrong with them.
 """
 
 from __future__ import annotations
@@ -19,8 +19,10 @@ from typer._click.exceptions import BadParameter
 from typer.core import TyperGroup
 
 _MARK = "_felab_plain_numbers"
-_INT = re.compile(r"[+-]?[0-9]+")
-_FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+# Digits, or digits grouped in threes by '_' (1_000), as felab's sizes read them (1_024).
+_WHOLE = r"(?:[0-9]+|[0-9]{1,3}(?:_[0-9]{3})+)"
+_INT = re.compile(rf"[+-]?{_WHOLE}")
+_FLOAT = re.compile(rf"[+-]?(?:{_WHOLE}\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _FLOAT_WORDS = {"nan", "inf", "infinity", "+inf", "-inf", "+infinity", "-infinity"}
 
 
@@ -39,14 +41,14 @@ def loose_number_problem(text: str, kind: type) -> str | None:
     if pattern.fullmatch(plain):
         return None
     if "_" in plain:
-        why = "has a '_' in it"
+        why = "has a '_' that is not between groups of three digits (1_000)"
     elif not plain.isascii():
         why = "is not written in plain digits 0-9"
     else:
         return None  # not a number at all: click's own message says so
     meant = "".join(str(unicodedata.digit(c)) if c.isdigit() else c for c in plain if c != "_")
     example = meant if pattern.fullmatch(meant) else ("10" if kind is int else "2.5")
-    return f"{text!r} {why}: write the number with digits 0-9 only, such as {example}"
+    return f"{text!r} {why}: write the number in digits 0-9, such as {example}"
 
 
 def refuse_loose_numbers(cmd: click.Command) -> None:

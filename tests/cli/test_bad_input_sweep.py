@@ -472,7 +472,7 @@ CASES: list[Case] = [
     case("bench-concurrency-word", f"bench {LOCAL} -c many", 2, "whole numbers"),
     case("bench-url-70k", ["bench", "--url", "http://127.0.0.1:1/" + "a" * 70_003, "--model", "m"], 2, "characters long"),  # 13th: 27 s, exit 70
     case("bench-concurrency-underscore", f"bench {LOCAL} -c 2_0", 2, "whole numbers"),  # 13th: ran 20
-    case("bench-warmup-underscore", f"bench {LOCAL} --warmup 1_0", 2, "digits 0-9 only, such as 10"),  # 13th: ran 10
+    case("bench-warmup-underscore", f"bench {LOCAL} --warmup 1_0", 2, "in digits 0-9, such as 10"),  # 13th: ran 10
     case("bench-rate-fullwidth", ["bench", *LOCAL.split(), "--rate", "２.５"], 2, "such as 2.5"),  # 13th: ran 2.5/s
     case("bench-prompt-huge", f"bench {LOCAL} --prompt-tokens 1000000000000", 2, "--prompt-tokens"),
     case("bench-timeout-negative", f"bench {LOCAL} --timeout -1", 2, "--timeout"),

@@ -48,7 +48,7 @@ def run(capsys: pytest.CaptureFixture[str]) -> Any:
     ("args", "meant"),
     [
         (["1_0"], "10"),
-        (["1", "-n", "1_000"], "1000"),
+        (["1", "-n", "1_00"], "100"),
         (["1", "-n", "１０"], "10"),
         (["1", "--rate", "2_5.0"], "25.0"),
         (["1", "--rate", "２.５"], "2.5"),
@@ -60,12 +60,14 @@ def test_underscores_and_other_digits_are_refused_with_the_number_meant(
     """Thirteenth sweep: `--warmup 1_0` ran 10 warm-up requests without a word."""
     code, out, seen = run(args)
     assert code == 2 and not seen
-    assert f"digits 0-9 only, such as {meant}" in out
+    assert f"in digits 0-9, such as {meant}" in out
 
 
 def test_plain_numbers_and_words_pass(run: Any) -> None:
     code, _, seen = run(["7", "-n", "+12", "--rate", "1e3", "--label", "1_0"])
     assert code == 0 and seen == [7, 12, 1000.0, "1_0"]
+    code, _, seen = run(["7", "-n", "1_000", "--rate", "2_500.5"])  # groups of three, as sizes
+    assert code == 0 and seen[1:3] == [1000, 2500.5]
     code, _, seen = run(["7", "--rate", "nan"])  # the command's own range check says why
     assert code == 0 and seen[2] != seen[2]
 
