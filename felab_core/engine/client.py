@@ -383,14 +383,16 @@ async def _stream(
                         return
                 if messages:
                     last_message_ns = seen
-                elif seen - last_message_ns > stall_s * 1e9:
-                    tl.end_ns = seen
-                    tl.error = (
-                        f"stalled: only keep-alive bytes, no message, for {stall_s:g} s after "
-                        f"{len(tl.content_chunks())} content chunks (raise --stall-timeout if "
-                        "the server is just slow)"
-                    )
-                    return
+                else:  # counted now: a request that then times out still says what came
+                    tl.sse_comments = getattr(decoder, "comments", 0)
+                    if seen - last_message_ns > stall_s * 1e9:
+                        tl.end_ns = seen
+                        tl.error = (
+                            f"stalled: only keep-alive bytes, no message, for {stall_s:g} s "
+                            f"after {len(tl.content_chunks())} content chunks (raise "
+                            "--stall-timeout if the server is just slow)"
+                        )
+                        return
         except FrameTooLarge as exc:
             tl.end_ns = now_ns()
             tl.error = _not_a_stream(head, resp.headers.get("content-type", "")) or str(exc)

@@ -104,6 +104,7 @@ async def bench_target(
     trace_prompts = TracePrompts(workload.trace, workload.seed) if workload.trace else None
 
     warm: list[RequestMetrics] = []
+    last_warm: RequestTimeline | None = None
     interrupted = False
     if workload.warmup:
         async with Lanes(limits) as lanes:
@@ -119,15 +120,16 @@ async def bench_target(
                     notes.append("interrupted during warm-up: nothing was measured")
                     break
                 warm.append(request_metrics(tl, api_is_ollama=is_ollama))
+                last_warm = tl
                 if progress:
                     progress("warm-up", i + 1, workload.warmup)
 
     if warm and not interrupted and all(_never_answered(m) for m in warm):
         raise IdentityError(
             f"the warm-up got no token from {url_without_credentials(target.url)} "
-            f"({warm[-1].error}): a server that takes a request and never answers would hold "
-            f"every request of the run as long (up to --timeout {limits.total:g} s each), so "
-            "nothing else was sent. Is the model loaded, and is this the server you meant?"
+            f"({warm[-1].error}): {_what_it_did(last_warm)} would hold every request of the "
+            f"run as long (up to --timeout {limits.total:g} s each), so nothing else was sent. "
+            "Is the model loaded, and is this the server you meant?"
         )
     runs: list[RunResult] = []
     prompts_used = len(warm)  # request i of the next run sends prompt prompts_used + i
@@ -264,6 +266,23 @@ def _server_rates(before: Snapshot, after: Snapshot) -> dict[str, Any] | None:
 #: The kinds of failure (the text before an error's first colon) of a request the server took
 #: and never answered: past --timeout, or silent past --stall-timeout.
 _UNANSWERED = ("timeout", "stalled")
+
+
+def _what_it_did(tl: RequestTimeline | None) -> str:
+    """What a server that gave no token did with the request, for the warm-up's message: a
+    stream begun and never one whole event (bytes dripped, or keep-alive comments only) is not
+    a server that never answered."""
+    if tl is None or tl.headers_ns is None:
+        return "a server that takes a request and never answers"
+    if tl.sse_comments:
+        return (
+            f"a server that answered (HTTP {tl.status}) and then sent only keep-alive comments "
+            f"({tl.sse_comments}), never a token,"
+        )
+    return (
+        f"a server that answered (HTTP {tl.status}) and then never finished one event (a token "
+        "arrives as a whole `data:` line; this one may be sending a byte at a time)"
+    )
 
 
 def _never_answered(m: RequestMetrics) -> bool:

@@ -211,8 +211,10 @@ async def test_a_server_that_never_answers_the_warm_up_is_not_sent_the_run() -> 
     script = Script(persona="llamacpp", fault="stall", fault_after=0, keepalive_comments=3)
     limits = ClientLimits(total=0.3, stall=5, connect=2)
     async with ScriptedServer(script) as server:
-        with pytest.raises(IdentityError, match=r"the warm-up got no token .*\(timeout:"):
+        with pytest.raises(IdentityError, match=r"the warm-up got no token .*\(timeout:") as no:
             await bench_target(
                 target_for(server), Workload(requests=8, warmup=1, max_tokens=4), limits=limits
             )
         assert len(server.log) == 1  # the warm-up only
+    # thirteenth sweep: it answered, so "takes a request and never answers" misled
+    assert "answered (HTTP 200) and then sent only keep-alive comments (3)" in str(no.value)
