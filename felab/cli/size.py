@@ -288,6 +288,12 @@ def capacity_command(
             if reading.kv_cache_dtype is None:
                 base = replace(base, kv_dtype=kv.kv_dtype(kv_dtype).name)
         else:
+            if max_len is None and blocks is None and tokens is None:  # nothing given: all of it
+                raise SizingError(
+                    "give the cache and the longest conversation: --tokens N (or --blocks N "
+                    "--block-size B) with --max-len L, such as --tokens 100000 --max-len 8192; "
+                    "or read a running vLLM with --url URL, or its log with --vllm-log FILE"
+                )
             if max_len is None:
                 raise SizingError(
                     "give --max-len (the server's --max-model-len), e.g. --max-len 8192"

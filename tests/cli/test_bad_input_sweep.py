@@ -511,6 +511,7 @@ CASES: list[Case] = [
     case("size-kv-config-missing", "size kv --config {files}/nowhere", 2, "nowhere"),
     case("size-slots-absurd-ctx", "size slots -c 99999999999999 -np 4", 2, "-c"),
     case("size-slots-zero-parallel", "size slots -c 4096 -np 0", 2, "parallel"),
+    case("size-capacity-nothing", "size capacity", 2, "such as --tokens 100000 --max-len 8192"),  # 13th: said --max-len only
     case("size-capacity-negative-blocks", "size capacity --blocks -5 --block-size 16 --max-len 8192", 2, "cache blocks must be more than zero"),
     case("size-capacity-zero-block", "size capacity --blocks 100 --block-size 0", 2, "--block-size"),
     case("size-capacity-block-past-cache", "size capacity --tokens 100 --block-size 1000 --max-len 50", 2, "less than one block of 1,000"),
