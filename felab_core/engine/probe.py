@@ -19,7 +19,7 @@ from felab_core.engine.client import connect_failure, protocol_error_text
 from felab_core.engine.server_kinds import ServerKind
 from felab_core.engine.targets import Target
 from felab_core.redact import url_without_credentials
-from felab_core.text import holds_hidden
+from felab_core.text import formula_mark, holds_hidden
 
 PROBE_TIMEOUT_S = 3.0
 
@@ -59,7 +59,28 @@ def _a_name(text: str) -> bool:
     """Whether a server's model id can be a model's name: short, printable, one line. An id
     with escape codes would reach the terminal, the CSV and chat; 100,000 characters the
     table. Such an id is passed over, so the run asks for --model instead."""
-    return 0 < len(text) <= MAX_MODEL_NAME and text.strip() == text and not holds_hidden(text)
+    return (
+        0 < len(text) <= MAX_MODEL_NAME
+        and text.strip() == text
+        and not holds_hidden(text)
+        and not formula_mark(text, allowed="@")  # =HYPERLINK(...) reached the results CSV
+    )
+
+
+#: The longest version believed from a server (felab's own limit for a row's server_version).
+MAX_VERSION = 100
+
+
+def _a_version(value: object) -> str | None:
+    """A server's version as the results row keeps it, or None when what it said cannot be one:
+    not text or a number, too long, holding escape codes, or a spreadsheet formula (a server's
+    "=cmd|..." was written into the student's CSV as it came)."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        return None
+    text = str(value).strip()
+    if not text or len(text) > MAX_VERSION or holds_hidden(text) or formula_mark(text):
+        return None
+    return text
 
 
 def _owned_by(models: Any) -> tuple[list[str], set[str]]:
@@ -127,23 +148,23 @@ async def identify(base_url: str, *, wait_s: float = PROBE_TIMEOUT_S) -> ServerI
         build = props.get("build_info")
         return ServerIdentity(
             ServerKind.LLAMACPP,
-            str(build) if build else None,
+            _a_version(build),
             "/props lists slots",
             ids,
             props,
         )
     if isinstance(ollama_v, dict) and "version" in ollama_v:
         return ServerIdentity(
-            ServerKind.OLLAMA, str(ollama_v["version"]), "/api/version answered", ids
+            ServerKind.OLLAMA, _a_version(ollama_v["version"]), "/api/version answered", ids
         )
     sglang_keys = ("model_path", "tokenizer_path", "served_model_name")
     if (isinstance(sgl_info, dict) and any(k in sgl_info for k in sglang_keys)) or (
         "sglang" in owners
     ):
-        v = version.get("version") if isinstance(version, dict) else None
+        v = _a_version(version.get("version")) if isinstance(version, dict) else None
         return ServerIdentity(ServerKind.SGLANG, v, "/get_server_info answered", ids)
     if "vllm" in owners or (isinstance(version, dict) and "version" in version):
-        v = version.get("version") if isinstance(version, dict) else None
+        v = _a_version(version.get("version")) if isinstance(version, dict) else None
         return ServerIdentity(ServerKind.VLLM, v, "/version answered, models owned by vllm", ids)
     if "llamacpp" in owners:
         return ServerIdentity(ServerKind.LLAMACPP, None, "models owned by llamacpp", ids)
