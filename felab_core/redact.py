@@ -13,7 +13,13 @@ from urllib.parse import urlsplit, urlunsplit
 #: for many services is a token: masked too, unless it is a plain account name before `:`).
 #: The password runs to the last `@` of the word (the host comes after it), so one holding
 #: `@`, `:` or `/` is masked whole; a later `@` in the same word masks more, never less.
-_URL_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^\s:/@]*:)\S+@", re.I)
+#: The scheme is tried only where a run of scheme characters begins (the look-behind): tried at
+#: every letter of a long run, the search took time in the square of its length (100 kB of
+#: letters in a log line, about 35 s: one message from a hostile peer stopped the ingest).
+#: Each word is read once (`_masked_word`): `\S+@` tried from every `a://:` of a 100 kB word took
+#: a second and more, in the square of its length.
+_URL_HEAD = re.compile(r"(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://[^\s:/@]*:", re.I)
+_WORD = re.compile(r"\S+")
 #: A secret passed in a URL's query (`?password=`, `&api_key=`, `?token=`): its value masked.
 _QUERY_SECRET = re.compile(
     r"(?P<head>[?&;](?:password|passwd|pwd|pass|token|access_token|api[_-]?key|key|secret|"
@@ -27,11 +33,18 @@ _QUERY_SECRET = re.compile(
 #: Said after a space only (`invalid token hunter2pw`), it must mix letters and digits and be
 #: six characters or more, and not be a figure: "token generation", "token p50" and "time per
 #: token 2.1e-05 s" stay as they are.
+#: After a word that only ever names a secret (password, PGPASSWORD, api_key, Bearer, `token=`)
+#: the value is masked whatever it holds (`password=letmein`, `Bearer xyzsecret`); "token" with
+#: a colon is also prose ("first token: 12.5 ms"), so there the value must look like a key.
 _SECRET_WORD = r"\b(?:api[_-]?key|access[_-]?token|auth[_-]?token|token|secret|password|passwd)"
+_ALWAYS_SECRET = (
+    r"(?:\b(?:api[_-]?key|access[_-]?token|auth[_-]?token|secret)|pass(?:word|wd)|\btoken(?==))"
+)
 _SAID_SECRET = re.compile(
-    rf"(?P<head>{_SECRET_WORD}[\"']?[=:]\s*[\"']?)(?P<value>[^\s\"',;&]{{4,}})"
+    rf"(?P<always>{_ALWAYS_SECRET}[\"']?\s*[=:]\s*[\"']?)(?P<always_value>[^\s\"',;&]{{3,}})"
+    rf"|(?P<head>{_SECRET_WORD}[\"']?[=:]\s*[\"']?)(?P<value>[^\s\"',;&]{{4,}})"
     rf"|(?P<spaced>{_SECRET_WORD}\s+)(?P<spaced_value>[^\s\"',;&]{{6,}})"
-    r"|(?P<bearer>\bBearer:?\s+)(?P<bearer_value>[^\s\"',;]{4,})"
+    r"|(?P<bearer>\bBearer:?\s+)(?P<bearer_value>[^\s\"',;]{3,})"
     r"|\bsk-[A-Za-z0-9_-]{8,}",
     re.I,
 )
@@ -46,7 +59,8 @@ def add_secret(value: str | None) -> None:
 
 def redact(text: str) -> str:
     """`text` with URL passwords and every known secret replaced by ***."""
-    text = _URL_PASSWORD.sub(r"\g<head>***@", text)
+    if "://" in text and "@" in text:
+        text = _WORD.sub(_masked_word, text)
     text = _QUERY_SECRET.sub(r"\g<head>***", text)
     text = _SAID_SECRET.sub(_said_masked, text)
     for secret in sorted(_secrets, key=len, reverse=True):
@@ -54,7 +68,31 @@ def redact(text: str) -> str:
     return text
 
 
+def _masked_word(found: re.Match[str]) -> str:
+    """One word holding `://` and `@`: from the first `scheme://user:` to the word's last `@`,
+    masked (a password may hold `@`, `:` or `/`)."""
+    word = found.group(0)
+    if "@" not in word or "://" not in word:
+        return word
+    head = _URL_HEAD.search(word)
+    if head is None:
+        return word
+    at = word.rfind("@")
+    return word if at < head.end() else word[: head.end()] + "***" + word[at:]
+
+
 def _said_masked(found: re.Match[str]) -> str:
+    if found.group("always") is not None:
+        if found.group("always_value").startswith("***"):
+            return found.group(0)
+        return found.group("always") + "***"
+    if found.group("bearer") is not None:
+        if found.group("bearer_value").startswith("***") or found.group("bearer_value").lower() in (
+            "token",
+            "auth",
+        ):
+            return found.group(0)
+        return found.group("bearer") + "***"
     spaced = found.group("spaced_value")
     if spaced is not None:
         return (

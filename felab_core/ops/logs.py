@@ -63,8 +63,18 @@ def secrets_of(settings: Settings) -> list[str]:
     return found
 
 
+#: The most characters of one log message: a peer's 200,000-character worker id or task name
+#: is said by its start (masked first, so no secret is cut in two and half shown).
+MAX_MESSAGE = 2_000
+
+
 class _Context(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if len(message) > MAX_MESSAGE:
+            shown = redact(message)
+            record.msg = f"{shown[:MAX_MESSAGE]}... ({len(shown) - MAX_MESSAGE:,} characters cut)"
+            record.args = ()
         record.job_id = _JOB.get()
         record.worker = _WORKER.get()
         record.cohort = _COHORT.get()
