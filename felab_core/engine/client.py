@@ -155,11 +155,30 @@ def server_error_message(status: int, body: bytes, retry_after: str | None = Non
     return f"{said}; {advice}" if advice else said
 
 
+#: How much of a server's text is read to be shown: a 100 kB error page was redacted whole
+#: before being cut to 300 characters (tens of seconds), and read whole first (a 100 MB body
+#: took 1.4 GB of memory).
+_SHOWN_BYTES = 8 * 1024
+_ERROR_BODY_BYTES = 64 * 1024
+
+
+async def _first_bytes(resp: httpx.Response, most: int) -> bytes:
+    """At most `most` bytes of a response's body; the rest is not read (the connection closes
+    with the response)."""
+    body = b""
+    async for piece in resp.aiter_bytes():
+        body += piece[: most - len(body)]
+        if len(body) >= most:
+            break
+    return body
+
+
 def shown_text(text: str, most: int = 300) -> str:
     """A server's words as felab shows them: one line, no control or invisible characters (an
     escape code or a U+202E would reach the terminal, the record and chat), at most `most`
-    characters, and no secret it repeats (`api_key=...`: felab_core.redact)."""
-    plain = with_hidden_shown(" ".join(redact(text).split()))
+    characters, and no secret it repeats (`api_key=...`: felab_core.redact). Only the start is
+    read: a secret cut in two past what is shown is never shown."""
+    plain = with_hidden_shown(" ".join(redact(text[: max(most * 4, _SHOWN_BYTES)]).split()))
     return plain if len(plain) <= most else plain[: most - 1] + "…"
 
 
@@ -342,14 +361,15 @@ async def _stream(
             tl.headers_ns = now_ns()
         if 300 <= resp.status_code < 400:
             tl.end_ns = now_ns()
-            where = redact(resp.headers.get("location", "") or "(no Location)")[:200]
+            where = redact((resp.headers.get("location", "") or "(no Location)")[:_SHOWN_BYTES])
+            where = where[:200]
             tl.error = (
                 f"redirect: the server answered HTTP {resp.status_code} pointing to {where}; "
                 "felab does not follow redirects: give the server's own address"
             )
             return
         if resp.status_code >= 400:
-            body = await resp.aread()
+            body = await _first_bytes(resp, _ERROR_BODY_BYTES)
             tl.end_ns = now_ns()
             tl.error = server_error_message(resp.status_code, body, resp.headers.get("retry-after"))
             return
