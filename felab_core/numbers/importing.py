@@ -150,6 +150,23 @@ def _missing(row: Mapping[str, str]) -> str | None:
     return None
 
 
+#: What felab bench writes beside every writing speed it measures: a row that gives a speed
+#: with these blank is a speed typed into the file (each check of a row against its own
+#: timings passes over a blank cell, so such a row was stored as "measured").
+_TIMINGS_BESIDE_A_SPEED = ("timestamp", "requests", "ok", "ttft_p50_s", "tpot_p50_s")
+
+
+def _blank_timings(row: Mapping[str, str]) -> str | None:
+    blank = [c for c in _TIMINGS_BESIDE_A_SPEED if not (row.get(c) or "").strip()]
+    if not blank:
+        return None
+    return (
+        f"a writing speed with {', '.join(blank)} blank: felab bench writes these beside every "
+        "speed it measures, so this one was typed in; type it with `felab numbers enter`, or "
+        "import the file felab bench wrote"
+    )
+
+
 def _why_result_only(checked: ResultRow) -> str:
     if checked.concurrency < 1:
         sent = "at a trace's times" if checked.preset.startswith("trace:") else "at a rate"
@@ -278,6 +295,11 @@ def import_results(
         except Invalid as exc:
             problems.append((line, str(exc)))
             out.append(ImportedRow(line, server[:32], model[:80], preset[:64], "skipped", str(exc)))
+            continue
+        blank = _blank_timings(row) if checked.gives_writing_speed else None
+        if blank is not None:
+            problems.append((line, blank))
+            out.append(ImportedRow(line, server[:32], model[:80], preset[:64], "skipped", blank))
             continue
         run = _run_key(cells)
         earlier = runs.get(run)

@@ -176,7 +176,26 @@ def _row(server: str, model: str, preset: str = "day2", tps: str = "41.5") -> di
         concurrency="1",
         writing_tps_p50=tps,
     )
+    if _is_speed(tps):  # the timings felab bench writes beside every speed it measures
+        tpot = f"{1 / float(tps):.6g}"
+        row.update(
+            timestamp=NOW.isoformat(),
+            requests="10",
+            ok="10",
+            failed="0",
+            ttft_p50_s="0.2",
+            tpot_p50_s=tpot,
+            tpot_p95_s=tpot,
+            e2e_p50_s="9",
+        )
     return row
+
+
+def _is_speed(text: str) -> bool:
+    try:
+        return 0 < float(text) < 1e6
+    except ValueError:
+        return False
 
 
 def _measure(db: Session, member: m.Member, server: str, model: str, preset: str = "day2") -> None:
@@ -360,7 +379,10 @@ def test_import_groups_runs_into_jobs_and_never_stores_a_row_twice(
 def test_import_refuses_impossible_values_with_the_line_and_stores_nothing(
     db: Session, student: m.Member, column: str, value: str, reason: str
 ) -> None:
-    rows = [_row("ollama", "llama3.1:8b"), {**_row("mlx", "m"), column: value}]
+    odd = {**_row("mlx", "m"), column: value}
+    if column == "ok":  # the counts still add up: the speed from no answer is what is refused
+        odd["failed"] = odd["requests"]
+    rows = [_row("ollama", "llama3.1:8b"), odd]
     with pytest.raises(Invalid, match=f"line 3: .*{reason}.*nothing was stored|nothing was st"):
         import_results(db, student, rows, now=NOW)
     assert db.scalar(select(func.count(m.BenchResult.id))) == 0
@@ -441,3 +463,14 @@ def test_an_imported_speed_above_the_machine_limit_is_flagged_not_ok(
     stored = db.scalars(select(m.Number).where(m.Number.server == "ollama"))
     verdicts = sorted((n.value, n.verdict) for n in stored)
     assert verdicts == [(40.0, "ok"), (500.0, "flagged")]
+
+
+def test_a_speed_typed_into_a_results_file_is_not_measured(db: Session, student: m.Member) -> None:
+    """Fourteenth sweep H4: a row with every column and only writing_tps_p50 filled passed each
+    check (a check passes over a blank cell) and was stored as a measured 55.5 tok/s."""
+    typed = dict.fromkeys(CSV_COLUMNS, "")
+    typed.update(host="vm", target="ollama", server="ollama", model="llama3.1:8b", preset="day2")
+    typed.update(concurrency="1", writing_tps_p50="55.5")
+    with pytest.raises(Invalid, match=r"line 2: a writing speed with timestamp, requests, ok"):
+        import_results(db, student, [typed], now=NOW)
+    assert db.scalar(select(func.count(m.Number.id))) == 0
