@@ -50,7 +50,7 @@ log = logging.getLogger("felab.ingest")
 
 #: Database errors worth waiting out (the server restarting, a dropped connection).
 TRANSIENT = (sa_exc.OperationalError, sa_exc.InterfaceError)
-_LOOKUP = re.compile(r"^[0-9a-f]{64}$")
+_LOOKUP = re.compile(r"^[0-9a-f]{64}\Z")
 
 
 @dataclass

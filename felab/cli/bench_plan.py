@@ -12,6 +12,7 @@ from pathlib import Path
 
 import typer
 
+from felab.cli.plain_numbers import loose_number_problem
 from felab_core.engine.apis import Api
 from felab_core.engine.client import ClientLimits
 from felab_core.engine.metrics import SLO
@@ -47,6 +48,9 @@ def _parse_processes(text: str) -> int | None:
     """`auto` (None: chosen per run) or a whole number of client processes."""
     if text.strip().lower() == "auto":
         return None
+    loose = loose_number_problem(text, int)  # int() reads 1_0 as 10 and ２ as 2
+    if loose:
+        raise typer.BadParameter(loose)
     try:
         n = int(text)
     except ValueError:

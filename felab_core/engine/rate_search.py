@@ -22,7 +22,7 @@ METRICS = {"ttft": "ttft_s", "itl": "itl_s", "tpot": "tpot_s", "e2e": "e2e_s"}
 PERCENTILES = (50, 90, 95, 99)
 MAX_FAILED = 0.01
 MIN_KEPT_UP = 0.9
-_BOUND = re.compile(r"^(ttft|itl|tpot|e2e)_p(\d+)=([0-9.]+(?:e-?\d+)?)\s*(ms|s)?$")
+_BOUND = re.compile(r"^(ttft|itl|tpot|e2e)_p(\d+)=([0-9.]+(?:e-?\d+)?)\s*(ms|s)?\Z")
 
 
 class ObjectiveError(ValueError):

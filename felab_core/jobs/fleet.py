@@ -21,7 +21,7 @@ from felab_core.errors import Forbidden, Invalid, NotFound
 from felab_core.settings import Settings, get_settings
 
 #: What may name a worker or a target: no spaces, no slashes, no URL.
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 MAX_TARGETS = 64
 _KINDS = frozenset(k.value for k in ServerKind)
 

@@ -29,14 +29,14 @@ from felab_core.errors import Forbidden, Invalid
 from felab_core.files import NamedFileError, read_named_text, refuse_special
 
 #: A worker's name: what `/worker pair` gives it and what its files are called after.
-WORKER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+WORKER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
 def check_worker_name(name: str) -> str:
     """`name`, or Invalid saying what a worker's name may be (never a path: it names files)."""
     if len(name) > 64:
         raise Invalid(f"a worker's name is at most 64 characters (this one is {len(name):,})")
-    if not WORKER_NAME.match(name):
+    if not WORKER_NAME.fullmatch(name):  # match() with $ took "lap9\n"
         raise Invalid(
             f"{name!r} cannot name a worker: start with a letter or digit, then letters, "
             "digits, '-', '_' or '.', such as studio-mbp"

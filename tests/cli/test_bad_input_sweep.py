@@ -480,6 +480,7 @@ CASES: list[Case] = [
     case("bench-requests-zero", "bench --url http://127.0.0.1:{whole} --kind llamacpp --no-csv -n 0", 2, "--requests"),
     case("bench-repeat-zero", f"bench {LOCAL} --repeat 0", 2, "--repeat"),
     case("bench-processes-zero", f"bench {LOCAL} --processes 0", 2, "processes"),
+    case("bench-processes-underscore", f"bench {LOCAL} --processes 1_0", 2, "such as 10"),  # 14th: ran 10
     case("bench-sessions-negative", f"bench {LOCAL} --sessions -2", 2, "--sessions"),
     case("bench-think-nan", f"bench {LOCAL} --sessions 2 --think-time nan", 2, "--think-time"),
     case("bench-max-rate-nonsense", f"bench {LOCAL} --find-max-rate fast", 2, "--find-max-rate"),
@@ -646,6 +647,7 @@ CASES: list[Case] = [
     case("ingest-loglevel", "worker ingest --loglevel BANANA", 2, "loglevel"),
     case("ingest-closed-broker", "worker ingest", 3, "could not reach the broker", FELAB_BROKER_URL="redis://admin:{secret}@127.0.0.1:{closed}/0"),
     case("worker-identity-path", "worker identity --name ../../etc/passwd", 2, "cannot name a worker"),
+    case("worker-identity-newline", ["worker", "identity", "--name", "lap9\n"], 2, "cannot name a worker"),  # 14th: taken
     case("worker-name-long", ["worker", "pair", "--name", "a" * 5000], 2, "at most 64"),
     # eleventh sweep: an identity edited by hand reached Celery (a traceback and exit 0, a quiet
     # run on the embedded broker). A removed machine's refused login: tests/worker (it is
