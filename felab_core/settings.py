@@ -9,11 +9,13 @@ import re
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from felab_core.text import loose_number_problem
 
 
 def _default_cache_dir() -> Path:
@@ -25,6 +27,7 @@ _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 #: The longest any FELAB_*_S setting may be.
 _MOST_SECONDS = 30 * 86_400.0
+_LEAST_SECONDS = 0.05
 
 
 class Settings(BaseSettings):
@@ -239,14 +242,31 @@ class Settings(BaseSettings):
             )
         return self
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _plain_number(cls, value: object, info: ValidationInfo) -> object:
+        """A number setting is written in digits 0-9 ('_' only between groups of three):
+        FELAB_JOB_MAX_CONCURRENCY=1_0 was read as 10, and ２ as 2."""
+        field = cls.model_fields.get(info.field_name or "")
+        kinds = set(get_args(field.annotation)) | {field.annotation} if field else set()
+        kind = int if int in kinds else float if float in kinds else None
+        if kind is not None and isinstance(value, str):
+            problem = loose_number_problem(value, kind)
+            if problem:
+                raise ValueError(problem)
+        return value
+
     @field_validator("*", mode="after")
     @classmethod
     def _seconds(cls, value: object, info: ValidationInfo) -> object:
         """Every *_S setting at most 30 days: 1e300 s is a typo (it crashed as 'a number too
-        large on the command line')."""
+        large on the command line'); and, when not 0, at least 0.05 s: a heartbeat or a loop
+        every 1e-300 s is a busy loop, not a setting."""
         name = info.field_name or ""
         if name.endswith("_s") and isinstance(value, float) and value > _MOST_SECONDS:
             raise ValueError(f"at most {_MOST_SECONDS:,.0f} s (30 days)")
+        if name.endswith("_s") and isinstance(value, float) and 0 < value < _LEAST_SECONDS:
+            raise ValueError(f"at least {_LEAST_SECONDS:g} s (or 0 where 0 means none)")
         return value
 
     @field_validator("log_level")

@@ -92,3 +92,29 @@ def literal(text: str) -> str:
 def in_code(text: str) -> str:
     """`text` for a code block: no backtick to close the block early, no mention."""
     return text.replace("`", "'").replace("@", "@" + ZERO_WIDTH_SPACE)
+
+
+# Digits, or digits grouped in threes by '_' (1_000), as felab's sizes read them (1_024).
+_WHOLE = r"(?:[0-9]+|[0-9]{1,3}(?:_[0-9]{3})+)"
+_INT = re.compile(rf"[+-]?{_WHOLE}")
+_FLOAT = re.compile(rf"[+-]?(?:{_WHOLE}\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_FLOAT_WORDS = {"nan", "inf", "infinity", "+inf", "-inf", "+infinity", "-infinity"}
+
+
+def loose_number_problem(text: str, kind: type) -> str | None:
+    """Why `text` is not a plain number of `kind` (int or float), or None when it is one."""
+    plain = text.strip()
+    if kind is float and plain.lower() in _FLOAT_WORDS:
+        return None
+    pattern = _INT if kind is int else _FLOAT
+    if pattern.fullmatch(plain):
+        return None
+    if "_" in plain:
+        why = "has a '_' that is not between groups of three digits (1_000)"
+    elif not plain.isascii():
+        why = "is not written in plain digits 0-9"
+    else:
+        return None  # not a number at all: click's own message says so
+    meant = "".join(str(unicodedata.digit(c)) if c.isdigit() else c for c in plain if c != "_")
+    example = meant if pattern.fullmatch(meant) else ("10" if kind is int else "2.5")
+    return f"{text!r} {why}: write the number in digits 0-9, such as {example}"

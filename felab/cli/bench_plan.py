@@ -12,7 +12,6 @@ from pathlib import Path
 
 import typer
 
-from felab.cli.plain_numbers import loose_number_problem
 from felab_core.engine.apis import Api
 from felab_core.engine.client import ClientLimits
 from felab_core.engine.metrics import SLO
@@ -22,6 +21,7 @@ from felab_core.engine.targets import Target, load_targets, resolve_target
 from felab_core.engine.trace import load_trace, preset_name
 from felab_core.engine.workloads import MAX_CONCURRENCY, PRESETS, Workload
 from felab_core.settings import get_settings
+from felab_core.text import loose_number_problem
 
 #: More client processes than any one machine's cores could use (the auto choice stays lower).
 MAX_PROCESSES = 64

@@ -10,45 +10,21 @@ command's own range check, which says what is wrong with them.
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from typing import Any
 
 from typer import _click as click  # typer's own copy of click: its commands are these
 from typer._click.exceptions import BadParameter
 from typer.core import TyperGroup
 
+from felab_core.text import loose_number_problem
+
 _MARK = "_felab_plain_numbers"
-# Digits, or digits grouped in threes by '_' (1_000), as felab's sizes read them (1_024).
-_WHOLE = r"(?:[0-9]+|[0-9]{1,3}(?:_[0-9]{3})+)"
-_INT = re.compile(rf"[+-]?{_WHOLE}")
-_FLOAT = re.compile(rf"[+-]?(?:{_WHOLE}\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-_FLOAT_WORDS = {"nan", "inf", "infinity", "+inf", "-inf", "+infinity", "-infinity"}
 
 
 def _number_kind(param: click.Parameter) -> type | None:
     desc = getattr(param, "type_descriptor", None)
     annotation = getattr(desc, "annotation", None)
     return annotation if annotation in (int, float) else None
-
-
-def loose_number_problem(text: str, kind: type) -> str | None:
-    """Why `text` is not a plain number of `kind` (int or float), or None when it is one."""
-    plain = text.strip()
-    if kind is float and plain.lower() in _FLOAT_WORDS:
-        return None
-    pattern = _INT if kind is int else _FLOAT
-    if pattern.fullmatch(plain):
-        return None
-    if "_" in plain:
-        why = "has a '_' that is not between groups of three digits (1_000)"
-    elif not plain.isascii():
-        why = "is not written in plain digits 0-9"
-    else:
-        return None  # not a number at all: click's own message says so
-    meant = "".join(str(unicodedata.digit(c)) if c.isdigit() else c for c in plain if c != "_")
-    example = meant if pattern.fullmatch(meant) else ("10" if kind is int else "2.5")
-    return f"{text!r} {why}: write the number in digits 0-9, such as {example}"
 
 
 def refuse_loose_numbers(cmd: click.Command) -> None:

@@ -8,7 +8,8 @@ from typing import Annotated, Any
 import pytest
 import typer
 
-from felab.cli.plain_numbers import loose_number_problem, refuse_loose_numbers
+from felab.cli.plain_numbers import refuse_loose_numbers
+from felab_core.text import loose_number_problem
 
 
 def _command(seen: list[object]) -> typer.Typer:
