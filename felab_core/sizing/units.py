@@ -88,6 +88,8 @@ def as_fraction(value: int | float | str | Decimal | Fraction) -> Fraction:
             raise SizingError(f"expected a finite number, got {value}")
         return _bounded(Fraction(value), value)
     typed = value.strip()
+    if any(c.isdigit() and not c.isascii() for c in typed):  # float() reads ２７３ and ٢٧٣
+        raise SizingError(f"{value!r} is not written in digits 0-9: type the number with them")
     if "," in typed and not _THOUSANDS.match(typed):
         raise SizingError(
             f"{value!r}: felab reads a comma only between groups of three digits (1,024); "

@@ -525,6 +525,7 @@ CASES: list[Case] = [
     case("size-capacity-closed-url", "size capacity --url http://127.0.0.1:{closed}", 3, "connection refused"),
     case("size-capacity-log-empty", "size capacity --vllm-log {files}/vllm.log", 2, "vllm.log"),
     case("size-limit-nan", "size limit --bandwidth nan --model-bytes 4.9GB", 2, "bandwidth"),
+    case("size-limit-fullwidth", ["size", "limit", "--bandwidth", "\uff11\uff10", "--model-bytes", "4.9GB"], 2, "not written in digits 0-9"),  # 14th: read as 10 GB/s
     case("size-limit-overflow", "size limit --bandwidth 273 --model-bytes 1e309GB", 2, "1e309"),
     case("size-limit-zero", "size limit --bandwidth 0 --model-bytes 4.9GB", 2, "bandwidth"),
     case("size-limit-unknown-chip", "size limit --chip M9-Ultra --model-bytes 4.9GB", 2, "M9-Ultra"),
