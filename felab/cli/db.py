@@ -21,6 +21,7 @@ from felab_core.db.session import (
     current_revision,
     default_sessions,
     head_revision,
+    known_revision,
     make_engine,
     refuse_foreign,
     sqlite_file,
@@ -101,6 +102,13 @@ def status_cmd() -> None:
         if engine.dialect.name == "sqlite":  # not felab's: `db upgrade` would refuse it too
             refuse_foreign(engine, current)
     head = head_revision()
+    if current is not None and current != head and not known_revision(current):
+        err(
+            f"{_where()} is at schema {current}, which this felab does not know (made by a "
+            "newer felab?): upgrade felab, or point FELAB_DATABASE_URL / FELAB_DATA_DIR at "
+            "this felab's database"
+        )
+        raise typer.Exit(EXIT_USAGE)
     state = "current" if current == head else f"behind: run `felab db upgrade` (latest is {head})"
     Console(highlight=False).print(
         f"database: {_where()}\nschema: {current or 'empty'} ({state})\n"

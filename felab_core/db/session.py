@@ -418,6 +418,18 @@ def head_revision() -> str:
     return head
 
 
+def known_revision(revision: str) -> bool:
+    """Whether `revision` is one of this felab's migrations (not a newer felab's)."""
+    from alembic.script import ScriptDirectory
+    from alembic.util import CommandError
+
+    script = ScriptDirectory.from_config(alembic_config("sqlite://"))
+    try:
+        return script.get_revision(revision) is not None
+    except CommandError:
+        return False
+
+
 def refuse_foreign(
     engine: Engine, current: str | None = None, tables: list[str] | None = None
 ) -> None:

@@ -60,6 +60,19 @@ def test_status_after_upgrade_still_reads(data_dir: Path) -> None:
     assert done.exit_code == 0 and "(current)" in done.stdout, done.output
 
 
+def test_status_of_a_newer_felabs_database_says_so(data_dir: Path) -> None:
+    """Fourteenth sweep M7: schema 9999 was "behind: run felab db upgrade", exit 0, and the
+    upgrade then refused it."""
+    import sqlite3
+
+    assert runner.invoke(app, ["db", "upgrade"]).exit_code == 0
+    with sqlite3.connect(data_dir / "felab.db") as con:
+        con.execute("UPDATE alembic_version SET version_num = '9999'")
+    done = runner.invoke(app, ["db", "status"])
+    assert done.exit_code == 2 and "behind" not in done.output
+    assert "schema 9999, which this felab does not know" in _flat(done.stderr)
+
+
 @pytest.mark.parametrize("args", [["db", "backup", ""], ["db", "restore", " ", "--yes"]])
 def test_an_empty_file_name_is_said(data_dir: Path, tmp_path: Path, args: list[str]) -> None:
     done = runner.invoke(app, args)
