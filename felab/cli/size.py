@@ -423,7 +423,11 @@ def slots_command(
     console = _console()
     with _sizing_errors():
         shape = _maybe_shape(config, gguf, model)
-        kv.kv_dtype(kv_type)  # an unknown type is refused even when nothing is costed
+        if kv.kv_dtype(kv_type).name == "fp8":  # an unknown type is refused, costed or not
+            raise SizingError(
+                "--kv-type fp8 is vLLM's cache type; llama.cpp's -ctk has f16, q8_0, q4_0 and "
+                "the like: give one of those"
+            )
         if kv_type != "f16" and shape is None:
             raise SizingError(
                 "--kv-type sets what one token of cache costs: give the model too (--model, "

@@ -32,6 +32,8 @@ MIN_RATE = 0.01  # one request every 100 s: slower, and a run of a few requests 
 MAX_BURSTINESS = 1000.0
 MAX_REQUESTS = 1_000_000
 MAX_DURATION_S = 86_400.0
+#: The shortest run: less sends no request at all.
+MIN_DURATION_S = 0.1
 MAX_WARMUP = 1_000  # a warm-up fills caches and loads the model: more is a run of its own
 MAX_TOKENS = 262_144
 
@@ -215,8 +217,12 @@ class Workload:
             problems.append("give --requests N or --duration SECONDS")
         if self.requests is not None and not 1 <= self.requests <= MAX_REQUESTS:
             problems.append(f"--requests must be from 1 to {MAX_REQUESTS:,}")
-        if self.duration_s is not None and not (0 < self.duration_s <= MAX_DURATION_S):
-            problems.append(f"--duration must be above 0 s, at most {MAX_DURATION_S:,} s (a day)")
+        if self.duration_s is not None and not (
+            MIN_DURATION_S <= self.duration_s <= MAX_DURATION_S
+        ):  # 1e-9 s sent nothing and ended as if the server could not be reached
+            problems.append(
+                f"--duration must be from {MIN_DURATION_S:g} s to {MAX_DURATION_S:,.0f} s (a day)"
+            )
         if not 0 <= self.warmup <= MAX_WARMUP:
             problems.append(f"--warmup must be from 0 to {MAX_WARMUP:,}")
         if self.max_tokens is not None and not 1 <= self.max_tokens <= MAX_TOKENS:

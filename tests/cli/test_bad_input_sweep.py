@@ -478,6 +478,7 @@ CASES: list[Case] = [
     case("bench-timeout-negative", f"bench {LOCAL} --timeout -1", 2, "--timeout"),
     case("bench-max-tokens-zero", f"bench {LOCAL} --max-tokens 0", 2, "--max-tokens"),
     case("bench-requests-zero", "bench --url http://127.0.0.1:{whole} --kind llamacpp --no-csv -n 0", 2, "--requests"),
+    case("bench-duration-tiny", "bench --url http://127.0.0.1:{whole} --kind llamacpp --no-csv --rate 5 --duration 1e-9", 2, "--duration must be from 0.1 s"),  # 14th: exit 3, no word
     case("bench-repeat-zero", f"bench {LOCAL} --repeat 0", 2, "--repeat"),
     case("bench-processes-zero", f"bench {LOCAL} --processes 0", 2, "processes"),
     case("bench-processes-underscore", f"bench {LOCAL} --processes 1_0", 2, "such as 10"),  # 14th: ran 10
@@ -511,6 +512,7 @@ CASES: list[Case] = [
     case("size-kv-config-bad", "size kv --config {files}/config-bad", 2, "config"),
     case("size-kv-config-missing", "size kv --config {files}/nowhere", 2, "nowhere"),
     case("size-slots-absurd-ctx", "size slots -c 99999999999999 -np 4", 2, "-c"),
+    case("size-slots-fp8", "size slots -c 4096 --kv-type fp8 --model llama-3.1-8b", 2, "fp8 is vLLM's cache type"),  # 14th: priced
     case("size-slots-zero-parallel", "size slots -c 4096 -np 0", 2, "parallel"),
     case("size-capacity-nothing", "size capacity", 2, "such as --tokens 100000 --max-len 8192"),  # 13th: said --max-len only
     case("size-capacity-negative-blocks", "size capacity --blocks -5 --block-size 16 --max-len 8192", 2, "cache blocks must be more than zero"),
