@@ -21,7 +21,7 @@ from felab_core.db.session import (
     current_revision,
     default_sessions,
     head_revision,
-    known_revision,
+    known_revisions,
     make_engine,
     refuse_foreign,
     sqlite_file,
@@ -102,7 +102,7 @@ def status_cmd() -> None:
         if engine.dialect.name == "sqlite":  # not felab's: `db upgrade` would refuse it too
             refuse_foreign(engine, current)
     head = head_revision()
-    if current is not None and current != head and not known_revision(current):
+    if current is not None and current != head and current not in known_revisions():
         err(
             f"{_where()} is at schema {current}, which this felab does not know (made by a "
             "newer felab?): upgrade felab, or point FELAB_DATABASE_URL / FELAB_DATA_DIR at "

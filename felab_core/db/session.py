@@ -418,16 +418,12 @@ def head_revision() -> str:
     return head
 
 
-def known_revision(revision: str) -> bool:
-    """Whether `revision` is one of this felab's migrations (not a newer felab's)."""
+def known_revisions() -> set[str]:
+    """This felab's migrations (a database at another revision was made by a newer felab)."""
     from alembic.script import ScriptDirectory
-    from alembic.util import CommandError
 
     script = ScriptDirectory.from_config(alembic_config("sqlite://"))
-    try:
-        return script.get_revision(revision) is not None
-    except CommandError:
-        return False
+    return {rev.revision for rev in script.walk_revisions()}
 
 
 def refuse_foreign(

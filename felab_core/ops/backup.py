@@ -22,6 +22,7 @@ from felab_core.engine.results import ResultsFileError, check_destinations
 from felab_core.errors import Invalid
 from felab_core.files import SQLITE_DATABASE, NamedFileError, broken_link, refuse_special
 from felab_core.redact import redact
+from felab_core.text import with_hidden_shown
 
 
 class BackupError(Invalid):
@@ -96,15 +97,6 @@ def _expected_schema(revision: str) -> dict[str, set[str]]:
             con.close()
 
 
-def _known_revisions() -> set[str]:
-    from alembic.script import ScriptDirectory
-
-    from felab_core.db.session import alembic_config
-
-    script = ScriptDirectory.from_config(alembic_config("sqlite://"))
-    return {rev.revision for rev in script.walk_revisions()}
-
-
 def check_sqlite_backup(source: Path) -> str:
     """Check an SQLite backup before anything is replaced with it: SQLite's integrity check
     passes, its schema revision is one this felab knows, and it holds every table and column
@@ -133,6 +125,17 @@ def check_sqlite_backup(source: Path) -> str:
             held = _schema_of(con)
             if "alembic_version" not in held:
                 raise BackupError(f"{not_felab} (it has no alembic_version table)")
+            added = con.execute(  # felab makes none: a trigger would run on felab's next write
+                "SELECT type, name FROM sqlite_master WHERE type IN ('trigger', 'view') LIMIT 3"
+            ).fetchall()
+            if added:
+                shown = ", ".join(
+                    f"{kind} {with_hidden_shown(str(name))[:40]}" for kind, name in added
+                )
+                raise BackupError(
+                    f"{source} holds what felab's schema never makes ({shown}): it was changed "
+                    "after `felab db backup` wrote it; nothing was replaced, restore another backup"
+                )
             revisions = [row[0] for row in con.execute("SELECT version_num FROM alembic_version")]
         except sqlite3.DatabaseError as exc:
             raise BackupError(f"{source} cannot be read ({exc}): restore another backup") from None
@@ -143,7 +146,9 @@ def check_sqlite_backup(source: Path) -> str:
             f"{not_felab} (its alembic_version holds {len(revisions)} revisions, not one)"
         )
     revision = revisions[0]
-    if revision not in _known_revisions():
+    from felab_core.db.session import known_revisions
+
+    if revision not in known_revisions():
         raise BackupError(
             f"{source} is at schema revision {revision[:40]!r}, which this felab does not know "
             "(made by a newer felab?): upgrade felab first, then restore it; nothing was replaced"

@@ -107,6 +107,17 @@ def test_a_missing_column_is_refused(live: str, good: Path) -> None:
     _refused(live, changed, r"posts\.")
 
 
+def test_a_trigger_or_view_felab_never_makes_is_refused(live: str, good: Path) -> None:
+    """Fourteenth sweep M8: a backup with an added trigger restored, and the next write
+    emptied the members table."""
+    evil = _copy(good, "evil.db")
+    con = sqlite3.connect(evil)
+    con.execute("CREATE TRIGGER evil AFTER INSERT ON numbers BEGIN DELETE FROM members; END")
+    con.commit()
+    con.close()
+    _refused(live, evil, "holds what felab's schema never makes \\(trigger evil\\)")
+
+
 def test_a_newer_schema_is_refused(live: str, good: Path) -> None:
     future = _copy(good, "future.db")
     con = sqlite3.connect(future)
