@@ -22,6 +22,7 @@ from felab_core.engine.compare import DEFAULT_MIN_EFFECT, Comparison, compare_re
 from felab_core.engine.record_reading import CompareError, load_record
 from felab_core.engine.results import ResultsFileError, check_destinations
 from felab_core.files import COMPARE_CHART, NamedFileError
+from felab_core.text import loose_number_problem
 
 _STYLE = {"better": "green", "worse": "red"}
 
@@ -50,6 +51,9 @@ def _read(path: Path, say: Callable[[str], None]) -> dict[str, object]:
 
 def _percent(value: str) -> float:
     raw = value.strip().removesuffix("%").strip()
+    loose = loose_number_problem(raw, float)
+    if loose:  # float() reads 1_0 as 10 and １ as 1
+        raise CompareError(f"--min-effect {loose}")
     try:
         share = float(raw) / 100
     except ValueError:

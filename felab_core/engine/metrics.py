@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from felab_core.engine.timeline import RequestTimeline
+from felab_core.text import loose_number_problem
 
 NS = 1e9
 PERCENTILES = (50, 90, 95, 99)
@@ -244,6 +245,9 @@ class SLO:
                 )
             written = value.strip().lower()
             unit = "ms" if written.endswith("ms") else "s" if written.endswith("s") else None
+            loose = loose_number_problem(written.removesuffix(unit or ""), float)
+            if loose:  # float() reads 1_0 as 10 and ５ as 5
+                raise ValueError(f"bad SLO value in {part!r}: {loose}")
             try:
                 number = float(written.removesuffix(unit or "")) / (1000 if unit == "ms" else 1)
             except ValueError:

@@ -486,6 +486,7 @@ CASES: list[Case] = [
     case("bench-think-nan", f"bench {LOCAL} --sessions 2 --think-time nan", 2, "--think-time"),
     case("bench-max-rate-nonsense", f"bench {LOCAL} --find-max-rate fast", 2, "--find-max-rate"),
     case("bench-slo-nonsense", f"bench {LOCAL} --slo quick", 2, "--slo"),
+    case("bench-slo-underscore", f"bench {LOCAL} --slo ttft=1_0ms", 2, "such as 10"),  # 14th: 10 ms
     case("bench-trace-missing", f"bench {LOCAL} --trace {{files}}/none.jsonl", 2, "none.jsonl"),
     case("bench-trace-broken", f"bench {LOCAL} --trace {{files}}/trace-bad.jsonl", 2, "line 2"),
     case("bench-trace-digits", f"bench {LOCAL} --trace {{files}}/trace-digits.jsonl", 2, "line 1: a number of thousands of digits"),
@@ -542,6 +543,7 @@ CASES: list[Case] = [
     case("compare-not-json", "compare {files}/not-json.json {files}/not-json.json", 2, "not-json.json"),
     case("compare-not-record", "compare {files}/other.json {files}/list.json", 2, "felab bench"),
     case("compare-min-effect", "compare {files}/other.json {files}/other.json --min-effect 150", 2, "min-effect"),
+    case("compare-min-effect-underscore", "compare {files}/other.json {files}/other.json --min-effect 1_0%", 2, "such as 10"),  # 14th: 10 %
     # felab numbers (the database)
     case("numbers-enter-word", "numbers enter ollama fast", 2, "fast"),
     case("numbers-enter-negative", ["numbers", "enter", "ollama", "--", "-3"], 2, "-3"),
