@@ -116,9 +116,15 @@ async def identify(base_url: str, *, wait_s: float = PROBE_TIMEOUT_S) -> ServerI
             raise IdentityError(f"no connection to {shown} within {wait_s:g} s{hint}") from None
         except httpx.ReadTimeout:
             shown = url_without_credentials(base_url)
+            tls = (  # a plain-HTTP server reads a TLS hello as a request's start, and waits
+                " If it speaks plain HTTP, use http:// instead of https://."
+                if base_url.startswith("https://")
+                else ""
+            )
             raise IdentityError(
                 f"{shown} took the connection but sent no whole answer within {wait_s:g} s: is "
-                "it an HTTP server, and has it finished starting? (--no-check skips this question)"
+                "it an HTTP server, and has it finished starting? (--no-check skips this "
+                f"question){tls}"
             ) from None
         except httpx.RemoteProtocolError as exc:  # reached: what came back is not HTTP as sent
             shown = url_without_credentials(base_url)

@@ -669,6 +669,7 @@ CASES: list[Case] = [
     case("bench-markup-in-name", ["bench", "[bold red]x[/]", "--no-csv", "-n", "1"], 2, "[bold red]x[/]"),
     case("bench-csv-unwritable", f"bench {LOCAL.replace('--no-csv ', '')} --csv /proc/x.csv", 2, "cannot write"),
     case("memo-out-unwritable", "memo --csv {files}/results.csv --chip H100 --model llama-3.1-8b --model-bytes 4.9GB -o /proc/memo.md", 2, "cannot write"),
+    case("bench-https-silent", "bench --url https://127.0.0.1:{silent} --kind llamacpp --no-csv -n 1", 3, "use http://"),  # 14th: no hint on a read timeout
     case("bench-silent-identity", "bench --url http://127.0.0.1:{silent} --kind llamacpp --no-csv -n 1", 3, "within 3 s"),
     case("compare-tampered", "compare {files}/tampered.json {files}/tampered.json", 2, "ttft_s"),
     case("data-dir-empty", "size chips", 2, "FELAB_DATA_DIR", FELAB_DATA_DIR=""),
