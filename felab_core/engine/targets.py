@@ -227,6 +227,12 @@ def load_targets(path: Path | None) -> dict[str, Target]:
         if entry.model is not None:  # the checks --model gets: this name is written to CSV too
             check_model_name(entry.model, f"targets file {path}: [targets.{name}] model")
         targets[name] = replace(base, **updates)
+        typed = raw.get("targets", {}).get(name, {}).get("url")
+        if isinstance(typed, str):  # as --url is: an endpoint of another API is no typo to fix
+            try:
+                _check_endpoint(typed, targets[name].api)
+            except TargetError as exc:
+                raise TargetError(f"targets file {path}: [targets.{name}] url: {exc}") from None
     return targets
 
 

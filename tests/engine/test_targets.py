@@ -87,6 +87,11 @@ def test_targets_file_overrides_and_adds(tmp_path: Path) -> None:
         # ninth sweep: a formula for the results CSV, refused on --model but not here
         ('[targets.mlx]\nmodel = "=cmd|x"\n', r"\[targets\.mlx\] model begins with '='"),
         ('[targets.mlx]\nmodel = "+cmd|x"\n', r"\[targets\.mlx\] model begins with '\+'"),
+        # fourteenth sweep M9: rewritten to the base URL and timed as chat
+        (
+            '[targets.mine]\nkind = "llamacpp"\nurl = "http://h:1/v1/completions"\n',
+            r"\[targets\.mine\] url: the URL ends in /v1/completions, but --api openai-chat",
+        ),
         ('[targets.mlx]\nurl = "http://u:pa/ss@x:1"\n', "percent-encoded"),
         # thirteenth sweep M3: a target named =SUM(1) went into the results CSV as a formula
         ('[targets."=SUM(1)"]\nkind = "vllm"\nurl = "http://x:1"\n', "begins with '='"),
