@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from felab_core.db import models as m
 from felab_core.engine.metrics import MAX_SERVER_TPS
 from felab_core.errors import Invalid
+from felab_core.redact import redact
+from felab_core.text import echo_of
 
 MAX_PLAUSIBLE_TPS = MAX_SERVER_TPS  # one stream's fastest, as a server's own figure is bounded
 #: Below this no one is watching text appear (one token every 100 s): a typo, most likely.
@@ -74,6 +76,11 @@ def _amount(x: float) -> str:
     return f"{x:,.0f}" if x < 1e9 else f"{x:.3g}"
 
 
+def _echo(typed: str) -> str:
+    """What was typed, quoted back (in chat too): its start only, secrets masked."""
+    return echo_of(redact(typed), 30)
+
+
 def parse_speed(value: str | float | int, unit: str | None = None) -> Speed:
     """Read a typed writing speed: '44.6', '44.6 tok/s', '22.4 ms/token' (converted).
 
@@ -96,14 +103,14 @@ def parse_speed(value: str | float | int, unit: str | None = None) -> Speed:
             raise Invalid(f"a writing speed must be more than zero tokens per second, got {text!r}")
         if re.search(r"\d_\d", text):  # Python reads 1_0 as 10; a person may mean 1.0
             raise Invalid(
-                f"{value!r} has a '_' between digits: write the number with digits and a "
+                f"{_echo(text)} has a '_' between digits: write the number with digits and a "
                 f"decimal point only, such as {text.replace('_', '')} or 44.6"
             )
         match = _NUMBER.match(text)
         if not match:
             comma = ": write a decimal point, 44.6, not 44,6" if "," in text else ""
             raise Invalid(
-                f"could not read {value!r} as a writing speed: write a number of tokens per "
+                f"could not read {_echo(text)} as a writing speed: write a number of tokens per "
                 f"second, such as 44.6{comma}"
             )
         digits = match.group(1).replace(",", "")
@@ -131,7 +138,7 @@ def parse_speed(value: str | float | int, unit: str | None = None) -> Speed:
         )
     else:
         raise Invalid(
-            f"unknown unit {rest!r}: give tokens per second (tokens/s, tok/s) or "
+            f"unknown unit {_echo(rest)}: give tokens per second (tokens/s, tok/s) or "
             "milliseconds per token (ms/token)"
         )
     if tps <= 0:
