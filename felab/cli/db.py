@@ -6,6 +6,7 @@ them reports an unusable database the same way: one line saying what to run, exi
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -122,6 +123,12 @@ def _file_name(value: str, give: str) -> Path:
     as the current folder (Path("") is ".")."""
     if not value.strip():
         err(f"the file name is empty: give {give}")
+        raise typer.Exit(EXIT_USAGE)
+    if value.endswith(("/", os.sep)) and not Path(value).is_dir():  # Path() drops the slash
+        err(
+            f"{value} ends in '/', a folder's mark, but there is no such folder: name a file "
+            "without the '/', or create the folder first"
+        )
         raise typer.Exit(EXIT_USAGE)
     return Path(value)
 

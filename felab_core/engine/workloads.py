@@ -30,6 +30,8 @@ MAX_SWEEP = 64
 MAX_RATE = 100_000.0
 MIN_RATE = 0.01  # one request every 100 s: slower, and a run of a few requests takes hours
 MAX_BURSTINESS = 1000.0
+#: Burstier than this, the gamma gaps degenerate (almost all requests at one instant).
+MIN_BURSTINESS = 0.01
 MAX_REQUESTS = 1_000_000
 MAX_DURATION_S = 86_400.0
 #: The shortest run: less sends no request at all.
@@ -184,9 +186,9 @@ class Workload:
                 f"--rate must be a number of requests per second from {MIN_RATE:g} to "
                 f"{MAX_RATE:,.0f}"
             )
-        if not (0 < self.burstiness <= MAX_BURSTINESS):
+        if not (MIN_BURSTINESS <= self.burstiness <= MAX_BURSTINESS):  # 1e-300: degenerate
             problems.append(
-                f"--burstiness must be above 0, at most {MAX_BURSTINESS:g} (1 = Poisson)"
+                f"--burstiness must be from {MIN_BURSTINESS:g} to {MAX_BURSTINESS:g} (1 = Poisson)"
             )
         if self.burstiness != 1.0 and self.rate is None:
             problems.append("--burstiness shapes the gaps of an open loop: give --rate too")

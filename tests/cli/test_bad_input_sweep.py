@@ -593,6 +593,8 @@ CASES: list[Case] = [
     case("size-kv-config-link-loop", "size kv --config {files}/loop-a", 2, "loop of links"),
     case("memo-csv-link-loop", "memo --csv {files}/loop-a --chip H100 --model llama-3.1-8b --model-bytes 4.9GB -o -", 2, "loop of links"),
     case("content-check-link-loop", "content check {files}/loop-a", 2, "loop of links"),
+    case("db-backup-folder-mark", "db backup {files}/nofolder/x.bak/", 2, "a folder's mark"),  # 14th: wrote x.bak
+    case("bench-burstiness-tiny", f"bench {LOCAL} --rate 5 --burstiness 1e-300", 2, "--burstiness must be from 0.01"),
     case("db-restore-not-db-unconfirmed", "db restore {files}/page.html", 2, "page.html is not a felab SQLite backup"),  # 13th: asked for --yes first
     # settings, named by variable
     case("setting-log-level", "size chips", 2, "FELAB_LOG_LEVEL", FELAB_LOG_LEVEL="LOUD"),
