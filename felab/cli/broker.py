@@ -21,6 +21,7 @@ from felab.cli.folders import folder_parser
 from felab_core.db.session import session_scope
 from felab_core.errors import Invalid
 from felab_core.settings import Settings, get_settings
+from felab_core.text import echo_of
 
 broker_app = typer.Typer(
     name="broker",
@@ -176,7 +177,10 @@ def tls(
     settings = get_settings()
     for name in host:
         if not _host_name(name):
-            err(f"--host {name!r} is neither a DNS name nor an IP address (such as broker.lab.org)")
+            err(
+                f"--host {echo_of(name)} is neither a DNS name nor an IP address (such as "
+                "broker.lab.org)"
+            )
             raise typer.Exit(EXIT_USAGE)
     hosts = ["redis", "localhost", "127.0.0.1", *host]
     if settings.broker_public_url:

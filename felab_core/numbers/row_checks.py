@@ -78,8 +78,8 @@ def _float(row: Mapping[str, str], name: str) -> float | None:
     if not text:
         return None
     try:
-        if "_" in text or not text.isascii():  # Python reads 9_6.0 as 96.0 and ４４.６ as
-            raise ValueError(text)  # 44.6; felab writes neither
+        if "_" in text or not text.isascii() or len(text) > 32:  # Python reads 9_6.0 as 96.0
+            raise ValueError(text)  # and ４４.６ as 44.6; felab writes neither, nor 5,000 digits
         value = float(text)
     except ValueError:
         raise Invalid(f"result column {name} holds {text[:40]!r}, not a number") from None

@@ -235,6 +235,7 @@ def test_real_rows_import(db: Session, student: m.Member, bench_rows: Rows) -> N
         ({"model": '=HYPERLINK("http://x","m")'}, "the result row's model begins with '='"),
         ({"target": " =cmd|' /C calc'!A0"}, "the result row's target begins with '='"),
         ({"server_version": "=2+5"}, "the result row's server_version begins with '='"),
+        ({"writing_tps_p50": "44.6" + "0" * 5_000}, "not a number"),  # 14th L13: stored
         # fourteenth sweep M4: other scripts' digits were read (felab writes 0-9 only)
         ({"writing_tps_p50": "\u0664\u0661.\u0665"}, "writing_tps_p50 holds"),
         ({"writing_tps_p50": "\uff14\uff11.\uff15"}, "not a number"),
