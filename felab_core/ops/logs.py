@@ -70,7 +70,10 @@ MAX_MESSAGE = 2_000
 
 class _Context(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
+        try:
+            message = record.getMessage()
+        except Exception:  # a bad format: left to the handler's own error report, as before
+            message = ""
         if len(message) > MAX_MESSAGE:
             shown = redact(message)
             record.msg = f"{shown[:MAX_MESSAGE]}... ({len(shown) - MAX_MESSAGE:,} characters cut)"
