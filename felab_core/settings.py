@@ -351,6 +351,18 @@ class Settings(BaseSettings):
             raise ValueError("use 1-40 letters, digits, '-', '_', '.' or ':', such as felab:")
         return value
 
+    @field_validator("broker_public_url")
+    @classmethod
+    def _public_broker(cls, value: str | None) -> str | None:
+        """The address each machine gets with its own user: a user or password here would be
+        dropped without a word (and a password does not belong in a shared setting)."""
+        if value and "@" in value.partition("://")[2]:
+            raise ValueError(
+                "holds a user or password (before @): give only the address students reach, "
+                "such as rediss://broker.lab.org:6380/0; each machine gets its own user"
+            )
+        return value
+
     @field_validator("broker_url", "broker_public_url")
     @classmethod
     def _broker(cls, value: str | None) -> str | None:

@@ -789,6 +789,7 @@ CASES: list[Case] = [
     case("bench-slo-no-unit", f"bench {LOCAL} --slo ttft=500", 2, "no unit reads as 500 seconds"),
     case("bench-preset-unknown", f"bench {LOCAL} --preset day99", 2, "error: unknown preset"),
     case("setting-soft-margin-over-limit", "status", 2, "not shorter than FELAB_JOB_TIME_LIMIT_S", FELAB_JOB_TIME_LIMIT_S="10", FELAB_JOB_SOFT_MARGIN_S="100"),
+    case("setting-public-broker-user", "status", 2, "holds a user or password", FELAB_BROKER_PUBLIC_URL="rediss://evil:{secret}@host:6380/0"),  # 14th: dropped silently
     case("setting-underscore", "status", 2, "FELAB_JOB_MAX_CONCURRENCY=1_0: '1_0' has a '_'", FELAB_JOB_MAX_CONCURRENCY="1_0"),  # 14th: read as 10
     case("setting-fullwidth-port", "status", 2, "not written in plain digits", FELAB_METRICS_PORT="\uff19\uff10\uff10\uff10"),
     case("setting-heartbeat-tiny", "status", 2, "FELAB_WORKER_HEARTBEAT_S=1e-300: at least 0.05 s", FELAB_WORKER_HEARTBEAT_S="1e-300"),  # 14th: a busy loop
