@@ -101,3 +101,14 @@ async def aget_bounded(
         cut = True
     assert status is not None and headers is not None
     return Answer(status, headers, bytes(body[:limit]), cut)
+
+
+async def first_bytes(resp: httpx.Response, most: int) -> bytes:
+    """At most `most` bytes of a streamed response's body; the rest is not read (the
+    connection closes with the response): a server's 100 MB error page is not ours to hold."""
+    body = b""
+    async for piece in resp.aiter_bytes():
+        body += piece[: most - len(body)]
+        if len(body) >= most:
+            break
+    return body

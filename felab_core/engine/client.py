@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from felab_core.bounded_get import first_bytes
 from felab_core.engine.apis import ApiAdapter, StreamProtocolError
 from felab_core.engine.framing import FrameTooLarge
 from felab_core.engine.metrics import UNSHOWN_TOKENS
@@ -160,17 +161,6 @@ def server_error_message(status: int, body: bytes, retry_after: str | None = Non
 #: took 1.4 GB of memory).
 _SHOWN_BYTES = 8 * 1024
 _ERROR_BODY_BYTES = 64 * 1024
-
-
-async def _first_bytes(resp: httpx.Response, most: int) -> bytes:
-    """At most `most` bytes of a response's body; the rest is not read (the connection closes
-    with the response)."""
-    body = b""
-    async for piece in resp.aiter_bytes():
-        body += piece[: most - len(body)]
-        if len(body) >= most:
-            break
-    return body
 
 
 def shown_text(text: str, most: int = 300) -> str:
@@ -369,7 +359,7 @@ async def _stream(
             )
             return
         if resp.status_code >= 400:
-            body = await _first_bytes(resp, _ERROR_BODY_BYTES)
+            body = await first_bytes(resp, _ERROR_BODY_BYTES)
             tl.end_ns = now_ns()
             tl.error = server_error_message(resp.status_code, body, resp.headers.get("retry-after"))
             return

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from felab_core.bounded_get import first_bytes
 from felab_core.engine import client as engine_client
 from felab_core.engine.client import shown_text
 
@@ -35,7 +36,7 @@ async def test_only_the_start_of_a_huge_error_body_is_read() -> None:
             httpx.AsyncClient() as http,
             http.stream("POST", f"http://127.0.0.1:{port}/v1/chat/completions") as resp,
         ):
-            got = await engine_client._first_bytes(resp, engine_client._ERROR_BODY_BYTES)
+            got = await first_bytes(resp, engine_client._ERROR_BODY_BYTES)
         assert len(got) == 64 * 1024
     finally:
         server.close()
