@@ -76,6 +76,7 @@ def store_result(
                 ok=None if ok is None else int(ok),
                 record=record or {},
                 concurrency=int(concurrency),
+                model=str(clean.get("model") or "") or None,
             )
             verdict = (judged.verdict, judged.note)
         if unverified is not None and verdict[0] == "ok":

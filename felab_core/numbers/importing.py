@@ -326,7 +326,7 @@ def import_results(
         if checked.gives_writing_speed and checked.writing_tps_p50 is not None:
             # A file from the member's own disk is checked as a worker's result is: against
             # the speed limit of their machine (flagged rows wait for an instructor's review).
-            judged = judge(checked.server, checked.writing_tps_p50)
+            judged = judge(checked.server, checked.model, checked.writing_tps_p50)
             verdict = (judged.verdict, judged.note or None)
         planned.append(_Planned(line, cells, checked, _when(row, when_now), group, verdict))
         if checked.gives_writing_speed:

@@ -43,8 +43,30 @@ class LimitComparison:
         return self.check.explanation if self.check is not None else self.missing
 
 
-def speed_limit_for(session: Session, member: m.Member, server: str) -> Ceiling | str:
-    """The ceiling for one server on the member's machine, or what is missing to compute it."""
+def _model_key(name: str) -> str:
+    """A model's name as servers differ in writing it: no case, no folder (llama-server says
+    /models/x.gguf, MLX org/x), no ":latest" (Ollama's default tag)."""
+    key = name.strip().lower().rstrip("/").rsplit("/", 1)[-1]
+    return key.removesuffix(":latest")
+
+
+def same_model(reported: str, recorded: m.MemberServer) -> bool:
+    """Whether a run's model is the one whose file size the member recorded for that server
+    (its name or its label)."""
+    key = _model_key(reported)
+    return any(
+        key == _model_key(name) for name in (recorded.model, recorded.model_label or "") if name
+    )
+
+
+def speed_limit_for(
+    session: Session, member: m.Member, server: str, model: str | None = None
+) -> Ceiling | str:
+    """The ceiling for one server on the member's machine, or what is missing to compute it.
+
+    `model`: the model a run reported; a run of another model than the one whose size is
+    recorded for that server waits for that model's size (its limit is not the recorded one's).
+    """
     server = validate_server(server)
     bandwidth = bandwidth_bytes_per_s(member)
     if bandwidth is None:
@@ -61,6 +83,12 @@ def speed_limit_for(session: Session, member: m.Member, server: str) -> Ceiling 
         return (
             f"felab does not know the size of the model file {server} runs: record it (such as "
             "4.9GB) to see the speed limit"
+        )
+    if model and model.strip() and not same_model(model, row):
+        return (
+            f"felab does not know the size of the model file {model.strip()[:80]} on {server} "
+            f"(the size recorded is {row.model}'s): record this model and its size (such as "
+            "4.9GB) to see its speed limit"
         )
     chip = find_chip(member.chip) if member.chip else None
     try:

@@ -99,6 +99,7 @@ def judge(
     ok: int | None = None,
     record: Mapping[str, Any] | None = None,
     concurrency: int = 1,
+    model: str | None = None,
 ) -> Verdict:
     """The verdict on one measured writing speed of `member` on `server`. `record` None: a row
     imported from the member's own results file, checked against the speed limit only."""
@@ -106,7 +107,7 @@ def judge(
         wrong = against_record(tps, ok, record, concurrency)
         if wrong:
             return Verdict("flagged", wrong)
-    return _against(speed_limit_for(session, member, server), tps)
+    return _against(speed_limit_for(session, member, server, model), tps)
 
 
 def _against(limit: Any, tps: float) -> Verdict:
@@ -119,14 +120,15 @@ def _against(limit: Any, tps: float) -> Verdict:
     return Verdict("ok")
 
 
-def judge_imports(session: Session, member: m.Member) -> Callable[[str, float], Verdict]:
-    """`judge` for the many rows of one imported file: each server's limit looked up once."""
-    limits: dict[str, Any] = {}
+def judge_imports(session: Session, member: m.Member) -> Callable[[str, str, float], Verdict]:
+    """`judge` for the many rows of one imported file: each server and model's limit looked up
+    once."""
+    limits: dict[tuple[str, str], Any] = {}
 
-    def one(server: str, tps: float) -> Verdict:
-        if server not in limits:
-            limits[server] = speed_limit_for(session, member, server)
-        return _against(limits[server], tps)
+    def one(server: str, model: str, tps: float) -> Verdict:
+        if (server, model) not in limits:
+            limits[server, model] = speed_limit_for(session, member, server, model)
+        return _against(limits[server, model], tps)
 
     return one
 
@@ -149,7 +151,7 @@ def rejudge_waiting(session: Session, member: m.Member) -> list[m.Number]:
             m.Number.verdict == "unverified",
         )
     ).all()
-    limits: dict[str, Any] = {}
+    limits: dict[tuple[str, str], Any] = {}
     changed = []
     for number in waiting:
         if not (number.verdict_note or "").startswith(_WAITING_FOR_LIMIT):
@@ -157,9 +159,10 @@ def rejudge_waiting(session: Session, member: m.Member) -> list[m.Number]:
         job = session.get(m.BenchJob, number.job_id) if number.job_id is not None else None
         if job is not None and job.error:  # partial: unverified whatever the limit says
             continue
-        if number.server not in limits:
-            limits[number.server] = speed_limit_for(session, member, number.server)
-        verdict = _against(limits[number.server], number.value)
+        key = (number.server, number.model or "")
+        if key not in limits:
+            limits[key] = speed_limit_for(session, member, *key)
+        verdict = _against(limits[key], number.value)
         if verdict.verdict != number.verdict:
             changed.append(number)
         number.verdict, number.verdict_note = verdict.verdict, verdict.note or None  # what is

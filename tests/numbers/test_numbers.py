@@ -26,9 +26,11 @@ from felab_core.numbers.recording import (
     create_job,
     record_entered,
     record_measured,
+    same_model,
     speed_limit_for,
 )
 from felab_core.numbers.speeds import MAX_PLAUSIBLE_TPS, MIN_PLAUSIBLE_TPS, parse_speed
+from felab_core.numbers.verdict import rejudge_waiting
 from felab_core.people.members import (
     set_hardware,
     set_server_model,
@@ -463,6 +465,33 @@ def test_an_imported_speed_above_the_machine_limit_is_flagged_not_ok(
     stored = db.scalars(select(m.Number).where(m.Number.server == "ollama"))
     verdicts = sorted((n.value, n.verdict) for n in stored)
     assert verdicts == [(40.0, "ok"), (500.0, "flagged")]
+
+
+def test_an_imported_speed_of_another_model_waits_for_that_models_size(
+    db: Session, student: m.Member
+) -> None:
+    """Fourteenth sweep M11: a row measured on another model than the one whose size is
+    recorded was judged against that size, with no word (a 1B model's limit passed a 70B's
+    speed). It waits, unranked, until that model's size is recorded; the same model written
+    as another server writes it counts as the same."""
+    set_hardware(db, student, chip="M4 Pro")
+    set_server_model(db, student, "ollama", "llama3.2:1b", model_bytes="1.3GB")  # ~210 tok/s
+    rows = [_row("ollama", "llama3.3:70b", tps="150"), _row("ollama", "llama3.2:1b", tps="150")]
+    rows[1]["timestamp"] = "2026-03-03T10:00:00+00:00"
+    report = import_results(db, student, rows, now=NOW)
+    assert report.rows[0].reason.startswith("unverified: felab does not know the size of the")
+    assert "llama3.3:70b on ollama (the size recorded is llama3.2:1b's)" in report.rows[0].reason
+    assert report.rows[1].reason == ""
+    set_server_model(db, student, "ollama", "llama3.3:70b", model_bytes="42GB")  # ~6.5 tok/s
+    changed = rejudge_waiting(db, student)
+    assert [(n.model, n.verdict) for n in changed] == [("llama3.3:70b", "flagged")]
+    recorded = set_server_model(
+        db, student, "llamacpp", "Llama-3.1-8B.Q4.gguf", model_bytes="4.9GB"
+    )
+    for same in ("/models/llama-3.1-8b.q4.gguf", "llama-3.1-8B.Q4.gguf/"):
+        assert same_model(same, recorded)
+    ollama = set_server_model(db, student, "ollama", "llama3.1", model_bytes="4.9GB")
+    assert same_model("llama3.1:latest", ollama) and not same_model("llama3.1:70b", ollama)
 
 
 def test_a_speed_typed_into_a_results_file_is_not_measured(db: Session, student: m.Member) -> None:

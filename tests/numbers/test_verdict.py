@@ -45,6 +45,12 @@ def test_the_speed_limit_decides_ok_flagged_or_unverified(
     assert judge(db, student, "mlx", 40.0, ok=3, record=_record([40.0] * 3)).verdict == "ok"
     fast = judge(db, student, "mlx", 500.0, ok=3, record=_record([500.0] * 3))
     assert fast.verdict == "flagged" and "this machine can reach" in fast.note
+    # A worker's run of another model than the one whose size is recorded waits for its size.
+    other = judge(db, student, "mlx", 40.0, ok=3, record=_record([40.0] * 3), model="org/big")
+    assert other.verdict == "unverified" and "the size recorded is m's" in other.note
+    assert (
+        judge(db, student, "mlx", 40.0, ok=3, record=_record([40.0] * 3), model="M").verdict == "ok"
+    )
 
 
 def test_only_an_instructor_of_the_cohort_approves_a_flagged_figure(
