@@ -118,3 +118,12 @@ def loose_number_problem(text: str, kind: type) -> str | None:
     meant = "".join(str(unicodedata.digit(c)) if c.isdigit() else c for c in plain if c != "_")
     example = meant if pattern.fullmatch(meant) else ("10" if kind is int else "2.5")
     return f"{text!r} {why}: write the number in digits 0-9, such as {example}"
+
+
+def comma_items(text: str, example: str) -> list[str]:
+    """The items of a comma list, each stripped. An empty one (`1,,4`, `ttft=1,`) is refused:
+    a slip that dropped a value should not pass as a shorter list."""
+    items = [item.strip() for item in text.split(",")]
+    if any(items) and not all(items):
+        raise ValueError(f"{text!r} has an empty item between commas: write it as {example}")
+    return [item for item in items if item]

@@ -21,16 +21,17 @@ from felab_core.engine.targets import Target, load_targets, resolve_target
 from felab_core.engine.trace import load_trace, preset_name
 from felab_core.engine.workloads import MAX_CONCURRENCY, PRESETS, Workload
 from felab_core.settings import get_settings
-from felab_core.text import loose_number_problem
+from felab_core.text import comma_items, loose_number_problem
 
 #: More client processes than any one machine's cores could use (the auto choice stays lower).
 MAX_PROCESSES = 64
 
 
 def _parse_concurrency(text: str) -> tuple[int, ...]:
-    parts = text.replace(" ", "").split(",")
-    if any(not p for p in parts) and any(parts):
-        raise typer.BadParameter(f"{text!r} has an empty item: use e.g. 1,4,16")
+    try:
+        parts = comma_items(text.replace(" ", ""), "1,4,16")
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
     try:
         if not all(p.isascii() and p.isdigit() for p in parts if p):  # int() reads 2_0 as 20
             raise ValueError(text)

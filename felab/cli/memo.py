@@ -33,6 +33,7 @@ from felab_core.reports.memo import (
 )
 from felab_core.sizing.errors import SizingError
 from felab_core.sizing.units import MAX_TOKENS
+from felab_core.text import comma_items, loose_number_problem
 
 DEFAULT_OUT = DEFAULT_CSV.parent / "memo.md"
 EXIT_USAGE = 2
@@ -41,7 +42,14 @@ _CONTEXTS_TEXT = ",".join(str(c) for c in DEFAULT_CONTEXTS)
 
 def _contexts(text: str) -> tuple[int, ...]:
     try:
-        values = tuple(int(p.replace("_", "")) for p in text.replace(" ", "").split(",") if p)
+        parts = comma_items(text.replace(" ", ""), "4096,8192,32768")
+    except ValueError as exc:
+        raise MemoError(f"--contexts {exc}") from None
+    loose = next((why for p in parts if (why := loose_number_problem(p, int))), None)
+    if loose:
+        raise MemoError(f"--contexts: {loose}")
+    try:
+        values = tuple(int(p) for p in parts)
     except ValueError:
         raise MemoError(
             f"--contexts {text!r}: give token counts separated by commas, e.g. 4096,8192,32768"

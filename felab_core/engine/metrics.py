@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from felab_core.engine.timeline import RequestTimeline
-from felab_core.text import loose_number_problem
+from felab_core.text import comma_items, loose_number_problem
 
 NS = 1e9
 PERCENTILES = (50, 90, 95, 99)
@@ -236,7 +236,7 @@ class SLO:
     def parse(cls, text: str) -> SLO:
         """`ttft=0.5,tpot=0.05` (seconds; `500ms` and `0.5s` too) -> SLO."""
         fields: dict[str, float] = {}
-        for part in filter(None, (p.strip() for p in text.split(","))):
+        for part in comma_items(text, "ttft=0.5,tpot=0.05"):
             key, sep, value = part.partition("=")
             key = key.strip().lower()
             if not sep or key not in ("ttft", "tpot", "e2e"):

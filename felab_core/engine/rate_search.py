@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from felab_core.engine.metrics import RunSummary, Stats, unit_slip
+from felab_core.text import comma_items
 
 METRICS = {"ttft": "ttft_s", "itl": "itl_s", "tpot": "tpot_s", "e2e": "e2e_s"}
 PERCENTILES = (50, 90, 95, 99)
@@ -41,10 +42,12 @@ class Bound:
 
 def parse_objective(text: str) -> tuple[Bound, ...]:
     """`ttft_p95=500ms,itl_p95=50ms` (ms or s; seconds when no unit is given)."""
-    bounds = []
-    for part in (p.strip().lower() for p in text.split(",")):
-        if not part:
-            continue
+    bounds: list[Bound] = []
+    try:
+        parts = comma_items(text.lower(), "ttft_p95=500ms,itl_p95=50ms")
+    except ValueError as exc:
+        raise ObjectiveError(str(exc)) from None
+    for part in parts:
         match = _BOUND.match(part.replace(" ", ""))
         if match is None:
             raise ObjectiveError(
@@ -60,6 +63,8 @@ def parse_objective(text: str) -> tuple[Bound, ...]:
         slip = unit_slip(metric, limit, unit)
         if slip:
             raise ObjectiveError(f"{part!r}: {slip}")
+        if any((b.metric, b.percentile) == (metric, int(pct)) for b in bounds):
+            raise ObjectiveError(f"{metric}_p{pct} is given twice: give each bound once")
         bounds.append(Bound(metric, int(pct), limit))
     if not bounds:
         raise ObjectiveError("the objective is empty: e.g. ttft_p95=500ms,itl_p95=50ms")

@@ -28,6 +28,7 @@ from felab_core.engine.workloads import (
 )
 from felab_core.engine.workloads import MAX_TOKENS as MAX_WORKLOAD_TOKENS
 from felab_core.files import GiB, NamedFileError, read_named_text
+from felab_core.json_keys import KeyTwice, once
 from felab_core.sizing.units import MAX_TOKENS
 
 EPSILON_S = 1e-6  # clocks round: an end-to-end this much under TTFT is the same instant
@@ -49,18 +50,11 @@ _ABOVE_ZERO = ("ttft_s", "e2e_s", "tpot_s", "writing_tps")
 _SPEED_TIMES_TPOT_SLACK = 1e-9
 
 
-class _KeyTwice(ValueError):
-    """An object of the file holds one key twice: JSON keeps the last, felab never writes it."""
-
-
 def _slim(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """Drop, while parsing, the bulky per-request lists compare never reads: a record of a
     million requests is mostly these, and keeping them doubled the memory a comparison took.
     A key given twice is refused: which of the two would be compared is a guess."""
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        twice = next(k for k, n in Counter(k for k, _ in pairs).items() if n > 1)
-        raise _KeyTwice(twice)
+    obj = once(pairs)
     obj.pop("chunk_times_s", None)
     obj.pop("server_timings", None)
     return obj
@@ -78,9 +72,9 @@ def load_record(path: Path) -> dict[str, Any]:
         record = json.loads(text, object_pairs_hook=_slim)
     except NamedFileError as exc:
         raise CompareError(str(exc)) from None
-    except _KeyTwice as exc:
+    except KeyTwice as exc:
         raise CompareError(
-            f"{path}: holds the key {_cut(str(exc))} twice in one object; felab writes each key "
+            f"{path}: holds the key {_cut(exc.key)} twice in one object; felab writes each key "
             "once, so the file was edited or joined from two: keep one"
         ) from None
     except json.JSONDecodeError as exc:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from felab_core.engine.words import synthetic_words
 from felab_core.files import MiB, NamedFileError, read_named_text
+from felab_core.json_keys import KeyTwice, once
 from felab_core.text import with_hidden_shown
 
 DEFAULT_BLOCK_SIZE = 512
@@ -131,7 +132,12 @@ def parse_trace(
         if len(raw) > MAX_LINE_BYTES:
             raise TraceError(f"line {line_no}: longer than {MAX_LINE_BYTES:,} bytes")
         try:
-            row = json.loads(raw)
+            row = json.loads(raw, object_pairs_hook=once)
+        except KeyTwice as exc:
+            raise TraceError(
+                f"line {line_no}: gives {with_hidden_shown(exc.key[:40])} twice: which one the "
+                "trace meant is a guess; keep one"
+            ) from None
         except json.JSONDecodeError as exc:
             raise TraceError(f"line {line_no}: not JSON ({exc.msg})") from None
         except RecursionError:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from felab_core.files import MiB, NamedFileError, broken_link, read_named_text, refuse_special
+from felab_core.json_keys import KeyTwice, once
 from felab_core.sizing.errors import SizingError
 from felab_core.sizing.units import both_ways, decimal_size_text, tidy_text
 from felab_core.text import holds_hidden, with_hidden_shown
@@ -150,20 +151,13 @@ def _load_json(path: Path) -> dict[str, Any]:
     except NamedFileError as exc:
         raise SizingError(str(exc)) from None
 
-    def once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        keys = [k for k, _ in pairs]
-        twice = next((k for k in keys if keys.count(k) > 1), None)
-        if twice is not None:  # json keeps the last: 64 layers read where 2 came first
-            raise SizingError(
-                f"{path} gives {with_hidden_shown(twice[:80])} twice: a config.json gives each "
-                "key once; fix the file, or give the model's config as downloaded"
-            )
-        return dict(pairs)
-
     try:
         data = json.loads(text, object_pairs_hook=once)
-    except SizingError:
-        raise
+    except KeyTwice as exc:  # json keeps the last: 64 layers read where 2 came first
+        raise SizingError(
+            f"{path} gives {with_hidden_shown(exc.key[:80])} twice: a config.json gives each "
+            "key once; fix the file, or give the model's config as downloaded"
+        ) from None
     except json.JSONDecodeError as exc:
         raise SizingError(
             f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}); "

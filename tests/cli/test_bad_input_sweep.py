@@ -890,6 +890,10 @@ CASES: list[Case] = [
     case("size-capacity-try-longer", "size capacity --tokens 100000 --max-len 8192 --try-max-len 9000", 2, "shorter length"),
     case("size-kv-fp8-mixed", "size kv --model llama-3.1-8b --dtype fp8 --value-dtype q4_0", 2, "fp8 is vllm's cache type"),
     case("setting-name-typo", "size chips --family Apple", 0, "did you mean FELAB_DATABASE_URL", FELAB_DATABSE_URL="postgresql+psycopg://x@127.0.0.1/x"),
+    # Fourteenth sweep L2: an empty item or a bound given twice had passed as a shorter list.
+    case("bench-slo-trailing-comma", f"bench {LOCAL} --slo ttft=1,", 2, "empty item between commas"),
+    case("bench-max-rate-bound-twice", f"bench {LOCAL} --find-max-rate ttft_p95=1s,ttft_p95=2s", 2, "ttft_p95 is given twice"),
+    case("memo-contexts-empty-item", "memo --contexts 2048,,4096 --chip H100 --model llama-3.1-8b --model-bytes 4.9GB -o -", 2, "empty item between commas"),
 ]
 # fmt: on
 

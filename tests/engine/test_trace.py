@@ -51,6 +51,8 @@ def test_the_published_format_reads_with_its_aliases() -> None:
             "block-size",
         ),
         ("", "no requests"),
+        # Fourteenth sweep L2: json kept the last of two (20 tokens sent where 10 came first).
+        ('{"timestamp": 0, "input_length": 10, "input_length": 20}', "gives input_length twice"),
     ],
 )
 def test_a_bad_trace_is_refused_naming_its_line(line: str, said: str) -> None:
