@@ -120,10 +120,20 @@ def loose_number_problem(text: str, kind: type) -> str | None:
     return f"{text!r} {why}: write the number in digits 0-9, such as {example}"
 
 
+_DIGITS_APART = re.compile(r"\d\s+\d")
+
+
 def comma_items(text: str, example: str) -> list[str]:
     """The items of a comma list, each stripped. An empty one (`1,,4`, `ttft=1,`) is refused:
-    a slip that dropped a value should not pass as a shorter list."""
+    a slip that dropped a value should not pass as a shorter list; so is a space between
+    digits (`1 4` is neither 14 nor 1 and 4)."""
     items = [item.strip() for item in text.split(",")]
     if any(items) and not all(items):
         raise ValueError(f"{text!r} has an empty item between commas: write it as {example}")
+    spaced = next((item for item in items if _DIGITS_APART.search(item)), None)
+    if spaced is not None:  # '1 4' read as 14 ran 14 users where 1 and 4 were meant
+        raise ValueError(
+            f"{text!r} has a space between digits in {spaced!r}: separate items with "
+            f"commas, as {example}"
+        )
     return [item for item in items if item]

@@ -29,7 +29,7 @@ MAX_PROCESSES = 64
 
 def _parse_concurrency(text: str) -> tuple[int, ...]:
     try:
-        parts = comma_items(text.replace(" ", ""), "1,4,16")
+        parts = comma_items(text, "1,4,16")
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     try:

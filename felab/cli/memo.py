@@ -42,7 +42,7 @@ _CONTEXTS_TEXT = ",".join(str(c) for c in DEFAULT_CONTEXTS)
 
 def _contexts(text: str) -> tuple[int, ...]:
     try:
-        parts = comma_items(text.replace(" ", ""), "4096,8192,32768")
+        parts = comma_items(text, "4096,8192,32768")
     except ValueError as exc:
         raise MemoError(f"--contexts {exc}") from None
     loose = next((why for p in parts if (why := loose_number_problem(p, int))), None)

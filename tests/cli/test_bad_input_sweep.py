@@ -893,6 +893,10 @@ CASES: list[Case] = [
     # Fourteenth sweep L2: an empty item or a bound given twice had passed as a shorter list.
     case("bench-slo-trailing-comma", f"bench {LOCAL} --slo ttft=1,", 2, "empty item between commas"),
     case("bench-max-rate-bound-twice", f"bench {LOCAL} --find-max-rate ttft_p95=1s,ttft_p95=2s", 2, "ttft_p95 is given twice"),
+    # Fifteenth sweep H11/M10: '1 4' ran and recorded 14 users; '2048 4096' was one context.
+    case("bench-concurrency-spaced", ["bench", *LOCAL.split(), "-c", "1 4"], 2, "space between digits"),
+    case("memo-contexts-spaced", ["memo", "--contexts", "2048 4096", *"--chip H100 --model llama-3.1-8b --model-bytes 4.9GB -o -".split()], 2, "space between digits"),
+    case("bench-max-rate-spaced", ["bench", *LOCAL.split(), "--find-max-rate", "ttft_p95=5 00ms"], 2, "space between digits"),
     case("memo-contexts-empty-item", "memo --contexts 2048,,4096 --chip H100 --model llama-3.1-8b --model-bytes 4.9GB -o -", 2, "empty item between commas"),
 ]
 # fmt: on
