@@ -224,6 +224,20 @@ def _shape_problem(text: str) -> tuple[str, int | None] | None:
     stack: list[tuple[str | None, int]] = [(None, 0)]  # (anchor, expanded nodes so far)
     for event in yaml.parse(text, Loader=yaml.SafeLoader):
         line = event.start_mark.line + 1 if event.start_mark else None
+        tag = getattr(event, "tag", None)
+        if tag is not None:  # !!bool abc, !!timestamp x: constructors that fail in Python
+            return (
+                f"holds a YAML tag ({tag.replace('tag:yaml.org,2002:', '!!')[:40]}): a pack writes "
+                "plain values; remove the tag (quote the text if it must stay as written)",
+                line,
+            )
+        if isinstance(event, yaml.AliasEvent) and any(
+            open_anchor == event.anchor for open_anchor, _ in stack
+        ):  # &a [*a]: a value inside itself, which no walk of it ends
+            return (
+                f"the alias *{event.anchor} refers to a value that holds it (recursive YAML)",
+                line,
+            )
         if isinstance(event, yaml.AliasEvent):
             aliases += 1
             if aliases > MAX_ALIASES:

@@ -362,3 +362,24 @@ def test_a_long_pack_without_aliases_is_not_called_an_alias_bomb(tmp_path: Path)
     said = " ".join(p.message for p in problems)
     assert "holds more than 100,000 values: a pack is one day of course text" in said, said
     assert "alias" not in said
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ("question: &a [*a]", "the alias *a refers to a value that holds it"),
+        ("question: &a {k: *a}", "the alias *a refers to a value that holds it"),
+        ("question: !!bool abc", "holds a YAML tag (!!bool)"),
+        ("question: !!timestamp notadate", "holds a YAML tag (!!timestamp)"),
+        ("question: !!float abc", "holds a YAML tag (!!float)"),
+    ],
+)
+def test_a_recursive_alias_or_a_tag_is_refused_at_once(
+    tmp_path: Path, body: str, said: str
+) -> None:
+    """Fifteenth sweep H6/H7/M5: `&a [*a]` spun the CPU for good; `!!bool abc` crashed
+    (KeyError), `!!float abc` was called "a number of thousands of digits"."""
+    (tmp_path / "day-01.yaml").write_text(f"format: 1\nday: 1\n{body}\n")
+    _, problems = parse_pack(tmp_path / "day-01.yaml")
+    assert [p.line for p in problems] == [3]
+    assert said in problems[0].message
