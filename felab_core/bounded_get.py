@@ -32,7 +32,10 @@ class Answer:
             raise ValueError("the answer was too long to be what was asked for")
         import json
 
-        return json.loads(self.content)
+        try:
+            return json.loads(self.content)
+        except RecursionError:  # [[[[...: a hostile server's answer, no identity or metrics
+            raise ValueError("the answer is nested too deeply to be what was asked for") from None
 
     @property
     def text(self) -> str:

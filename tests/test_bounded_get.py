@@ -30,6 +30,9 @@ class _Endless(BaseHTTPRequestHandler):
         if self.path == "/small":
             self.wfile.write(b'{"data": []}')
             return
+        if self.path == "/deep":
+            self.wfile.write(b"[" * 100_000)
+            return
         try:
             while True:
                 self.wfile.write(b"x" * 65536)
@@ -84,3 +87,12 @@ async def test_the_async_get_ends_dripped_headers_at_the_deadline(base: str) -> 
         with pytest.raises(httpx.ReadTimeout, match="within 1 s"):
             await aget_bounded(client, base + "/drip", deadline_s=1.0)
         assert time.monotonic() - start < 3
+
+
+def test_json_nested_past_recursion_is_a_value_error(base: str) -> None:
+    """Fifteenth sweep H5: `[[[[...` from a server crashed bench and size slots (RecursionError);
+    every caller already reads ValueError as "not JSON"."""
+    with httpx.Client() as client:
+        answer = get_bounded(client, f"{base}/deep")
+    with pytest.raises(ValueError, match="nested too deeply"):
+        answer.json()

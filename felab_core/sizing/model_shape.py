@@ -336,14 +336,30 @@ def _safetensors_tensor_bytes(path: Path) -> dict[str, int]:
                     f"{path} has an implausible header ({length} bytes); is it complete?"
                 )
             header = json.loads(fh.read(length))
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # ValueError: JSON's and UTF-8's
         raise SizingError(f"cannot read the safetensors header of {path}: {exc}") from None
+    if not isinstance(header, dict):
+        raise SizingError(
+            f"cannot read the safetensors header of {path}: it is a JSON "
+            f"{type(header).__name__}, not an object of tensors; is the file complete?"
+        )
     sizes: dict[str, int] = {}
     for tensor, info in header.items():
         if tensor == "__metadata__" or not isinstance(info, dict):
             continue
-        start, end = info.get("data_offsets", (0, 0))
-        sizes[tensor] = int(end) - int(start)
+        offsets = info.get("data_offsets", [0, 0])
+        if not (
+            isinstance(offsets, list)
+            and len(offsets) == 2
+            and all(type(o) is int and 0 <= o < 2**63 for o in offsets)
+            and offsets[0] <= offsets[1]
+        ):
+            raise SizingError(
+                f"cannot read the safetensors header of {path}: tensor "
+                f"{with_hidden_shown(str(tensor)[:60])} has data_offsets {str(offsets)[:60]}, "
+                "not [start, end] in bytes; is the file complete?"
+            )
+        sizes[tensor] = offsets[1] - offsets[0]
     return sizes
 
 

@@ -185,6 +185,28 @@ def test_safetensors_headers_give_weights_and_active_experts(tmp_path: Path) -> 
     assert shape.weights_read_per_token() == 384
 
 
+@pytest.mark.parametrize(
+    ("header", "said"),
+    [
+        ([1, 2], "it is a JSON list, not an object of tensors"),
+        ({"w": {"data_offsets": "ab"}}, "tensor w has data_offsets ab, not [start, end]"),
+        ({"w": {"data_offsets": None}}, "tensor w has data_offsets None"),
+        ({"w": {"data_offsets": [1]}}, "tensor w has data_offsets [1]"),
+        ({"w": {"data_offsets": [9, 1]}}, "tensor w has data_offsets [9, 1]"),
+        ({"w": {"data_offsets": ["0", "4900000000"]}}, "data_offsets ['0', '4900000000']"),
+    ],
+)
+def test_a_damaged_safetensors_header_is_said(tmp_path: Path, header: object, said: str) -> None:
+    """Fifteenth sweep H3: a list header or odd offsets crashed (AttributeError, TypeError)."""
+    cfg = {"num_hidden_layers": 1, "num_attention_heads": 2, "hidden_size": 8}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    body = json.dumps(header).encode()
+    (tmp_path / "model.safetensors").write_bytes(len(body).to_bytes(8, "little") + body)
+    with pytest.raises(SizingError, match="cannot read the safetensors header") as caught:
+        from_hf_config(tmp_path)
+    assert said in str(caught.value)
+
+
 # ---------------------------------------------------------------- GGUF
 
 
