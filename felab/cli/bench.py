@@ -73,8 +73,8 @@ Exit codes: 0 all requests ok, 1 some failed, 2 bad usage, 3 a target could not 
 130 interrupted (Ctrl-C once keeps what finished; twice stops at once).
 """
 
-console = Console()
-err_console = Console(stderr=True)
+console = Console(highlight=False)  # a server's or a file's words are shown as written
+err_console = Console(stderr=True, highlight=False)
 
 
 #: Seconds without a finished request before the bench says it is still waiting.
@@ -627,13 +627,13 @@ def targets_cmd(
     for col in ("name", "server", "url", "api", "model", "note"):
         table.add_column(col, overflow="fold")
     for t in table_data.values():
-        table.add_row(
-            t.name,
+        table.add_row(  # names and notes as written: `[/]` or `[link=...]` is text, not markup
+            esc(t.name),
             t.kind.label,
-            url_without_credentials(t.url),
+            esc(url_without_credentials(t.url)),
             t.api.value,
-            t.model or "(server default)",
-            t.note or "",
+            esc(t.model or "(server default)"),
+            esc(t.note or ""),
         )
     print_table(console, table)
 

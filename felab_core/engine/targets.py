@@ -147,6 +147,10 @@ def normalize_base_url(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}{path}"
 
 
+#: A note is a line a person reads beside the table (and it travels with a fleet job).
+MAX_NOTE_CHARS = 500
+
+
 class _TargetEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -166,6 +170,10 @@ class _TargetEntry(BaseModel):
     def _text(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is not None and holds_hidden(value):
             raise ValueError(f"{info.field_name} holds invisible or control characters")
+        if value is not None and info.field_name == "note" and len(value) > MAX_NOTE_CHARS:
+            raise ValueError(  # a 100,000-character note took a minute to print, and travelled
+                f"is {len(value):,} characters: a note is at most {MAX_NOTE_CHARS} (one line)"
+            )
         return value
 
 

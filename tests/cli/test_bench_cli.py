@@ -198,3 +198,16 @@ def test_ctrl_c_keeps_what_finished_and_leaves_the_csv_alone(tmp_path: Path) -> 
     assert record["interrupted"] is True
     finished = record["runs"][0]["summary"]["ok"]
     assert 3 <= finished < 200
+
+
+def test_targets_shows_names_and_notes_as_written(tmp_path: Path) -> None:
+    """Fifteenth sweep H4/M9: a model or note `[/]` crashed the table (MarkupError); a note
+    `[link=file:///etc/passwd]click[/link]` was shown as a live link."""
+    path = tmp_path / "t.toml"
+    path.write_text(
+        '[targets.a]\nkind = "vllm"\nurl = "http://127.0.0.1:1"\nmodel = "[/]"\n'
+        'note = "[link=file:///x]click[/link] [/]"\n'
+    )
+    result = runner.invoke(app, ["targets", "--targets-file", str(path)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "[link=file:///x]click[/link] [/]" in result.output

@@ -96,6 +96,8 @@ def test_targets_file_overrides_and_adds(tmp_path: Path) -> None:
         # thirteenth sweep M3: a target named =SUM(1) went into the results CSV as a formula
         ('[targets."=SUM(1)"]\nkind = "vllm"\nurl = "http://x:1"\n', "begins with '='"),
         ('[targets."@SUM(1)"]\nkind = "vllm"\nurl = "http://x:1"\n', "begins with '@'"),
+        # fifteenth sweep H9: a 100,000-character note took a minute to print
+        (f'[targets.mlx]\nnote = "{"x" * 501}"\n', "a note is at most 500"),
     ],
 )
 def test_bad_targets_files_name_the_place(tmp_path: Path, text: str, message: str) -> None:
