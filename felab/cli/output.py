@@ -133,7 +133,10 @@ class Grid:
 
 def rich_table(grid: Grid) -> Table:
     """The terminal table: every column folds, so no digit is ever replaced by "…"."""
-    table = Table(title=grid.title, caption=grid.caption or None)
+    table = Table(  # titles hold names from files and servers: text, never markup ("[/]")
+        title=Text(grid.title, style="table.title") if grid.title else None,
+        caption=Text(grid.caption, style="table.caption") if grid.caption else None,
+    )
     keep = grid._picked("table")
     for i in keep:
         col = grid.columns[i]

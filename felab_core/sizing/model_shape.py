@@ -145,6 +145,15 @@ def _positive_int(value: Any, key: str, where: str) -> int:
     return value
 
 
+def _experts_fit(n_experts: int | None, n_used: int | None, where: str) -> None:
+    """A token uses some of the experts, never more than there are ("100 of 8" was printed)."""
+    if n_experts is not None and n_used is not None and n_used > n_experts:
+        raise SizingError(
+            f"{where}: {n_used} experts used per token, but the model has {n_experts}; check "
+            "that the file is the model's own config"
+        )
+
+
 def _load_json(path: Path) -> dict[str, Any]:
     try:
         text = read_named_text(path, what="model's config.json", limit=16 * MiB)
@@ -274,8 +283,9 @@ def from_hf_config(source: str | Path | Mapping[str, Any], name: str | None = No
     latent: int | None = None
     if cfg.get("kv_lora_rank") is not None:
         rank = _positive_int(cfg["kv_lora_rank"], "kv_lora_rank", where)
-        rope = cfg.get("qk_rope_head_dim") or 0
-        latent = rank + int(rope)
+        rope = cfg.get("qk_rope_head_dim")
+        rope = 0 if rope in (None, 0) else _positive_int(rope, "qk_rope_head_dim", where)
+        latent = rank + rope
         notes.append(
             "latent attention (MLA): the cache keeps one compressed vector of "
             f"{rank} + {rope} numbers per layer, as vLLM and llama.cpp store it"
@@ -284,8 +294,9 @@ def from_hf_config(source: str | Path | Mapping[str, Any], name: str | None = No
     ctx_hit = _first(cfg, _CONTEXT_KEYS)
     experts_hit = _first(cfg, _EXPERT_KEYS)
     used_hit = _first(cfg, _EXPERT_USED_KEYS)
-    n_experts = int(experts_hit[1]) if experts_hit and isinstance(experts_hit[1], int) else None
-    n_used = int(used_hit[1]) if used_hit and isinstance(used_hit[1], int) else None
+    n_experts = _positive_int(experts_hit[1], experts_hit[0], where) if experts_hit else None
+    n_used = _positive_int(used_hit[1], used_hit[0], where) if used_hit else None
+    _experts_fit(n_experts, n_used, where)
     if uses_sliding_window(cfg):
         notes.append(
             "some layers use a sliding window and keep fewer tokens; figures here are the "
@@ -298,6 +309,9 @@ def from_hf_config(source: str | Path | Mapping[str, Any], name: str | None = No
         or (folder.name if folder is not None else None)
         or (top.get("architectures") or ["model"])[0]
     )
+    if not isinstance(model_name, str) or holds_hidden(model_name) or len(model_name) > 300:
+        model_name = folder.name if folder is not None else "model"  # the file's words reach
+        # the terminal and a memo: an escape code or a forged "error:" line is no name
     shape = ModelShape(
         name=str(model_name),
         n_layers=n_layers,
@@ -308,11 +322,7 @@ def from_hf_config(source: str | Path | Mapping[str, Any], name: str | None = No
         source=f"config.json ({where})",
         latent_cache_dim=latent,
         hidden_size=hidden,
-        context_length=(
-            _positive_int(ctx_hit[1], ctx_hit[0], where)
-            if ctx_hit and isinstance(ctx_hit[1], int)
-            else None
-        ),
+        context_length=_positive_int(ctx_hit[1], ctx_hit[0], where) if ctx_hit else None,
         n_experts=n_experts,
         n_experts_used=n_used,
         weights_dtype=str(dtype) if dtype else None,
@@ -554,8 +564,11 @@ def from_gguf(path: str | Path) -> ModelShape:
     latent = None
     kv_rank = key("attention.kv_lora_rank")
     if kv_rank:
+        kv_rank = _positive_int(kv_rank, f"{arch}.attention.kv_lora_rank", str(gguf_path))
         rope = key("rope.dimension_count") or 0
-        latent = int(kv_rank) + int(rope)
+        if rope:
+            rope = _positive_int(rope, f"{arch}.rope.dimension_count", str(gguf_path))
+        latent = kv_rank + rope
         notes.append(
             f"latent attention (MLA): llama.cpp caches {kv_rank} + {rope} numbers per layer"
         )
@@ -567,6 +580,11 @@ def from_gguf(path: str | Path) -> ModelShape:
 
     n_experts = key("expert_count")
     n_used = key("expert_used_count")
+    if n_experts:
+        n_experts = _positive_int(n_experts, f"{arch}.expert_count", str(gguf_path))
+    if n_used:
+        n_used = _positive_int(n_used, f"{arch}.expert_used_count", str(gguf_path))
+    _experts_fit(n_experts or None, n_used or None, str(gguf_path))
     total = 0
     expert = 0
     for tensor in reader.tensors:
@@ -583,6 +601,8 @@ def from_gguf(path: str | Path) -> ModelShape:
     if holds_hidden(str(name)) or len(str(name)) > 300:  # the file's own words reach the terminal
         name = gguf_path.stem
     context = key("context_length")
+    if context is not None:  # a string "lots" crashed; -1 was shown as the trained context
+        context = _positive_int(context, f"{arch}.context_length", str(gguf_path))
     file_type = _gguf_value(reader, "general.file_type")
     shape = ModelShape(
         name=str(name),

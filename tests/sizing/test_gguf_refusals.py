@@ -141,3 +141,10 @@ def test_an_array_longer_than_the_file_is_refused_at_once(
     path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + key + struct.pack("<IQ", item, count))
     message = refusal(path)
     assert "claims more metadata than the file holds" in message
+
+
+def test_experts_used_past_the_experts_are_refused(tmp_path: Path) -> None:
+    """Fifteenth sweep M2: "100 of 8 experts" was read and set a speed limit."""
+    path = write_gguf(tmp_path / "moe.gguf", experts=8, used=100)
+    assert "llama.expert_used_count" not in refusal(path)  # both are whole numbers
+    assert "100 experts used per token, but the model has 8" in refusal(path)

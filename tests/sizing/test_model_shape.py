@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
@@ -205,6 +206,37 @@ def test_a_damaged_safetensors_header_is_said(tmp_path: Path, header: object, sa
     with pytest.raises(SizingError, match="cannot read the safetensors header") as caught:
         from_hf_config(tmp_path)
     assert said in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"kv_lora_rank": 512, "qk_rope_head_dim": "abc"}, "qk_rope_head_dim is 'abc'"),
+        ({"kv_lora_rank": 512, "qk_rope_head_dim": -100_000}, "qk_rope_head_dim is -100000"),
+        ({"kv_lora_rank": 512, "qk_rope_head_dim": [64]}, "qk_rope_head_dim is [64]"),
+        ({"num_local_experts": 8, "num_experts_per_tok": 100}, "100 experts used per token, but"),
+        ({"num_local_experts": -8, "num_experts_per_tok": 2}, "num_local_experts is -8"),
+        ({"max_position_embeddings": "lots"}, "max_position_embeddings is 'lots'"),
+    ],
+)
+def test_a_config_field_no_model_has_is_refused(
+    tmp_path: Path, change: dict[str, Any], said: str
+) -> None:
+    """Fifteenth sweep H2/M2 (and fourteenth L3): a rope size "abc" crashed, a negative one gave
+    a -26 GB cache, "100 of 8 experts" set a speed limit, a length "lots" was dropped silently."""
+    (tmp_path / "config.json").write_text(json.dumps({**LLAMA_31_8B_CONFIG, **change}))
+    with pytest.raises(SizingError, match=re.escape(said)):
+        from_hf_config(tmp_path)
+
+
+@pytest.mark.parametrize("name", ["\x1b[31mred\x1b[0m", "line1\nerror: fake", {"a": 1}, "x" * 301])
+def test_a_config_name_that_is_no_name_gives_way_to_the_folder(tmp_path: Path, name: Any) -> None:
+    """Fifteenth sweep H15/M8: escape codes and forged "error:" lines from _name_or_path reached
+    the terminal and the memo; the folder's name is shown instead, as for a GGUF's name."""
+    folder = tmp_path / "my-model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({**LLAMA_31_8B_CONFIG, "_name_or_path": name}))
+    assert from_hf_config(folder).name == "my-model"
 
 
 # ---------------------------------------------------------------- GGUF
