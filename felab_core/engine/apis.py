@@ -317,16 +317,12 @@ class Ollama:
             reason = obj.get("done_reason")
             info.finish_reason = reason if isinstance(reason, str) else None
             # Ollama omits a field when it is zero (prompt_eval_count vanishes on a cache hit).
-            timings = {
-                k: float(obj[k]) for k in OLLAMA_TIMING_FIELDS if isinstance(obj.get(k), int)
-            }
-            info.timings = timings or None
-            usage: dict[str, int] = {}
-            if isinstance(obj.get("eval_count"), int):
-                usage["completion_tokens"] = obj["eval_count"]
-            if isinstance(obj.get("prompt_eval_count"), int):
-                usage["prompt_tokens"] = obj["prompt_eval_count"]
-            info.usage = usage or None
+            # Its counts and durations face the checks OpenAI usage and llama.cpp timings do:
+            # `eval_count: true` was read as 1 token, 10**400 ns failed the request.
+            info.timings = _number_fields({k: obj[k] for k in OLLAMA_TIMING_FIELDS if k in obj})
+            counts = {"completion_tokens": obj.get("eval_count")}
+            counts["prompt_tokens"] = obj.get("prompt_eval_count")
+            info.usage = _usage({"usage": counts})
         return info
 
 

@@ -96,6 +96,19 @@ def test_ollama_final_object_with_fields_missing_when_zero() -> None:
     assert info.timings["eval_duration"] == 1.8e9
 
 
+@pytest.mark.parametrize("said", [True, -5, 10**12, "three"])
+def test_an_ollama_count_that_cannot_be_true_is_not_believed(said: object) -> None:
+    """Fifteenth sweep H10/M7: `eval_count: true` was read as 1 token (the record then held
+    `output_tokens: true`, and compare called felab's own file edited); an eval_duration of
+    10**400 failed every request as a client error."""
+    from felab_core.engine.apis import UNBELIEVABLE_COUNT
+
+    final = {"done": True, "eval_count": said, "eval_duration": 10**400, "prompt_eval_count": -1}
+    info = ollama.interpret(frame({"message": {"content": ""}, **final}))
+    assert info.usage == {"completion_tokens": UNBELIEVABLE_COUNT}
+    assert info.timings is None or "eval_duration" not in info.timings
+
+
 def test_payloads_ask_for_usage_and_length() -> None:
     req = GenerationRequest("hi", max_tokens=64, model="m", seed=3, extra={"ignore_eos": True})
     body = chat.payload(req)
