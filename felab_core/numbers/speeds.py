@@ -119,7 +119,13 @@ def parse_speed(value: str | float | int, unit: str | None = None) -> Speed:
         number = float(digits)
         if math.isinf(number):
             raise Invalid(f"{digits} tokens per second is out of range (more than any float)")
-        rest = match.group(2) or unit or ""
+        written = match.group(2)
+        if written and unit and " ".join(written.lower().split()) != " ".join(unit.lower().split()):
+            raise Invalid(  # '44.6 ms/token' tok/s stored 22.4 tok/s: the value's unit won
+                f"{_echo(text)} holds its unit and {_echo(unit)} names another: give the unit "
+                "once, such as 44.6 tok/s"
+            )
+        rest = written or unit or ""
     unit_text = " ".join(rest.lower().split())
     note = ""
     typed_unit = TPS_UNIT

@@ -52,6 +52,7 @@ _SIZE_UNITS: dict[str, int] = {
     "tib": TiB,
 }
 
+_PER_SECOND = re.compile(r"/\s*[sS]\s*$")
 _NUMBER_RE = re.compile(r"^\s*([+-]?[\d,_]*\.?\d+(?:[eE][+-]?\d+)?)\s*([A-Za-z]*)\s*(?:/\s*s)?\s*$")
 
 
@@ -260,6 +261,11 @@ def parse_bytes(text: str | int | float, default_unit: str = "bytes") -> Fractio
                 f"could not read {text!r} as a size: write a number and a unit, such as 4.9 GB, "
                 "4.56 GiB or 4912898304"
             )
+        if _PER_SECOND.search(text):  # '273 GB/s' was stored as a 273 GB model file
+            raise SizingError(
+                f"{text!r} is a speed (per second), not a size: write the size in bytes, such "
+                "as 4.9 GB"
+            )
         number = as_fraction(match.group(1))
         unit = match.group(2) or default_unit
     if len(unit) == 2 and unit[0].isupper() and unit[1] == "b":  # Gb, Mb, Tb: bits, not bytes
@@ -288,7 +294,12 @@ def parse_bandwidth(text: str | int | float) -> Fraction:
                 f"could not read {text!r} as a memory bandwidth: write a number of GB/s, such as "
                 "273 or '3.35 TB/s'"
             )
-        text = text.removesuffix("/s").removesuffix("/S")
+        if match.group(2) and not _PER_SECOND.search(text):  # 4.9GB: a size, not a speed
+            raise SizingError(
+                f"{given!r} is a size, not a memory bandwidth: write it per second, such as "
+                "273 GB/s (a bare number is GB/s)"
+            )
+        text = _PER_SECOND.sub("", text)
     value = parse_bytes(text, default_unit="GB")
     if value <= 0:
         raise SizingError(f"a memory bandwidth must be more than zero (got {given!r})")

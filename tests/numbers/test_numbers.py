@@ -421,6 +421,14 @@ def test_update_server_model_keeps_what_is_not_given(db: Session, student: m.Mem
     assert (row.model, row.model_bytes, row.model_label) == ("other", 4_900_000_000, None)
 
 
+def test_a_unit_in_the_value_and_another_beside_it_is_refused() -> None:
+    """Fifteenth sweep H12: `numbers enter ollama '44.6 ms/token' tok/s` stored 22.4 tok/s (the
+    value's unit won without a word)."""
+    with pytest.raises(Invalid, match="holds its unit and 'tok/s' names another"):
+        parse_speed("44.6 ms/token", "tok/s")
+    assert parse_speed("44.6 TOK/S", "tok/s").tokens_per_s == 44.6
+
+
 @pytest.mark.parametrize(
     ("text", "typed"),
     [

@@ -72,6 +72,18 @@ def test_bandwidth_defaults_to_gb_per_second() -> None:
     assert parse_bandwidth("3.35 TB/s") == 3350 * GB
 
 
+def test_a_speed_is_no_size_and_a_size_no_bandwidth() -> None:
+    """Fifteenth sweep H13: `--bytes '273 GB/s'` stored a 273 GB model file, `--bandwidth 4.9GB`
+    4.9 GB/s, and the speed limit came from the two."""
+    for speed in ("273 GB/s", "3.35 TB/s", "4.9 GB / s"):
+        with pytest.raises(SizingError, match="is a speed \\(per second\\), not a size"):
+            parse_bytes(speed)
+    for size in ("4.9GB", "16 GiB"):
+        with pytest.raises(SizingError, match="is a size, not a memory bandwidth"):
+            parse_bandwidth(size)
+    assert parse_bandwidth("273 GB / s") == parse_bandwidth("273GB/s") == 273 * GB
+
+
 def test_both_ways_shows_decimal_and_binary() -> None:
     assert both_ways(4 * GiB) == "4.29 GB = 4 GiB"
     assert both_ways(128 * KiB) == "131,072 bytes (128 KiB)"
