@@ -98,7 +98,9 @@ async def bench_target(
             f"the server lists {len(identity.models)} models ({listed}): timed {model}, the "
             "first; choose with --model"
         )
-    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    # To the millisecond: it tells one run from another in a results CSV, and two runs of
+    # `--repeat` on a fast server began in one second (their rows read as one run, edited).
+    started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
     is_ollama = target.api is Api.OLLAMA
     prompts = workload.prompt_plan().prompts()
     trace_prompts = TracePrompts(workload.trace, workload.seed) if workload.trace else None

@@ -44,6 +44,18 @@ async def test_warmup_requests_are_sent_but_not_counted() -> None:
     assert result.runs[0].summary.ok == 3
 
 
+async def test_two_quick_runs_have_two_start_times() -> None:
+    """Fifteenth sweep M1: `bench --repeat 3` on a fast server began its runs in one second;
+    stamped to the second, their rows read as one run edited, and felab's own CSV would not
+    import."""
+    async with ScriptedServer(Script(persona="llamacpp", ttft_s=0.001, itl_s=0.001)) as server:
+        work = Workload(requests=1, warmup=0, max_tokens=2)
+        first = await bench_target(target_for(server), work)
+        second = await bench_target(target_for(server), work)
+    assert first.started_at != second.started_at
+    assert len(first.started_at.split("T")[1].split("+")[0]) == len("10:00:00.123")
+
+
 async def test_forces_the_length_on_servers_that_allow_it() -> None:
     async with ScriptedServer(Script(persona="llamacpp")) as server:
         await bench_target(target_for(server), Workload(requests=1, warmup=0, max_tokens=9))
