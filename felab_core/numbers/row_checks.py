@@ -17,7 +17,12 @@ from felab_core import __version__
 from felab_core.engine.apis import Api
 from felab_core.engine.metrics import MAX_SERVER_TPS, TOKEN_SOURCES
 from felab_core.engine.server_kinds import validate_server
-from felab_core.engine.workloads import MAX_BURSTINESS, MAX_REQUESTS, MAX_TOKENS, PRESETS
+from felab_core.engine.workloads import (
+    MAX_BURSTINESS,
+    MAX_REQUESTS,
+    MAX_TOKENS,
+    PRESETS,
+)
 from felab_core.errors import Invalid
 from felab_core.text import formula_mark, holds_hidden
 
@@ -257,6 +262,16 @@ def _check_agrees(row: Mapping[str, str], writing: float | None) -> None:
         raise Invalid(
             f"ok {ok} + failed {failed} is not requests {requests}: felab writes their sum"
         )
+    # What `felab bench` refuses to run, no row of it holds (a hand-edited file's rows did).
+    shared, prompt = counts["shared_prefix_tokens"], counts["prompt_tokens"]
+    if shared and prompt is not None and shared >= prompt:
+        raise Invalid(
+            f"shared_prefix_tokens {shared:,} is not shorter than prompt_tokens {prompt:,}: the "
+            "prefix opens the prompt; the row was edited"
+        )
+    burst = figures["burstiness"]
+    if burst is not None and burst <= 0:
+        raise Invalid(f"burstiness {burst:g}: felab bench takes more than 0 (1 is Poisson)")
     cold = counts["cold_starts"]
     if requests is not None and cold is not None and cold > requests:
         raise Invalid(f"cold_starts {cold} of {requests} requests: more than were sent")

@@ -250,6 +250,9 @@ def test_real_rows_import(db: Session, student: m.Member, bench_rows: Rows) -> N
         ({"host": "\ufeffmac"}, "the result row's host holds invisible or control characters"),
         ({"server_version": "b1\u2066"}, "server_version holds invisible or control characters"),
         ({"model": "\x1b[31mevil"}, "the result row's model holds invisible or control character"),
+        # fifteenth sweep H14: what felab bench refuses to run, hand-edited rows held
+        ({"shared_prefix_tokens": "100", "prompt_tokens": "10"}, "is not shorter than prompt"),
+        ({"burstiness": "0"}, "burstiness 0: felab bench takes more than 0"),
     ],
 )
 def test_a_row_no_felab_run_writes_is_refused_naming_its_column(
