@@ -20,7 +20,7 @@ from felab_core.engine.server_kinds import validate_server
 from felab_core.errors import Forbidden, Invalid, NotFound
 from felab_core.sizing.errors import SizingError
 from felab_core.sizing.model_shape import file_size_problem
-from felab_core.sizing.speed_limit import find_chip
+from felab_core.sizing.speed_limit import MIN_WEIGHTS_BYTES, find_chip
 from felab_core.sizing.units import GB, parse_bandwidth, parse_bytes
 from felab_core.text import formula_mark, holds_hidden
 
@@ -311,7 +311,7 @@ def set_server_model(
                 f"{model_bytes} is more than any model file (the largest are a few TB): write "
                 "the size `ollama list` or `ls -l` shows, such as 4.9GB"
             )
-        if size < 1_000_000:
+        if size < MIN_WEIGHTS_BYTES:  # the tiny test model (0.7 MB) is a model file
             raise Invalid(
                 f"{model_bytes} is only {size:,} byte{'' if size == 1 else 's'}, no model file: "
                 "write the unit, such as "

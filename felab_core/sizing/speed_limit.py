@@ -224,6 +224,11 @@ class BytesPerToken:
         return self.weights + self.kv_cache
 
 
+#: Fewer bytes than any model file: felab's own tiny test model is 703 kB (1 kB had passed
+#: here and printed billions of tokens a second, while `numbers model` refused under 1 MB).
+MIN_WEIGHTS_BYTES = 100 * KB
+
+
 def bytes_per_token(
     weights_bytes: int | Fraction,
     *,
@@ -237,12 +242,12 @@ def bytes_per_token(
         Fraction(weights_bytes),
         "Give the model file's size, e.g. --model-bytes 4.9GB.",
     )
-    if Fraction(weights_bytes) < KB:
+    if Fraction(weights_bytes) < MIN_WEIGHTS_BYTES:
         raise SizingError(
             f"{tidy_text(Fraction(weights_bytes), 6)} "
             f"{'byte' if Fraction(weights_bytes) == 1 else 'bytes'} of weights is no model (the "
-            "smallest are megabytes): write the unit, e.g. --model-bytes 4.9GB, or check "
-            "--bits-per-weight"
+            "smallest, felab's own tiny test model, is 0.7 MB): write the unit, e.g. "
+            "--model-bytes 4.9GB, or check --bits-per-weight"
         )
     if Fraction(weights_bytes) > MAX_WEIGHTS_BYTES:
         raise SizingError(

@@ -93,7 +93,7 @@ def test_moe_reads_only_active_weights() -> None:
         speed_limit.weights_for(dense)
 
 
-@given(bw=st.integers(1, 10_000), weights=st.integers(1000, 10**12), extra=st.integers(0, 10**9))
+@given(bw=st.integers(1, 10_000), weights=st.integers(100_000, 10**12), extra=st.integers(0, 10**9))
 def test_ceiling_falls_as_bytes_rise(bw: int, weights: int, extra: int) -> None:
     low = speed_limit.ceiling(bw * GB, speed_limit.bytes_per_token(weights + extra))
     high = speed_limit.ceiling(bw * GB, speed_limit.bytes_per_token(weights))
@@ -210,3 +210,11 @@ def test_a_limit_under_one_token_keeps_its_first_figure() -> None:
     assert "more than one M4 Pro holds (up to 64 GB), so check the size" in huge
     fits = _limit("M4 Pro", Fraction("4.9") * GB).explanation
     assert "= about 56 tokens per second" in fits and "check the size" not in fits
+
+
+def test_one_least_model_size_for_the_limit_and_the_record() -> None:
+    """Fifteenth sweep M6: `size limit --model-bytes 1000` printed 3.35 billion tokens a second
+    while `numbers model` refused 100 kB; felab's own tiny test model (703 kB) passes both."""
+    with pytest.raises(SizingError, match=r"smallest, felab.s own tiny test model, is 0\.7 MB"):
+        speed_limit.bytes_per_token(99_999)
+    assert speed_limit.bytes_per_token(703_040).weights == 703_040
