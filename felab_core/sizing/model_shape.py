@@ -397,16 +397,6 @@ def _active_bytes(total: int, expert: int, shape: ModelShape) -> Fraction:
 # ---------------------------------------------------------------- GGUF
 
 
-def _gguf_value(reader: Any, key: str) -> Any:
-    fld = reader.fields.get(key)
-    if fld is None:
-        return None
-    value = fld.contents()
-    if hasattr(value, "tolist"):
-        value = value.tolist()
-    return value
-
-
 def _per_layer(value: Any, key: str, where: str) -> tuple[int | None, tuple[int, ...] | None]:
     """GGUF stores some counts once or once per layer; give (single value, per-layer tuple).
     A count that is not a whole number (4096.7) is refused, not rounded down."""
@@ -447,49 +437,47 @@ def from_gguf(path: str | Path) -> ModelShape:
             "it as a GGUF model: give the .gguf file itself, or the model's Hugging Face "
             "config.json with --config"
         )
-    from gguf import GGUFReader
-    from gguf.gguf_reader import READER_SUPPORTED_VERSIONS
-
-    from felab_core.sizing.gguf_bounds import header_problem
+    from felab_core.sizing.gguf_header import (
+        SUPPORTED_VERSIONS,
+        DuplicateKey,
+        GGUFHeaderError,
+        read_header,
+    )
 
     version = int.from_bytes(head[4:8], "little") if len(head) == 8 else None
     if version is not None and version & 0xFFFF == 0:  # written big-endian
         version = int.from_bytes(head[4:8], "big")
-    if version is not None and version not in READER_SUPPORTED_VERSIONS:
-        known = " and ".join(str(v) for v in READER_SUPPORTED_VERSIONS)
+    if version is not None and version not in SUPPORTED_VERSIONS:
+        known = " and ".join(str(v) for v in SUPPORTED_VERSIONS)
         raise SizingError(
             f"{gguf_path} is GGUF version {version}, and felab reads versions {known}: give "
             "the model's Hugging Face config.json with --config instead"
         )
     try:
-        problem = header_problem(gguf_path)  # the reader believes every count it reads
-    except (OSError, ValueError) as exc:
-        raise SizingError(f"cannot read {gguf_path}: {exc}") from None
-    if problem is not None:
+        header = read_header(gguf_path)
+    except DuplicateKey as exc:
         raise SizingError(
-            f"cannot read {gguf_path} as a GGUF model: it starts with GGUF, but {problem}; "
+            f"{gguf_path} names the metadata key {with_hidden_shown(exc.key)} twice: the file "
+            "was written wrongly (a damaged download would be cut short, not repeat a key); "
+            "convert the model again, or give its Hugging Face config.json with --config"
+        ) from None
+    except GGUFHeaderError as exc:
+        raise SizingError(
+            f"cannot read {gguf_path} as a GGUF model: it starts with GGUF, but {exc}; "
             "download the .gguf file again (a partial copy is the usual cause)"
-        )
-    try:
-        reader = GGUFReader(str(gguf_path), "r")
-    except KeyError as exc:  # the reader's word for a key written twice
-        said = str(exc.args[0] if exc.args else exc)
-        if not said.startswith("Duplicate "):
-            raise SizingError(f"cannot read {gguf_path} as a GGUF model: {said[:120]}") from None
-        twice = said.removeprefix("Duplicate ").split(" already", 1)[0][:80]
-        raise SizingError(
-            f"{gguf_path} names the metadata key {with_hidden_shown(twice)} twice: the file was "
-            "written wrongly (a damaged download would be cut short, not repeat a key); convert "
-            "the model again, or give its Hugging Face config.json with --config"
         ) from None
-    except Exception:  # on a damaged file the reader raises numpy's errors: none says why
-        raise SizingError(
-            f"cannot read {gguf_path} as a GGUF model: it starts with GGUF, but its header or "
-            "tensor list is damaged or cut short; download the .gguf file again (a partial copy "
-            "is the usual cause)"
-        ) from None
+    except OSError as exc:
+        raise SizingError(f"cannot read {gguf_path}: {exc.strerror or exc}") from None
 
-    arch = _gguf_value(reader, "general.architecture")
+    def field(name: str) -> Any:
+        try:
+            return header.value(name)
+        except GGUFHeaderError as exc:
+            raise SizingError(
+                f"{gguf_path}: {with_hidden_shown(str(exc))}; the file is damaged or not a model"
+            ) from None
+
+    arch = field("general.architecture")
     if not isinstance(arch, str) or not arch:
         raise SizingError(
             f"{gguf_path} has no general.architecture key, so its shape cannot be read; "
@@ -502,7 +490,7 @@ def from_gguf(path: str | Path) -> ModelShape:
         )
 
     def key(suffix: str) -> Any:
-        return _gguf_value(reader, f"{arch}.{suffix}")
+        return field(f"{arch}.{suffix}")
 
     layers = key("block_count")
     where = str(gguf_path)
@@ -587,7 +575,7 @@ def from_gguf(path: str | Path) -> ModelShape:
     _experts_fit(n_experts or None, n_used or None, str(gguf_path))
     total = 0
     expert = 0
-    for tensor in reader.tensors:
+    for tensor in header.tensors:
         size = int(tensor.n_bytes)
         total += size
         if _EXPERT_GGUF.search(tensor.name + "."):
@@ -597,13 +585,16 @@ def from_gguf(path: str | Path) -> ModelShape:
             "the file lists no tensors, so its weights' size is unknown (a vocabulary-only file, "
             "or a header without weights?): give the model's size with --model-bytes"
         )
-    name = _gguf_value(reader, "general.name") or gguf_path.stem
+    try:
+        name = field("general.name") or gguf_path.stem
+    except SizingError:  # a name that is not UTF-8 text labels nothing: the file's name does
+        name = gguf_path.stem
     if holds_hidden(str(name)) or len(str(name)) > 300:  # the file's own words reach the terminal
         name = gguf_path.stem
     context = key("context_length")
     if context is not None:  # a string "lots" crashed; -1 was shown as the trained context
         context = _positive_int(context, f"{arch}.context_length", str(gguf_path))
-    file_type = _gguf_value(reader, "general.file_type")
+    file_type = field("general.file_type")
     shape = ModelShape(
         name=str(name),
         n_layers=n_layers,

@@ -1,0 +1,179 @@
+"""felab's own GGUF header walker reads what the gguf package's reader reads, steps over the
+arrays felab never needs (a tokenizer's vocabulary), and refuses a header that lies about its
+tensors. Fifteenth sweep H8: the package's reader took 9 s and 700 MB on a Llama 3 tokenizer."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from gguf import GGMLQuantizationType, GGUFReader, GGUFWriter
+
+from felab_core.sizing.errors import SizingError
+from felab_core.sizing.gguf_header import GGUFHeaderError, read_header
+from felab_core.sizing.model_shape import from_gguf
+from tests.sizing.test_model_shape import write_gguf
+
+
+def _package_fields(path: Path) -> dict[str, Any]:
+    reader = GGUFReader(str(path), "r")
+    out = {}
+    for name, fld in reader.fields.items():
+        if name.startswith("GGUF."):
+            continue
+        value = fld.contents()
+        out[name] = value.tolist() if hasattr(value, "tolist") else value
+    return out
+
+
+def _quantised(path: Path) -> Path:
+    """Tensors of several types, so n_bytes goes through the block sizes (Q4_0: 32 per 18 B)."""
+    w = GGUFWriter(str(path), "llama")
+    w.add_block_count(2)
+    w.add_head_count(4)
+    w.add_head_count_kv([2, 4])
+    w.add_embedding_length(64)
+    w.add_float32("llama.rope.freq_base", 500000.0)
+    w.add_bool("felab.flag", True)
+    w.add_array("felab.tokens", ["a", "bb", ""])
+    w.add_array("felab.long", list(range(5000)))
+    w.add_tensor("blk.0.attn_q.weight", np.zeros((64, 64), np.float32))
+    w.add_tensor("blk.0.ffn.weight", np.zeros((64, 64), np.float16))
+    q4 = np.zeros((64, 64 // 32 * 18), np.uint8)  # raw Q4_0 blocks: 64 x 64 weights
+    w.add_tensor("blk.1.attn_q.weight", q4, raw_dtype=GGMLQuantizationType.Q4_0)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+@pytest.mark.parametrize("make", [write_gguf, _quantised], ids=["plain", "quantised"])
+def test_the_walker_reads_what_the_package_reads(tmp_path: Path, make: Any) -> None:
+    path = make(tmp_path / "m.gguf")
+    header = read_header(path)
+    for name, expected in _package_fields(path).items():
+        if isinstance(expected, list) and (len(expected) > 4096 or isinstance(expected[0], str)):
+            with pytest.raises(GGUFHeaderError, match="an array of"):
+                header.value(name)  # stepped over, never needed for a shape
+        else:
+            assert header.value(name) == pytest.approx(expected), name
+    package = {t.name: int(t.n_bytes) for t in GGUFReader(str(path), "r").tensors}
+    assert {t.name: t.n_bytes for t in header.tensors} == package
+
+
+def test_a_big_endian_file_reads(tmp_path: Path) -> None:
+    from gguf import GGUFEndian
+
+    path = tmp_path / "be.gguf"
+    w = GGUFWriter(str(path), "llama", endianess=GGUFEndian.BIG)
+    w.add_block_count(3)
+    w.add_head_count(4)
+    w.add_tensor("blk.0.attn_q.weight", np.zeros((8, 8), np.float32).byteswap())
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    header = read_header(path)
+    assert header.value("llama.block_count") == 3
+    assert [t.n_bytes for t in header.tensors] == [256]
+
+
+def _header(*pairs: bytes, tensors: tuple[bytes, ...] = (), tail: bytes = b"") -> bytes:
+    head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(pairs))
+    return head + b"".join(pairs) + b"".join(tensors) + tail
+
+
+def _text_pair(key: str, value: bytes) -> bytes:
+    name = key.encode()
+    return struct.pack("<Q", len(name)) + name + struct.pack("<IQ", 8, len(value)) + value
+
+
+def _tensor(name: str, dims: tuple[int, ...], kind: int = 0, offset: int = 0) -> bytes:
+    raw = name.encode()
+    shape = struct.pack(f"<I{len(dims)}Q", len(dims), *dims)
+    return struct.pack("<Q", len(raw)) + raw + shape + struct.pack("<IQ", kind, offset)
+
+
+def test_a_tensor_past_the_end_of_the_file_is_damage(tmp_path: Path) -> None:
+    """The header lists a 4 MB tensor; the file stops after the header (a cut-short copy)."""
+    path = tmp_path / "cut.gguf"
+    path.write_bytes(
+        _header(_text_pair("general.architecture", b"llama"), tensors=(_tensor("w", (1024, 1024)),))
+    )
+    with pytest.raises(SizingError, match="tensor 'w' runs past the end of the file"):
+        from_gguf(path)
+
+
+def test_an_unknown_tensor_type_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "new.gguf"
+    path.write_bytes(
+        _header(_text_pair("general.architecture", b"llama"), tensors=(_tensor("w", (4,), 999),))
+    )
+    with pytest.raises(SizingError, match="type number 999, which felab's gguf package"):
+        from_gguf(path)
+
+
+def test_too_many_dimensions_are_damage(tmp_path: Path) -> None:
+    path = tmp_path / "dims.gguf"
+    path.write_bytes(
+        _header(_text_pair("general.architecture", b"llama"), tensors=(_tensor("w", (1,) * 9),))
+    )
+    with pytest.raises(SizingError, match="claims 9 dimensions"):
+        from_gguf(path)
+
+
+def test_an_architecture_that_is_not_utf8_is_refused_with_the_file(tmp_path: Path) -> None:
+    """Fifteenth sweep L5: "a file is not UTF-8", without saying which file or key."""
+    path = tmp_path / "bad.gguf"
+    path.write_bytes(_header(_text_pair("general.architecture", b"ll\xffama")))
+    with pytest.raises(SizingError) as caught:
+        from_gguf(path)
+    assert str(caught.value).startswith(f"{path}: general.architecture is not UTF-8 text")
+
+
+def test_a_name_that_is_not_utf8_gives_way_to_the_file_name(tmp_path: Path) -> None:
+    good = write_gguf(tmp_path / "good.gguf").read_bytes()
+    named = good.replace(b"test-model", b"test-mod\xff\xfe", 1)
+    path = tmp_path / "my-model.gguf"
+    path.write_bytes(named)
+    assert from_gguf(path).name == "my-model"
+
+
+def test_a_tokenizer_sized_vocabulary_is_stepped_over(tmp_path: Path) -> None:
+    """200,000 strings: kept by nobody, walked by their lengths (the package made a numpy view
+    per string). Speed is measured in benchmarks/gguf_header.py, not asserted here."""
+    path = tmp_path / "vocab.gguf"
+    w = GGUFWriter(str(path), "llama")
+    w.add_block_count(2)
+    w.add_head_count(4)
+    w.add_embedding_length(64)
+    w.add_token_list([b"t%d" % i for i in range(200_000)])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    header = read_header(path)
+    assert header.fields["tokenizer.ggml.tokens"].what == "an array of 200,000 items"
+    assert from_gguf(path).n_layers == 2
+
+
+def test_a_text_value_cut_short_is_damage(tmp_path: Path) -> None:
+    data = _header(_text_pair("general.architecture", b"llama"))
+    path = tmp_path / "cut.gguf"
+    path.write_bytes(data[:-2] + b"\x00" * 0)
+    with pytest.raises(SizingError, match="claims more metadata than the file holds"):
+        from_gguf(path)
+
+
+@pytest.mark.parametrize("align", [0, 3, 48])
+def test_an_alignment_that_is_not_a_power_of_two_is_refused(tmp_path: Path, align: int) -> None:
+    key = b"general.alignment"
+    pair = struct.pack("<Q", len(key)) + key + struct.pack("<II", 4, align)
+    path = tmp_path / "align.gguf"
+    path.write_bytes(_header(_text_pair("general.architecture", b"llama"), pair))
+    with pytest.raises(SizingError, match=r"general\.alignment"):
+        from_gguf(path)
