@@ -22,7 +22,7 @@ from rich.console import Console
 from felab.cli.output import Cell, Column, Format, Grid, emit, format_option
 from felab_core.engine.targets import TargetError, normalize_base_url
 from felab_core.sizing import capacity as cap
-from felab_core.sizing import kv, slots, slots_live, speed_limit, vllm_log
+from felab_core.sizing import kv, slots, slots_live, speed_limit, vllm_live, vllm_log
 from felab_core.sizing.errors import SizingError, Unreachable
 from felab_core.sizing.model_shape import ModelShape, resolve_shape, weights_summary
 from felab_core.sizing.units import (
@@ -283,7 +283,7 @@ def capacity_command(
                 reading = vllm_log.parse_log_file(vllm_log_file)
             else:
                 assert url is not None
-                reading = vllm_log.read_live_vllm(_server_url(url))
+                reading = vllm_live.read_live_vllm(_server_url(url))
             base = reading.capacity(block_size=block_size, max_len=max_len)
             if reading.kv_cache_dtype is None:
                 base = replace(base, kv_dtype=kv.kv_dtype(kv_dtype).name)

@@ -82,12 +82,35 @@ class Trace:
         }
 
 
+#: No count, time or block id in a trace is near 2**63; a longer integer is not a record (and
+#: past 10**308 it cannot become a float: 400 digits ended in the CLI's catch-all).
+_MAX_INTEGER = 2**63
+
+
+def _too_big(value: int | float) -> bool:
+    return isinstance(value, int) and abs(value) >= _MAX_INTEGER
+
+
+def _digits(value: int | float) -> str:
+    return f"{len(str(abs(int(value)))):,}"
+
+
+def check_replay_knobs(block_size: int, speed: float) -> None:
+    """--trace-block-size and --trace-speed, said as the flags (not as the trace file's fault)."""
+    if not (isinstance(block_size, int) and 1 <= block_size <= 65_536):
+        raise TraceError(f"--trace-block-size must be 1-65536 tokens, not {block_size}")
+    if not (math.isfinite(speed) and 0.001 <= speed <= 1000):
+        raise TraceError(f"--trace-speed must be 0.001-1000 (2 = twice as fast), not {speed:g}")
+
+
 def _int(row: dict[str, object], names: tuple[str, ...], line: int, *, needed: bool) -> int | None:
     for name in names:
         if name in row and row[name] is not None:
             value = row[name]
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise TraceError(f"line {line}: {name} must be a number, not {value!r}")
+            if _too_big(value):
+                raise TraceError(f"line {line}: {name} is a number of {_digits(value)} digits")
             if not math.isfinite(value) or value < 0 or value != int(value):
                 raise TraceError(f"line {line}: {name} must be a whole number >= 0, not {value}")
             return int(value)
@@ -102,6 +125,11 @@ def _time_ms(row: dict[str, object], names: tuple[str, ...], line: int) -> float
             value = row[name]
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise TraceError(f"line {line}: {name} must be milliseconds, not {value!r}")
+            if _too_big(value):
+                raise TraceError(
+                    f"line {line}: {name} is a number of {_digits(value)} digits, not a time in "
+                    "milliseconds"
+                )
             if not math.isfinite(value) or value < 0:
                 raise TraceError(f"line {line}: {name} must be finite and >= 0, not {value}")
             return float(value)
@@ -116,10 +144,7 @@ def parse_trace(
     speed: float = 1.0,
 ) -> Trace:
     """Read JSONL trace text; every refusal names its line."""
-    if not (isinstance(block_size, int) and 1 <= block_size <= 65_536):
-        raise TraceError(f"the block size must be 1-65536 tokens, not {block_size}")
-    if not (math.isfinite(speed) and 0.001 <= speed <= 1000):
-        raise TraceError(f"the replay speed must be 0.001-1000 (2 = twice as fast), not {speed}")
+    check_replay_knobs(block_size, speed)
     requests: list[TraceRequest] = []
     clock_ms = 0.0
     first_ms: float | None = None
@@ -167,9 +192,11 @@ def parse_trace(
             raise TraceError(f"line {line_no}: output_length must be 1-{MAX_OUTPUT_TOKENS:,}")
         ids = row.get("hash_ids") or []
         if not isinstance(ids, list) or not all(
-            isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids
+            isinstance(i, int) and not isinstance(i, bool) and 0 <= i < _MAX_INTEGER for i in ids
         ):
-            raise TraceError(f"line {line_no}: hash_ids must be a list of whole numbers >= 0")
+            raise TraceError(
+                f"line {line_no}: hash_ids must be a list of whole numbers from 0 to 2**63 - 1"
+            )
         if len(ids) > math.ceil(input_tokens / block_size):
             raise TraceError(
                 f"line {line_no}: {len(ids)} hash_ids cover more than input_length "
@@ -204,6 +231,7 @@ def preset_name(name: str) -> str:
 
 def load_trace(path: Path, *, block_size: int = DEFAULT_BLOCK_SIZE, speed: float = 1.0) -> Trace:
     """Read a trace file (see parse_trace)."""
+    check_replay_knobs(block_size, speed)
     try:
         text = read_named_text(path, what="trace (JSONL)", limit=MAX_TRACE_BYTES)
     except NamedFileError as exc:

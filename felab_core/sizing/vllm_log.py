@@ -21,15 +21,14 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-import httpx
-
-from felab_core.bounded_get import get_bounded
-from felab_core.engine.client import connect_failure
 from felab_core.files import MiB, NamedFileError, read_named_bytes
-from felab_core.redact import url_password_masked
-from felab_core.sizing.capacity import Capacity, capacity_from_blocks, capacity_from_tokens
-from felab_core.sizing.errors import BadAnswer, SizingError, Unreachable
-from felab_core.sizing.metrics_scrape import VLLM, parse_metrics
+from felab_core.sizing.capacity import (
+    MAX_BLOCK_SIZE,
+    Capacity,
+    capacity_from_blocks,
+    capacity_from_tokens,
+)
+from felab_core.sizing.errors import SizingError
 from felab_core.sizing.units import GB, MAX_TOKENS, GiB, as_fraction, decimal_text, whole_text
 
 #: A count as vLLM prints it (8234 or 8,234); a fraction or an exponent is matched whole, so
@@ -88,6 +87,37 @@ def _int(text: str) -> int:
     return int(text.replace(",", ""))
 
 
+def _length(text: str) -> int:
+    """A max model length from the log: a count of at least one token, at most felab's bound."""
+    value = _int(text)
+    if not 1 <= value <= MAX_TOKENS:
+        raise SizingError(
+            f"the log gives a max model length of {text[:40]} tokens, and vLLM serves 1 to "
+            f"{MAX_TOKENS:,}: the log was edited or damaged; give --max-len"
+        )
+    return value
+
+
+def _concurrency(text: str) -> Fraction:
+    """vLLM's printed 'Maximum concurrency ... X.XXx' figure."""
+    if not re.fullmatch(r"\d+(?:\.\d+)?", text):
+        raise SizingError(
+            f"the concurrency line says {text[:40]!r}x where vLLM prints a number such as "
+            "12.50x: the log was edited or damaged"
+        )
+    return as_fraction(text)
+
+
+def _block_size(text: str) -> int:
+    value = _int(text)
+    if value > MAX_BLOCK_SIZE:
+        raise SizingError(
+            f"the log gives a block size of {text[:40]} tokens, and vLLM's blocks hold at most "
+            f"{MAX_BLOCK_SIZE:,}: the log was edited or damaged; give --block-size"
+        )
+    return value
+
+
 def _size(value: str, unit: str) -> Fraction:
     return as_fraction(value) * (GiB if unit == "GiB" else GB)
 
@@ -139,6 +169,12 @@ class VllmReading:
         if block_size is not None and self.block_size_from != "log":
             bs = block_size
         dtype = _dtype_name(self.kv_cache_dtype)
+        if self.kv_cache_dtype is not None and dtype is None:  # fp99 was read as f16
+            raise SizingError(
+                f"{self.source} gives the cache type {self.kv_cache_dtype[:40]!r}, which felab "
+                "does not know (auto, float16, bfloat16, float32 and the fp8 kinds): give the "
+                "figures with --tokens (or --blocks) and --kv-dtype"
+            )
         if self.gpu_blocks is not None:
             if bs is None:
                 raise SizingError(
@@ -236,6 +272,65 @@ def _infer_block_size(blocks: int, max_len: int, printed: Fraction) -> int | Non
     return hits[0] if len(hits) == 1 else None
 
 
+@dataclass
+class _Line:
+    """What one log line says (most say nothing)."""
+
+    tokens: tuple[str, int] | None = None
+    conc: tuple[int, Fraction] | None = None
+    blocks: tuple[str, int, int | None, bool] | None = None
+    block_size: int | None = None
+    max_len: int | None = None
+    kv_dtype: str | None = None
+    model_dtype: str | None = None
+    kv_memory: Fraction | None = None
+    weights: Fraction | None = None
+    version: str | None = None
+
+
+def _first(patterns: tuple[re.Pattern[str], ...], line: str) -> re.Match[str] | None:
+    for pattern in patterns:
+        m = pattern.search(line)
+        if m:
+            return m
+    return None
+
+
+def _read_line(line: str) -> _Line:
+    """One line's KV-cache facts; a SizingError when a fact is there but cannot be so."""
+    found = _Line()
+    m_tokens = _TOKENS_RE.search(line)
+    m_conc = _CONC_RE.search(line)
+    if m_tokens:
+        found.tokens = (m_tokens.group(1), _int(m_tokens.group(2)))
+    if m_conc:
+        found.conc = (_length(m_conc.group(1)), _concurrency(m_conc.group(2)))
+    m_blocks = _BLOCKS_RE.search(line)
+    if m_blocks and "blocks" in line:
+        colon = ":" in line[m_blocks.start() : m_blocks.end()]
+        cpu = _int(m_blocks.group(3)) if m_blocks.group(3) else None
+        found.blocks = (m_blocks.group(1), _int(m_blocks.group(2)), cpu, colon)
+    for pattern in _BLOCK_SIZE_RES:  # the last pattern that matches wins, as before
+        m = pattern.search(line)
+        if m and _int(m.group(1)) > 0:
+            found.block_size = _block_size(m.group(1))
+    for pattern in _MAXLEN_RES:
+        m = pattern.search(line)
+        if m:
+            found.max_len = _length(m.group(1))
+    m = _KV_DTYPE_RE.search(line)
+    found.kv_dtype = m.group(1) if m else None
+    m = _MODEL_DTYPE_RE.search(line)
+    found.model_dtype = m.group(1) if m else None
+    m = _first(_KV_MEMORY_RES, line)
+    found.kv_memory = _size(m.group(1), m.group(2)) if m else None
+    m = _first(_WEIGHTS_RES, line)
+    found.weights = _size(m.group(1), m.group(2)) if m else None
+    m = _first(_VERSION_RES, line)
+    found.version = m.group(1) if m else None
+    return found
+
+
 def parse_log(text: str, source: str = "log") -> VllmReading:
     """Read the KV-cache lines of a vLLM startup log (any supported release) into one reading."""
     tokens_hits: list[tuple[str, int]] = []
@@ -250,48 +345,25 @@ def parse_log(text: str, source: str = "log") -> VllmReading:
     weights: Fraction | None = None
     version: str | None = None
 
-    for line in text.splitlines():
-        m_tokens = _TOKENS_RE.search(line)
-        m_conc = _CONC_RE.search(line)
-        if m_tokens:
-            tokens_hits.append((m_tokens.group(1), _int(m_tokens.group(2))))
-            one_line = one_line or bool(m_conc)
-        if m_conc:
-            conc_hits.append((_int(m_conc.group(1)), as_fraction(m_conc.group(2))))
-        m_blocks = _BLOCKS_RE.search(line)
-        if m_blocks and "blocks" in line:
-            colon = ":" in line[m_blocks.start() : m_blocks.end()]
-            cpu = _int(m_blocks.group(3)) if m_blocks.group(3) else None
-            block_hits.append((m_blocks.group(1), _int(m_blocks.group(2)), cpu, colon))
-        for pattern in _BLOCK_SIZE_RES:
-            m = pattern.search(line)
-            if m and int(m.group(1)) > 0:
-                block_size = int(m.group(1))
-        for pattern in _MAXLEN_RES:
-            m = pattern.search(line)
-            if m:
-                max_len_cfg = int(m.group(1))
-        m = _KV_DTYPE_RE.search(line)
-        if m:
-            kv_dtype = m.group(1)
-        m = _MODEL_DTYPE_RE.search(line)
-        if m:
-            model_dtype = m.group(1)
-        for pattern in _KV_MEMORY_RES:
-            m = pattern.search(line)
-            if m:
-                kv_memory = _size(m.group(1), m.group(2))
-        for pattern in _WEIGHTS_RES:
-            m = pattern.search(line)
-            if m:
-                weights = _size(m.group(1), m.group(2))
-                break
-        if version is None:
-            for pattern in _VERSION_RES:
-                m = pattern.search(line)
-                if m:
-                    version = m.group(1)
-                    break
+    for number, line in enumerate(text.splitlines(), 1):
+        try:
+            found = _read_line(line)
+        except SizingError as exc:
+            raise SizingError(f"{source}, line {number}: {exc}") from None
+        if found.tokens is not None:
+            tokens_hits.append(found.tokens)
+            one_line = one_line or found.conc is not None
+        if found.conc is not None:
+            conc_hits.append(found.conc)
+        if found.blocks is not None:
+            block_hits.append(found.blocks)
+        block_size = found.block_size or block_size
+        max_len_cfg = found.max_len or max_len_cfg
+        kv_dtype = found.kv_dtype or kv_dtype
+        model_dtype = found.model_dtype or model_dtype
+        kv_memory = found.kv_memory or kv_memory
+        weights = found.weights or weights
+        version = version or found.version
 
     if not tokens_hits and not block_hits:
         raise SizingError(
@@ -352,136 +424,3 @@ def parse_log_file(path: str | Path) -> VllmReading:
         raise SizingError(str(exc)) from None
     text = raw.decode("utf-8", errors="replace")
     return parse_log(text, source=str(log))
-
-
-#: The most a live vLLM's cache_config_info can say for each figure (the flags' own limits):
-#: past these a server is broken or hostile, and its figures are not believed.
-_MOST_FROM_SERVER = {
-    "num_gpu_blocks": MAX_TOKENS,
-    "num_cpu_blocks": MAX_TOKENS,
-    "block_size": 65_536,
-    "kv_cache_size_tokens": 10 * MAX_TOKENS,
-    "kv_cache_memory_bytes": 100 * 10**12,
-}
-
-
-def reading_from_metrics(
-    metrics_text: str, max_len: int | None = None, source: str = "/metrics"
-) -> VllmReading:
-    """The cache facts in vLLM's `vllm:cache_config_info` labels (blocks, block size, dtype ...)."""
-    snap = parse_metrics(metrics_text)
-    if snap.engine != VLLM:
-        raise SizingError(f"{source} is not vLLM's (it has {snap.engine} metrics)")
-    info = snap.info
-    if not info:
-        raise SizingError(f"{source} has no vllm:cache_config_info; is this vLLM 0.4 or newer?")
-
-    def label_int(name: str) -> int | None:
-        raw = info.get(name)
-        if raw is None or raw.strip() in ("", "None"):  # vLLM prints None for an unset figure
-            return None
-        if not raw.isascii() or not raw.replace(".", "", 1).isdigit():  # -5, NaN, 1e400
-            raise BadAnswer(
-                f"{source} reports {name} = {raw[:40]!r}: not a count any vLLM prints; check "
-                "the server, or give the figures with --blocks/--tokens"
-            )
-        exact = Fraction(raw)
-        if exact.denominator != 1:  # 10.5 blocks: counted, so never a fraction
-            raise BadAnswer(
-                f"{source} reports {name} = {raw[:40]}: a count, so a whole number in any "
-                "vLLM; check the server, or give the figures with --blocks/--tokens"
-            )
-        value = int(exact)
-        if value == 0 and name in ("num_gpu_blocks", "block_size", "kv_cache_size_tokens"):
-            raise BadAnswer(
-                f"{source} reports {name} = 0: a vLLM that is serving has a cache; check the "
-                "server, or give the figures with --blocks/--tokens"
-            )
-        most = _MOST_FROM_SERVER.get(name, MAX_TOKENS)
-        if value > most:
-            raise BadAnswer(
-                f"{source} reports {name} = {raw[:40]}: no vLLM has that (at most {most:,}); "
-                "check the server, or give the figures with --blocks/--tokens"
-            )
-        return value
-
-    tokens = label_int("kv_cache_size_tokens")
-    conc_raw = info.get("kv_cache_max_concurrency")
-    printed = None
-    if conc_raw and conc_raw not in ("None", ""):
-        try:
-            printed = as_fraction(conc_raw)
-        except SizingError:
-            printed = None
-        if printed is None or printed <= 0:
-            raise BadAnswer(
-                f"{source} reports kv_cache_max_concurrency = {conc_raw[:40]!r}: no vLLM "
-                "prints that; check the server, or give --max-len and the cache size"
-            )
-    length = max_len
-    if length is None and tokens and printed:
-        implied = Fraction(tokens) / printed
-        if not 1 <= implied <= MAX_TOKENS:  # kv_cache_max_concurrency of 1e-300
-            raise BadAnswer(
-                f"{source} reports kv_cache_max_concurrency = {conc_raw!r} for "
-                f"{tokens:,} tokens: that is no model length; check the server, or give "
-                "--max-len"
-            )
-        length = round(implied)
-    memory = label_int("kv_cache_memory_bytes")
-    return VllmReading(
-        format="metrics",
-        gpu_blocks=label_int("num_gpu_blocks"),
-        cpu_blocks=label_int("num_cpu_blocks"),
-        block_size=label_int("block_size"),
-        block_size_from="log" if label_int("block_size") else None,
-        tokens=tokens,
-        max_len=length,
-        printed_concurrency=printed,
-        kv_cache_dtype=info.get("cache_dtype"),
-        kv_memory_bytes=Fraction(memory) if memory else None,
-        source=source,
-    )
-
-
-def read_live_vllm(
-    base_url: str, client: httpx.Client | None = None, timeout: float = 5.0
-) -> VllmReading:
-    """Ask a running vLLM: /metrics for the cache, /v1/models for the max model length."""
-    base = base_url.rstrip("/")
-    own = client is None
-    http = client or httpx.Client(timeout=timeout)
-    try:
-        try:
-            metrics = get_bounded(http, f"{base}/metrics")
-            models = get_bounded(http, f"{base}/v1/models")
-        except httpx.HTTPError as exc:
-            raise Unreachable(connect_failure(exc, base)) from None
-    finally:
-        if own:
-            http.close()
-    if metrics.status_code != 200:
-        raise SizingError(
-            f"{url_password_masked(base)}/metrics answered HTTP {metrics.status_code}; is this "
-            "a vLLM server?"
-        )
-    max_len = None
-    if models.status_code == 200:
-        try:
-            data = models.json().get("data") or []  # type: ignore[attr-defined]
-        except (ValueError, AttributeError):
-            data = []
-        if not isinstance(data, list):  # {"data": 5}: not a model list; the length is asked
-            data = []
-        for item in data:
-            said = item.get("max_model_len") if isinstance(item, dict) else None
-            if isinstance(said, int) and not isinstance(said, bool):
-                if not 1 <= said <= MAX_TOKENS:
-                    raise BadAnswer(
-                        f"{url_password_masked(base)}/v1/models reports max_model_len = {said}: "
-                        f"no model has that (1 to {MAX_TOKENS:,}); give --max-len"
-                    )
-                max_len = said
-                break
-    source = f"{url_password_masked(base)}/metrics"
-    return reading_from_metrics(metrics.text, max_len=max_len, source=source)

@@ -276,6 +276,12 @@ def _write_files(d: Path) -> None:
         '{"timestamp": 0, "input_length": 1' + "0" * 5000 + ', "output_length": 5}\n'
     )
     (d / "trace-ok.jsonl").write_text('{"timestamp": 0, "input_length": 10, "output_length": 5}\n')
+    (d / "trace-huge-time.jsonl").write_text(
+        '{"timestamp": 1' + "0" * 400 + ', "input_length": 10, "output_length": 5}\n'
+    )
+    (d / "trace-huge-id.jsonl").write_text(
+        '{"timestamp": 0, "input_length": 10, "hash_ids": [1' + "0" * 4000 + "]}\n"
+    )
     (d / "targets-escape.toml").write_text(
         '[targets."a b\\u001b[31m"]\nkind = "vllm"\nurl = "http://127.0.0.1:1"\n'
     )
@@ -897,6 +903,11 @@ CASES: list[Case] = [
     case("bench-concurrency-spaced", ["bench", *LOCAL.split(), "-c", "1 4"], 2, "space between digits"),
     case("memo-contexts-spaced", ["memo", "--contexts", "2048 4096", *"--chip H100 --model llama-3.1-8b --model-bytes 4.9GB -o -".split()], 2, "space between digits"),
     case("bench-max-rate-spaced", ["bench", *LOCAL.split(), "--find-max-rate", "ttft_p95=5 00ms"], 2, "space between digits"),
+    # sixteenth session: the fifteenth sweep's M4, L1 and L13
+    case("bench-trace-400-digit-time", f"bench {LOCAL} --trace {{files}}/trace-huge-time.jsonl", 2, "line 1: timestamp is a number of 401 digits"),
+    case("bench-trace-4000-digit-id", f"bench {LOCAL} --trace {{files}}/trace-huge-id.jsonl", 2, "line 1: hash_ids must be a list of whole numbers from 0"),
+    case("bench-trace-speed-zero", f"bench {LOCAL} --trace {{files}}/trace-ok.jsonl --trace-speed 0", 2, "--trace-speed must be 0.001-1000"),
+    case("bench-trace-block-zero", f"bench {LOCAL} --trace {{files}}/trace-ok.jsonl --trace-block-size 0", 2, "--trace-block-size must be 1-65536"),
     case("memo-contexts-empty-item", "memo --contexts 2048,,4096 --chip H100 --model llama-3.1-8b --model-bytes 4.9GB -o -", 2, "empty item between commas"),
 ]
 # fmt: on

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from felab.cli.main import app
 from felab_core.lab.serve import ServerProcess, free_port
-from felab_core.sizing import kv, metrics_scrape, slots, slots_live, vllm_log
+from felab_core.sizing import kv, metrics_scrape, slots, slots_live, vllm_live
 from felab_core.sizing.model_shape import from_gguf, from_hf_config
 
 runner = CliRunner()
@@ -137,7 +137,7 @@ def test_metrics_before_and_after_a_request(llama_server: Any) -> None:
 
 
 def test_a_live_vllm_cache_reading(vllm_server: Any) -> None:
-    reading = vllm_log.read_live_vllm(vllm_server.base_url)
+    reading = vllm_live.read_live_vllm(vllm_server.base_url)
     cap = reading.capacity()
     assert cap.max_len == 2048
     assert cap.tokens > 0 and cap.whole_requests >= 1

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from felab_core.sizing import SizingError, capacity, vllm_log
+from felab_core.sizing import SizingError, capacity, vllm_live, vllm_log
 from felab_core.sizing.errors import BadAnswer
 from felab_core.sizing.units import GiB
 
@@ -122,7 +122,7 @@ def test_log_with_no_kv_lines_is_refused(tmp_path: Path) -> None:
 
 def test_metrics_cache_config_info() -> None:
     text = (FIXTURES / "vllm_0.32.0_cpu_metrics_after.txt").read_text()
-    r = vllm_log.reading_from_metrics(text)
+    r = vllm_live.reading_from_metrics(text)
     assert (r.gpu_blocks, r.block_size, r.tokens, r.max_len) == (16_384, 128, 2_097_152, 2048)
     assert r.kv_memory_bytes == GiB
     cap = r.capacity()
@@ -139,7 +139,7 @@ def test_live_vllm_reads_metrics_and_max_len() -> None:
             return httpx.Response(200, json={"data": [{"id": "tiny", "max_model_len": 2048}]})
         return httpx.Response(404)
 
-    r = vllm_log.read_live_vllm(
+    r = vllm_live.read_live_vllm(
         "http://vllm", client=httpx.Client(transport=httpx.MockTransport(handler))
     )
     assert r.format == "metrics" and r.max_len == 2048 and r.capacity().whole_requests == 1024
@@ -154,7 +154,7 @@ def test_a_model_list_that_is_not_one_leaves_the_length_unknown(models: object) 
             return httpx.Response(200, text=metrics)
         return httpx.Response(200, json=models)
 
-    r = vllm_log.read_live_vllm(
+    r = vllm_live.read_live_vllm(
         "http://vllm", client=httpx.Client(transport=httpx.MockTransport(handler))
     )
     assert r.max_len == 2048  # /metrics still says it; the odd list is passed over
@@ -180,13 +180,13 @@ def test_cache_figures_no_vllm_reports_are_the_servers_fault(labels: str, says: 
     """Seventh sweep: these read as the user's bad --max-len (exit 2) or were cut down."""
     text = f"# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{{{labels}}} 1.0\n"
     with pytest.raises(BadAnswer, match=re.escape(says)):
-        vllm_log.reading_from_metrics(text)
+        vllm_live.reading_from_metrics(text)
 
 
 def test_llama_metrics_are_not_vllm() -> None:
     text = "# TYPE llamacpp:prompt_tokens_total counter\nllamacpp:prompt_tokens_total 5\n"
     with pytest.raises(SizingError, match="not vLLM's"):
-        vllm_log.reading_from_metrics(text)
+        vllm_live.reading_from_metrics(text)
 
 
 @pytest.mark.parametrize(
@@ -217,6 +217,55 @@ def test_two_caches_that_disagree_are_not_read_as_one() -> None:
     line = 'vllm:cache_config_info{{engine="0",block_size="{}",num_gpu_blocks="{}"}} 1.0\n'
     text = "# TYPE vllm:cache_config_info gauge\n" + line.format(16, 8234) + line.format(32, 100)
     with pytest.raises(BadAnswer, match="two different vllm:cache_config_info lines"):
-        vllm_log.reading_from_metrics(text)
+        vllm_live.reading_from_metrics(text)
     same = "# TYPE vllm:cache_config_info gauge\n" + line.format(16, 8234) * 2
-    assert vllm_log.reading_from_metrics(same, max_len=4096).gpu_blocks == 8234
+    assert vllm_live.reading_from_metrics(same, max_len=4096).gpu_blocks == 8234
+
+
+ONE_LINE = (
+    "INFO CPU KV cache size: 2,097,152 tokens, Maximum concurrency for {len} tokens per "
+    "request: {x}x"
+)
+
+
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [
+        (ONE_LINE.format(len="0", x="1.00"), "a max model length of 0 tokens"),
+        (ONE_LINE.format(len="2,048", x="."), "the concurrency line says '.'x"),
+        (
+            "INFO max_seq_len="
+            + "9" * 30
+            + ", kv_cache_dtype=auto\n"
+            + ONE_LINE.format(len="2,048", x="1024.00"),
+            "the log says 999999",
+        ),
+        (
+            "INFO block_size=100000\n" + ONE_LINE.format(len="2,048", x="1024.00"),
+            "a block size of 100000",
+        ),
+    ],
+    ids=["zero-length", "dot", "thirty-digit-length", "block-size"],
+)
+def test_a_damaged_line_is_refused_with_the_file_and_line(
+    tmp_path: Path, line: str, says: str
+) -> None:
+    """Fifteenth sweep M3: 0 tokens was called "no max model length"; '.' was "expected a
+    number" with no file or line; a 30-digit max length was believed."""
+    log = tmp_path / "conc.log"
+    log.write_text("INFO starting\n" + line + "\n")
+    with pytest.raises(SizingError) as caught:
+        vllm_log.parse_log_file(log)
+    message = str(caught.value)
+    assert message.startswith(f"{log}, line 2: "), message
+    assert says in message, message
+
+
+def test_a_cache_type_felab_does_not_know_is_refused_not_read_as_f16() -> None:
+    """Fifteenth sweep M3: kv_cache_dtype=fp99 gave an f16 what-if."""
+    text = "INFO kv_cache_dtype=fp99\n" + ONE_LINE.format(len="2,048", x="1024.00")
+    reading = vllm_log.parse_log(text, source="fp99.log")
+    with pytest.raises(
+        SizingError, match=re.escape("fp99.log gives the cache type 'fp99', which felab")
+    ):
+        reading.capacity()
