@@ -214,9 +214,11 @@ def check_outputs(
     targets_file: Path | None = None,
 ) -> None:
     """Refuse, before the run, files it could not be saved to (minutes of timing not lost)."""
-    for flag, given in (("--json", json_path), ("--csv", csv_path)):
+    for flag, given, own in (("--json", json_path, "json"), ("--csv", csv_path, "csv")):
         if given is not None and str(given) == "-":
-            raise ValueError(f"{flag} - : felab writes a file there; for stdout use -o json")
+            raise ValueError(
+                f"{flag} - : felab writes a file there; for the table on stdout use -o {own}"
+            )
     if no_csv and csv_path is not None:
         raise ValueError("--no-csv and --csv contradict each other: give one")
     check_destinations(
@@ -228,6 +230,15 @@ def check_outputs(
             (_database_file(), "database felab keeps (FELAB_DATA_DIR or FELAB_DATABASE_URL)"),
         ),
     )
+    for flag, given, own, other in (
+        ("--json", json_path, "json", "csv"),
+        ("--csv", csv_path, "csv", "json"),
+    ):
+        if given is not None and given.suffix.lower() == f".{other}":  # CSV text in x.json
+            raise ValueError(
+                f"{flag} {given}: {flag} writes {own.upper()}, and the name ends in .{other}; "
+                f"name it .{own} (--{other} writes the {other.upper()} file)"
+            )
 
 
 def _database_file() -> Path | None:

@@ -224,6 +224,13 @@ def unit_slip(metric: str, seconds: float, unit: str | None) -> str | None:
     return None
 
 
+#: The tightest and loosest latency objective felab takes: no server answers in under a tenth
+#: of a millisecond (1e-300 s was taken, and every request missed it), none is waited on for
+#: over an hour.
+MIN_OBJECTIVE_S = 1e-4
+MAX_OBJECTIVE_S = 3600.0
+
+
 @dataclass(frozen=True, slots=True)
 class SLO:
     """Service-level objective for goodput: a request counts only if it meets every bound."""
@@ -252,8 +259,10 @@ class SLO:
                 number = float(written.removesuffix(unit or "")) / (1000 if unit == "ms" else 1)
             except ValueError:
                 raise ValueError(f"bad SLO value in {part!r}: {value!r} is not a number") from None
-            if not math.isfinite(number) or number <= 0:
-                raise ValueError(f"bad SLO value in {part!r}: must be a positive number of seconds")
+            if not (math.isfinite(number) and MIN_OBJECTIVE_S <= number <= MAX_OBJECTIVE_S):
+                raise ValueError(
+                    f"bad SLO value in {part!r}: must be from 0.1 ms to an hour (3600 s)"
+                )
             slip = unit_slip(key, number, unit)
             if slip:
                 raise ValueError(f"bad SLO value in {part!r}: {slip}")

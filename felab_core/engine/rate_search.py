@@ -16,14 +16,20 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from felab_core.engine.metrics import RunSummary, Stats, unit_slip
+from felab_core.engine.metrics import (
+    MAX_OBJECTIVE_S,
+    MIN_OBJECTIVE_S,
+    RunSummary,
+    Stats,
+    unit_slip,
+)
 from felab_core.text import comma_items
 
 METRICS = {"ttft": "ttft_s", "itl": "itl_s", "tpot": "tpot_s", "e2e": "e2e_s"}
 PERCENTILES = (50, 90, 95, 99)
 MAX_FAILED = 0.01
 MIN_KEPT_UP = 0.9
-_BOUND = re.compile(r"^(ttft|itl|tpot|e2e)_p(\d+)=([0-9.]+(?:e-?\d+)?)\s*(ms|s)?\Z")
+_BOUND = re.compile(r"^(ttft|itl|tpot|e2e)_p(\d+)=([-+]?[0-9.]+(?:e[-+]?\d+)?)\s*(ms|s)?\Z")
 
 
 class ObjectiveError(ValueError):
@@ -57,9 +63,12 @@ def parse_objective(text: str) -> tuple[Bound, ...]:
         metric, pct, value, unit = match.groups()
         if int(pct) not in PERCENTILES:
             raise ObjectiveError(f"{part!r}: felab reports p50, p90, p95 and p99, not p{pct}")
-        limit = float(value) / (1000 if unit == "ms" else 1)
-        if not (math.isfinite(limit) and 0 < limit <= 3600):
-            raise ObjectiveError(f"{part!r}: the limit must be above 0 and at most an hour")
+        try:
+            limit = float(value) / (1000 if unit == "ms" else 1)
+        except ValueError:  # 1.2.3
+            raise ObjectiveError(f"{part!r}: {value!r} is not a number") from None
+        if not (math.isfinite(limit) and MIN_OBJECTIVE_S <= limit <= MAX_OBJECTIVE_S):
+            raise ObjectiveError(f"{part!r}: the limit must be from 0.1 ms to an hour (3600 s)")
         slip = unit_slip(metric, limit, unit)
         if slip:
             raise ObjectiveError(f"{part!r}: {slip}")

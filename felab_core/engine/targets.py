@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import httpx
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -139,11 +140,29 @@ def normalize_base_url(url: str) -> str:
         raise TargetError(f"{shown!r} has a bad port number (1-65535)")
     if parts.query or parts.fragment:
         raise TargetError(f"{shown!r} has a ?query or #fragment: give only http://HOST:PORT")
+    try:
+        httpx.URL(text)
+    except httpx.InvalidURL:  # fullwidth digits: exit 70 "Invalid IDNA hostname"
+        raise TargetError(
+            f"{shown!r}: its host is not a name or address a request can go to (fullwidth "
+            "digits or letters, or a character no host name holds?): type it as plain "
+            "http://HOST:PORT"
+        ) from None
     path = parts.path.rstrip("/")
+    if any(part in (".", "..") for part in path.split("/")):
+        raise TargetError(
+            f"{shown!r} has a . or .. in its path: give the server's own base address, such "
+            "as http://HOST:PORT or http://HOST:PORT/v1"
+        )
     for suffix in _ENDPOINT_SUFFIXES:
         if path.endswith(suffix):
             path = path[: -len(suffix)]
             break
+    if path.endswith(_ENDPOINT_SUFFIXES):  # /v1/v1: a base pasted onto a base
+        raise TargetError(
+            f"{shown!r} ends in an endpoint path twice (such as /v1/v1): give the server's "
+            "base address once, such as http://HOST:PORT/v1"
+        )
     return f"{parts.scheme}://{parts.netloc}{path}"
 
 

@@ -52,7 +52,10 @@ def test_objectives_read_and_refuse_in_words() -> None:
     for bad, said in (
         ("ttft=500ms", "METRIC_pNN=LIMIT"),
         ("ttft_p42=1", "not p42"),
-        ("ttft_p95=0ms", "above 0"),
+        ("ttft_p95=0ms", "from 0.1 ms to an hour"),
+        ("ttft_p95=-1", "from 0.1 ms to an hour"),
+        ("ttft_p95=1e-300", "from 0.1 ms to an hour"),
+        ("ttft_p95=1.2.3", "'1.2.3' is not a number"),
         ("", "empty"),
         ("ttft_p95=500", "500 with no unit reads as 500 seconds"),
     ):
