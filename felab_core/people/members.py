@@ -20,8 +20,8 @@ from felab_core.engine.server_kinds import validate_server
 from felab_core.errors import Forbidden, Invalid, NotFound
 from felab_core.sizing.errors import SizingError
 from felab_core.sizing.model_shape import file_size_problem
-from felab_core.sizing.speed_limit import MIN_WEIGHTS_BYTES, find_chip
-from felab_core.sizing.units import GB, parse_bandwidth, parse_bytes
+from felab_core.sizing.speed_limit import find_chip
+from felab_core.sizing.units import GB, MIN_WEIGHTS_BYTES, parse_bandwidth, parse_bytes
 from felab_core.text import formula_mark, holds_hidden
 
 ROLES = ("student", "instructor")

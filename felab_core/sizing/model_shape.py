@@ -399,13 +399,19 @@ def _active_bytes(total: int, expert: int, shape: ModelShape) -> Fraction:
 
 def _per_layer(value: Any, key: str, where: str) -> tuple[int | None, tuple[int, ...] | None]:
     """GGUF stores some counts once or once per layer; give (single value, per-layer tuple).
-    A count that is not a whole number (4096.7) is refused, not rounded down."""
+    A count that is not a whole number (4096.7) is refused, not rounded down; in a per-layer
+    list a layer may have none (0), never fewer (-2 had subtracted cache)."""
     values = value if isinstance(value, list) else [] if value is None else [value]
     for v in values:
         if isinstance(v, bool) or not isinstance(v, int):
             raise SizingError(
                 f"{where}: {key} holds {v!r}, not a whole number; check that the file is a "
                 "model's GGUF"
+            )
+        if isinstance(value, list) and not 0 <= v <= _SHAPE_LIMIT:
+            raise SizingError(
+                f"{where}: {key} holds {v:,} for a layer, and a layer has 0 to "
+                f"{_SHAPE_LIMIT:,}; check that the file is a model's GGUF"
             )
     if isinstance(value, list):
         ints = tuple(int(v) for v in value)
@@ -462,9 +468,16 @@ def from_gguf(path: str | Path) -> ModelShape:
             "convert the model again, or give its Hugging Face config.json with --config"
         ) from None
     except GGUFHeaderError as exc:
-        raise SizingError(
-            f"cannot read {gguf_path} as a GGUF model: it starts with GGUF, but {exc}; "
+        advice = (
             "download the .gguf file again (a partial copy is the usual cause)"
+            if exc.cut_short
+            else "the file was written wrongly or by a newer converter, so downloading it again "
+            "will not help: convert the model again, or give its Hugging Face config.json "
+            "with --config"
+        )
+        raise SizingError(
+            f"cannot read {gguf_path} as a GGUF model: it starts with GGUF, but "
+            f"{with_hidden_shown(str(exc))}; {advice}"
         ) from None
     except OSError as exc:
         raise SizingError(f"cannot read {gguf_path}: {exc.strerror or exc}") from None
@@ -531,6 +544,21 @@ def from_gguf(path: str | Path) -> ModelShape:
             )
         if all(v == 0 for v in kv_by_layer):
             raise SizingError(f"{gguf_path}: every layer has zero KV heads")
+        if heads_by_layer is not None and len(heads_by_layer) != n_layers:
+            raise SizingError(
+                f"{gguf_path}: {len(heads_by_layer)} per-layer query head counts for "
+                f"{n_layers} layers"
+            )
+        for layer, layer_kv in enumerate(kv_by_layer):
+            layer_heads = heads_by_layer[layer] if heads_by_layer else int(heads)
+            if layer_kv > layer_heads:  # 1,000 KV heads beside 8 query heads had been priced
+                raise SizingError(
+                    f"{gguf_path}: layer {layer} has {layer_kv:,} KV heads but {layer_heads} "
+                    "query heads (each KV head serves one or more query heads); check that the "
+                    "file is a model's GGUF"
+                )
+            if layer_kv:
+                _check_groups(layer_heads, layer_kv, f"{gguf_path} (layer {layer})")
     elif kv:
         _check_groups(int(heads), int(kv), str(gguf_path))
     key_len = key("attention.key_length")
@@ -544,6 +572,12 @@ def from_gguf(path: str | Path) -> ModelShape:
             raise SizingError(
                 f"{gguf_path} has neither {arch}.attention.key_length nor "
                 f"{arch}.embedding_length, so the head size is unknown"
+            )
+        if int(hidden) % int(heads):  # 3 over 8 heads had given a 0-byte cache
+            raise SizingError(
+                f"{gguf_path}: {arch}.embedding_length {hidden} does not split evenly over "
+                f"{heads} heads and there is no {arch}.attention.key_length; check that the file "
+                "is a model's GGUF"
             )
         key_len = int(hidden) // int(heads)
     if value_len is None:
@@ -582,8 +616,9 @@ def from_gguf(path: str | Path) -> ModelShape:
             expert += size
     if not total:  # shape keys but no weights: a vocabulary-only file, or a header copied alone
         notes.append(
-            "the file lists no tensors, so its weights' size is unknown (a vocabulary-only file, "
-            "or a header without weights?): give the model's size with --model-bytes"
+            "the file lists no tensors (or only empty ones), so its weights' size is unknown (a "
+            "vocabulary-only file, or a header without weights?): give the model's size with "
+            "--model-bytes"
         )
     try:
         name = field("general.name") or gguf_path.stem
@@ -618,7 +653,7 @@ def from_gguf(path: str | Path) -> ModelShape:
 
 
 def _gguf_file_type_name(file_type: Any) -> str | None:
-    if file_type is None:
+    if isinstance(file_type, bool) or not isinstance(file_type, int):  # [1, 2] or inf crashed
         return None
     try:
         from gguf import LlamaFileType

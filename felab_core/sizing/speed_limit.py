@@ -18,7 +18,7 @@ from felab_core.sizing.kv import KvPerToken
 from felab_core.sizing.model_shape import ModelShape
 from felab_core.sizing.units import (
     GB,
-    KB,
+    MIN_WEIGHTS_BYTES,
     TB,
     about_text,
     as_fraction,
@@ -224,11 +224,6 @@ class BytesPerToken:
         return self.weights + self.kv_cache
 
 
-#: Fewer bytes than any model file: felab's own tiny test model is 703 kB (1 kB had passed
-#: here and printed billions of tokens a second, while `numbers model` refused under 1 MB).
-MIN_WEIGHTS_BYTES = 100 * KB
-
-
 def bytes_per_token(
     weights_bytes: int | Fraction,
     *,
@@ -269,6 +264,13 @@ def bytes_per_token(
 def weights_for(shape: ModelShape, bits_per_weight: Fraction | None = None) -> tuple[Fraction, str]:
     """Bytes of weights a token reads, and a plain note on where the number came from."""
     read = shape.weights_read_per_token()
+    listed = shape.weights_bytes if shape.source.startswith("GGUF") else None
+    if listed is not None and listed < MIN_WEIGHTS_BYTES:  # not the typed sizes' unit advice
+        raise SizingError(
+            f"the tensors listed in {shape.source} hold {whole_text(listed)} bytes, no model's "
+            "weights (the smallest, felab's own tiny test model, is 0.7 MB): the file is a "
+            "header or damaged; give the model file's size with --model-bytes instead"
+        )
     if read is not None:
         if shape.is_moe:
             return read, (
@@ -277,6 +279,12 @@ def weights_for(shape: ModelShape, bits_per_weight: Fraction | None = None) -> t
             )
         return read, f"the weights of {shape.name}, {both_ways(read)}"
     params = shape.params_active or shape.params_total
+    if params is None and shape.source.startswith("GGUF"):
+        raise SizingError(
+            f"{shape.source} lists no tensors that hold weights (a header or vocabulary-only "
+            "file?), so the weight size is unknown: give the model file's size with "
+            "--model-bytes instead"
+        )
     if params is None or bits_per_weight is None:
         raise SizingError(
             f"the weight size of {shape.name} is unknown: give --model-bytes (the file's size), "

@@ -21,6 +21,9 @@ MAX_TOKENS = 1_000_000_000
 KB = 1000
 MB = 1000**2
 GB = 1000**3
+#: Fewer bytes than any model file: felab's own tiny test model is 703 kB (1 kB had passed
+#: here and printed billions of tokens a second, while `numbers model` refused under 1 MB).
+MIN_WEIGHTS_BYTES = 100 * KB
 TB = 1000**4
 KiB = 1024
 MiB = 1024**2

@@ -4,6 +4,7 @@ tensors. Fifteenth sweep H8: the package's reader took 9 s and 700 MB on a Llama
 
 from __future__ import annotations
 
+import re
 import struct
 from pathlib import Path
 from typing import Any
@@ -177,3 +178,154 @@ def test_an_alignment_that_is_not_a_power_of_two_is_refused(tmp_path: Path, alig
     path.write_bytes(_header(_text_pair("general.architecture", b"llama"), pair))
     with pytest.raises(SizingError, match=r"general\.alignment"):
         from_gguf(path)
+
+
+# --- the sixteenth sweep (group c), on the walker's first version ---------------------------
+
+
+def _u32(key: str, value: int, kind: int = 4) -> bytes:
+    name = key.encode()
+    return (
+        struct.pack("<Q", len(name))
+        + name
+        + struct.pack("<I", kind)
+        + struct.pack("<" + {4: "I", 5: "i", 12: "d"}[kind], value)
+    )
+
+
+def _array(key: str, item: int, values: list[int]) -> bytes:
+    name = key.encode()
+    code = {4: "I", 5: "i", 10: "Q"}[item]
+    body = struct.pack(f"<{len(values)}{code}", *values)
+    return struct.pack("<Q", len(name)) + name + struct.pack("<IIQ", 9, item, len(values)) + body
+
+
+def _model(tmp_path: Path, *extra: bytes, hidden: int = 512, name: str = "m.gguf") -> Path:
+    """A small llama GGUF with real tensor bytes; a pair in `extra` replaces the base key."""
+    base = (
+        _text_pair("general.architecture", b"llama"),
+        _u32("llama.block_count", 4),
+        _u32("llama.attention.head_count", 8),
+        _u32("llama.attention.head_count_kv", 2),
+        _u32("llama.embedding_length", hidden),
+    )
+
+    def key(pair: bytes) -> bytes:
+        return pair[8 : 8 + struct.unpack_from("<Q", pair)[0]]
+
+    given = {key(p) for p in extra}
+    pairs = (*(p for p in base if key(p) not in given), *extra)
+    head = _header(*pairs, tensors=(_tensor("w", (512, 512)),))
+    data = head + b"\0" * (-len(head) % 32) + b"\0" * (512 * 512 * 4)
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+def test_the_base_model_reads(tmp_path: Path) -> None:
+    shape = from_gguf(_model(tmp_path))
+    assert (shape.n_layers, shape.n_kv_heads, shape.head_dim_k) == (4, 2, 64)
+    assert shape.weights_bytes == 512 * 512 * 4
+
+
+@pytest.mark.parametrize(
+    "file_type",
+    [_array("general.file_type", 4, [1, 2]), _u32("general.file_type", float("inf"), 12)],  # type: ignore[arg-type]
+    ids=["array", "infinity"],
+)
+def test_a_file_type_that_is_not_a_number_is_ignored(tmp_path: Path, file_type: bytes) -> None:
+    """H1: exit 70 (TypeError / OverflowError) on every --gguf command."""
+    assert from_gguf(_model(tmp_path, file_type)).weights_dtype is None
+
+
+@pytest.mark.parametrize(
+    ("kv", "says"),
+    [
+        (_array("llama.attention.head_count_kv", 5, [2, -2, 2, 2]), "holds -2 for a layer"),
+        (_array("llama.attention.head_count_kv", 10, [2, 2**62, 2, 2]), "for a layer"),
+        (_array("llama.attention.head_count_kv", 4, [2, 1000, 2, 2]), "layer 1 has 1,000 KV heads"),
+        (_array("llama.attention.head_count_kv", 4, [2, 3, 2, 2]), "(layer 1): 8 query heads"),
+        (_array("llama.attention.head_count", 5, [8, -8, 8, 8]), "holds -8 for a layer"),
+    ],
+    ids=["negative", "huge", "above-query-heads", "uneven", "negative-query-heads"],
+)
+def test_per_layer_head_counts_are_held_to_the_shape(tmp_path: Path, kv: bytes, says: str) -> None:
+    """H2/L1: -2, 2^62 and 1,000 KV heads per layer were priced (a negative layer subtracted)."""
+    with pytest.raises(SizingError, match=re.escape(says)):
+        from_gguf(_model(tmp_path, kv))
+
+
+@pytest.mark.parametrize("hidden", [3, 513])
+def test_a_width_that_does_not_split_over_the_heads_is_refused(tmp_path: Path, hidden: int) -> None:
+    """H3/M1: 3 over 8 heads gave 0-number heads and a 0-byte cache; 513 was floored."""
+    with pytest.raises(SizingError, match=f"embedding_length {hidden} does not split evenly"):
+        from_gguf(_model(tmp_path, hidden=hidden))
+
+
+def test_tensors_that_share_bytes_are_refused(tmp_path: Path) -> None:
+    """H4: 1,000 tensors at offset 0 of a 1 MiB file were priced as 1 GB of weights."""
+    head = _header(
+        _text_pair("general.architecture", b"llama"),
+        tensors=(_tensor("a", (512, 512)), _tensor("b", (512, 512), offset=4096)),
+    )
+    path = tmp_path / "overlap.gguf"
+    path.write_bytes(head + b"\0" * (-len(head) % 32) + b"\0" * (512 * 512 * 4 + 4096))
+    with pytest.raises(SizingError, match="its tensors 'a' and 'b' share bytes"):
+        from_gguf(path)
+    twice = _header(
+        _text_pair("general.architecture", b"llama"),
+        tensors=(_tensor("same", (8,)), _tensor("same", (8,), offset=32)),
+    )
+    path.write_bytes(twice + b"\0" * 4096)
+    with pytest.raises(SizingError, match="lists the tensor 'same' twice"):
+        from_gguf(path)
+
+
+@pytest.mark.parametrize(
+    ("pair", "says"),
+    [
+        (b"\x01\x00\x00\x00\x00\x00\x00\x00x" + struct.pack("<I", 13), "value type 13"),
+        (_u32("general.alignment", 3), "not a power of two"),
+    ],
+    ids=["unknown-type", "alignment"],
+)
+def test_a_file_written_wrongly_is_not_called_a_partial_download(
+    tmp_path: Path, pair: bytes, says: str
+) -> None:
+    """M2: "download the .gguf file again" for a value type GGUF does not define."""
+    with pytest.raises(SizingError) as caught:
+        from_gguf(_model(tmp_path, pair))
+    message = str(caught.value)
+    assert says in message and "convert the model again" in message, message
+    assert "partial copy" not in message, message
+
+
+def test_a_crafted_header_of_honest_counts_meets_a_budget(tmp_path: Path) -> None:
+    """H5: 34 million empty nested arrays (409 MB, counts all true) ran past 30 s. Here 9
+    million in 108 MB: refused by count, before they are walked."""
+    name = b"nested"
+    count = 9_000_000
+    pair = struct.pack("<Q", len(name)) + name + struct.pack("<IIQ", 9, 9, count)
+    path = tmp_path / "nested.gguf"
+    with path.open("wb") as fh:
+        fh.write(_header(_text_pair("general.architecture", b"llama"), pair))
+        fh.write(struct.pack("<IQ", 0, 0) * count)  # each: an array of 0 uint8
+    with pytest.raises(SizingError, match="more than 8,000,000 strings and arrays in arrays"):
+        from_gguf(path)
+
+
+def test_a_header_of_tiny_tensors_is_not_called_a_typo(tmp_path: Path) -> None:
+    """M3: 4 bytes of tensors gave advice about --model-bytes units the user never typed."""
+    from felab_core.sizing.speed_limit import weights_for
+
+    path = tmp_path / "header.gguf"
+    head = _header(
+        _text_pair("general.architecture", b"llama"),
+        _u32("llama.block_count", 4),
+        _u32("llama.attention.head_count", 8),
+        _u32("llama.embedding_length", 512),
+        tensors=(_tensor("w", ()),),
+    )
+    path.write_bytes(head + b"\0" * 64)
+    with pytest.raises(SizingError, match="hold 4 bytes, no model's weights"):
+        weights_for(from_gguf(path))
