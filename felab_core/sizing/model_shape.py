@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import re
-import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -333,53 +332,13 @@ def from_hf_config(source: str | Path | Mapping[str, Any], name: str | None = No
     return shape
 
 
-def _safetensors_tensor_bytes(path: Path) -> dict[str, int]:
-    """Tensor name -> bytes, from a safetensors header alone (8-byte length, then JSON)."""
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(8)
-            if len(head) < 8:
-                raise SizingError(f"{path} is too short to be a safetensors file")
-            (length,) = struct.unpack("<Q", head)
-            if length > 100 * 1024 * 1024:
-                raise SizingError(
-                    f"{path} has an implausible header ({length} bytes); is it complete?"
-                )
-            header = json.loads(fh.read(length))
-    except (OSError, ValueError, RecursionError) as exc:  # ValueError: JSON's and UTF-8's
-        raise SizingError(f"cannot read the safetensors header of {path}: {exc}") from None
-    if not isinstance(header, dict):
-        raise SizingError(
-            f"cannot read the safetensors header of {path}: it is a JSON "
-            f"{type(header).__name__}, not an object of tensors; is the file complete?"
-        )
-    sizes: dict[str, int] = {}
-    for tensor, info in header.items():
-        if tensor == "__metadata__" or not isinstance(info, dict):
-            continue
-        offsets = info.get("data_offsets", [0, 0])
-        if not (
-            isinstance(offsets, list)
-            and len(offsets) == 2
-            and all(type(o) is int and 0 <= o < 2**63 for o in offsets)
-            and offsets[0] <= offsets[1]
-        ):
-            raise SizingError(
-                f"cannot read the safetensors header of {path}: tensor "
-                f"{with_hidden_shown(str(tensor)[:60])} has data_offsets {str(offsets)[:60]}, "
-                "not [start, end] in bytes; is the file complete?"
-            )
-        sizes[tensor] = offsets[1] - offsets[0]
-    return sizes
-
-
 def _with_safetensors_weights(shape: ModelShape, folder: Path) -> ModelShape:
     files = sorted(folder.glob("*.safetensors"))
     if not files:
         return shape
-    sizes: dict[str, int] = {}
-    for path in files:
-        sizes.update(_safetensors_tensor_bytes(path))
+    from felab_core.sizing.safetensors_header import tensor_bytes
+
+    sizes = tensor_bytes(files)
     total = sum(sizes.values())
     expert = sum(b for n, b in sizes.items() if _EXPERT_SAFETENSORS.search(n))
     active = _active_bytes(total, expert, shape)

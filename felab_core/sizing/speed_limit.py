@@ -264,7 +264,8 @@ def bytes_per_token(
 def weights_for(shape: ModelShape, bits_per_weight: Fraction | None = None) -> tuple[Fraction, str]:
     """Bytes of weights a token reads, and a plain note on where the number came from."""
     read = shape.weights_read_per_token()
-    listed = shape.weights_bytes if shape.source.startswith("GGUF") else None
+    from_files = shape.source.startswith(("GGUF", "config.json"))  # a tensor list's sum
+    listed = shape.weights_bytes if from_files else None
     if listed is not None and listed < MIN_WEIGHTS_BYTES:  # not the typed sizes' unit advice
         raise SizingError(
             f"the tensors listed in {shape.source} hold {whole_text(listed)} bytes, no model's "

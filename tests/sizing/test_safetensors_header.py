@@ -1,0 +1,124 @@
+"""A safetensors header is believed only where it agrees with itself and its file (the
+sixteenth sweep, group c: H6-H8, L2, M4)."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from felab_core.sizing.errors import SizingError
+from felab_core.sizing.model_shape import from_hf_config
+from felab_core.sizing.safetensors_header import tensor_bytes
+from felab_core.sizing.speed_limit import weights_for
+
+CONFIG = {
+    "num_hidden_layers": 4,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "hidden_size": 512,
+}
+
+
+def _write(path: Path, header: Any, data: int = 0, raw: bytes | None = None) -> Path:
+    body = raw if raw is not None else json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(body)) + body + b"\0" * data)
+    return path
+
+
+def _folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(CONFIG))
+    return folder
+
+
+def _refusal(files: list[Path]) -> str:
+    with pytest.raises(SizingError) as caught:
+        tensor_bytes(files)
+    return str(caught.value)
+
+
+def test_a_true_header_reads(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path / "a.safetensors",
+        {
+            "__metadata__": {"format": "pt"},
+            "w": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]},
+            "b": {"dtype": "BF16", "shape": [4], "data_offsets": [24, 32]},
+            "e": {"dtype": "F32", "shape": [0], "data_offsets": [32, 32]},
+        },
+        data=32,
+    )
+    assert tensor_bytes([path]) == {"w": 24, "b": 8, "e": 0}
+
+
+def test_offsets_past_the_file_are_refused(tmp_path: Path) -> None:
+    """H7: 80 bytes claiming 16 GB were priced as a 16 GB model."""
+    path = _write(
+        tmp_path / "lie.safetensors",
+        {"a": {"dtype": "X9", "shape": [2], "data_offsets": [0, 16_000_000_000]}},
+    )
+    assert "ends at byte 16,000,000,000 of the data, and the file holds 0" in _refusal([path])
+
+
+def test_tensors_sharing_bytes_are_refused(tmp_path: Path) -> None:
+    """H7: 1,000 tensors all at [0, 16000000] counted as 1,000 tensors' bytes."""
+    header = {f"t{i}": {"dtype": "U8", "shape": [64], "data_offsets": [0, 64]} for i in range(3)}
+    path = _write(tmp_path / "same.safetensors", header, data=64)
+    assert "tensors t0 and t1 share bytes" in _refusal([path])
+
+
+def test_a_shape_that_disagrees_with_the_offsets_is_refused(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path / "shape.safetensors",
+        {"a": {"dtype": "F32", "shape": [2**40], "data_offsets": [0, 0]}},
+    )
+    assert "tensor a is F32 [1099511627776], 4,398,046,511,104 bytes" in _refusal([path])
+
+
+def test_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
+    """H6: a FIFO named x.safetensors hung --config for good."""
+    folder = _folder(tmp_path)
+    os.mkfifo(folder / "x.safetensors")
+    with pytest.raises(SizingError, match="not a regular file"):
+        from_hf_config(folder)
+
+
+def test_a_header_past_the_budget_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    """H8: a 94 MB header took 15 s and 1.4 GB; felab reads 16 MiB a file."""
+    path = tmp_path / "big.safetensors"
+    path.write_bytes(struct.pack("<Q", 17 * 1024 * 1024) + b" " * 64)
+    assert "its header claims 17,825,792 bytes (felab reads up to 16 MiB" in _refusal([path])
+
+
+@pytest.mark.parametrize(
+    ("raw", "says"),
+    [
+        (b'{"a": {"data_offsets": [0, 1' + b"0" * 5000 + b"]}}", "a number of thousands of digits"),
+        (b"[" * 100_000, "nested too deeply"),
+        (b'{"\xff": 1}', "it is not UTF-8 text"),
+        (b'{"a": {}, "a": {}}', "it names a twice"),
+    ],
+    ids=["digits", "nested", "utf8", "twice"],
+)
+def test_a_damaged_header_is_said_in_felabs_words(tmp_path: Path, raw: bytes, says: str) -> None:
+    """L2: Python's own words ("use sys.set_int_max_str_digits()") reached the user."""
+    message = _refusal([_write(tmp_path / "bad.safetensors", None, raw=raw)])
+    assert says in message and "sys." not in message and "codec" not in message, message
+
+
+def test_a_tiny_tensor_list_is_not_called_a_typo(tmp_path: Path) -> None:
+    """M4: 8 bytes from a header got advice about --model-bytes units the user never typed."""
+    folder = _folder(tmp_path)
+    _write(
+        folder / "model.safetensors",
+        {"a": {"dtype": "U8", "shape": [8], "data_offsets": [0, 8]}},
+        data=8,
+    )
+    with pytest.raises(SizingError, match="hold 8 bytes, no model's weights"):
+        weights_for(from_hf_config(folder))
