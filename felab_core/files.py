@@ -60,6 +60,22 @@ def refuse_special(path: Path, *, what: str, to_write: bool = False) -> os.stat_
     return info
 
 
+def make_folder_for(path: Path, *, what: str) -> None:
+    """Make the folder `path` goes in when only that last folder is missing (backups/ beside
+    the data); a deeper missing tree is a typo, and making it (/nonexistent/dir, as root) would
+    hide it."""
+    folder = path.parent
+    if folder.is_dir():
+        return
+    if not folder.parent.is_dir():
+        raise NamedFileError(
+            folder.parent,
+            f"does not exist, so felab will not make the {what} there: check the path, or "
+            "make the folder first (mkdir -p)",
+        )
+    folder.mkdir(exist_ok=True)
+
+
 def broken_link(path: Path) -> str | None:
     """Why a path that names nothing is a link gone wrong (a loop of links, or a link to
     nothing), as NamedFileError's reason; None when it is no such link. A loop otherwise reads

@@ -140,3 +140,14 @@ def test_no_write_goes_through_a_link(tmp_path: Path) -> None:
     dangling.symlink_to(tmp_path / "nowhere" / "x.png")
     with pytest.raises(NamedFileError, match="is a link"):
         refuse_overwrite(dangling, what="chart", writes=COMPARE_CHART)
+
+
+def test_one_missing_folder_is_made_a_missing_tree_is_not(tmp_path: Path) -> None:
+    """Sixteenth sweep (b) F3 / fifteenth L15: /nonexistent/dir/x.db made the whole tree."""
+    from felab_core.files import NamedFileError, make_folder_for
+
+    make_folder_for(tmp_path / "backups" / "x.bak", what="backup")
+    assert (tmp_path / "backups").is_dir()
+    with pytest.raises(NamedFileError, match="does not exist, so felab will not make the backup"):
+        make_folder_for(tmp_path / "no" / "tree" / "x.bak", what="backup")
+    assert not (tmp_path / "no").exists()

@@ -19,8 +19,9 @@ from sqlalchemy import Engine, create_engine, event, inspect
 from sqlalchemy.engine import URL, ExceptionContext, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-from felab_core.files import NamedFileError, refuse_special
+from felab_core.files import NamedFileError, make_folder_for, refuse_special
 from felab_core.settings import get_settings
+from felab_core.text import holds_hidden
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -220,8 +221,13 @@ def _sqlite_url(url: str, parsed: URL, *, create: bool = True) -> URL:
                 "FELAB_DATABASE_URL opens an existing file only: fix the path, or create it "
                 f"with `felab db upgrade` without {existing_only}"
             )
-    elif create:
+    elif create and _from_data_dir(url):  # felab's own folder: made whole, as any app's
         path.parent.mkdir(parents=True, exist_ok=True)
+    elif create:
+        try:
+            make_folder_for(path, what="SQLite database")
+        except NamedFileError as exc:
+            raise DatabaseError(f"{exc}; check FELAB_DATABASE_URL") from None
     if uri and not db.startswith("file:"):
         parsed = parsed.set(database="file:" + quote(str(path.absolute()), safe="/"))
     return parsed
@@ -263,6 +269,12 @@ def make_engine(url: str | None = None, *, create: bool = True, **kwargs: Any) -
     """An engine for `url` (default: the settings'); SQLite gets foreign keys and a busy wait,
     and its folder made unless not `create` (the file itself is made on first connect)."""
     url = url or get_settings().resolved_database_url()
+    if url != url.strip() or holds_hidden(url):  # 'x.db ' or a tab made a file of that name
+        raise DatabaseError(
+            "FELAB_DATABASE_URL holds spaces at an end, or control or invisible characters "
+            "(a pasted line?): write it again plainly, such as "
+            "postgresql+psycopg://USER:PASSWORD@HOST:5432/NAME"
+        )
     try:
         parsed = make_url(url)
         if parsed.host and "@" in parsed.host:  # the password's own @ split it: part in host
@@ -278,12 +290,20 @@ def make_engine(url: str | None = None, *, create: bool = True, **kwargs: Any) -
             "listens on 5432), or leave it out"
         )
     backend, driver = parsed.get_backend_name(), parsed.get_driver_name()
-    if backend not in ("sqlite", "postgresql") or (backend == "postgresql" and driver != "psycopg"):
+    if (backend, driver) not in (("sqlite", "pysqlite"), ("postgresql", "psycopg")):
         raise DatabaseError(
             f"the database URL {parsed.render_as_string(hide_password=True)} names a driver "
             f"felab does not ship ({backend}+{driver}): use "
             "postgresql+psycopg://USER:PASSWORD@HOST:5432/NAME, or unset FELAB_DATABASE_URL "
             "for SQLite"
+        )
+    has_host = bool(parsed.host) or "host" in parsed.query  # ?host=/run/postgresql: a socket
+    if backend == "postgresql" and not (parsed.database and has_host):
+        raise DatabaseError(  # libpq's defaults had reached a database nobody named
+            f"the database URL {parsed.render_as_string(hide_password=True)} names no "
+            f"{'host' if parsed.database else 'database'}: give the host and the database's "
+            "name, as "
+            "postgresql+psycopg://USER:PASSWORD@HOST:5432/NAME"
         )
     target: str | URL = url
     if backend == "sqlite":

@@ -20,7 +20,13 @@ from sqlalchemy.engine import make_url
 
 from felab_core.engine.results import ResultsFileError, check_destinations
 from felab_core.errors import Invalid
-from felab_core.files import SQLITE_DATABASE, NamedFileError, broken_link, refuse_special
+from felab_core.files import (
+    SQLITE_DATABASE,
+    NamedFileError,
+    broken_link,
+    make_folder_for,
+    refuse_special,
+)
 from felab_core.redact import redact
 from felab_core.text import with_hidden_shown
 
@@ -252,7 +258,7 @@ def _writable_file(to: Path, *, force: bool) -> None:
                     "data folder's felab.db, or a backup from before backups were marked): the "
                     "backup would replace it; give a new name, or --force to replace it"
                 )
-        to.parent.mkdir(parents=True, exist_ok=True)
+        make_folder_for(to, what="backup")
     except (NamedFileError, ResultsFileError, OSError) as exc:
         raise BackupError(str(exc)) from None
 

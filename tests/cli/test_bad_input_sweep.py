@@ -904,6 +904,14 @@ CASES: list[Case] = [
     case("memo-contexts-spaced", ["memo", "--contexts", "2048 4096", *"--chip H100 --model llama-3.1-8b --model-bytes 4.9GB -o -".split()], 2, "space between digits"),
     case("bench-max-rate-spaced", ["bench", *LOCAL.split(), "--find-max-rate", "ttft_p95=5 00ms"], 2, "space between digits"),
     # sixteenth session: the fifteenth sweep's M4, L1 and L13
+    # the sixteenth sweep (group b): database URLs
+    case("db-aiosqlite", "db upgrade", 2, "names a driver felab does not ship (sqlite+aiosqlite)", FELAB_DATABASE_URL="sqlite+aiosqlite:///{files}/x.db"),
+    case("db-postgres-nothing-named", "db upgrade", 2, "names no database", FELAB_DATABASE_URL="postgresql+psycopg://"),
+    case("db-postgres-no-database", "db status", 2, "names no database", FELAB_DATABASE_URL="postgresql+psycopg://127.0.0.1:5432"),
+    case("db-url-trailing-space", "db upgrade", 2, "holds spaces at an end", FELAB_DATABASE_URL="sqlite:///{files}/sp.db "),
+    case("db-url-tab", "db upgrade", 2, "control or invisible characters", FELAB_DATABASE_URL="sqlite:///{files}/t\tab.db"),
+    case("db-upgrade-deep-folder", "db upgrade", 2, "does not exist, so felab will not make the SQLite database there", FELAB_DATABASE_URL="sqlite:///{files}/no/such/tree/x.db"),
+    case("db-backup-deep-folder", "db backup {files}/no/such/tree/x.bak", 2, "does not exist, so felab will not make the backup there"),
     case("bench-max-rate-negative", ["bench", *LOCAL.split(), "--find-max-rate", "ttft_p95=-1"], 2, "the limit must be from 0.1 ms to an hour"),
     case("bench-max-rate-tiny", ["bench", *LOCAL.split(), "--find-max-rate", "ttft_p95=1e-300"], 2, "the limit must be from 0.1 ms to an hour"),
     case("bench-slo-tiny", ["bench", *LOCAL.split(), "--slo", "ttft=1e-300"], 2, "must be from 0.1 ms to an hour"),
