@@ -89,6 +89,10 @@ def parse_speed(value: str | float | int, unit: str | None = None) -> Speed:
     """
     if isinstance(value, bool):
         raise Invalid("expected a number of tokens per second, got a yes/no value")
+    if unit is not None and not unit.strip():  # '' read as tok/s: an unfilled shell variable?
+        raise Invalid(
+            "the unit given is empty: give tok/s or ms/token, or leave the unit out for tok/s"
+        )
     if isinstance(value, int | float):
         number = float(value)
         digits = repr(value) if isinstance(value, float) else str(value)

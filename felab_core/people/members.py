@@ -21,7 +21,13 @@ from felab_core.errors import Forbidden, Invalid, NotFound
 from felab_core.sizing.errors import SizingError
 from felab_core.sizing.model_shape import file_size_problem
 from felab_core.sizing.speed_limit import find_chip
-from felab_core.sizing.units import GB, MIN_WEIGHTS_BYTES, parse_bandwidth, parse_bytes
+from felab_core.sizing.units import (
+    GB,
+    MIN_WEIGHTS_BYTES,
+    bytes_text,
+    parse_bandwidth,
+    parse_bytes,
+)
 from felab_core.text import formula_mark, holds_hidden
 
 ROLES = ("student", "instructor")
@@ -301,11 +307,12 @@ def set_server_model(
     size: int | None = None
     if model_bytes is not None:
         try:
-            size = int(parse_bytes(str(model_bytes)))
+            exact = parse_bytes(str(model_bytes))
         except SizingError as exc:
             raise Invalid(str(exc)) from None
-        if size <= 0:
+        if exact <= 0:  # 1e-20 is above zero, and far below a byte: said below, as a size
             raise Invalid("the model file's size must be more than zero, such as 4.9GB")
+        size = int(exact)
         if size > MAX_MODEL_BYTES:
             raise Invalid(
                 f"{model_bytes} is more than any model file (the largest are a few TB): write "
@@ -313,7 +320,8 @@ def set_server_model(
             )
         if size < MIN_WEIGHTS_BYTES:  # the tiny test model (0.7 MB) is a model file
             raise Invalid(
-                f"{model_bytes} is only {size:,} byte{'' if size == 1 else 's'}, no model file: "
+                f"{model_bytes} is only "
+                f"{bytes_text(size) if size else 'part of a byte'}, no model file: "
                 "write the unit, such as "
                 "4.9GB (`ollama list` shows it)"
             )

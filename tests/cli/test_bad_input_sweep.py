@@ -904,6 +904,8 @@ CASES: list[Case] = [
     case("memo-contexts-spaced", ["memo", "--contexts", "2048 4096", *"--chip H100 --model llama-3.1-8b --model-bytes 4.9GB -o -".split()], 2, "space between digits"),
     case("bench-max-rate-spaced", ["bench", *LOCAL.split(), "--find-max-rate", "ttft_p95=5 00ms"], 2, "space between digits"),
     # sixteenth session: the fifteenth sweep's M4, L1 and L13
+    case("numbers-enter-empty-unit", ["numbers", "enter", "ollama", "44.6", ""], 2, "the unit given is empty"),
+    case("numbers-model-part-of-a-byte", "numbers model ollama --name llama3.1:8b --bytes 1e-20", 2, "is only part of a byte, no model file"),
     # the sixteenth sweep (group b): database URLs
     case("db-aiosqlite", "db upgrade", 2, "names a driver felab does not ship (sqlite+aiosqlite)", FELAB_DATABASE_URL="sqlite+aiosqlite:///{files}/x.db"),
     case("db-postgres-nothing-named", "db upgrade", 2, "names no database", FELAB_DATABASE_URL="postgresql+psycopg://"),
