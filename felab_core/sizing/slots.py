@@ -308,9 +308,15 @@ def check_flags(
                 "tokens for its one seat."
             )
         else:
+            rounded = pad_ctx(pad_ctx(ctx) // slots) * slots
+            held = (
+                f"{whole_text(ctx)} tokens"
+                if rounded == ctx
+                else f"-c {whole_text(ctx)} tokens (rounded to {whole_text(rounded)}, below)"
+            )
             assumption = (
                 f"With -c {ctx} --parallel {slots} and no -kvu, llama-server splits one cache of "
-                f"{whole_text(ctx)} tokens into {slots} equal seats."
+                f"{held} into {slots} equal seats."
             )
 
     total = pad_ctx(ctx)
