@@ -63,6 +63,11 @@ _ROW_BOUNDS = {
     "burstiness": MAX_BURSTINESS,
     "prompt_tokens_server": float(MAX_ROW_COUNT),  # a mean: felab writes it with decimals
 }  # fmt: skip
+#: The throughputs of a row: a count over the run's time.
+_RATES = ("writing_tps_p50", "output_tps", "server_tps_p50", "request_tps", "goodput_rps")
+#: Less than one token or request in the longest run `felab bench` can make (a million requests
+#: one at a time, each up to a day: 8.6e10 s): 1e-300 tok/s had been stored as a measured speed.
+_LEAST_RATE = 1e-12
 #: The latencies felab writes as a median and a 95th percentile of the same requests.
 _PERCENTILE_PAIRS = ("ttft", "tpot", "itl", "e2e")
 _APIS = tuple(a.value for a in Api)
@@ -95,6 +100,11 @@ def _float(row: Mapping[str, str], name: str) -> float | None:
     largest = _ROW_BOUNDS.get(name)
     if largest is not None and value > largest:
         raise Invalid(f"result column {name} holds {text[:40]!r}, above {largest:,.0f}: not real")
+    if name in _RATES and 0 < value < _LEAST_RATE:
+        raise Invalid(
+            f"result column {name} holds {text[:40]!r}, not 0 and below {_LEAST_RATE:g} a "
+            "second: one token or request in the longest run felab can make is more"
+        )
     return value
 
 

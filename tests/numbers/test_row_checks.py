@@ -253,6 +253,10 @@ def test_real_rows_import(db: Session, student: m.Member, bench_rows: Rows) -> N
         # fifteenth sweep H14: what felab bench refuses to run, hand-edited rows held
         ({"shared_prefix_tokens": "100", "prompt_tokens": "10"}, "is not shorter than prompt"),
         ({"burstiness": "0"}, "burstiness 0: felab bench takes more than 0"),
+        # sixteenth session (fifteenth sweep H14): a throughput no run can have
+        ({"output_tps": "1e-300"}, "output_tps holds '1e-300', not 0 and below 1e-12 a second"),
+        ({"request_tps": "1e-20"}, "request_tps holds '1e-20', not 0 and below 1e-12"),
+        ({"goodput_rps": "5e-13"}, "goodput_rps holds '5e-13'"),
     ],
 )
 def test_a_row_no_felab_run_writes_is_refused_naming_its_column(
@@ -280,6 +284,7 @@ def test_a_row_no_felab_run_writes_is_refused_naming_its_column(
         {"writing_tps_p50": "41.85"},  # within what its TPOTs' spread allows (41.49 to 41.9)
         {"writing_tps_p50": "", "tpot_p50_s": "0.0241"},  # no writing speed: nothing to agree
         {"requests": "10", "ok": "8", "failed": "2", "cold_starts": "1"},
+        {"output_tps": "1.2e-11", "request_tps": "0"},  # a token in the longest run; none
         {"model": "@cf/meta/llama-3.1-8b", "server_version": "0.5.7 (build 1; =ok)"},
         {"model": "Llama-3.1-8B-Instruct-4bit", "host": "Ada's MacBook Pro"},
         *({"api": api.value} for api in Api),
