@@ -15,7 +15,7 @@ from rich.table import Table
 
 from felab.cli.db import service_errors, sessions
 from felab.cli.errors import EXIT_UNREACHABLE, EXIT_USAGE, err
-from felab.cli.output import LogLevel
+from felab.cli.output import LogLevel, plain
 from felab_core.db import models as m
 from felab_core.db.session import session_scope
 from felab_core.errors import Invalid
@@ -143,13 +143,18 @@ def list_cmd(member: str = MEMBER, cohort: int = COHORT) -> None:
         known = worker_targets(v.worker)
         state = "removed" if v.worker.status == "removed" else "online" if v.online else "offline"
         table.add_row(
-            v.worker.name,
-            str(v.worker.id),
-            state,
-            v.last_seen,
-            str(v.running_job or "-"),
-            "yes" if v.worker.allow_instructors else "no",
-            "not reported yet" if known is None else ", ".join(known) or "none",
+            *map(
+                plain,
+                (
+                    v.worker.name,
+                    str(v.worker.id),
+                    state,
+                    v.last_seen,
+                    str(v.running_job or "-"),
+                    "yes" if v.worker.allow_instructors else "no",
+                    "not reported yet" if known is None else ", ".join(known) or "none",
+                ),
+            )
         )
     if not views:
         console.print("no workers yet: pair one with `felab worker pair --name NAME`")
@@ -186,7 +191,7 @@ def jobs_cmd(
         return
     table = Table("job", "worker", "target", "preset", "status", "progress", "reason")
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*map(plain, row))
     console.print(table)
 
 
@@ -377,5 +382,5 @@ def outbox_cmd(
         return
     table = Table("entry", "job", "tries", "last error")
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*map(plain, row))
     console.print(table)

@@ -41,7 +41,7 @@ from sqlalchemy.orm import Session
 from felab.cli.acting_for import member_for
 from felab.cli.db import service_errors, sessions
 from felab.cli.errors import EXIT_USAGE, err
-from felab.cli.output import Cell, Column, Format, Grid, emit, format_option
+from felab.cli.output import Cell, Column, Format, Grid, emit, format_option, plain
 from felab_core.db import models as m
 from felab_core.db.session import session_scope
 from felab_core.engine.results import (
@@ -750,6 +750,9 @@ def review_cmd(
         for r in rows:
             how = "measured" if r.source == "measured" else "typed in"
             table.add_row(
-                str(r.number_id), r.name, r.server, f"{r.value:,.1f}", how, r.verdict, r.note
+                *map(
+                    plain,
+                    (str(r.number_id), r.name, r.server, f"{r.value:,.1f}", how, r.verdict, r.note),
+                )
             )
         console.print(table)

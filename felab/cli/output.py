@@ -23,6 +23,8 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from felab_core.text import with_hidden_shown
+
 Value = str | int | float | None
 
 
@@ -89,6 +91,13 @@ class Cell:
     style: str | None = None
 
 
+def plain(value: object, style: str | None = None) -> Text:
+    """A table cell of words from outside (a machine's failure, a member's name, a server's
+    model): shown as written, never as Rich markup, each control or invisible character as '?'
+    (an escape code cleared an instructor's screen)."""
+    return Text(with_hidden_shown(str(value)), style=style or "")
+
+
 def text(value: str | None, style: str | None = None) -> Cell:
     return Cell("-" if value is None else value, value, style)
 
@@ -142,7 +151,7 @@ def rich_table(grid: Grid) -> Table:
         col = grid.columns[i]
         table.add_column(col.header, justify="right" if col.numeric else "left", overflow="fold")
     for row in grid.rows:
-        table.add_row(*(Text(row[i].text, style=row[i].style or "") for i in keep))
+        table.add_row(*(plain(row[i].text, row[i].style) for i in keep))
     return table
 
 

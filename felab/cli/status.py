@@ -11,6 +11,7 @@ from rich.table import Table
 
 from felab.cli.db import service_errors, sessions
 from felab.cli.errors import err
+from felab.cli.output import plain
 from felab_core.db.session import session_scope
 from felab_core.db.types import utcnow
 from felab_core.failures import EXIT_UNREACHABLE, EXIT_USAGE
@@ -95,11 +96,11 @@ def _print(fleet: FleetStatus, broker: str) -> None:
     table = Table("worker", "id", "state", "last seen", "running", "queued", "in its queue",
                   title="machines")  # fmt: skip
     for mc in fleet.machines:
-        table.add_row(
+        table.add_row(*map(plain, (
             mc.name, str(mc.worker_id), mc.state, _age(mc.last_seen_s),
             str(mc.running_job or "-"), str(mc.queued_jobs),
             "-" if mc.depth is None else str(mc.depth),
-        )  # fmt: skip
+        )))  # fmt: skip
     console.print(table if fleet.machines else "no paired machines yet")
     jobs = ", ".join(f"{k} {v}" for k, v in sorted(fleet.jobs_last_day.items())) or "none"
     console.print(f"jobs in the last day: {jobs}", markup=False)

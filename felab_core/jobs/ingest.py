@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -29,6 +30,7 @@ from felab_core.jobs.spread import follow_slice, store_slice
 from felab_core.jobs.workload import too_large_reason
 from felab_core.ops import metrics
 from felab_core.settings import Settings, get_settings
+from felab_core.text import with_hidden_shown
 
 #: Events that must reach the ingest once: the worker keeps them until acknowledged.
 ACKED_KINDS = ("result", "failed", "lost")
@@ -163,6 +165,8 @@ def _job_event(
         # A result (or failure) of an earlier attempt, for a job sent again but not started
         # again: the run happened, so it counts, and the new send is withdrawn. Anything else
         # from an old attempt is late.
+        if not _ATTEMPT.fullmatch(attempt):  # "wrong-attempt" had failed a queued job
+            raise Invalid("the event's attempt is not one felab sends", reason="malformed")
         if kind in ("result", "failed") and job.status == "queued":
             res = _finished(session, job, worker, kind, body, now, s)
             res.ack = ack
@@ -175,9 +179,11 @@ def _job_event(
     if kind == "progress":
         if job.status == "queued":
             start(session, job, worker, now)
-        job.progress_done = max(job.progress_done, _count(body.get("done"), job.progress_done))
-        total = _count(body.get("total"), 0)
-        job.progress_total = total or job.progress_total
+        done = max(job.progress_done, _count(body.get("done"), job.progress_done))
+        total = _count(body.get("total"), 0) or job.progress_total
+        if total and done > total:  # 9999999/3 was stored and shown
+            return Ingested(False, f"progress {done}/{total} of job {job.id}: more than all", job)
+        job.progress_done, job.progress_total = done, total
         session.flush()
         return Ingested(True, job=job)
     if kind == "stopped":
@@ -206,6 +212,10 @@ def _all_finite(value: Any, where: str = "result") -> None:
             _all_finite(v, f"{where}[{i}]")
 
 
+#: An attempt's id as felab makes it (uuid4().hex).
+_ATTEMPT = re.compile(r"[0-9a-f]{32}")
+
+
 def _count(value: Any, default: int) -> int:
     """A progress count from a worker: a non-negative int, within reason, else `default`."""
     if isinstance(value, int) and 0 <= value <= 10_000_000:
@@ -223,8 +233,11 @@ def _finished(
     s: Settings,
 ) -> Ingested:
     if kind == "failed":
-        reason = str(body.get("reason") or "the worker reported a failure without a reason")
-        finish(session, job, "failed", now, error=reason[:2000])
+        said = body.get("reason")
+        if not isinstance(said, str) or not said.strip():  # {'nested': [...]} was str()-ed
+            said = "the worker reported a failure without a reason in words"
+        # a machine's words reach an instructor's terminal and chat: never an escape code
+        finish(session, job, "failed", now, error=with_hidden_shown(said.strip())[:2000])
         return Ingested(True, job=job)
     size = len(json.dumps(body))
     if size > s.result_max_bytes:

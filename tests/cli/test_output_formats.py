@@ -179,3 +179,20 @@ def test_size_tables_in_every_format_say_the_same(args: list[str]) -> None:
                 )
             else:
                 assert row[i] == cells[i] == value
+
+
+def test_words_from_outside_print_as_written_never_as_markup_or_escapes() -> None:
+    """Sixteenth sweep (b) F7: a machine's failure printed `[link=...]` as a live link and
+    ESC[2J cleared the instructor's screen (`felab worker jobs`)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from felab.cli.output import plain
+
+    console = Console(record=True, width=200, force_terminal=True)
+    table = Table("reason")
+    table.add_row(plain("\x1b[2J[bold]m[/] [link=http://evil]x[/link] \u202eevil"))
+    console.print(table)
+    shown = console.export_text(styles=False)
+    assert "?[2J[bold]m[/] [link=http://evil]x[/link] ?evil" in shown
+    assert "\x1b" not in shown and "\u202e" not in shown

@@ -311,3 +311,53 @@ def test_the_machine_is_the_one_named_or_the_only_one(db: Session, student: m.Me
     assert the_machine(db, student, "box", now=NOW) is box
     with pytest.raises(NotFound):
         the_machine(db, student, "nope", now=NOW)
+
+
+@pytest.mark.parametrize(
+    ("reason", "stored"),
+    [
+        (
+            "\x1b[2J\x1b[31mPWNED\x1b[0m [bold]m[/] \u202eevil\r\rX",
+            "?[2J?[31mPWNED?[0m [bold]m[/] ?evil??X",
+        ),
+        ({"nested": ["\x1b[31m"]}, "the worker reported a failure without a reason in words"),
+        ("  ", "the worker reported a failure without a reason in words"),
+    ],
+    ids=["escape-codes", "not-text", "blank"],
+)
+def test_a_machines_failure_is_stored_as_words_only(
+    db: Session, student: m.Member, reason: object, stored: str
+) -> None:
+    """Sixteenth sweep (b) F7: a machine's failure reached `felab worker jobs` with escape codes
+    that cleared the instructor's screen; a non-text reason was stored as Python's repr."""
+    ident = _paired(db, student)
+    job = queue_bench_job(db, student, _worker(db, ident), "mlx", now=NOW, settings=S).job
+    ev = event(
+        ident.worker_id, "failed", at=NOW.timestamp(), job_id=job.id, attempt=job.attempt,
+        body={"reason": reason},
+    )  # fmt: skip
+    assert ingest_event(db, ident.sign(ev), now=NOW, settings=S).accepted
+    assert job.status == "failed" and job.error == stored
+
+
+def test_progress_past_its_total_and_a_made_up_attempt_are_refused(
+    db: Session, student: m.Member
+) -> None:
+    """Sixteenth sweep (b) F7/F8: progress 9999999/3 was shown; an attempt felab never sent
+    ("wrong-attempt") failed a queued job as an old attempt's failure."""
+    ident = _paired(db, student)
+    job = queue_bench_job(db, student, _worker(db, ident), "mlx", now=NOW, settings=S).job
+
+    def send(attempt: str, kind: str, body: dict[str, object]) -> object:
+        ev = event(
+            ident.worker_id, kind, at=NOW.timestamp(), job_id=job.id, attempt=attempt, body=body
+        )
+        return ingest_event(db, ident.sign(ev), now=NOW, settings=S)
+
+    with pytest.raises(Invalid, match="attempt is not one felab sends"):
+        send("wrong-attempt", "failed", {"reason": "x"})
+    assert job.status == "queued"
+    assert send(job.attempt or "", "progress", {"done": 2, "total": 6}).accepted  # type: ignore[attr-defined]
+    refused = send(job.attempt or "", "progress", {"done": 9_999_999, "total": 3})
+    assert not refused.accepted and "more than all" in refused.reason  # type: ignore[attr-defined]
+    assert (job.progress_done, job.progress_total) == (2, 6)
