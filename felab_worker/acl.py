@@ -81,13 +81,45 @@ def pairing_rules(names: Names, secret_hash: str, version: tuple[int, ...]) -> l
 class Synced:
     machines: int
     removed: int
+    push_cap: int | None = None  # Redis's proto-max-bulk-len after the sync; None if unread
+
+
+#: The least cap on one pushed message: a job or event is kilobytes, a result at most
+#: FELAB_RESULT_MAX_BYTES of JSON before kombu's base64 envelope (4/3 of it).
+_LEAST_PUSH_CAP = 8 * 1024 * 1024
+
+
+def push_cap_for(result_max_bytes: int) -> int:
+    """The largest message the broker should take: room for the largest result felab takes."""
+    return max(_LEAST_PUSH_CAP, 2 * result_max_bytes)
+
+
+def cap_pushes(client: Any, most: int) -> int | None:
+    """Lower Redis's proto-max-bulk-len to `most` when it is higher, so a message too large for
+    any result is refused by Redis at the door: a paired machine's 150 MB push was read whole,
+    and took the ingest to 1.24 GB before the size check. None when Redis will not say (CONFIG
+    is refused on some managed services): the operator sets it there."""
+    try:
+        said = client.config_get("proto-max-bulk-len").get("proto-max-bulk-len")
+        current = int(said)
+        if current > most:
+            client.config_set("proto-max-bulk-len", most)
+            return most
+        return current
+    except Exception:  # redis.ResponseError / NoPermissionError, a reply that is not a number
+        return None
 
 
 def ensure_users(
-    client: Any, names: Names, pairing_hash: str, machines: list[MachineCredential]
+    client: Any,
+    names: Names,
+    pairing_hash: str,
+    machines: list[MachineCredential],
+    *,
+    push_cap: int = _LEAST_PUSH_CAP,
 ) -> Synced:
     """Make the broker's felab users exactly the database's: create or refresh each, and delete
-    users of machines no longer paired. Idempotent."""
+    users of machines no longer paired; cap the size of a pushed message. Idempotent."""
     version = version_of(client)
     pairing = pairing_rules(names, pairing_hash, version)
     client.execute_command("ACL", "SETUSER", names.pairing_user, *pairing)
@@ -104,7 +136,7 @@ def ensure_users(
     ]
     for user in stale:
         client.acl_deluser(user)
-    return Synced(len(wanted), len(stale))
+    return Synced(len(wanted), len(stale), cap_pushes(client, push_cap))
 
 
 def set_machine(client: Any, names: Names, cred: MachineCredential) -> None:

@@ -102,7 +102,8 @@ class Dispatcher:
         """Make the broker's felab users the database's (nothing to do on the embedded broker)."""
         if not self.redis:
             return acl.Synced(0, 0)
-        return acl.ensure_users(self.admin, self.names, pairing_hash, machines)
+        cap = acl.push_cap_for(self.settings.result_max_bytes)
+        return acl.ensure_users(self.admin, self.names, pairing_hash, machines, push_cap=cap)
 
     def add_machine(self, cred: MachineCredential) -> None:
         if self.redis:

@@ -113,7 +113,7 @@ class Ingest:
                 log.debug("applied a %s event", payload.get("kind"))
         except ServiceError as exc:
             metrics.INGEST_REFUSED.labels(exc.reason).inc()
-            log.warning("refused an event from worker %s: %s", who, exc)
+            log.warning("refused an event from worker %s: %s", str(who)[:24], exc)
             return None
         if not res.accepted:
             log.info("dropped: %s", res.reason)

@@ -116,6 +116,7 @@ def setup(
                     "pairing_user": dispatcher.names.pairing_user,
                     "machines": synced.machines,
                     "removed": synced.removed,
+                    "push_cap_bytes": synced.push_cap,
                 }
             )
         )
@@ -124,6 +125,12 @@ def setup(
         f"broker users ready: pairing, and {synced.machines} paired "
         f"machine{'' if synced.machines == 1 else 's'}"
         + (f"; {synced.removed} stale user(s) removed" if synced.removed else "")
+        + (
+            f"\nmessages over {synced.push_cap / 2**20:g} MiB are refused by Redis"
+            if synced.push_cap is not None
+            else "\nRedis would not say its proto-max-bulk-len (CONFIG refused): set it to 8mb "
+            "there, or one machine's push of hundreds of MB reaches the ingest whole"
+        )
         + "\nStudents set this before `felab worker pair --code CODE` (it can only pair):\n"
         f"  FELAB_BROKER_URL={url}",
         markup=False,

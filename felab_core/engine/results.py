@@ -72,6 +72,9 @@ CSV_COLUMNS: tuple[str, ...] = (
     "cold_starts",
     "felab_version",
 )
+#: What a job's row may carry besides the file's columns (a chat run's cache share and TTFT
+#: turn by turn, felab_core/jobs/run.py): the ingest keeps these and the columns, no other key.
+JOB_ROW_EXTRAS = ("cached_share", "ttft_p50_by_turn_ms")
 #: The most columns a results CSV may have: felab's own, the older ones it still reads, and
 #: room for a spreadsheet's notes; past it the file is something else (100,000 extra columns
 #: took minutes to read, each row a dict of them all).

@@ -61,28 +61,39 @@ class Ingested:
     withdraw: list[tuple[int, int]] = field(default_factory=list)  # (worker, job) claims
 
 
+#: The largest id, sequence number or count an event may carry: a database's 64-bit integer
+#: (10**30 or 1e309 had ended in an OverflowError traceback on the ingest's output).
+_MOST_ID = 2**63 - 1
+
+
+def _whole(value: Any) -> int | None:
+    """`value` when it is a whole number a database column holds, else None."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _MOST_ID:
+        return value
+    return None
+
+
 def _signed_at(payload: dict[str, Any], now: datetime) -> None:
-    try:
-        at = float(payload["at"])
-    except (KeyError, TypeError, ValueError):
-        raise Forbidden(
+    at = payload.get("at")
+    if isinstance(at, bool) or not isinstance(at, int | float) or not math.isfinite(at):
+        raise Forbidden(  # NaN had passed both comparisons below
             "the event carries no time it was signed: refused", reason="stale"
-        ) from None
+        )
     age = now.timestamp() - at
     if age > MAX_EVENT_AGE_S or age < -MAX_EVENT_SKEW_S:
+        shown = f"{age:.0f} s" if abs(age) < 1e12 else "ages"
         raise Forbidden(
-            f"the event was signed {age:.0f} s from now: an old copy (or a clock far off) is "
-            "refused",
+            f"the event was signed {shown} from now: an old copy (or a clock far off) is refused",
             reason="stale",
         )
 
 
 def _heartbeat(session: Session, worker: m.Worker, body: Any) -> Ingested:
-    if not isinstance(body, dict) or not isinstance(body.get("seq"), int):
+    seq = _whole(body.get("seq")) if isinstance(body, dict) else None
+    if seq is None:
         raise Forbidden(
             f"a heartbeat of {worker.name!r} without a sequence number: refused", reason="replay"
         )
-    seq = int(body["seq"])
     if seq <= worker.heartbeat_seq:
         raise Forbidden(
             f"a replayed heartbeat of {worker.name!r} (sequence {seq}): refused", reason="replay"
@@ -91,9 +102,9 @@ def _heartbeat(session: Session, worker: m.Worker, body: Any) -> Ingested:
     reported = clean_targets(body.get("targets"))
     if reported is not None and reported != worker.targets:
         worker.targets = reported
-    running = body.get("running")
+    running = _whole(body.get("running"))
     worker.running_job_id = None
-    if isinstance(running, int):
+    if running is not None:
         job = session.get(m.BenchJob, running)
         if job is not None and job.worker_id == worker.id:
             worker.running_job_id = job.id
@@ -118,11 +129,9 @@ def ingest_event(
     now = now or utcnow()
     if not isinstance(payload, dict):
         raise Invalid("not a felab worker event", reason="malformed")
-    try:
-        worker_id = int(payload["worker_id"])
-        kind = str(payload["kind"])
-    except (KeyError, TypeError, ValueError):
-        raise Invalid("not a felab worker event", reason="malformed") from None
+    worker_id, kind = _whole(payload.get("worker_id")), payload.get("kind")
+    if worker_id is None or not isinstance(kind, str):  # 1e309, 10**30, "5"
+        raise Invalid("not a felab worker event", reason="malformed")
     worker = session.get(m.Worker, worker_id)
     if worker is None or not worker.public_key or worker.status != "paired":
         raise Forbidden(f"no paired worker {worker_id}: the event was refused", reason="unknown")
@@ -145,8 +154,8 @@ def _job_event(
     now: datetime,
     s: Settings,
 ) -> Ingested:
-    job_id = payload.get("job_id")
-    job = session.get(m.BenchJob, int(job_id)) if isinstance(job_id, int) else None
+    job_id = _whole(payload.get("job_id"))
+    job = session.get(m.BenchJob, job_id) if job_id is not None else None
     if job is None:
         return Ingested(False, f"no job {job_id}")
     if job.worker_id != worker.id:

@@ -236,11 +236,12 @@ def render_job(session: Session, job: m.BenchJob) -> RenderedJob:
             _EXPLAIN,
             *_cache_lines(rows),
             *_verdicts(session, job),
-            *([f"{job.error}: these figures are not the whole run"] if job.error else []),
+            *([f"{literal(job.error)}: these figures are not the whole run"] if job.error else []),
             *filter(None, [clock_line(job.record)]),
         ]
     else:
-        lines = [f"{head}: {job.status}", job.error or "no reason recorded"]
+        # a failure may be a machine's words: shown as they read, never as Discord markdown
+        lines = [f"{head}: {job.status}", literal(job.error) if job.error else "no reason recorded"]
     return RenderedJob(
         job_id=job.id,
         status=job.status,

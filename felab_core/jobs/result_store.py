@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from felab_core.db import models as m
-from felab_core.engine.results import short_model
+from felab_core.engine.results import CSV_COLUMNS, JOB_ROW_EXTRAS, short_model
 from felab_core.errors import Invalid
 from felab_core.jobs.lifecycle import finish
 from felab_core.jobs.render import chart_png
@@ -22,6 +22,9 @@ from felab_core.numbers.verdict import judge
 
 #: The most runs one result may hold.
 MAX_ROWS = 64
+
+
+_COLUMNS = frozenset((*CSV_COLUMNS, *JOB_ROW_EXTRAS))
 
 
 def checked_rows(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -59,7 +62,9 @@ def store_result(
     """
     owner = session.get(m.Member, job.member_id)
     for row in rows:
-        clean = {str(k)[:64]: str(v)[:300] for k, v in row.items()}
+        # felab's own columns only: a machine's made-up keys ('=HYPERLINK(...)', escape codes)
+        # had become the header of the CSV the bot posts
+        clean = {k: str(v)[:300] for k, v in row.items() if k in _COLUMNS}
         clean["host"] = host  # a machine's name as its owner chose it, never its host name
         verdict = ("ok", "")
         tps, ok, concurrency = (

@@ -48,10 +48,10 @@ _ROW_COUNTS = {
     "seed": (0, MAX_ROW_SEED),
 }
 _ROW_BOUNDS = {
-    **dict.fromkeys(
-        ("writing_tps_p50", "output_tps", "server_tps_p50", "request_tps", "goodput_rps"),
-        MAX_ROW_TPS,
-    ),
+    **dict.fromkeys(("output_tps", "server_tps_p50", "request_tps", "goodput_rps"), MAX_ROW_TPS),
+    # one stream's median: a server's own figure is held to this too (999,999 from a machine
+    # was stored and posted unflagged, as the judge reads only speeds it could rank)
+    "writing_tps_p50": MAX_SERVER_TPS,
     **dict.fromkeys(
         (
             "ttft_p50_s", "ttft_p95_s", "tpot_p50_s", "tpot_p95_s", "itl_p50_s", "itl_p95_s",
@@ -100,6 +100,12 @@ def _float(row: Mapping[str, str], name: str) -> float | None:
     largest = _ROW_BOUNDS.get(name)
     if largest is not None and value > largest:
         raise Invalid(f"result column {name} holds {text[:40]!r}, above {largest:,.0f}: not real")
+    if name == "writing_tps_p50" and 0 < value < 1 / MAX_ROW_SECONDS:  # 1e-7 showed as 0.0
+        raise Invalid(
+            f"result column {name} holds {text[:40]!r}: one token in more than a day "
+            f"({MAX_ROW_SECONDS:,.0f} s, the longest time per token a row holds) is no "
+            "writing speed"
+        )
     if name in _RATES and 0 < value < _LEAST_RATE:
         raise Invalid(
             f"result column {name} holds {text[:40]!r}, not 0 and below {_LEAST_RATE:g} a "

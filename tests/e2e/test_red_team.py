@@ -263,6 +263,19 @@ def test_no_lua_and_nothing_that_reconfigures_or_stops_redis(cohort: Cohort) -> 
     assert admin.ping() and time.monotonic() - t0 < 1  # still answering
 
 
+def test_a_push_too_large_for_any_result_is_refused_by_redis(cohort: Cohort) -> None:
+    """Sixteenth sweep (b) F10: Mallory's machine pushed 150 MB into the ingest's inbox, and
+    the ingest read it whole (1.24 GB) before its size check. The ingest caps Redis's
+    proto-max-bulk-len at its start: Redis refuses the push at the door."""
+    admin = cohort.fleet.redis.client()
+    cap = int(admin.config_get("proto-max-bulk-len")["proto-max-bulk-len"])
+    assert cap == 8 * 1024 * 1024
+    mal = cohort.mallory_machine()
+    with pytest.raises(redis.exceptions.RedisError):
+        mal.lpush(NAMES.key(INGEST_QUEUE), b"x" * (cap + 1))
+    assert admin.llen(NAMES.key(INGEST_QUEUE)) == 0 and admin.ping()
+
+
 # ----------------------------------------------------------------------------- forged work
 
 

@@ -361,3 +361,74 @@ def test_progress_past_its_total_and_a_made_up_attempt_are_refused(
     refused = send(job.attempt or "", "progress", {"done": 9_999_999, "total": 3})
     assert not refused.accepted and "more than all" in refused.reason  # type: ignore[attr-defined]
     assert (job.progress_done, job.progress_total) == (2, 6)
+
+
+@pytest.mark.parametrize("worker_id", [1e309, 10**30, -1, "5", True], ids=str)
+def test_an_id_no_database_holds_is_malformed_not_a_traceback(
+    db: Session, worker_id: object
+) -> None:
+    """Sixteenth sweep (b) F9: 1e309 and 10**30 ended in an OverflowError traceback on the
+    ingest's output (before the signature was checked)."""
+    payload = {"worker_id": worker_id, "kind": "heartbeat", "at": NOW.timestamp(), "body": {}}
+    with pytest.raises(Invalid, match="not a felab worker event"):
+        ingest_event(db, payload, now=NOW, settings=S)
+
+
+def test_huge_numbers_and_a_nan_time_in_a_signed_event_are_refused(
+    db: Session, student: m.Member
+) -> None:
+    """F9/F11: a heartbeat's sequence 2**70 or a job id 2**70 overflowed; `at` NaN passed the
+    freshness check (both comparisons are False)."""
+    ident = _paired(db, student)
+    job = queue_bench_job(db, student, _worker(db, ident), "mlx", now=NOW, settings=S).job
+    beat = event(ident.worker_id, "heartbeat", at=NOW.timestamp(), body={"seq": 2**70})
+    with pytest.raises(Forbidden, match="without a sequence number"):
+        ingest_event(db, ident.sign(beat), now=NOW, settings=S)
+    far = event(ident.worker_id, "started", at=NOW.timestamp(), job_id=2**70, attempt="a")
+    assert not ingest_event(db, ident.sign(far), now=NOW, settings=S).accepted
+    nan = event(
+        ident.worker_id, "failed", at=float("nan"), job_id=job.id, attempt=job.attempt,
+        body={"reason": "x"},
+    )  # fmt: skip
+    with pytest.raises(Forbidden, match="carries no time it was signed"):
+        ingest_event(db, ident.sign(nan), now=NOW, settings=S)
+    assert job.status == "queued"
+
+
+@pytest.mark.parametrize(
+    ("tps", "says"),
+    [("999999", "above 100,000"), ("0.0000001", "one token in more than a day")],
+)
+def test_a_forged_speed_fails_the_job_not_the_board(
+    db: Session, student: m.Member, tps: str, says: str
+) -> None:
+    """F12/F14: 999,999 tok/s from a machine was stored and posted unflagged (above what the
+    judge reads); 1e-07 was shown as 0.0."""
+    ident = _paired(db, student)
+    job = queue_bench_job(db, student, _worker(db, ident), "mlx", now=NOW, settings=S).job
+    ev = event(
+        ident.worker_id, "result", at=NOW.timestamp(), job_id=job.id, attempt=job.attempt,
+        body={"rows": [_row(tps)]},
+    )  # fmt: skip
+    assert not ingest_event(db, ident.sign(ev), now=NOW, settings=S).accepted
+    assert job.status == "failed" and says in (job.error or ""), job.error
+    assert db.query(m.BenchResult).filter_by(job_id=job.id).count() == 0
+
+
+def test_a_rows_made_up_keys_are_not_kept(db: Session, student: m.Member) -> None:
+    """F13: '=HYPERLINK(...)' and escape codes as keys became the posted CSV's header."""
+    ident = _paired(db, student)
+    job = queue_bench_job(db, student, _worker(db, ident), "mlx", now=NOW, settings=S).job
+    row = {
+        **_row(),
+        '=HYPERLINK("http://evil","x")': "1",
+        "\x1b[31mkey": "2",
+        "cached_share": "0.5",
+    }
+    ev = event(
+        ident.worker_id, "result", at=NOW.timestamp(), job_id=job.id, attempt=job.attempt,
+        body={"rows": [row]},
+    )  # fmt: skip
+    assert ingest_event(db, ident.sign(ev), now=NOW, settings=S).accepted
+    (stored,) = db.query(m.BenchResult).filter_by(job_id=job.id).all()
+    assert set(stored.row) == {*_row(), "host", "cached_share"}
