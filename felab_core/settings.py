@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from felab_core.text import loose_number_problem
+from felab_core.text import holds_hidden, loose_number_problem
 
 
 def _default_cache_dir() -> Path:
@@ -361,6 +361,22 @@ class Settings(BaseSettings):
                 "holds a user or password (before @): give only the address students reach, "
                 "such as rediss://broker.lab.org:6380/0; each machine gets its own user"
             )
+        if value and value.startswith(("redis://", "rediss://")):
+            try:
+                parts = urlsplit(value.strip())
+            except ValueError:
+                return value  # said by _broker below
+            if parts.hostname in ("0.0.0.0", "::"):
+                raise ValueError(
+                    f"names {parts.hostname}, an address a server listens on, not one students "
+                    "reach: give the broker's name or IP address, such as "
+                    "rediss://broker.lab.org:6380/0"
+                )
+            if parts.path.strip("/") not in ("", "0"):
+                raise ValueError(
+                    "names a database other than 0: machines use /0 (their users may not "
+                    "choose another), so give rediss://HOST:PORT/0"
+                )
         return value
 
     @field_validator("broker_url", "broker_public_url")
@@ -369,6 +385,11 @@ class Settings(BaseSettings):
         if value and not value.startswith(("redis://", "rediss://", "sqla+sqlite:///")):
             raise ValueError("use redis://HOST:6379/0 or rediss://USER:PASSWORD@HOST:6380/0")
         if value and value.startswith(("redis://", "rediss://")):
+            if value != value.strip() or holds_hidden(value):  # ESC had been blamed on IPv6
+                raise ValueError(
+                    "holds spaces at an end, or control or invisible characters (a pasted "
+                    "line?): write it again plainly, such as rediss://USER:PASSWORD@HOST:6380/0"
+                )
             try:
                 parts = urlsplit(value)
             except ValueError:  # urllib's "Invalid IPv6 URL": an unclosed [
@@ -380,6 +401,17 @@ class Settings(BaseSettings):
                 raise ValueError(
                     "the part before @ holds a /, ? or # (in the password?), which ends a URL's "
                     "address: write them percent-encoded (/ as %2F, ? as %3F, # as %23)"
+                )
+            host = parts.hostname or ""
+            if not host:  # redis-py fills in localhost:6379: a Redis nobody named
+                raise ValueError(
+                    "names no host: give the broker's address, such as "
+                    "rediss://USER:PASSWORD@HOST:6380/0"
+                )
+            if not all(c.isalnum() or c in ".-:_" for c in host):  # a space, %0a, %1b
+                raise ValueError(
+                    f"has the host {host[:60]!r}, which is not a name or address a machine can "
+                    "reach: give its name or IP address"
                 )
             try:
                 port = parts.port

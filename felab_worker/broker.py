@@ -81,16 +81,62 @@ def ssl_options(url: str, settings: Settings) -> dict[str, Any] | None:
     return opts
 
 
+#: The most one reply from the broker may hold. felab's own keys and lists hold kilobytes; a
+#: server at the broker's address that answered PING with a billion-byte string took a
+#: student's `felab worker pair` to 2.9 GB before "Bad response".
+MAX_REPLY_BYTES = 16 * 1024 * 1024
+
+
+def _bounded_parser() -> type:
+    """redis-py's reply parser with every reply held to MAX_REPLY_BYTES: a bulk that claims
+    more is refused before it is read, and a line that never ends stops there. (It extends
+    redis-py's own parser and socket buffer, internal classes: tests/worker/test_broker_replies.py
+    fails if they change.)"""
+    from redis._parsers.resp2 import _RESP2Parser
+    from redis._parsers.socket import SENTINEL, SocketBuffer  # type: ignore[attr-defined]
+    from redis.exceptions import InvalidResponse
+
+    too_big = InvalidResponse(
+        f"the server answered with over {MAX_REPLY_BYTES // 2**20} MiB at once: no Redis "
+        "answer to felab is that large (is this the broker's address?)"
+    )
+
+    class BoundedBuffer(SocketBuffer):
+        def _read_from_socket(
+            self, length: int | None = None, timeout: Any = SENTINEL, raise_on_timeout: Any = True
+        ) -> bool:
+            if length is not None and length > MAX_REPLY_BYTES:
+                raise too_big
+            got = bool(super()._read_from_socket(length, timeout, raise_on_timeout))
+            # the buffer holds this reply since the last purge (redis-py purges after each),
+            # read and unread: a line that never ends grows it as surely as a bulk
+            if self._live_buffer().getbuffer().nbytes > MAX_REPLY_BYTES:
+                raise too_big
+            return got
+
+    class BoundedParser(_RESP2Parser):
+        def on_connect(self, connection: Any) -> None:
+            super().on_connect(connection)  # type: ignore[no-untyped-call]
+            self._buffer.__class__ = BoundedBuffer
+
+    return BoundedParser
+
+
 def redis_client(url: str, settings: Settings, *, timeout_s: float | None = None) -> Any:
     """A redis-py client for `url` with felab's timeouts and TLS checks (strings in and out);
     `timeout_s` shortens both the connect and the read timeout (a quick reachability check)."""
     import redis
+    from redis.maint_notifications import MaintNotificationsConfig
 
     kwargs: dict[str, Any] = {
         "socket_connect_timeout": min(CONNECT_TIMEOUT_S, timeout_s or CONNECT_TIMEOUT_S),
         "socket_timeout": min(READ_TIMEOUT_S, timeout_s or READ_TIMEOUT_S),
         "health_check_interval": 30,
         "decode_responses": True,
+        "parser_class": _bounded_parser(),
+        "protocol": 2,  # RESP2 throughout: redis-py's RESP3 handshake reads with its own parser
+        # a cloud Redis's maintenance notices need RESP3; redis-py refuses them with our parser
+        "maint_notifications_config": MaintNotificationsConfig(enabled=False),
     }
     if url.startswith("rediss://"):
         kwargs["ssl_cert_reqs"] = "required"

@@ -115,6 +115,12 @@ def pair_machine(settings: Settings, code: str, *, timeout_s: float = 30.0) -> I
             },
         )
     except Exception as exc:
+        if "no permissions to access one of the keys" in str(exc):  # reached, and refused
+            raise PairingError(
+                f"the broker at {redacted(url)} refused the pairing user the inbox "
+                f"{settings.broker_prefix}{PAIRING_QUEUE}: FELAB_BROKER_PREFIX must be the "
+                "server's (unset it for felab:, or ask your instructor which it is)"
+            ) from None
         raise BrokerUnreachable(
             f"could not reach the broker at {redacted(url)} ({type(exc).__name__}: {exc}): "
             "check FELAB_BROKER_URL (the pairing URL your instructor gave) and "

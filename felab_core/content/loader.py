@@ -216,6 +216,30 @@ MAX_DEPTH = 40
 MAX_EXPANDED_NODES = 100_000
 
 
+#: Plain YAML 1.1 numbers a person does not mean: 10:00 is 600 (base 60), 0x2 and 012 are hex
+#: and octal, 1_0 is 10. `minutes: 10:00` had been stored as 600 minutes.
+_SURPRISE_NUMBER = re.compile(
+    r"[-+]?(?:[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?"  # base 60
+    r"|0b[01_]+|0x[0-9a-fA-F_]+|0[0-7_]+"  # binary, hex, octal (012)
+    r"|[0-9]+_[0-9_]*(?:\.[0-9_]*)?)"  # digits grouped by _
+)
+
+
+def _number_surprise(event: yaml.ScalarEvent) -> str | None:
+    """Why a plain scalar would be read as a number its writer did not mean (None if not)."""
+    value = event.value
+    if event.style is not None or not _SURPRISE_NUMBER.fullmatch(value):
+        return None
+    number = yaml.safe_load(value)
+    if isinstance(number, bool) or not isinstance(number, int | float):
+        return None
+    return (
+        f"{value[:40]} is read by YAML as the number {number!r} (base 60, hex, "
+        "octal or grouped by _): write the number plainly (10 for ten minutes), or quote it "
+        f"('{value[:40]}') to keep it as text"
+    )
+
+
 def _shape_problem(text: str) -> tuple[str, int | None] | None:
     """Aliases, nesting and the size the document would have with every alias written out,
     counted from the parser's events before any tree is built."""
@@ -249,6 +273,9 @@ def _shape_problem(text: str) -> tuple[str, int | None] | None:
             anchor, size = stack[-1]
             stack[-1] = (anchor, size + anchors.get(event.anchor or "", 1))
         elif isinstance(event, yaml.ScalarEvent):
+            surprise = _number_surprise(event)
+            if surprise is not None:
+                return surprise, line
             anchor, size = stack[-1]
             stack[-1] = (anchor, size + 1)
             if event.anchor:

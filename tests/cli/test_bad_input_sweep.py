@@ -907,6 +907,12 @@ CASES: list[Case] = [
     case("numbers-enter-empty-unit", ["numbers", "enter", "ollama", "44.6", ""], 2, "the unit given is empty"),
     case("numbers-model-part-of-a-byte", "numbers model ollama --name llama3.1:8b --bytes 1e-20", 2, "is only part of a byte, no model file"),
     # the sixteenth sweep (group b): database URLs
+    case("broker-url-no-host", "status", 2, "FELAB_BROKER_URL: names no host", FELAB_BROKER_URL="redis://"),
+    case("broker-url-escape", "status", 2, "control or invisible characters", FELAB_BROKER_URL="redis://\x1b[31m127.0.0.1:1/0"),
+    case("broker-url-trailing-space", "status", 2, "holds spaces at an end", FELAB_BROKER_URL="redis://127.0.0.1:1/0 "),
+    case("broker-public-db-5", "broker setup", 2, "names a database other than 0", FELAB_BROKER_URL="redis://127.0.0.1:1/0", FELAB_BROKER_PUBLIC_URL="rediss://broker.lab.org:6380/5"),
+    case("broker-public-listen-address", "broker setup", 2, "names 0.0.0.0, an address a server listens on", FELAB_BROKER_URL="redis://127.0.0.1:1/0", FELAB_BROKER_PUBLIC_URL="redis://0.0.0.0:6380/0"),
+    case("broker-public-space-host", "broker setup", 2, "is not a name or address a machine can reach", FELAB_BROKER_URL="redis://127.0.0.1:1/0", FELAB_BROKER_PUBLIC_URL="rediss://broker .lab.org:6380/0"),
     case("db-aiosqlite", "db upgrade", 2, "names a driver felab does not ship (sqlite+aiosqlite)", FELAB_DATABASE_URL="sqlite+aiosqlite:///{files}/x.db"),
     case("db-postgres-nothing-named", "db upgrade", 2, "names no database", FELAB_DATABASE_URL="postgresql+psycopg://"),
     case("db-postgres-no-database", "db status", 2, "names no database", FELAB_DATABASE_URL="postgresql+psycopg://127.0.0.1:5432"),

@@ -383,3 +383,30 @@ def test_a_recursive_alias_or_a_tag_is_refused_at_once(
     _, problems = parse_pack(tmp_path / "day-01.yaml")
     assert [p.line for p in problems] == [3]
     assert said in problems[0].message
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ("minutes: 10:00", "10:00 is read by YAML as the number 600 (base 60"),
+        ("example: 44:6", "44:6 is read by YAML as the number 2646"),
+        ("day: 0x2", "0x2 is read by YAML as the number 2"),
+        ("day: 1_0", "1_0 is read by YAML as the number 10"),
+        ("day: 012", "012 is read by YAML as the number 10"),
+    ],
+)
+def test_a_number_yaml_reads_in_another_base_is_refused(
+    tmp_path: Path, body: str, said: str
+) -> None:
+    """Sixteenth sweep (b) F22, fourteenth L5: `minutes: 10:00` was stored as 600 minutes and
+    `example: 44:6` as 2646.0; `day: 0x2` and `1_0` were days 2 and 10."""
+    (tmp_path / "day-01.yaml").write_text(f"format: 1\nday: 1\n{body}\n")
+    _, problems = parse_pack(tmp_path / "day-01.yaml")
+    assert [p.line for p in problems] == [3] and said in problems[0].message, problems
+
+
+@pytest.mark.parametrize("body", ["title: '10:00'", 'title: "0x2"', "title: 9:30am", "day: 0"])
+def test_quoted_or_plain_words_are_not_numbers(tmp_path: Path, body: str) -> None:
+    (tmp_path / "day-01.yaml").write_text(f"format: 1\nday: 1\n{body}\n")
+    _, problems = parse_pack(tmp_path / "day-01.yaml")
+    assert not any("is read by YAML as the number" in p.message for p in problems), problems

@@ -448,3 +448,17 @@ def test_a_removed_machine_is_cut_off_at_once(cohort: Cohort) -> None:
     with session_scope(fleet.sessions) as s:
         w = s.get(m.Worker, wid)
         assert w is not None and w.status == "removed" and w.public_key is None
+
+
+def test_a_wrong_prefix_is_named_not_called_unreachable(cohort: Cohort, tmp_path: Any) -> None:
+    """Sixteenth sweep (b) F20: the broker refused the pairing user another prefix's inbox,
+    and `worker pair` said it "could not reach the broker" (exit 3)."""
+    fleet = cohort.fleet
+    env = {
+        **fleet.student_env("typo-box", {}),
+        "FELAB_BROKER_PREFIX": "wrongp:",
+        "FELAB_DATA_DIR": str(tmp_path),
+    }
+    out = fleet.redeem(fleet.code(cohort.mallory, "typo-box"), env)
+    assert out.returncode == 2, out.stderr + out.stdout
+    assert "FELAB_BROKER_PREFIX must be the server's" in out.stderr, out.stderr

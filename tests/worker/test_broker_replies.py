@@ -1,0 +1,96 @@
+"""A server at the broker's address that answers with more than any Redis reply is refused
+within a bounded read (sixteenth sweep, group b, F16: `$999999999` then endless bytes took
+`felab status` and `felab worker pair` to ~3 GB). Real sockets, the real `felab` command."""
+
+from __future__ import annotations
+
+import os
+import resource
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from felab_core.settings import Settings
+from felab_worker.broker import MAX_REPLY_BYTES, redis_client
+
+
+def _serve(reply_head: bytes) -> Iterator[int]:
+    """A server that answers anything with `reply_head` and then 64 KiB blocks forever."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    stop = threading.Event()
+
+    def answer(conn: socket.socket) -> None:
+        with conn:
+            try:
+                conn.recv(4096)
+                conn.sendall(reply_head)
+                while not stop.is_set():
+                    conn.sendall(b"A" * 65536)
+            except OSError:
+                pass
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            threading.Thread(target=answer, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield server.getsockname()[1]
+    finally:
+        stop.set()
+        server.close()
+
+
+@pytest.fixture(params=[b"$999999999\r\n", b"+"], ids=["huge-bulk", "endless-line"])
+def hostile(request: pytest.FixtureRequest) -> Iterator[int]:
+    yield from _serve(request.param)
+
+
+def test_the_client_stops_at_the_bound(hostile: int, tmp_path: Path) -> None:
+    client = redis_client(
+        f"redis://127.0.0.1:{hostile}/0", Settings(data_dir=tmp_path), timeout_s=5
+    )
+    import redis
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # redis-py's health check words it "Bad response from PING"; memory is what was lost
+    with pytest.raises(redis.exceptions.RedisError, match=r"over 16 MiB at once|Bad response"):
+        client.ping()
+    grown_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kb * 1024 < 8 * MAX_REPLY_BYTES, grown_kb
+
+
+def test_felab_status_says_so_in_bounded_memory(hostile: int, tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "FELAB_DATA_DIR": str(tmp_path),
+        "FELAB_BROKER_URL": f"redis://127.0.0.1:{hostile}/0",
+    }
+    code = (
+        "import resource, runpy, sys\n"
+        "sys.argv = ['felab', 'status']\n"
+        "try:\n"
+        "    runpy.run_module('felab', run_name='__main__')\n"
+        "finally:\n"
+        "    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "    print('peak_kb', peak, file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 3, done.stderr
+    said = done.stdout + done.stderr
+    assert "broker: not reached" in said and "Traceback" not in said, said
+    peak_kb = int(done.stderr.rsplit("peak_kb", 1)[1].split()[0])
+    assert peak_kb < 400 * 1024, peak_kb  # was ~3 GB
