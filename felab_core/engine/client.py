@@ -27,6 +27,7 @@ from felab_core.engine.framing import FrameTooLarge
 from felab_core.engine.metrics import UNSHOWN_TOKENS
 from felab_core.engine.netbackend import RX_STAMP_INFO, LeanTransport
 from felab_core.engine.timeline import Chunk, RequestTimeline
+from felab_core.engine.workloads import MAX_TOKENS
 from felab_core.redact import redact, url_without_credentials
 from felab_core.text import with_hidden_shown
 
@@ -345,13 +346,14 @@ async def _stream(
     stall_s: float,
 ) -> None:
     decoder = adapter.decoder()
+    most_messages = _most_messages(payload)
     async with client.stream("POST", url, json=payload, extensions={"trace": trace}) as resp:
         tl.status = resp.status_code
         if tl.headers_ns is None:
             tl.headers_ns = now_ns()
         if 300 <= resp.status_code < 400:
             tl.end_ns = now_ns()
-            where = redact((resp.headers.get("location", "") or "(no Location)")[:_SHOWN_BYTES])
+            where = shown_text(redact(resp.headers.get("location", "") or "(no Location)"), 200)
             where = where[:200]
             tl.error = (
                 f"redirect: the server answered HTTP {resp.status_code} pointing to {where}; "
@@ -388,6 +390,12 @@ async def _stream(
                 for frame in decoder.feed(piece):
                     messages += 1
                     _record(adapter, tl, frame.data, t, adapter.interpret(frame))
+                    if len(tl.chunks) > most_messages:  # an endless stream grew to GBs
+                        tl.error = (
+                            f"the server did not stop: over {most_messages:,} messages for "
+                            f"{_asked_tokens(payload) or 'the'} tokens asked, and no end of "
+                            "the stream; is it ignoring max_tokens?"
+                        )
                     if tl.error:
                         tl.end_ns = t
                         return
@@ -450,6 +458,26 @@ async def _stream(
                 "empty answer: the stream ended without a single token, so there is nothing to "
                 "time (a model that stops at once, or a server that generates nothing)"
             )
+
+
+def _asked_tokens(payload: dict[str, Any]) -> int | None:
+    """The most tokens the request asks for, in any API's words."""
+    options = payload.get("options")
+    for said in (
+        payload.get("max_tokens"),
+        payload.get("max_completion_tokens"),
+        payload.get("n_predict"),
+        options.get("num_predict") if isinstance(options, dict) else None,
+    ):
+        if isinstance(said, int) and not isinstance(said, bool) and said > 0:
+            return said
+    return None
+
+
+def _most_messages(payload: dict[str, Any]) -> int:
+    """Messages a stream may send before it counts as one that never ends: four a token asked
+    (a role, usage and empty deltas come too), and room for the rest."""
+    return 4 * (_asked_tokens(payload) or MAX_TOKENS) + 256
 
 
 #: Bytes of a response kept to say what it was when it was not a stream.

@@ -331,13 +331,22 @@ def _error_kind(error: str) -> str:
     return error.split(":", 1)[0][:80]
 
 
+def _loaded(m: RequestMetrics) -> bool:
+    load = m.server_load_s or 0.0
+    if load >= 0.2:
+        return True
+    return load >= 0.05 and m.ttft_s is not None and load >= 0.5 * m.ttft_s
+
+
 def detect_cold(metrics: Sequence[RequestMetrics]) -> set[int]:
     """Indices of requests that paid for a model load, to be reported and not averaged in.
 
-    A server that says so (Ollama's load_duration > 0) is believed. Otherwise the first request
-    is cold when its TTFT is over 4x the median of the rest and at least 250 ms more.
+    A server that says so is believed when the load is a real one: Ollama reports a
+    load_duration on every answer (its scheduling, ~15 ms warm), so a load counts from 0.2 s,
+    or from 50 ms when it is half the request's TTFT. Otherwise the first request is cold when
+    its TTFT is over 4x the median of the rest and at least 250 ms more.
     """
-    cold = {m.index for m in metrics if m.server_load_s and m.server_load_s > 0.0}
+    cold = {m.index for m in metrics if _loaded(m)}
     ok = [m for m in metrics if m.ok and m.ttft_s is not None]
     if len(ok) >= 3:
         first, rest = ok[0], ok[1:]

@@ -154,11 +154,11 @@ async def test_bytes_that_hold_no_message_are_not_a_stream_not_a_truncated_one()
 
 
 async def _raw_answer(
-    body: bytes, *, hold_open: bool, api: Api = Api.OPENAI_CHAT
+    body: bytes, *, hold_open: bool, api: Api = Api.OPENAI_CHAT, max_tokens: int = 4
 ) -> RequestTimeline:
     """One request to a server that answers 200 text/event-stream with `body` as it is."""
     head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n"
-    return await _raw_response(head + body, hold_open=hold_open, api=api)
+    return await _raw_response(head + body, hold_open=hold_open, api=api, max_tokens=max_tokens)
 
 
 async def _raw_response(
@@ -167,6 +167,7 @@ async def _raw_response(
     hold_open: bool = False,
     api: Api = Api.OPENAI_CHAT,
     asked: list[bytes] | None = None,
+    max_tokens: int = 4,
 ) -> RequestTimeline:
     """One request to a server that writes `response` (status line and all) as it is; the
     request's head goes into `asked`."""
@@ -186,7 +187,7 @@ async def _raw_response(
     try:
         adapter = adapter_for(api)
         limits = ClientLimits(total=20, stall=3, connect=2)
-        payload = adapter.payload(GenerationRequest("hello", max_tokens=4, model="m"))
+        payload = adapter.payload(GenerationRequest("hello", max_tokens=max_tokens, model="m"))
         async with make_client(1, limits) as client:
             url = f"http://127.0.0.1:{port}" + adapter.path
             return await stream_request(client, url, adapter, payload, RequestTimeline(0), limits)
@@ -209,9 +210,20 @@ async def test_a_stream_far_past_the_read_ahead_mark_is_read_whole() -> None:
     is counted, none lost to a pause."""
     event = b'data: {"choices":[{"index":0,"delta":{"content":"' + b"y" * 1000 + b'"}}]}\n\n'
     count = (8 << 20) // len(event)
-    tl = await _raw_answer(event * count + b"data: [DONE]\n\n", hold_open=False)
+    tl = await _raw_answer(event * count + b"data: [DONE]\n\n", hold_open=False, max_tokens=count)
     assert tl.error is None, tl.error
     assert len(tl.content_chunks()) == count
+
+
+async def test_a_stream_that_never_stops_is_ended_by_its_count() -> None:
+    """Sixteenth sweep (a) H3: a server that ignored max_tokens and never ended was read to
+    --timeout (1.5 GB after 20 s). 4 tokens asked: past 4 x 4 + 256 messages it is a failure."""
+    event = b'data: {"choices":[{"index":0,"delta":{"content":"t "}}]}\n\n'
+    tl = await _raw_answer(event * 5000, hold_open=True)
+    assert tl.error is not None and tl.error.startswith("the server did not stop: over 272"), (
+        tl.error
+    )
+    assert "4 tokens asked" in tl.error and len(tl.chunks) == 273
 
 
 async def test_tokens_counted_but_no_text_read_points_at_the_api() -> None:
@@ -420,3 +432,14 @@ async def test_a_body_held_open_after_done_is_named_for_what_it_is() -> None:
     tl = await _raw_response(head % (3 * len(body)) + body, hold_open=True)
     assert tl.error is not None and tl.error.startswith("stalled: the server ended the stream")
     assert "Content-Length" in tl.error
+
+
+async def test_a_redirects_location_is_shown_without_control_characters() -> None:
+    """Sixteenth sweep (a) H2: a Location of 8-bit CSI codes (U+009B) reached the terminal and
+    the record as sent; every other server word is shown plainly."""
+    location = "\u009b31mRED\u009b0m [bold]x[/bold] http://u:pw@h/".encode()
+    tl = await _raw_response(
+        b"HTTP/1.1 307 Temporary Redirect\r\nLocation: " + location + b"\r\n\r\n"
+    )
+    assert tl.error is not None and tl.error.startswith("redirect: the server answered HTTP 307")
+    assert "\u009b" not in tl.error and "?31mRED?0m" in tl.error and "pw" not in tl.error

@@ -246,3 +246,26 @@ def test_stats_are_ordered(values: list[float]) -> None:
     assert s is not None
     assert s.p50 <= s.p90 <= s.p95 <= s.p99 <= s.max
     assert min(values) <= s.mean <= max(values) or s.mean == pytest.approx(min(values))
+
+
+@pytest.mark.parametrize(
+    ("load_s", "ttft_s", "cold"),
+    [(0.015, 0.06, False), (0.04, 0.05, False), (0.06, 0.1, True), (0.3, 2.0, True)],
+)
+def test_a_warm_ollamas_scheduling_time_is_not_a_cold_start(
+    load_s: float, ttft_s: float, cold: bool
+) -> None:
+    """Sixteenth sweep (a) H4: Ollama reports a load_duration on every answer (~15 ms warm);
+    every request was called cold and the row had no latency at all."""
+    from felab_core.engine.metrics import RequestMetrics, detect_cold
+
+    m = RequestMetrics(index=0, ok=True, error=None, ttft_s=ttft_s, server_load_s=load_s)
+    assert (detect_cold([m]) == {0}) is cold
+
+
+def test_a_servers_timings_keep_a_few_dozen_figures() -> None:
+    """Sixteenth sweep (a) H1: 100,000 keys were kept for every request (2.3 GB for 60)."""
+    from felab_core.engine.apis import _number_fields
+
+    kept = _number_fields({f"k{i}": i for i in range(100_000)})
+    assert kept is not None and len(kept) == 32
