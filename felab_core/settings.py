@@ -289,6 +289,7 @@ class Settings(BaseSettings):
         "broker_public_url",
         "targets_file",
         "worker_key_file",
+        "broker_ca_file",
         mode="before",
     )
     @classmethod

@@ -29,6 +29,7 @@ from celery import Celery, Task
 from celery.exceptions import TimeLimitExceeded
 from celery.signals import worker_ready, worker_shutdown
 
+from felab_core.errors import Invalid
 from felab_core.jobs.keys import PAIR_AGAIN, Identity
 from felab_core.jobs.messages import JobMessage, event
 from felab_core.jobs.run import execute, target_names
@@ -390,7 +391,12 @@ def _broker_clock(rt: Runtime) -> Callable[[], float] | None:
 def run_job(message: dict[str, Any]) -> None:
     """Decode, check it is this machine's, claim the attempt, run, report."""
     rt = runtime()
-    msg = JobMessage.from_dict(message)
+    try:
+        msg = JobMessage.from_dict(message)
+    except Invalid as exc:  # a hand-pushed message on this machine's own queue: one line
+        log.warning("%s", exc)
+        metrics.WORKER_JOBS.labels("dropped").inc()
+        return
     if msg.worker_id != rt.identity.worker_id:
         log.warning("dropped job %s: it is for worker %s, not this one", msg.job_id, msg.worker_id)
         return
