@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from felab_core.content.loader import parse_pack
 from felab_core.db import models as m
-from felab_core.engine.client import shown_text
+from felab_core.engine.stream_shape import shown_text
 from felab_core.engine.targets import (
     TargetError,
     check_model_name,

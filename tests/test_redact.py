@@ -73,9 +73,9 @@ def test_prose_about_tokens_is_left_alone(prose: str) -> None:
 
 def test_a_json_answer_instead_of_a_stream_is_quoted_without_its_key() -> None:
     """Thirteenth sweep: the 'not streaming' message quoted the server's body raw."""
-    from felab_core.engine.client import _not_a_stream
+    from felab_core.engine.stream_shape import not_a_stream
 
-    said = _not_a_stream(b'{"error": {"message": "api_key=sk-secret123 invalid"}}', "")
+    said = not_a_stream(b'{"error": {"message": "api_key=sk-secret123 invalid"}}', "")
     assert said is not None and "not streaming" in said
     assert "sk-secret123" not in said and "api_key=***" in said
 

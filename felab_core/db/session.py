@@ -2,6 +2,11 @@
 
 The schema is only ever created by Alembic (`upgrade`), never by `create_all`, so a database made
 on a laptop and one made in production have the same history.
+
+Long because every way a database URL can be wrong (a driver felab does not ship, no host, a
+pasted line, SQLite's URI options and read-only modes) is said here, where the engine is made,
+beside the Alembic calls every entry point shares; moving the schema calls out would change the
+import of `upgrade` in some sixty places.
 """
 
 from __future__ import annotations

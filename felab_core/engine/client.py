@@ -26,10 +26,15 @@ from felab_core.engine.apis import ApiAdapter, StreamProtocolError
 from felab_core.engine.framing import FrameTooLarge
 from felab_core.engine.metrics import UNSHOWN_TOKENS
 from felab_core.engine.netbackend import RX_STAMP_INFO, LeanTransport
+from felab_core.engine.stream_shape import (
+    HEAD_BYTES,
+    asked_tokens,
+    most_messages,
+    not_a_stream,
+    shown_text,
+)
 from felab_core.engine.timeline import Chunk, RequestTimeline
-from felab_core.engine.workloads import MAX_TOKENS
 from felab_core.redact import redact, url_without_credentials
-from felab_core.text import with_hidden_shown
 
 now_ns = time.monotonic_ns
 
@@ -157,20 +162,8 @@ def server_error_message(status: int, body: bytes, retry_after: str | None = Non
     return f"{said}; {advice}" if advice else said
 
 
-#: How much of a server's text is read to be shown: a 100 kB error page was redacted whole
-#: before being cut to 300 characters (tens of seconds), and read whole first (a 100 MB body
-#: took 1.4 GB of memory).
-_SHOWN_BYTES = 8 * 1024
+#: How much of an error's body is read (a 100 MB body took 1.4 GB of memory).
 _ERROR_BODY_BYTES = 64 * 1024
-
-
-def shown_text(text: str, most: int = 300) -> str:
-    """A server's words as felab shows them: one line, no control or invisible characters (an
-    escape code or a U+202E would reach the terminal, the record and chat), at most `most`
-    characters, and no secret it repeats (`api_key=...`: felab_core.redact). Only the start is
-    read: a secret cut in two past what is shown is never shown."""
-    plain = with_hidden_shown(" ".join(redact(text[: max(most * 4, _SHOWN_BYTES)]).split()))
-    return plain if len(plain) <= most else plain[: most - 1] + "…"
 
 
 def _root_cause(exc: BaseException) -> BaseException:
@@ -346,7 +339,7 @@ async def _stream(
     stall_s: float,
 ) -> None:
     decoder = adapter.decoder()
-    most_messages = _most_messages(payload)
+    most = most_messages(payload)
     async with client.stream("POST", url, json=payload, extensions={"trace": trace}) as resp:
         tl.status = resp.status_code
         if tl.headers_ns is None:
@@ -384,16 +377,16 @@ async def _stream(
                 # The kernel's arrival stamp of the read that completed this piece, if any.
                 t = net.get_extra_info(RX_STAMP_INFO) if net is not None and kernel_stamps else seen
                 tl.stamp_lag_ns.append(seen - t)
-                if len(head) < _HEAD_BYTES:
-                    head += piece[: _HEAD_BYTES - len(head)]
+                if len(head) < HEAD_BYTES:
+                    head += piece[: HEAD_BYTES - len(head)]
                 messages = 0
                 for frame in decoder.feed(piece):
                     messages += 1
                     _record(adapter, tl, frame.data, t, adapter.interpret(frame))
-                    if len(tl.chunks) > most_messages:  # an endless stream grew to GBs
+                    if len(tl.chunks) > most:  # an endless stream grew to GBs
                         tl.error = (
-                            f"the server did not stop: over {most_messages:,} messages for "
-                            f"{_asked_tokens(payload) or 'the'} tokens asked, and no end of "
+                            f"the server did not stop: over {most:,} messages for "
+                            f"{asked_tokens(payload) or 'the'} tokens asked, and no end of "
                             "the stream; is it ignoring max_tokens?"
                         )
                     if tl.error:
@@ -413,17 +406,17 @@ async def _stream(
                         return
         except FrameTooLarge as exc:
             tl.end_ns = now_ns()
-            tl.error = _not_a_stream(head, resp.headers.get("content-type", "")) or str(exc)
+            tl.error = not_a_stream(head, resp.headers.get("content-type", "")) or str(exc)
             return
         except StreamProtocolError:
-            if not tl.chunks and _not_a_stream(head, resp.headers.get("content-type", "")):
+            if not tl.chunks and not_a_stream(head, resp.headers.get("content-type", "")):
                 tl.end_ns = now_ns()
-                tl.error = _not_a_stream(head, resp.headers.get("content-type", ""))
+                tl.error = not_a_stream(head, resp.headers.get("content-type", ""))
                 return
             raise
         tl.end_ns = now_ns()
         if not tl.chunks:
-            wrong = _not_a_stream(head, resp.headers.get("content-type", ""))
+            wrong = not_a_stream(head, resp.headers.get("content-type", ""))
             if wrong:
                 tl.error = wrong
                 return
@@ -458,48 +451,6 @@ async def _stream(
                 "empty answer: the stream ended without a single token, so there is nothing to "
                 "time (a model that stops at once, or a server that generates nothing)"
             )
-
-
-def _asked_tokens(payload: dict[str, Any]) -> int | None:
-    """The most tokens the request asks for, in any API's words."""
-    options = payload.get("options")
-    for said in (
-        payload.get("max_tokens"),
-        payload.get("max_completion_tokens"),
-        payload.get("n_predict"),
-        options.get("num_predict") if isinstance(options, dict) else None,
-    ):
-        if isinstance(said, int) and not isinstance(said, bool) and said > 0:
-            return said
-    return None
-
-
-def _most_messages(payload: dict[str, Any]) -> int:
-    """Messages a stream may send before it counts as one that never ends: four a token asked
-    (a role, usage and empty deltas come too), and room for the rest."""
-    return 4 * (_asked_tokens(payload) or MAX_TOKENS) + 256
-
-
-#: Bytes of a response kept to say what it was when it was not a stream.
-_HEAD_BYTES = 512
-
-
-def _not_a_stream(head: bytes, content_type: str) -> str | None:
-    """What came back instead of a token stream, in words (None: nothing recognisable)."""
-    text = head.lstrip().decode("utf-8", "replace")
-    lowered = text[:100].lower()
-    if "html" in content_type.lower() or lowered.startswith(("<!doctype", "<html", "<")):
-        return (
-            "not an LLM server: the URL answered with an HTML page, not a token stream; check "
-            "the address and port (a web server or a dashboard answered)"
-        )
-    if text.startswith("{") and ("json" in content_type.lower() or not content_type):
-        return (
-            "not streaming: the server sent one JSON answer instead of a stream; check that "
-            f"this address speaks the API asked for (--api), and that it streams: "
-            f"{shown_text(text, 120)!r}"
-        )
-    return None
 
 
 def _record(adapter: ApiAdapter, tl: RequestTimeline, data: str, t: int, info: Any) -> None:

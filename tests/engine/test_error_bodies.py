@@ -8,7 +8,7 @@ import time
 
 from felab_core.bounded_get import first_bytes
 from felab_core.engine import client as engine_client
-from felab_core.engine.client import shown_text
+from felab_core.engine.stream_shape import shown_text
 
 
 async def _serve(answer: bytes) -> tuple[asyncio.Server, int]:
