@@ -303,7 +303,11 @@ def backup(url: str, to: Path, *, force: bool = False) -> Path:
         if out.returncode != 0:
             partial.unlink(missing_ok=True)
             detail = redact(out.stderr.strip()[-500:])
-            if "connection" in detail.lower() and "failed" in detail.lower():
+            lowered = detail.lower()
+            unreached = ("connection" in lowered and "failed" in lowered) or (
+                "could not translate host name" in lowered  # DNS: exit 3, as db status says
+            )
+            if unreached:
                 raise BackupUnreachable(f"pg_dump could not reach the database: {detail}")
             raise BackupError(f"pg_dump failed: {detail}")
         partial.replace(to)

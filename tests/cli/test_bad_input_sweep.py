@@ -907,6 +907,7 @@ CASES: list[Case] = [
     case("numbers-enter-empty-unit", ["numbers", "enter", "ollama", "44.6", ""], 2, "the unit given is empty"),
     case("numbers-model-part-of-a-byte", "numbers model ollama --name llama3.1:8b --bytes 1e-20", 2, "is only part of a byte, no model file"),
     # the sixteenth sweep (group b): database URLs
+    case("db-backup-postgres-no-such-host", "db backup {files}/pg.bak", 3, "pg_dump could not reach the database", FELAB_DATABASE_URL="postgresql+psycopg://felab:{secret}@nonexistent.invalid/x"),
     case("broker-url-no-host", "status", 2, "FELAB_BROKER_URL: names no host", FELAB_BROKER_URL="redis://"),
     case("broker-url-escape", "status", 2, "control or invisible characters", FELAB_BROKER_URL="redis://\x1b[31m127.0.0.1:1/0"),
     case("broker-url-trailing-space", "status", 2, "holds spaces at an end", FELAB_BROKER_URL="redis://127.0.0.1:1/0 "),
