@@ -85,7 +85,7 @@ def drill(
     ),
 ) -> None:
     """Drill today's cards: answer out loud, press Enter to reveal, then rate yourself."""
-    console = Console(highlight=False)
+    console = Console(highlight=False, emoji=False)  # a card's :warning: is text
     factory = sessions()
     with service_errors():
         if timezone is not None and not timezone.strip():
