@@ -7,6 +7,7 @@ away makes a call fail (and retry) instead of hanging.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sqlite3
 import ssl
@@ -87,6 +88,7 @@ def ssl_options(url: str, settings: Settings) -> dict[str, Any] | None:
 MAX_REPLY_BYTES = 16 * 1024 * 1024
 
 
+@functools.cache  # one parser class for every client, made on first use
 def _bounded_parser() -> type:
     """redis-py's reply parser with every reply held to MAX_REPLY_BYTES: a bulk that claims
     more is refused before it is read, and a line that never ends stops there. (It extends
