@@ -135,6 +135,16 @@ def _broker_url() -> str:
     return url_password_masked(raw) if raw else "the broker (FELAB_BROKER_URL)"
 
 
+def _from_pathlib(exc: BaseException) -> bool:
+    """Whether `exc` was raised inside pathlib (a path's own recursion, not felab's)."""
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.endswith("pathlib.py"):
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def explain(exc: BaseException) -> Failure | None:
     """The words and exit code for `exc`, or None when it is not a failure felab expects."""
     names = _names(exc)
@@ -145,6 +155,12 @@ def explain(exc: BaseException) -> Failure | None:
     }
     if unreachable & names:
         return Failure(redact(str(exc)), EXIT_UNREACHABLE)
+    if isinstance(exc, RecursionError) and _from_pathlib(exc):  # mkdir(parents=True), 2,000 deep
+        return Failure(
+            "a folder path given is nested too deeply (more folders than Python's path library "
+            "makes one by one): give a shorter path (--out, --json, --csv)",
+            EXIT_USAGE,
+        )
     if "builtins.OverflowError" in names and "int too large" in str(exc):
         return Failure(
             "a number given is too large (an id, a day or a count above 9,223,372,036,854,775,807"

@@ -134,6 +134,11 @@ def capacity_from_tokens(
     """Capacity from a token count (recent vLLM logs print tokens, not blocks)."""
     require_whole("the cache size in tokens", tokens)
     require_whole("the max model length", max_len, "It is vLLM's --max-model-len, e.g. 8192.")
+    if tokens > MAX_TOKENS:  # a log's 9,999,999,999 tokens had been promised as 1.2M people
+        raise SizingError(
+            f"a cache of {whole_text(tokens)} tokens is more than any server holds (at most "
+            f"{whole_text(MAX_TOKENS)} here); check the cache size the log or server gives"
+        )
     blocks = None
     if block_size is not None:
         require_whole("the block size", block_size)

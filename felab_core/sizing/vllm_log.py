@@ -17,11 +17,13 @@ tests/sizing/fixtures/ with where it came from:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+from typing import IO
 
-from felab_core.files import MiB, NamedFileError, read_named_bytes
+from felab_core.files import NamedFileError, refuse_special
 from felab_core.sizing.capacity import (
     MAX_BLOCK_SIZE,
     Capacity,
@@ -331,8 +333,9 @@ def _read_line(line: str) -> _Line:
     return found
 
 
-def parse_log(text: str, source: str = "log") -> VllmReading:
-    """Read the KV-cache lines of a vLLM startup log (any supported release) into one reading."""
+def parse_log(text: str | Iterable[str], source: str = "log") -> VllmReading:
+    """Read the KV-cache lines of a vLLM startup log (any supported release) into one reading:
+    its text, or its lines one by one (a file is read so: felab_core.sizing.vllm_log)."""
     tokens_hits: list[tuple[str, int]] = []
     conc_hits: list[tuple[int, Fraction]] = []
     block_hits: list[tuple[str, int, int | None, bool]] = []
@@ -345,7 +348,10 @@ def parse_log(text: str, source: str = "log") -> VllmReading:
     weights: Fraction | None = None
     version: str | None = None
 
-    for number, line in enumerate(text.splitlines(), 1):
+    lines = text.split("\n") if isinstance(text, str) else text  # \r is a progress bar's
+    for number, line in enumerate(lines, 1):
+        if not any(word in line for word in _WORDS):  # most of a long log: a cheap look
+            continue
         try:
             found = _read_line(line)
         except SizingError as exc:
@@ -415,12 +421,36 @@ def parse_log(text: str, source: str = "log") -> VllmReading:
     )
 
 
+#: A word every line felab reads holds (the patterns above): other lines are skipped unread.
+_WORDS = ("lock", "oncurren", "ache", "len", "dtype", "eights", "oading", "ersion", "engine")
+#: A startup is a few hundred lines, and a long-running server's log a few million: past these
+#: the rest is not read (a 240 MB log of short lines took 6 GB and ran past 30 s whole).
+MAX_LOG_LINES = 2_000_000
+MAX_LINE_BYTES = 64 * 1024
+
+
+def _log_lines(fh: IO[bytes]) -> Iterator[str]:
+    """The file's lines, each cut at MAX_LINE_BYTES (the rest of a longer one is skipped)."""
+    for _ in range(MAX_LOG_LINES):
+        raw = fh.readline(MAX_LINE_BYTES)
+        if not raw:
+            return
+        if not raw.endswith(b"\n"):  # a line past the cut: skip to its end, in bounded reads
+            while (more := fh.readline(MAX_LINE_BYTES)) and not more.endswith(b"\n"):
+                pass
+        yield raw.decode("utf-8", errors="replace")
+
+
 def parse_log_file(path: str | Path) -> VllmReading:
-    """Read a saved vLLM log file; refuse a missing or unreadable one plainly."""
+    """Read a saved vLLM log file, line by line; refuse a missing or unreadable one plainly."""
     log = Path(path)
     try:
-        raw = read_named_bytes(log, what="vLLM log (its startup is enough)", limit=256 * MiB)
+        present = refuse_special(log, what="vLLM log (its startup is enough)")
+        if present is None:
+            raise SizingError(f"{log} does not exist: give the vLLM log (its startup is enough)")
+        with log.open("rb") as fh:
+            return parse_log(_log_lines(fh), source=str(log))
     except NamedFileError as exc:
         raise SizingError(str(exc)) from None
-    text = raw.decode("utf-8", errors="replace")
-    return parse_log(text, source=str(log))
+    except OSError as exc:
+        raise SizingError(f"cannot read {log}: {exc.strerror or exc}") from None

@@ -906,6 +906,7 @@ CASES: list[Case] = [
     # sixteenth session: the fifteenth sweep's M4, L1 and L13
     case("numbers-enter-empty-unit", ["numbers", "enter", "ollama", "44.6", ""], 2, "the unit given is empty"),
     case("numbers-model-part-of-a-byte", "numbers model ollama --name llama3.1:8b --bytes 1e-20", 2, "is only part of a byte, no model file"),
+    case("model-tiny-out-too-deep", ["model", "tiny", "--out", "{files}/" + "/".join(["d"] * 2000)], 2, "a folder path given is nested too deeply"),
     # the sixteenth sweep (group b): database URLs
     case("db-backup-postgres-no-such-host", "db backup {files}/pg.bak", 3, "pg_dump could not reach the database", FELAB_DATABASE_URL="postgresql+psycopg://felab:{secret}@nonexistent.invalid/x"),
     case("broker-url-no-host", "status", 2, "FELAB_BROKER_URL: names no host", FELAB_BROKER_URL="redis://"),

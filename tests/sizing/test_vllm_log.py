@@ -269,3 +269,26 @@ def test_a_cache_type_felab_does_not_know_is_refused_not_read_as_f16() -> None:
         SizingError, match=re.escape("fp99.log gives the cache type 'fp99', which felab")
     ):
         reading.capacity()
+
+
+def test_a_long_log_is_read_line_by_line_within_bounds(tmp_path: Path) -> None:
+    """Sixteenth sweep (c) H9/L3: a 240 MB log of short lines took 6 GB and ran past 30 s
+    (splitlines of the whole text); a progress bar's \\r counted as a line break."""
+    from felab_core.sizing.vllm_log import MAX_LINE_BYTES
+
+    log = tmp_path / "long.log"
+    with log.open("w") as fh:
+        fh.write("Loading: 10%\rLoading: 100%\r\n")
+        fh.write("x" * (3 * MAX_LINE_BYTES) + "\n")  # one line past the cut, skipped whole
+        fh.write("INFO max_seq_len=abc\n")
+        fh.write("INFO GPU KV cache size: 1e5 tokens\n")
+    with pytest.raises(SizingError, match=re.escape(f"{log}, line 4: the log says 1e5")):
+        vllm_log.parse_log_file(log)
+
+
+def test_a_cache_past_any_server_is_refused_from_a_log() -> None:
+    """Sixteenth sweep (c) H10: 9,999,999,999 tokens from a log was promised as 1.2 million
+    conversations, while the same cache as blocks was refused."""
+    text = ONE_LINE.replace("2,097,152", "9,999,999,999").format(len="8192", x="1220703.12")
+    with pytest.raises(SizingError, match="9,999,999,999 tokens is more than any server holds"):
+        vllm_log.parse_log(text, source="huge.log").capacity()
