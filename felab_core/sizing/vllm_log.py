@@ -39,7 +39,9 @@ _NUM = r"(\d+(?:,\d{3})*(?:\.\d+)?(?:[eE][+-]?\d+)?)"
 #: The most any count in a startup log can be (blocks, tokens): past it the log is damaged.
 _MOST_IN_LOG = 10 * MAX_TOKENS
 _TOKENS_RE = re.compile(rf"\b([A-Z]{{2,4}}(?: \+ host)?) KV cache size: {_NUM} tokens")
-_CONC_RE = re.compile(rf"Maximum concurrency for {_NUM} tokens per request: ([\d.]+)x")
+#: The figure is taken as any word before the x, so an edited one (1e5x) is refused with its
+#: line rather than the line called missing.
+_CONC_RE = re.compile(rf"Maximum concurrency for {_NUM} tokens per request: ([\w.+-]+?)x")
 _BLOCKS_RE = re.compile(rf"#\s*([A-Za-z]+) blocks:?\s*{_NUM}(?:,\s*#\s*CPU blocks:?\s*{_NUM})?")
 _BLOCK_SIZE_RES = (
     re.compile(r"\bblock[_ -]size['\"]?\s*[=:]\s*(\d+)"),
@@ -256,7 +258,7 @@ def _dtype_name(value: str | None) -> str | None:
         return None
     if value in ("auto", "float16", "bfloat16", "half"):
         return "f16" if value != "bfloat16" else "bf16"
-    if value.startswith("fp8"):
+    if value in ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla"):  # not fp8_garbage
         return "fp8"
     if value in ("float32", "float"):
         return "f32"

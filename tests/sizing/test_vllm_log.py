@@ -233,6 +233,7 @@ ONE_LINE = (
     [
         (ONE_LINE.format(len="0", x="1.00"), "a max model length of 0 tokens"),
         (ONE_LINE.format(len="2,048", x="."), "the concurrency line says '.'x"),
+        (ONE_LINE.format(len="2,048", x="1e5"), "the concurrency line says '1e5'x"),
         (
             "INFO max_seq_len="
             + "9" * 30
@@ -245,7 +246,7 @@ ONE_LINE = (
             "a block size of 100000",
         ),
     ],
-    ids=["zero-length", "dot", "thirty-digit-length", "block-size"],
+    ids=["zero-length", "dot", "exponent", "thirty-digit-length", "block-size"],
 )
 def test_a_damaged_line_is_refused_with_the_file_and_line(
     tmp_path: Path, line: str, says: str
@@ -292,3 +293,10 @@ def test_a_cache_past_any_server_is_refused_from_a_log() -> None:
     text = ONE_LINE.replace("2,097,152", "9,999,999,999").format(len="8192", x="1220703.12")
     with pytest.raises(SizingError, match="9,999,999,999 tokens is more than any server holds"):
         vllm_log.parse_log(text, source="huge.log").capacity()
+
+
+def test_an_fp8_name_vllm_does_not_have_is_not_read_as_fp8() -> None:
+    """Sixteenth sweep (c) L4: kv_cache_dtype=fp8_garbage_xyz was read as fp8."""
+    text = "INFO kv_cache_dtype=fp8_garbage_xyz\n" + ONE_LINE.format(len="2,048", x="1024.00")
+    with pytest.raises(SizingError, match="gives the cache type 'fp8_garbage_xyz'"):
+        vllm_log.parse_log(text, source="odd.log").capacity()
