@@ -142,11 +142,11 @@ def normalize_base_url(url: str) -> str:
         raise TargetError(f"{shown!r} has a ?query or #fragment: give only http://HOST:PORT")
     try:
         httpx.URL(text)
-    except httpx.InvalidURL:  # fullwidth digits: exit 70 "Invalid IDNA hostname"
+    except httpx.InvalidURL:  # fullwidth digits, 256.1.1.1: exit 70 before
         raise TargetError(
             f"{shown!r}: its host is not a name or address a request can go to (fullwidth "
-            "digits or letters, or a character no host name holds?): type it as plain "
-            "http://HOST:PORT"
+            "digits or letters, a number past 255 in an IP address, or a character no host "
+            "name holds?): type it as plain http://HOST:PORT"
         ) from None
     path = parts.path.rstrip("/")
     if any(part in (".", "..") for part in path.split("/")):

@@ -926,6 +926,7 @@ CASES: list[Case] = [
     case("bench-max-rate-tiny", ["bench", *LOCAL.split(), "--find-max-rate", "ttft_p95=1e-300"], 2, "the limit must be from 0.1 ms to an hour"),
     case("bench-slo-tiny", ["bench", *LOCAL.split(), "--slo", "ttft=1e-300"], 2, "must be from 0.1 ms to an hour"),
     case("bench-url-fullwidth-host", "bench --url http://１２７.0.0.1:8080 --kind llamacpp --no-csv -n 1", 2, "its host is not a name or address"),
+    case("bench-url-ip-past-255", "bench --url http://256.1.1.1:80 --kind llamacpp --no-csv -n 1", 2, "a number past 255 in an IP address"),
     case("bench-url-v1-twice", "bench --url http://127.0.0.1:1/v1/v1 --kind vllm --no-csv -n 1", 2, "ends in an endpoint path twice"),
     case("bench-url-dot-dot", "bench --url http://127.0.0.1:1/../x --kind vllm --no-csv -n 1", 2, "has a . or .. in its path"),
     case("bench-csv-dash", f"bench {LOCAL} --csv -", 2, "use -o csv"),
