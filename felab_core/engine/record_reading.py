@@ -32,6 +32,13 @@ from felab_core.json_keys import KeyTwice, once
 from felab_core.sizing.units import MAX_TOKENS
 
 EPSILON_S = 1e-6  # clocks round: an end-to-end this much under TTFT is the same instant
+#: The most inter-token gaps one request of felab's holds: a stream is cut past four messages
+#: a token asked (of the most --max-tokens) and 256 more (stream_shape.most_messages).
+MOST_GAPS = 4 * MAX_WORKLOAD_TOKENS + 256
+#: A request's gaps add up to the time from its first token to its last, inside its
+#: end-to-end less its TTFT; gaps sent from another machine are whole microseconds, so each
+#: may be off by half of one.
+_GAP_ROUNDING_S = 1e-6
 
 
 class CompareError(ValueError):
@@ -112,6 +119,7 @@ def load_record(path: Path) -> dict[str, Any]:
             )
         run["requests"] = _checked_sample(path, i, requests)
     _check_workload(path, record)
+    _check_words(path, record)
     interrupted = record.get("interrupted")
     if interrupted is not None and not isinstance(interrupted, bool):
         raise CompareError(
@@ -142,7 +150,9 @@ def _number(value: Any) -> bool:
 
 
 def _cut(value: Any) -> str:
-    text = repr(value)
+    """A value of the file for an error: repr'd (an escape code is written out, not sent to
+    the terminal), at most 40 characters, and only the start of a long one is repr'd."""
+    text = repr(value[:40] if isinstance(value, str | list) else value)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
@@ -183,6 +193,36 @@ def _check_workload(path: Path, record: dict[str, Any]) -> None:
         raise CompareError(
             f"{path}: the runs were at concurrency {sorted(c for c in run_loads if c is not None)} "
             f"but the workload lists {_cut(listed)}: {broken}"
+        )
+
+
+#: The words of a record a comparison shows, each at most this long (felab writes a server's
+#: version and a model's name far shorter; a 1 MB kind had been printed whole).
+_MOST_WORDS = 300
+
+
+def _check_words(path: Path, record: dict[str, Any]) -> None:
+    """The target and server a record names are mappings of short words, as felab writes
+    them: a comparison says when they differ, so a string where the mapping goes, or a page
+    of text where a version goes, is an edit (an escape code in one is shown as '?')."""
+    broken = "the file was edited or broken"
+    for part, keys in (("target", ("model", "api")), ("server", ("kind", "version"))):
+        value = record.get(part)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            raise CompareError(f"{path}: {part} is {_cut(value)}, not a mapping: {broken}")
+        for key in keys:
+            word = value.get(key)
+            if word is not None and (not isinstance(word, str) or len(word) > _MOST_WORDS):
+                raise CompareError(
+                    f"{path}: {part} {key} is {_cut(word)}, not a name felab writes (words of "
+                    f"at most {_MOST_WORDS} characters): {broken}"
+                )
+    preset = (record.get("workload") or {}).get("preset")
+    if preset is not None and (not isinstance(preset, str) or len(preset) > _MOST_WORDS):
+        raise CompareError(
+            f"{path}: workload preset is {_cut(preset)}, not a preset's name: {broken}"
         )
 
 
@@ -231,6 +271,20 @@ def _check_request(path: Path, run: int, index: int, request: Any) -> None:
             f"{where} has e2e_s = {e2e!r}, shorter than its ttft_s = {ttft!r}: a request ends "
             f"after its first token, so {broken}"
         )
+    gaps = itl or []
+    if len(gaps) > MOST_GAPS:
+        raise CompareError(
+            f"{where} has {len(gaps):,} inter-token gaps: felab ends a stream long before "
+            f"({MOST_GAPS:,}: four messages a token of the most --max-tokens), so {broken}"
+        )
+    if gaps and ttft is not None and e2e is not None:
+        spent = math.fsum(gaps)
+        if spent > e2e - ttft + EPSILON_S + _GAP_ROUNDING_S * len(gaps):
+            raise CompareError(
+                f"{where} has inter-token gaps that add up to {spent:.6g} s, longer than its "
+                f"time from first token to end ({e2e - ttft:.6g} s, e2e_s - ttft_s): felab "
+                f"measures both on one clock, so {broken}"
+            )
 
 
 def _one_over(speed: Any, tpot: Any) -> Any:
@@ -344,10 +398,17 @@ def _checked_sample(path: Path, run: int, requests: list[Any]) -> Sample:
     ttft, e2e = arrays["ttft_s"], arrays["e2e_s"]
     if (e2e < ttft - EPSILON_S).any():  # NaN (not measured) compares false
         raise broken()
+    counts = np.array([len(g) if g else 0 for g in itls], dtype=np.int64)
+    if counts.size and counts.max() > MOST_GAPS:
+        raise broken()
+    spent = np.bincount(
+        np.repeat(np.arange(len(requests)), counts), arrays["itl_s"], minlength=len(requests)
+    )
+    if (spent > e2e - ttft + EPSILON_S + _GAP_ROUNDING_S * counts).any():
+        raise broken()
     if not _one_over(arrays["writing_tps"], arrays["tpot_s"]).all():
         raise broken()
     usable = np.array(oks, dtype=bool) & ~np.array([c is True for c in colds], dtype=bool)
-    counts = np.array([len(g) if g else 0 for g in itls], dtype=np.int64)
     return Sample(
         {key: arrays[key][usable] for key in SCALARS},
         arrays["itl_s"][np.repeat(usable, counts)],

@@ -35,7 +35,7 @@ from felab_core.engine.apis import Api, adapter_for
 from felab_core.engine.server_kinds import ServerKind
 from felab_core.files import MiB, NamedFileError, read_named_text
 from felab_core.redact import url_as_typed_masked
-from felab_core.text import formula_mark, holds_hidden
+from felab_core.text import formula_mark, holds_hidden, with_hidden_shown
 
 
 class TargetError(ValueError):
@@ -219,7 +219,8 @@ def load_targets(path: Path | None) -> dict[str, Target]:
         parsed = _TargetsFile.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
+        # a key is the file's words: an escape code in it must not reach the terminal
+        where = ".".join(with_hidden_shown(str(p))[:64] for p in first["loc"])
         raise TargetError(f"targets file {path}: {where}: {first['msg']}") from None
     for name in parsed.targets:
         if not name.strip():

@@ -301,6 +301,17 @@ def _write_files(d: Path) -> None:
     ):
         record = {"schema": "felab.bench/1", "runs": [{"requests": [request]}]}
         (d / f"{name}.json").write_text(json.dumps(record))
+    good = {"ok": True, "ttft_s": 0.1, "e2e_s": 0.3, "itl_s": [0.1, 0.1]}
+    for name, changes in (  # sixteenth sweep (a): H6 H7 H8
+        ("server-escape", {"server": {"kind": "vllm\x1b[2J\u202e", "version": "x" * 10**6}}),
+        ("server-string", {"server": "vllm 0.6"}),
+        ("gaps-past-e2e", {"runs": [{"requests": [{**good, "itl_s": [0.02] * 2000}] * 3}]}),
+    ):
+        record = {"schema": "felab.bench/1", "runs": [{"requests": [good] * 3}], **changes}
+        (d / f"{name}.json").write_text(json.dumps(record))
+    (d / "targets-key-escape.toml").write_text(  # sixteenth sweep (a) H10
+        '[targets.x]\nkind = "vllm"\nurl = "http://127.0.0.1:1"\n"f\\u001b[31moo" = 1\n'
+    )
     (d / "key-twice.json").write_text(  # JSON keeps the last: 9 s compared without a word
         '{"schema": "felab.bench/1", "runs": [{"requests": [{"ok": true, "ttft_s": 0.1, '
         '"ttft_s": 9.0}]}]}'
@@ -873,6 +884,10 @@ CASES: list[Case] = [
     case("bench-model-formula", ["bench", *LOCAL.split(), "--model", "=1+1"], 2, "begins with '='"),
     case("compare-ok-string", "compare {files}/ok-yes.json {files}/ok-yes.json", 2, "not true or false"),
     case("compare-negative-tokens", "compare {files}/neg-tokens.json {files}/neg-tokens.json", 2, "output_tokens = -3"),
+    case("compare-server-escape", "compare {files}/server-escape.json {files}/other.json", 2, "server version is 'xxxx"),
+    case("compare-server-string", "compare {files}/server-string.json {files}/other.json", 2, "server is 'vllm 0.6', not a mapping"),
+    case("compare-gaps-past-e2e", "compare {files}/gaps-past-e2e.json {files}/other.json", 2, "add up to 40 s, longer than its time from first token to end (0.2 s"),
+    case("targets-key-escape", "targets --targets-file {files}/targets-key-escape.toml", 2, "targets.x.f?[31moo: extra inputs"),
     case("compare-key-twice", "compare {files}/key-twice.json {files}/key-twice.json", 2, "holds the key 'ttft_s' twice"),
     case("compare-chart-device", "compare {files}/other.json {files}/other.json --chart /dev/null", 2, "is not a regular file"),
     case("compare-file-slash", "compare {files}/other.json/ {files}/other.json", 2, "other.json is a file: name it"),

@@ -135,3 +135,14 @@ def test_a_constant_shift_is_found_exactly(values: list[float], shift: float) ->
     ttft = _by_key(compare_runs(a, b))["ttft_p50"]
     assert ttft.diff == pytest.approx(shift * 1e3, abs=1e-6)
     assert ttft.a == pytest.approx(float(np.quantile(values, 0.5)) * 1e3)
+
+
+def test_a_record_s_words_are_shown_without_escape_codes() -> None:
+    """Sixteenth sweep H6: a server kind's escape code and U+202E reached the terminal."""
+    a = _record([(4, _requests([0.05] * 5))])
+    b = {**a, "server": {"kind": "vllm\x1b[2J\u202e", "version": "0.6"}}
+    b["target"] = {"model": "m\x1b[31m" + "x" * 500, "api": "openai-chat"}
+    notes = " | ".join(compare_records(a, b).caveats)
+    assert "\x1b" not in notes and "\u202e" not in notes
+    assert "server differs: llamacpp b1 in A, vllm?[2J? 0.6 in B" in notes
+    assert "target model differs: 'm' in A, 'm?[31mxxx" in notes and len(notes) < 300

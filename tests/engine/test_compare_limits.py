@@ -15,10 +15,13 @@ from felab.cli.compare import _slow_note
 from felab_core.engine.compare import (
     BOOTSTRAP_REQUESTS,
     RESAMPLES,
+    THINNED_GAPS,
     _pooled_quantiles,
+    _thinned,
     compare_records,
+    compare_runs,
 )
-from felab_core.engine.record_reading import CompareError, Sample, load_record
+from felab_core.engine.record_reading import MOST_GAPS, CompareError, Sample, load_record
 from tests.engine.test_compare import _record, _requests
 
 
@@ -49,6 +52,9 @@ def _write(tmp_path: Path, name: str, requests: list[dict[str, Any]]) -> Path:
         ({"writing_tps": 0.0}, "request 3 has writing_tps = 0.0, not a speed"),
         ({"tpot_s": 1e-9}, "request 3 has writing_tps = 100.0 beside tpot_s = 1e-09"),
         ({"writing_tps": 120.0}, "request 3 has writing_tps = 120.0 beside tpot_s = 0.01"),
+        # sixteenth sweep H8: gaps that could not fit between the first token and the end
+        ({"itl_s": [0.02] * 10}, "request 3 has inter-token gaps that add up to 0.2 s, longer"),
+        ({"itl_s": [1e-9] * (MOST_GAPS + 1)}, f"request 3 has {MOST_GAPS + 1:,} inter-token gaps"),
     ],
 )
 def test_a_request_felab_could_not_have_measured_is_refused_by_number(
@@ -116,20 +122,23 @@ def test_a_small_comparison_says_nothing_about_subsampling() -> None:
 
 
 def _pooled_everything(
-    values: np.ndarray, counts: np.ndarray, q: float, rng: np.random.Generator
+    values: np.ndarray,
+    counts: np.ndarray,
+    weights: np.ndarray,
+    q: float,
+    rng: np.random.Generator,
 ) -> np.ndarray:
     """The pooled quantile summed over every value, every time (what the window must equal)."""
     n = len(counts)
     owner = np.repeat(np.arange(n), counts)
     order = np.argsort(values, kind="stable")
-    values, owner = values[order], owner[order]
+    values, owner, weights = values[order], owner[order], weights[order]
     out = np.empty(RESAMPLES)
-    for start in range(0, RESAMPLES, 50):
-        size = min(50, RESAMPLES - start)
-        draws = rng.multinomial(n, np.full(n, 1 / n), size=size)
-        cumulative = np.cumsum(draws[:, owner], axis=1)
-        target = q * cumulative[:, -1]
-        out[start : start + size] = values[np.argmax(cumulative >= target[:, None], axis=1)]
+    for row in range(RESAMPLES):
+        draws = rng.multinomial(n, np.full(n, 1 / n))
+        cumulative = np.cumsum(draws[owner] * weights)
+        target = q * (draws @ np.bincount(owner, weights=weights, minlength=n))
+        out[row] = values[np.argmax(cumulative >= target)]
     return out
 
 
@@ -139,9 +148,52 @@ def test_the_windowed_pooled_quantile_equals_summing_everything(q: float) -> Non
     counts = rng.integers(0, 40, 3000)
     counts[counts == 0] = 1
     values = rng.lognormal(-4, 0.5, int(counts.sum()))
-    fast = _pooled_quantiles(values, counts, q, np.random.default_rng(3))
-    slow = _pooled_everything(values, counts, q, np.random.default_rng(3))
+    ones = np.ones(len(values))
+    fast = _pooled_quantiles(values, counts, ones, q, np.random.default_rng(3))
+    slow = _pooled_everything(values, counts, ones, q, np.random.default_rng(3))
     assert np.array_equal(fast, slow)
+
+
+@pytest.mark.parametrize("q", [0.5, 0.95])
+def test_thinned_long_requests_are_pooled_by_their_weights_exactly(q: float) -> None:
+    """Requests past THINNED_GAPS gaps enter as weighted order statistics; the windowed sum
+    over them is still the sum over everything."""
+    rng = np.random.default_rng(5)
+    counts = np.array([3, 900, 40, 5_000, 12, 700] * 5)
+    values = rng.gamma(4, 0.0025, int(counts.sum()))
+    kept, kept_counts, weights = _thinned(values, counts)
+    assert kept_counts.max() == THINNED_GAPS and len(kept) == kept_counts.sum()
+    assert np.isclose(weights.sum(), counts.sum())  # every gap still counts once
+    fast = _pooled_quantiles(kept, kept_counts, weights, q, np.random.default_rng(3))
+    slow = _pooled_everything(kept, kept_counts, weights, q, np.random.default_rng(3))
+    assert np.array_equal(fast, slow)
+
+
+def test_long_requests_are_compared_in_bounded_time_with_the_interval_they_had() -> None:
+    """Sixteenth sweep H8: 20 requests of 20,000 gaps took 44 s (one of 2,000,000: 99 s and
+    2.6 GB). Thinned, the interval is that of every gap within a tenth of its width."""
+    rng = np.random.default_rng(1)
+
+    def side(n: int, gaps: int, scale: float) -> Sample:
+        scalars = {k: np.full(n, 0.05) for k in ("ttft_s", "e2e_s", "tpot_s", "writing_tps")}
+        return Sample(scalars, rng.gamma(4, scale / 4, n * gaps), np.full(n, gaps))
+
+    a, b = side(20, 20_000, 0.010), side(20, 20_000, 0.0103)
+    started = time.monotonic()
+    itl = {c.figure.key: c for c in compare_runs(a, b)}["itl_p50"]
+    assert time.monotonic() - started < 30
+    assert itl.low is not None and itl.high is not None and itl.verdict == "worse"
+    # every gap resampled, for the truth (slow: the windows are whole)
+    everything = np.quantile(
+        _pooled_everything(b.gaps, b.gap_counts, np.ones(len(b.gaps)), 0.5,
+                           np.random.default_rng(4))
+        - _pooled_everything(a.gaps, a.gap_counts, np.ones(len(a.gaps)), 0.5,
+                             np.random.default_rng(5)),
+        [0.025, 0.975],
+    ) * 1e3  # fmt: skip
+    width = everything[1] - everything[0]
+    assert abs(itl.low - everything[0]) < 0.1 * width + 0.02
+    assert abs(itl.high - everything[1]) < 0.1 * width + 0.02
 
 
 def test_a_slow_step_is_said_only_when_it_is_slow() -> None:
