@@ -59,8 +59,12 @@ def merge_shards(
     shards: int,
     lost: Mapping[int, str] | None = None,
     slo: SLO | None = None,
+    offered_s: float = 0.0,
 ) -> MergedRun:
     """Merge the slices that came back; `lost` says why the others did not.
+
+    `offered_s`: how long the schedule offered requests (Workload.offered_window_s); the
+    run's throughputs are counts over at least that long.
 
     Raises ValueError for records that cannot belong to one run (a slice twice, a slice
     outside 0..shards-1, one request index in two slices): that is a bug, not a lost slice.
@@ -92,7 +96,7 @@ def merge_shards(
         duration_s = max(0, end - start) / 1e9
     else:
         duration_s = 0.0
-    summary = summarize(requests, duration_s=duration_s, slo=slo)
+    summary = summarize(requests, duration_s=max(duration_s, offered_s), slo=slo)
     return MergedRun(requests, summary, shards, losses)
 
 

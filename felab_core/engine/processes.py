@@ -285,7 +285,9 @@ async def run_in_processes(
         )
         for i, r in replies.items()
     ]
-    merged = merge_shards(records, shards=n, lost=lost, slo=slo)
+    merged = merge_shards(
+        records, shards=n, lost=lost, slo=slo, offered_s=workload.offered_window_s()
+    )
     timelines = sorted(
         (t for r in replies.values() for t in r.measured.timelines), key=lambda t: t.index
     )

@@ -183,7 +183,7 @@ async def bench_target(
             window = steady_window(workload, metrics, timelines, t_start, t_end)
             summary = summarize(
                 metrics,
-                duration_s=(t_end - t_start) / 1e9,
+                duration_s=max((t_end - t_start) / 1e9, workload.offered_window_s()),
                 slo=slo,
                 window_s=None if window is None else window["to_s"] - window["from_s"],
             )

@@ -157,6 +157,15 @@ class Workload:
         """Requests leave on a schedule (a rate, or a trace's times), not as users free up."""
         return self.rate is not None or self.trace is not None
 
+    def offered_window_s(self) -> float:
+        """How long a run of a schedule lasting --duration offered requests for (0 for any
+        other run): its throughputs are counts over at least this. A 0.01 req/s probe of 10 s
+        sends one request at 0 s and none after; over the 0.1 s that one took it had read as
+        "finished 10 req/s"."""
+        if self.open_loop and self.duration_s is not None and self.sessions is None:
+            return self.duration_s
+        return 0.0
+
     def prompt_plan(self) -> PromptPlan:
         default = TOOL_PROMPT if self.tools else DEFAULT_PROMPT
         return PromptPlan(self.prompt_tokens, self.shared_prefix_tokens, self.seed, default)

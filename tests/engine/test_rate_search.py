@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -137,3 +138,24 @@ def test_a_scripted_server_of_known_capacity(tmp_path: object) -> None:
     assert missed and min(missed) > max(passed), probes  # the knee lies between them
     assert (min(missed) - max(passed)) / max(passed) <= 0.1  # bisected to 10 %
     assert "highest rate within ttft_p95<=150ms" in result.output
+
+
+def test_a_probe_that_sends_one_request_is_not_said_to_finish_many(tmp_path: Path) -> None:
+    """Sixteenth sweep (a) M1: a 0.01 req/s run of 1 s sends one request at 0 s; over the
+    ~0.05 s it took it read as "finished 20 req/s". Its throughputs are over the 1 s offered."""
+    script = Script(persona="llamacpp", ttft_s=0.01, itl_s=0.004, slots=2)
+    server = ScriptedServer(script).start_in_thread()
+    record = tmp_path / "r.json"
+    try:
+        result = runner.invoke(
+            app,
+            ["bench", "llamacpp", "--url", server.base_url, "--max-tokens", "10", "--rate",
+             "0.01", "--duration", "1", "--no-csv", "--json", str(record)],
+        )  # fmt: skip
+    finally:
+        server.stop_thread()
+    assert result.exit_code == 0, result.output
+    (run,) = json.loads(record.read_text())["runs"]
+    assert run["summary"]["ok"] == 1
+    assert run["summary"]["duration_s"] >= 1.0
+    assert run["summary"]["request_tps"] <= 1.0
