@@ -130,10 +130,21 @@ def _first(cfg: Mapping[str, Any], keys: tuple[str, ...]) -> tuple[str, Any] | N
 _SHAPE_LIMIT = 10_000_000
 
 
+def _shown_value(value: Any) -> str:
+    """A file's value for an error: an array by its length (4,000 numbers had been echoed as
+    a 23 kB line), anything else repr'd and cut to 40 characters (escape codes written out)."""
+    if isinstance(value, list | tuple):
+        if not value:
+            return "an empty array"
+        return f"an array of {len(value):,} item{'' if len(value) == 1 else 's'}"
+    text = repr(value[:40] if isinstance(value, str) else value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _positive_int(value: Any, key: str, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise SizingError(
-            f"{where}: {key} is {value!r}, but it must be a whole number above zero; "
+            f"{where}: {key} is {_shown_value(value)}, but it must be a whole number above zero; "
             "check that the file is the model's own config"
         )
     if value > _SHAPE_LIMIT:
@@ -302,15 +313,17 @@ def from_hf_config(source: str | Path | Mapping[str, Any], name: str | None = No
             "full-length upper bound"
         )
     dtype = cfg.get("torch_dtype") or cfg.get("dtype") or top.get("torch_dtype")
-    model_name = (
-        name
-        or top.get("_name_or_path")
-        or (folder.name if folder is not None else None)
-        or (top.get("architectures") or ["model"])[0]
-    )
+    architectures = top.get("architectures")
+    architecture = (
+        architectures[0]
+        if isinstance(architectures, list) and architectures and isinstance(architectures[0], str)
+        else None
+    )  # a number or a mapping there had been indexed (exit 70), a string cut to its first letter
+    folder_name = folder.name if folder is not None else ""  # "" for a file named relatively
+    model_name = name or top.get("_name_or_path") or folder_name or architecture or "model"
     if not isinstance(model_name, str) or holds_hidden(model_name) or len(model_name) > 300:
-        model_name = folder.name if folder is not None else "model"  # the file's words reach
-        # the terminal and a memo: an escape code or a forged "error:" line is no name
+        model_name = folder_name or "model"  # the file's words reach the terminal and a
+        # memo: an escape code or a forged "error:" line is no name
     shape = ModelShape(
         name=str(model_name),
         n_layers=n_layers,
@@ -361,11 +374,16 @@ def _per_layer(value: Any, key: str, where: str) -> tuple[int | None, tuple[int,
     A count that is not a whole number (4096.7) is refused, not rounded down; in a per-layer
     list a layer may have none (0), never fewer (-2 had subtracted cache)."""
     values = value if isinstance(value, list) else [] if value is None else [value]
+    if isinstance(value, list) and not value:  # the key is there: "lacks it" misled
+        raise SizingError(
+            f"{where}: {key} is an empty array, not a count of heads; check that the file is a "
+            "model's GGUF"
+        )
     for v in values:
         if isinstance(v, bool) or not isinstance(v, int):
             raise SizingError(
-                f"{where}: {key} holds {v!r}, not a whole number; check that the file is a "
-                "model's GGUF"
+                f"{where}: {key} holds {_shown_value(v)}, not a whole number; check that the "
+                "file is a model's GGUF"
             )
         if isinstance(value, list) and not 0 <= v <= _SHAPE_LIMIT:
             raise SizingError(
@@ -450,10 +468,16 @@ def from_gguf(path: str | Path) -> ModelShape:
             ) from None
 
     arch = field("general.architecture")
-    if not isinstance(arch, str) or not arch:
+    if arch is None:
         raise SizingError(
             f"{gguf_path} has no general.architecture key, so its shape cannot be read; "
             "is it a model file (not a LoRA adapter or a vocabulary-only file)?"
+        )
+    if not isinstance(arch, str) or not arch:  # the key is there: no adapter to look for
+        raise SizingError(
+            f"{gguf_path}: general.architecture is {_shown_value(arch)}, not an architecture's "
+            "name (llama, qwen2, ...): the file is damaged or was written wrongly; convert the "
+            "model again, or give its Hugging Face config.json with --config"
         )
     if holds_hidden(arch) or len(arch) > 64:  # every message below names it
         raise SizingError(
@@ -583,8 +607,8 @@ def from_gguf(path: str | Path) -> ModelShape:
         name = field("general.name") or gguf_path.stem
     except SizingError:  # a name that is not UTF-8 text labels nothing: the file's name does
         name = gguf_path.stem
-    if holds_hidden(str(name)) or len(str(name)) > 300:  # the file's own words reach the terminal
-        name = gguf_path.stem
+    if not isinstance(name, str) or holds_hidden(name) or len(name) > 300:
+        name = gguf_path.stem  # a number is no name; the file's own words reach the terminal
     context = key("context_length")
     if context is not None:  # a string "lots" crashed; -1 was shown as the trained context
         context = _positive_int(context, f"{arch}.context_length", str(gguf_path))

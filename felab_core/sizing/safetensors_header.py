@@ -99,6 +99,11 @@ def _header(path: Path, budget: int) -> tuple[dict[str, Any], int, int]:
     return header, length, size - 8 - length
 
 
+#: The most dimensions a tensor's shape may list: models use up to 5; 100,000 dimensions of
+#: 2**62 each took math.prod past 30 s (and 17 overflowed a float).
+_MOST_DIMS = 16
+
+
 def _span(path: Path, tensor: str, info: dict[str, Any], data_bytes: int) -> tuple[int, int]:
     """The tensor's [start, end) in the data, checked against its dtype, shape and the file."""
     name = with_hidden_shown(str(tensor)[:60])
@@ -121,14 +126,19 @@ def _span(path: Path, tensor: str, info: dict[str, Any], data_bytes: int) -> tup
         )
     bits, shape = _DTYPE_BITS.get(str(info.get("dtype"))), info.get("shape")
     if bits is not None and isinstance(shape, list):
-        if not all(type(n) is int and 0 <= n < 2**63 for n in shape):
-            raise _refused(path, f"tensor {name} has the shape {str(shape)[:60]}")
-        expected = math.ceil(math.prod(shape) * bits / 8)
+        if len(shape) > _MOST_DIMS or not all(type(n) is int and 0 <= n < 2**63 for n in shape):
+            raise _refused(
+                path,
+                f"tensor {name} has the shape {str(shape)[:60]}"
+                + (f" ({len(shape):,} dimensions)" if len(shape) > _MOST_DIMS else ""),
+            )
+        expected = (math.prod(shape) * bits + 7) // 8  # whole numbers: no float to overflow
         if expected != end - start:
             raise _refused(
                 path,
-                f"tensor {name} is {info.get('dtype')} {str(shape)[:60]}, {expected:,} bytes, "
-                f"but its offsets span {end - start:,}",
+                f"tensor {name} is {info.get('dtype')} {str(shape)[:60]}, "
+                + (f"{expected:,} bytes" if expected < 2**63 else "more bytes than any file")
+                + f", but its offsets span {end - start:,}",
             )
     return start, end
 

@@ -273,6 +273,12 @@ def weights_for(shape: ModelShape, bits_per_weight: Fraction | None = None) -> t
             "header or damaged; give the model file's size with --model-bytes instead"
         )
     if read is not None:
+        if from_files and read < MIN_WEIGHTS_BYTES:  # the files' fault, not a typed unit's
+            raise SizingError(
+                f"the tensors listed in {shape.source} leave {whole_text(read)} bytes for a "
+                "token to read (the active experts' share), no model's weights: the file is a "
+                "header or damaged; give the model file's size with --model-bytes instead"
+            )
         if shape.is_moe:
             return read, (
                 f"only the active experts are read: {both_ways(read)} of the "

@@ -329,3 +329,54 @@ def test_a_header_of_tiny_tensors_is_not_called_a_typo(tmp_path: Path) -> None:
     path.write_bytes(head + b"\0" * 64)
     with pytest.raises(SizingError, match="hold 4 bytes, no model's weights"):
         weights_for(from_gguf(path))
+
+
+def _u32_pair(key: str, value: int) -> bytes:
+    name = key.encode()
+    return struct.pack("<Q", len(name)) + name + struct.pack("<II", 4, value)
+
+
+def _u32_array_pair(key: str, values: list[int]) -> bytes:
+    name = key.encode()
+    body = struct.pack(f"<{len(values)}I", *values)
+    return struct.pack("<Q", len(name)) + name + struct.pack("<IIQ", 9, 4, len(values)) + body
+
+
+def test_an_architecture_that_is_a_number_is_named_not_called_missing(tmp_path: Path) -> None:
+    """Seventeenth sweep (c) M2: "has no general.architecture key ... a LoRA adapter?"."""
+    path = tmp_path / "arch.gguf"
+    path.write_bytes(_header(_u32_pair("general.architecture", 5)))
+    said = r"general\.architecture is 5, not an architecture's name"
+    with pytest.raises(SizingError, match=said):
+        from_gguf(path)
+
+
+def test_shape_keys_that_are_arrays_are_said_by_their_length(tmp_path: Path) -> None:
+    """Seventeenth sweep (c) L2, L3: 4,000 numbers were echoed (23 kB), [] was "lacks"."""
+    arch = _text_pair("general.architecture", b"llama")
+    long = tmp_path / "long.gguf"
+    long.write_bytes(
+        _header(arch, _u32_array_pair("llama.block_count", list(range(1, 4001))),
+                _u32_pair("llama.attention.head_count", 4))
+    )  # fmt: skip
+    with pytest.raises(SizingError, match="block_count is an array of 4,000 items") as caught:
+        from_gguf(long)
+    assert len(str(caught.value)) < 300
+    empty = tmp_path / "empty.gguf"
+    empty.write_bytes(
+        _header(arch, _u32_pair("llama.block_count", 2),
+                _u32_array_pair("llama.attention.head_count", []))
+    )  # fmt: skip
+    with pytest.raises(SizingError, match="head_count is an empty array"):
+        from_gguf(empty)
+
+
+def test_a_name_that_is_a_number_gives_way_to_the_file_s(tmp_path: Path) -> None:
+    """Seventeenth sweep (c) L5: general.name 7 titled the table "KV cache: 7"."""
+    path = write_gguf(tmp_path / "named.gguf")
+    raw = path.read_bytes()
+    key = b"general.name"
+    at = raw.index(key) + len(key)  # its type (8, a string) becomes 4 (uint32), its value 7
+    (length,) = struct.unpack_from("<Q", raw, at + 4)
+    path.write_bytes(raw[:at] + struct.pack("<II", 4, 7) + raw[at + 12 + length :])
+    assert from_gguf(path).name == "named"

@@ -213,7 +213,7 @@ def test_a_damaged_safetensors_header_is_said(tmp_path: Path, header: object, sa
     [
         ({"kv_lora_rank": 512, "qk_rope_head_dim": "abc"}, "qk_rope_head_dim is 'abc'"),
         ({"kv_lora_rank": 512, "qk_rope_head_dim": -100_000}, "qk_rope_head_dim is -100000"),
-        ({"kv_lora_rank": 512, "qk_rope_head_dim": [64]}, "qk_rope_head_dim is [64]"),
+        ({"kv_lora_rank": 512, "qk_rope_head_dim": [64]}, "qk_rope_head_dim is an array of 1 item"),
         ({"num_local_experts": 8, "num_experts_per_tok": 100}, "100 experts used per token, but"),
         ({"num_local_experts": -8, "num_experts_per_tok": 2}, "num_local_experts is -8"),
         ({"max_position_embeddings": "lots"}, "max_position_embeddings is 'lots'"),

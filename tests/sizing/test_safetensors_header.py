@@ -81,6 +81,36 @@ def test_a_shape_that_disagrees_with_the_offsets_is_refused(tmp_path: Path) -> N
     assert "tensor a is F32 [1099511627776], 4,398,046,511,104 bytes" in _refusal([path])
 
 
+@pytest.mark.parametrize(
+    ("dims", "says"),
+    [
+        (16, "more bytes than any file, but its offsets span 0"),  # 2**992: a float overflowed
+        (17, "(17 dimensions)"),
+        (100_000, "(100,000 dimensions)"),  # math.prod of them ran past 30 s
+    ],
+)
+def test_a_shape_of_many_huge_dimensions_is_refused_quickly(
+    tmp_path: Path, dims: int, says: str
+) -> None:
+    """Seventeenth sweep (c) H2, H3: exit 70 (OverflowError), and a hang."""
+    path = _write(
+        tmp_path / "dims.safetensors",
+        {"w": {"dtype": "F16", "shape": [2**62] * dims, "data_offsets": [0, 0]}},
+    )
+    assert says in _refusal([path])
+
+
+@pytest.mark.parametrize("architectures", [5, {"x": 1}, "Llama", [""], [7]])
+def test_a_config_whose_architectures_is_no_list_of_names_names_no_model_from_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, architectures: Any
+) -> None:
+    """Seventeenth sweep (c) H1, L1: a config named relatively (no folder name) indexed its
+    architectures: exit 70 for a number or a mapping, "L" for a string."""
+    (tmp_path / "config.json").write_text(json.dumps({**CONFIG, "architectures": architectures}))
+    monkeypatch.chdir(tmp_path)
+    assert from_hf_config(Path("config.json")).name == "model"
+
+
 def test_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
     """H6: a FIFO named x.safetensors hung --config for good."""
     folder = _folder(tmp_path)
@@ -122,3 +152,19 @@ def test_a_tiny_tensor_list_is_not_called_a_typo(tmp_path: Path) -> None:
     )
     with pytest.raises(SizingError, match="hold 8 bytes, no model's weights"):
         weights_for(from_hf_config(folder))
+
+
+def test_a_mixture_whose_active_share_is_tiny_blames_the_files_not_a_typed_unit(
+    tmp_path: Path,
+) -> None:
+    """Seventeenth sweep (c) M1: 200 kB of experts, a quarter of them active, was met with
+    "write the unit, e.g. --model-bytes 4.9GB, or check --bits-per-weight", flags never typed."""
+    folder = tmp_path / "moe"
+    folder.mkdir()
+    moe = {**CONFIG, "num_local_experts": 8, "num_experts_per_tok": 2}
+    (folder / "config.json").write_text(json.dumps(moe))
+    header = {"a.experts.w": {"dtype": "U8", "shape": [200_000], "data_offsets": [0, 200_000]}}
+    _write(folder / "model.safetensors", header, data=200_000)
+    with pytest.raises(SizingError, match="leave 50,000 bytes for a token to read") as caught:
+        weights_for(from_hf_config(folder))
+    assert "--bits-per-weight" not in str(caught.value)
