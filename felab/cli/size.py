@@ -273,6 +273,8 @@ def capacity_command(
     """Cache capacity and worst-case conversations at once; what fp8 or a shorter max buys."""
     console = _console()
     with _sizing_errors():
+        kv.vllm_kv_dtype(kv_dtype, "--kv-dtype")  # the flags first: a typo before any file
+        kv.vllm_kv_dtype(try_dtype, "--try-dtype")
         reading: vllm_log.VllmReading | None = None
         if vllm_log_file is not None or url is not None:
             if blocks is not None or tokens is not None:

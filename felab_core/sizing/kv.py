@@ -94,6 +94,23 @@ def kv_dtype(name: str) -> KvDtype:
     return found
 
 
+#: The cache types vLLM's --kv-cache-dtype stores (auto is the model's own 16 or 32 bits).
+VLLM_KV_DTYPES = ("f32", "f16", "bf16", "fp8")
+
+
+def vllm_kv_dtype(name: str, flag: str) -> KvDtype:
+    """A cache type vLLM can run, or a SizingError naming the flag: q4_0 and the other block
+    types are llama.cpp's (-ctk/-ctv), and a vLLM cache of them had been sized as a what-if."""
+    found = kv_dtype(name)
+    if found.name not in VLLM_KV_DTYPES:
+        raise SizingError(
+            f"{flag} {name.strip()[:40]!r} is llama.cpp's cache type (-ctk/-ctv), not vLLM's: "
+            f"vLLM's --kv-cache-dtype stores {', '.join(VLLM_KV_DTYPES)} (auto is the model's "
+            "own 16-bit type); for llama.cpp use felab size slots"
+        )
+    return found
+
+
 @dataclass(frozen=True)
 class KvPerToken:
     """Cache bytes one token takes, with the multiplication written out."""

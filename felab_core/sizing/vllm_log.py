@@ -33,9 +33,10 @@ from felab_core.sizing.capacity import (
 from felab_core.sizing.errors import SizingError
 from felab_core.sizing.units import GB, MAX_TOKENS, GiB, as_fraction, decimal_text, whole_text
 
-#: A count as vLLM prints it (8234 or 8,234); a fraction or an exponent is matched whole, so
-#: that "1e309" is refused rather than read as its first digit.
-_NUM = r"(\d+(?:,\d{3})*(?:\.\d+)?(?:[eE][+-]?\d+)?)"
+#: A count as vLLM prints it (8234 or 8,234); a fraction, an exponent or a misplaced comma
+#: is matched whole, so that "1e309" or "8,2340" is refused (by _int) rather than read as its
+#: first digits (8,234).
+_NUM = r"(\d+(?:,\d+)*(?:\.\d+)?(?:[eE][+-]?\d+)?)"
 #: The most any count in a startup log can be (blocks, tokens): past it the log is damaged.
 _MOST_IN_LOG = 10 * MAX_TOKENS
 _TOKENS_RE = re.compile(rf"\b([A-Z]{{2,4}}(?: \+ host)?) KV cache size: {_NUM} tokens")

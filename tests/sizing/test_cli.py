@@ -166,3 +166,19 @@ def test_url_of_a_server_that_is_not_llama_cpp() -> None:
         server.server_close()
     assert code == 2
     assert "does not look like llama-server (GET /props answered HTTP 404)" in out
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--try-dtype", "q4_0"], "--try-dtype 'q4_0' is llama.cpp's cache type"),
+        (["--kv-dtype", "iq4_nl"], "--kv-dtype 'iq4_nl' is llama.cpp's cache type"),
+    ],
+)
+def test_capacity_refuses_a_cache_type_vllm_cannot_run(flags: list[str], says: str) -> None:
+    """Seventeenth sweep (c) M3: a q4_0 vLLM cache was sized as a what-if (3.5 times)."""
+    result = runner.invoke(
+        app, ["size", "capacity", "--tokens", "1000", "--max-len", "100", *flags]
+    )
+    assert result.exit_code == 2, result.output
+    assert says in " ".join(result.output.split())

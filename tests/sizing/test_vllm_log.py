@@ -245,8 +245,22 @@ ONE_LINE = (
             "INFO block_size=100000\n" + ONE_LINE.format(len="2,048", x="1024.00"),
             "a block size of 100000",
         ),
+        # seventeenth sweep (c) M4: a misplaced comma was read as its first groups (8,234)
+        (
+            "INFO # GPU blocks: 8,2340\n" + ONE_LINE.format(len="2,048", x="1024.00"),
+            "the log says 8,2340 where vLLM writes a count",
+        ),
+        ("INFO # GPU blocks: 1,00\nmax_seq_len=100", "the log says 1,00 where"),
     ],
-    ids=["zero-length", "dot", "exponent", "thirty-digit-length", "block-size"],
+    ids=[
+        "zero-length",
+        "dot",
+        "exponent",
+        "thirty-digit-length",
+        "block-size",
+        "comma-4",
+        "comma-2",
+    ],
 )
 def test_a_damaged_line_is_refused_with_the_file_and_line(
     tmp_path: Path, line: str, says: str
