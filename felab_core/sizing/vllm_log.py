@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import IO
@@ -31,7 +31,7 @@ from felab_core.sizing.capacity import (
     capacity_from_tokens,
 )
 from felab_core.sizing.errors import SizingError
-from felab_core.sizing.units import GB, MAX_TOKENS, GiB, as_fraction, decimal_text, whole_text
+from felab_core.sizing.units import GB, MAX_TOKENS, GiB, MiB, as_fraction, decimal_text, whole_text
 
 #: A count as vLLM prints it (8234 or 8,234); a fraction, an exponent or a misplaced comma
 #: is matched whole, so that "1e309" or "8,2340" is refused (by _int) rather than read as its
@@ -54,6 +54,7 @@ _MAXLEN_RES = (
     re.compile(r"Using max model len (\d+)"),
     re.compile(r"--max-model-len[ =](\d+)"),
 )
+_MAXLEN_GATES = ("max_seq_len=", "max_model_len", "max model len", "--max-model-len")
 _KV_DTYPE_RE = re.compile(r"\bkv_cache_dtype=([\w]+)")
 _MODEL_DTYPE_RE = re.compile(r"\bdtype=torch\.(\w+)")
 _KV_MEMORY_RES = (
@@ -146,6 +147,7 @@ class VllmReading:
     version: str | None = None
     occurrences: int = 1
     source: str = ""
+    lines_cut_at: int | None = None  # a log longer than MAX_LOG_LINES: only these were read
 
     @property
     def format_words(self) -> str:
@@ -251,6 +253,11 @@ class VllmReading:
                 f" The KV lines appear {self.occurrences} times (several workers or restarts); "
                 "the last ones are used."
             )
+        if self.lines_cut_at is not None:
+            text += (
+                f" Only the first {self.lines_cut_at:,} lines of the log were read: a restart "
+                "after them is not seen here."
+            )
         return text
 
 
@@ -301,37 +308,44 @@ def _first(patterns: tuple[re.Pattern[str], ...], line: str) -> re.Match[str] | 
     return None
 
 
+def _search(pattern: re.Pattern[str], line: str, gate: str) -> re.Match[str] | None:
+    """The pattern's match, looked for only in a line that holds its words (`gate`): a quick
+    substring test spares the regular expressions most lines (a 150 MB log of 64 KiB lines
+    each holding "lock" had run every pattern over every byte, past 30 s)."""
+    return pattern.search(line) if gate in line else None
+
+
 def _read_line(line: str) -> _Line:
     """One line's KV-cache facts; a SizingError when a fact is there but cannot be so."""
     found = _Line()
-    m_tokens = _TOKENS_RE.search(line)
-    m_conc = _CONC_RE.search(line)
+    m_tokens = _search(_TOKENS_RE, line, "KV cache size:")
+    m_conc = _search(_CONC_RE, line, "Maximum concurrency for ")
     if m_tokens:
         found.tokens = (m_tokens.group(1), _int(m_tokens.group(2)))
     if m_conc:
         found.conc = (_length(m_conc.group(1)), _concurrency(m_conc.group(2)))
-    m_blocks = _BLOCKS_RE.search(line)
-    if m_blocks and "blocks" in line:
+    m_blocks = _search(_BLOCKS_RE, line, " blocks")
+    if m_blocks:
         colon = ":" in line[m_blocks.start() : m_blocks.end()]
         cpu = _int(m_blocks.group(3)) if m_blocks.group(3) else None
         found.blocks = (m_blocks.group(1), _int(m_blocks.group(2)), cpu, colon)
-    for pattern in _BLOCK_SIZE_RES:  # the last pattern that matches wins, as before
-        m = pattern.search(line)
+    for pattern, gate in zip(_BLOCK_SIZE_RES, ("block", "block size"), strict=True):
+        m = _search(pattern, line, gate)  # the last pattern that matches wins, as before
         if m and _int(m.group(1)) > 0:
             found.block_size = _block_size(m.group(1))
-    for pattern in _MAXLEN_RES:
-        m = pattern.search(line)
+    for pattern, gate in zip(_MAXLEN_RES, _MAXLEN_GATES, strict=True):
+        m = _search(pattern, line, gate)
         if m:
             found.max_len = _length(m.group(1))
-    m = _KV_DTYPE_RE.search(line)
+    m = _search(_KV_DTYPE_RE, line, "kv_cache_dtype=")
     found.kv_dtype = m.group(1) if m else None
-    m = _MODEL_DTYPE_RE.search(line)
+    m = _search(_MODEL_DTYPE_RE, line, "dtype=torch.")
     found.model_dtype = m.group(1) if m else None
-    m = _first(_KV_MEMORY_RES, line)
+    m = _first(_KV_MEMORY_RES, line) if "KV cache memory" in line or "KV Cache is" in line else None
     found.kv_memory = _size(m.group(1), m.group(2)) if m else None
-    m = _first(_WEIGHTS_RES, line)
+    m = _first(_WEIGHTS_RES, line) if "weights" in line or "loading took" in line else None
     found.weights = _size(m.group(1), m.group(2)) if m else None
-    m = _first(_VERSION_RES, line)
+    m = _first(_VERSION_RES, line) if "version" in line or "LLM engine" in line else None
     found.version = m.group(1) if m else None
     return found
 
@@ -352,9 +366,18 @@ def parse_log(text: str | Iterable[str], source: str = "log") -> VllmReading:
     version: str | None = None
 
     lines = text.split("\n") if isinstance(text, str) else text  # \r is a progress bar's
+    read = 0
     for number, line in enumerate(lines, 1):
         if not any(word in line for word in _WORDS):  # most of a long log: a cheap look
             continue
+        read += len(line)
+        if read > MOST_READ_BYTES:
+            raise SizingError(
+                f"{source}: over {MOST_READ_BYTES // MiB} MiB of lines that name vLLM's cache "
+                f"settings by line {number:,}, where a startup writes a few kB: give the "
+                "startup's part of the log (from its start until 'Application startup "
+                "complete'), e.g. head -n 2000 of it"
+            )
         try:
             found = _read_line(line)
         except SizingError as exc:
@@ -424,16 +447,25 @@ def parse_log(text: str | Iterable[str], source: str = "log") -> VllmReading:
     )
 
 
-#: A word every line felab reads holds (the patterns above): other lines are skipped unread.
-_WORDS = ("lock", "oncurren", "ache", "len", "dtype", "eights", "oading", "ersion", "engine")
+#: The words one of the patterns above needs (their gates in _read_line): other lines are
+#: skipped unread.
+_WORDS = (
+    "KV cache size:", "Maximum concurrency for ", "block", "kv_cache_dtype=", "dtype=torch.",
+    "KV cache memory", "KV Cache is", "weights", "loading took", "version", "LLM engine",
+    *_MAXLEN_GATES,
+)  # fmt: skip
+#: The most bytes of such lines read: a startup writes a few kB of them, a server's log over
+#: months a few MB; every pattern over 150 MB of them had run past 30 s.
+MOST_READ_BYTES = 32 * MiB
 #: A startup is a few hundred lines, and a long-running server's log a few million: past these
 #: the rest is not read (a 240 MB log of short lines took 6 GB and ran past 30 s whole).
 MAX_LOG_LINES = 2_000_000
 MAX_LINE_BYTES = 64 * 1024
 
 
-def _log_lines(fh: IO[bytes]) -> Iterator[str]:
-    """The file's lines, each cut at MAX_LINE_BYTES (the rest of a longer one is skipped)."""
+def _log_lines(fh: IO[bytes], cut: list[int]) -> Iterator[str]:
+    """The file's lines, each cut at MAX_LINE_BYTES (the rest of a longer one is skipped);
+    `cut` gets MAX_LOG_LINES when the file goes on past them."""
     for _ in range(MAX_LOG_LINES):
         raw = fh.readline(MAX_LINE_BYTES)
         if not raw:
@@ -442,6 +474,8 @@ def _log_lines(fh: IO[bytes]) -> Iterator[str]:
             while (more := fh.readline(MAX_LINE_BYTES)) and not more.endswith(b"\n"):
                 pass
         yield raw.decode("utf-8", errors="replace")
+    if fh.read(1):
+        cut.append(MAX_LOG_LINES)
 
 
 def parse_log_file(path: str | Path) -> VllmReading:
@@ -451,8 +485,19 @@ def parse_log_file(path: str | Path) -> VllmReading:
         present = refuse_special(log, what="vLLM log (its startup is enough)")
         if present is None:
             raise SizingError(f"{log} does not exist: give the vLLM log (its startup is enough)")
+        cut: list[int] = []
         with log.open("rb") as fh:
-            return parse_log(_log_lines(fh), source=str(log))
+            try:
+                reading = parse_log(_log_lines(fh, cut), source=str(log))
+            except SizingError as exc:
+                if cut and str(exc).startswith("no KV-cache lines"):
+                    raise SizingError(
+                        f"no KV-cache lines in the first {MAX_LOG_LINES:,} lines of {log}, "
+                        "and felab reads no further: give the startup's part of the log (from "
+                        "its start until 'Application startup complete')"
+                    ) from None
+                raise
+        return replace(reading, lines_cut_at=cut[0]) if cut else reading
     except NamedFileError as exc:
         raise SizingError(str(exc)) from None
     except OSError as exc:

@@ -314,3 +314,34 @@ def test_an_fp8_name_vllm_does_not_have_is_not_read_as_fp8() -> None:
     text = "INFO kv_cache_dtype=fp8_garbage_xyz\n" + ONE_LINE.format(len="2,048", x="1024.00")
     with pytest.raises(SizingError, match="gives the cache type 'fp8_garbage_xyz'"):
         vllm_log.parse_log(text, source="odd.log").capacity()
+
+
+def test_lines_naming_the_cache_are_read_within_a_byte_budget(tmp_path: Path) -> None:
+    """Seventeenth sweep (c) H4: 150 MB of 64 KiB lines each holding "lock" ran every pattern
+    over every byte, past 30 s. Only lines holding a pattern's own words are searched now, and
+    at most MOST_READ_BYTES of them."""
+    head = "INFO GPU KV cache size: 1,000 tokens\n"
+    wide = tmp_path / "wide.log"
+    wide.write_text(head + ("lock " + "# " * 30_000 + "\n") * 600)  # 36 MB, nothing to search
+    assert vllm_log.parse_log_file(wide).tokens == 1000
+    named = tmp_path / "named.log"
+    line = "KV cache size: block_size= max_model_len version weights " + "# " * 2_000 + "\n"
+    named.write_text(head + line * (vllm_log.MOST_READ_BYTES // len(line) + 2))
+    with pytest.raises(SizingError, match="over 32 MiB of lines that name vLLM's cache"):
+        vllm_log.parse_log_file(named)
+
+
+def test_a_log_longer_than_felab_reads_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seventeenth sweep (c) L8: KV lines past line 2,000,000 were "no KV-cache lines", and a
+    restart after it was not seen, without a word."""
+    monkeypatch.setattr(vllm_log, "MAX_LOG_LINES", 50)
+    late = tmp_path / "late.log"
+    late.write_text("x\n" * 60 + "INFO GPU KV cache size: 1,000 tokens\n")
+    with pytest.raises(SizingError, match="no KV-cache lines in the first 50 lines of"):
+        vllm_log.parse_log_file(late)
+    early = tmp_path / "early.log"
+    early.write_text("INFO GPU KV cache size: 1,000 tokens\n" + "x\n" * 60)
+    reading = vllm_log.parse_log_file(early)
+    assert "Only the first 50 lines of the log were read" in reading.explanation
