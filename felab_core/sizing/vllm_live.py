@@ -13,6 +13,7 @@ import httpx
 from felab_core.bounded_get import get_bounded
 from felab_core.engine.client import connect_failure
 from felab_core.redact import url_password_masked
+from felab_core.sizing.capacity import MAX_BLOCK_SIZE
 from felab_core.sizing.errors import BadAnswer, SizingError, Unreachable
 from felab_core.sizing.metrics_scrape import VLLM, parse_metrics
 from felab_core.sizing.units import MAX_TOKENS, as_fraction
@@ -23,7 +24,7 @@ from felab_core.sizing.vllm_log import VllmReading
 _MOST_FROM_SERVER = {
     "num_gpu_blocks": MAX_TOKENS,
     "num_cpu_blocks": MAX_TOKENS,
-    "block_size": 65_536,
+    "block_size": MAX_BLOCK_SIZE,  # what felab sizes: a larger one is the server's fault
     "kv_cache_size_tokens": 10 * MAX_TOKENS,
     "kv_cache_memory_bytes": 100 * 10**12,
 }
@@ -44,7 +45,9 @@ def reading_from_metrics(
         raw = info.get(name)
         if raw is None or raw.strip() in ("", "None"):  # vLLM prints None for an unset figure
             return None
-        if not raw.isascii() or not raw.replace(".", "", 1).isdigit():  # -5, NaN, 1e400
+        if (
+            not raw.isascii() or not raw.replace(".", "", 1).isdigit() or len(raw) > 30
+        ):  # -5, NaN, 1e400, and 5,000 digits (past what Python reads as a number)
             raise BadAnswer(
                 f"{source} reports {name} = {raw[:40]!r}: not a count any vLLM prints; check "
                 "the server, or give the figures with --blocks/--tokens"
@@ -91,7 +94,13 @@ def reading_from_metrics(
                 f"{tokens:,} tokens: that is no model length; check the server, or give "
                 "--max-len"
             )
-        length = round(implied)
+        # vLLM rounds the figure it prints: the length is worked back only where that rounding
+        # leaves one whole number (16.08x of 131,744 tokens is 8,190 to 8,195, and 8,193 had
+        # been shown as what vLLM reported); otherwise capacity() asks for --max-len.
+        decimals = len(conc_raw.partition(".")[2]) if conc_raw else 0
+        spread = Fraction(tokens) * Fraction(1, 2 * 10**decimals) / (printed * printed)
+        if spread < Fraction(1, 4):
+            length = round(implied)
     memory = label_int("kv_cache_memory_bytes")
     return VllmReading(
         format="metrics",

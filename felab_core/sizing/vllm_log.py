@@ -199,7 +199,23 @@ class VllmReading:
         return capacity_from_tokens(self.tokens, length, bs, dtype)
 
     def consistency_notes(self) -> tuple[str, ...]:
-        """Where the printed concurrency disagrees with blocks x block size ÷ max length."""
+        """Where the figures disagree: the cache in tokens with blocks x block size, and the
+        printed concurrency with blocks x block size ÷ max length."""
+        notes = []
+        if None not in (self.tokens, self.gpu_blocks, self.block_size):
+            assert self.tokens is not None and self.gpu_blocks and self.block_size
+            blocks_hold = self.gpu_blocks * self.block_size
+            if self.tokens != blocks_hold:  # 1 token beside 8,234 blocks of 16 went unsaid
+                notes.append(
+                    f"vLLM gives a cache of {whole_text(self.tokens)} "
+                    f"token{'' if self.tokens == 1 else 's'}, but {whole_text(self.gpu_blocks)} "
+                    f"blocks x {whole_text(self.block_size)} = {whole_text(blocks_hold)}: the "
+                    "blocks are used here; a model mixing kinds of layers can count so, "
+                    "otherwise check the server"
+                )
+        return (*notes, *self._concurrency_notes())
+
+    def _concurrency_notes(self) -> tuple[str, ...]:
         if self.printed_concurrency is None or self.max_len is None:
             return ()
         tokens = self.tokens

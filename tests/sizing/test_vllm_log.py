@@ -174,6 +174,9 @@ def test_a_model_list_that_is_not_one_leaves_the_length_unknown(models: object) 
         ('block_size="16",num_gpu_blocks="-5"', "num_gpu_blocks = '-5'"),
         ('block_size="16",num_gpu_blocks="NaN"', "num_gpu_blocks = 'NaN'"),
         ('block_size="16",num_gpu_blocks="1e400"', "num_gpu_blocks = '1e400'"),
+        # seventeenth sweep (c) M5, M8: blamed on --tokens, and on "a file given"
+        ('block_size="8192",num_gpu_blocks="100"', "block_size = 8192: no vLLM has that"),
+        ('block_size="' + "6" * 5000 + '"', "block_size = '666666"),
     ],
 )
 def test_cache_figures_no_vllm_reports_are_the_servers_fault(labels: str, says: str) -> None:
@@ -345,3 +348,27 @@ def test_a_log_longer_than_felab_reads_says_so(
     early.write_text("INFO GPU KV cache size: 1,000 tokens\n" + "x\n" * 60)
     reading = vllm_log.parse_log_file(early)
     assert "Only the first 50 lines of the log were read" in reading.explanation
+
+
+def _info(labels: str) -> str:
+    return f"# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{{{labels}}} 1.0\n"
+
+
+def test_a_length_vllm_s_rounding_leaves_open_is_asked_for_not_guessed() -> None:
+    """Seventeenth sweep (c) M7: 131,744 tokens at 16.08x was shown as "vLLM reports ... 8,193
+    tokens per request" (8,190 to 8,195 fit the rounding); 2,097,152 at 1024.00 is 2,048."""
+    labels = 'block_size="16",num_gpu_blocks="8234",kv_cache_size_tokens="131744",'
+    rounded = vllm_live.reading_from_metrics(_info(labels + 'kv_cache_max_concurrency="16.08"'))
+    assert rounded.max_len is None
+    with pytest.raises(SizingError, match="name no max model length; pass --max-len"):
+        rounded.capacity()
+    labels = 'block_size="16",num_gpu_blocks="131072",kv_cache_size_tokens="2097152",'
+    exact = vllm_live.reading_from_metrics(_info(labels + 'kv_cache_max_concurrency="1024.00"'))
+    assert exact.max_len == 2048
+
+
+def test_a_cache_in_tokens_that_its_blocks_contradict_is_noted() -> None:
+    """Seventeenth sweep (c) M6: 1 token beside 8,234 blocks of 16 went unsaid."""
+    labels = 'block_size="16",num_gpu_blocks="8234",kv_cache_size_tokens="1"'
+    notes = vllm_live.reading_from_metrics(_info(labels), max_len=8192).consistency_notes()
+    assert any("a cache of 1 token, but 8,234 blocks x 16 = 131,744" in n for n in notes)
