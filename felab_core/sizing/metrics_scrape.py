@@ -88,6 +88,7 @@ class Snapshot:
 
 def parse_metrics(text: str, taken_at: float | None = None) -> Snapshot:
     """Parse Prometheus text from llama-server or vLLM into a snapshot of felab's counters."""
+    text = text.removeprefix("\ufeff")  # a byte-order mark is no part of the first line
     if text.lstrip()[:1] == "<":
         raise Unreachable(
             "/metrics answered with an HTML page, not Prometheus text: check the address"

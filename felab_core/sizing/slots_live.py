@@ -116,14 +116,16 @@ def read_slots(
             endpoint = True
             if not per_slot:  # [1, 2]: a list, but of no seat llama-server describes
                 raise _not_llama(shown, "/slots lists no seat objects")
-            if len(per_slot) != total_slots or max(per_slot) > props_ctx:
+            if len(slots) != total_slots or set(per_slot) != {props_ctx}:
                 # llama-server's seats are all its /props length: a server that says otherwise
-                # contradicts itself, and neither figure can be believed
+                # (longer, or shorter: "4 seats of 1 tokens" had been believed) contradicts
+                # itself, and neither figure can be believed
+                least, most = min(per_slot), max(per_slot)
+                lengths = whole_text(most) if least == most else f"{least:,} to {most:,}"
                 raise BadAnswer(
                     f"llama-server at {shown} contradicts itself: /props says {total_slots} "
-                    f"seats of {whole_text(props_ctx)} tokens, /slots lists {len(per_slot)} of "
-                    f"up to {whole_text(max(per_slot))}; check the server, or give the figures "
-                    "with -c and --parallel"
+                    f"seats of {whole_text(props_ctx)} tokens, /slots lists {len(slots):,} of "
+                    f"{lengths}; check the server, or give the figures with -c and --parallel"
                 )
         else:
             per_slot = (props_ctx,) * total_slots

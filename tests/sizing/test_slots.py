@@ -293,6 +293,22 @@ def test_a_server_whose_slots_contradict_its_props_is_not_believed() -> None:
         slots_live.read_live("http://odd", client=client)
 
 
+@pytest.mark.parametrize(
+    ("seats", "says"),
+    [
+        ([4096, 4096, 4096, 1], "/slots lists 4 of 1 to 4,096"),  # "4 seats of 1 tokens"
+        ([4096] * 70_000, "/slots lists 70,000 of 4,096"),  # was "lists 65536"
+    ],
+)
+def test_seats_shorter_or_more_than_props_says_are_not_believed(
+    seats: list[int], says: str
+) -> None:
+    """Seventeenth sweep (c) M9, L10."""
+    client = _props_then_slots(4096, 4, [{"n_ctx": n} for n in seats])
+    with pytest.raises(BadAnswer, match=says):
+        slots_live.read_live("http://odd", client=client)
+
+
 def test_slots_listing_no_seat_objects_is_refused_in_words() -> None:
     """Thirteenth sweep H1: /slots [1, 2] ended in 'max() arg is an empty sequence' (exit 70)."""
     client = _props_then_slots(4096, 2, [1, 2])

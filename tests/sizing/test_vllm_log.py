@@ -372,3 +372,9 @@ def test_a_cache_in_tokens_that_its_blocks_contradict_is_noted() -> None:
     labels = 'block_size="16",num_gpu_blocks="8234",kv_cache_size_tokens="1"'
     notes = vllm_live.reading_from_metrics(_info(labels), max_len=8192).consistency_notes()
     assert any("a cache of 1 token, but 8,234 blocks x 16 = 131,744" in n for n in notes)
+
+
+def test_metrics_opening_with_a_byte_order_mark_read() -> None:
+    """Seventeenth sweep (c) L9: "invalid metric name:?# TYPE ..."."""
+    labels = 'block_size="16",num_gpu_blocks="8234"'
+    assert vllm_live.reading_from_metrics("\ufeff" + _info(labels)).gpu_blocks == 8234
