@@ -316,6 +316,14 @@ def _write_files(d: Path) -> None:
         '{"schema": "felab.bench/1", "runs": [{"requests": [{"ok": true, "ttft_s": 0.1, '
         '"ttft_s": 9.0}]}]}'
     )
+    (d / "st-dims").mkdir(exist_ok=True)  # seventeenth sweep (c) H2/H3
+    (d / "st-dims" / "config.json").write_text(
+        json.dumps({"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64})
+    )
+    dims = json.dumps({"w": {"dtype": "F16", "shape": [2**62] * 17, "data_offsets": [0, 0]}})
+    (d / "st-dims" / "model.safetensors").write_bytes(
+        len(dims).to_bytes(8, "little") + dims.encode()
+    )
     (d / "config-gqa").mkdir(exist_ok=True)
     (d / "config-gqa" / "config.json").write_text(
         json.dumps(
@@ -526,6 +534,8 @@ CASES: list[Case] = [
     case("size-kv-exponent", "size kv --model llama-3.1-8b --tokens 1e20", 2, "--tokens"),
     case("size-kv-unknown-model", "size kv --model gpt-17", 2, "gpt-17"),
     case("size-kv-bad-dtype", "size kv --model llama-3.1-8b --dtype f13", 2, "f13"),
+    case("size-kv-safetensors-dims", "size kv --config {files}/st-dims", 2, "(17 dimensions)"),
+    case("size-capacity-llamacpp-dtype", "size capacity --tokens 1000 --max-len 100 --try-dtype q4_0", 2, "llama.cpp's cache type"),
     case("size-kv-gguf-not-gguf", "size kv --gguf {files}/page.html", 2, "GGUF"),
     case("size-kv-config-bad", "size kv --config {files}/config-bad", 2, "config"),
     case("size-kv-config-missing", "size kv --config {files}/nowhere", 2, "nowhere"),
