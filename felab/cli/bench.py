@@ -319,7 +319,8 @@ def bench(
     sessions: int | None = typer.Option(
         None,
         "--sessions",
-        help="Multi-turn conversations: N of them, -c at a time (all at once by default); "
+        help="Multi-turn conversations: N of them, -c at a time (by default all at once, up to "
+        "4,096: more wait their turn); "
         "each turn's prompt holds the whole history, so the prefix cache can pay off.",
     ),
     turns: int | None = typer.Option(
