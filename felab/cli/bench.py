@@ -314,7 +314,7 @@ def bench(
     trace_speed: float | None = typer.Option(
         None,
         "--trace-speed",
-        help="With --trace: 2 sends it twice as fast (0.001-1000) [default: 1].",
+        help="With --trace: 2 sends it twice as fast (0.001-1000) (default: 1).",
     ),
     sessions: int | None = typer.Option(
         None,
@@ -324,13 +324,13 @@ def bench(
         "each turn's prompt holds the whole history, so the prefix cache can pay off.",
     ),
     turns: int | None = typer.Option(
-        None, "--turns", help="With --sessions: turns per session, 1-1000 [default: 4]."
+        None, "--turns", help="With --sessions: turns per session, 1-1000 (default: 4)."
     ),
     think_time: float | None = typer.Option(
         None,
         "--think-time",
         help="With --sessions: seconds a user pauses between an answer and the next turn "
-        "(0-3600) [default: 0].",
+        "(0-3600) (default: 0).",
     ),
     tools: bool = typer.Option(
         False,
@@ -371,7 +371,7 @@ def bench(
     trace_block_size: int | None = typer.Option(
         None,
         "--trace-block-size",
-        help="With --trace: prompt tokens per hash_id [default: 512, as in Mooncake's traces].",
+        help="With --trace: prompt tokens per hash_id (default: 512, as in Mooncake's traces).",
     ),
     slo: str | None = typer.Option(
         None,
@@ -387,7 +387,7 @@ def bench(
         help="Seconds of silence mid-stream before a request fails (above 0, at most 86,400).",
     ),
     csv_path: Path | None = typer.Option(
-        None, "--csv", help="Results CSV to append a row to [default: results/01-latency.csv]."
+        None, "--csv", help="Results CSV to append a row to (default: results/01-latency.csv)."
     ),
     no_csv: bool = typer.Option(False, "--no-csv", help="Do not write the CSV row."),
     json_path: Path | None = typer.Option(

@@ -73,7 +73,7 @@ def memo(
         None,
         "--csv",
         help="The results CSV `felab bench` wrote (Day 2's timing rows) "
-        "[default: results/01-latency.csv].",
+        "(default: results/01-latency.csv).",
     ),
     out: Path = typer.Option(
         DEFAULT_OUT,
