@@ -27,7 +27,7 @@ from felab_core.jobs.lifecycle import TERMINAL, finish, lose, start
 from felab_core.jobs.messages import JobMessage
 from felab_core.jobs.result_store import checked_rows, store_result
 from felab_core.jobs.spread import follow_slice, store_slice
-from felab_core.jobs.workload import too_large_reason
+from felab_core.jobs.workload import progress_total, too_large_reason
 from felab_core.ops import metrics
 from felab_core.settings import Settings, get_settings
 from felab_core.text import with_hidden_shown
@@ -190,6 +190,11 @@ def _job_event(
             start(session, job, worker, now)
         done = max(job.progress_done, _count(body.get("done"), job.progress_done))
         total = _count(body.get("total"), 0) or job.progress_total
+        asked = progress_total(job.preset, dict(job.params or {}), job.shard_index, job.shards)
+        if total and asked and total != asked:  # 10000000/10000000 of a 5-request job was shown
+            return Ingested(
+                False, f"progress total {total} of job {job.id}: it asked for {asked}", job
+            )
         if total and done > total:  # 9999999/3 was stored and shown
             return Ingested(False, f"progress {done}/{total} of job {job.id}: more than all", job)
         job.progress_done, job.progress_total = done, total

@@ -34,7 +34,7 @@ from felab_core.jobs.messages import MAX_SHARDS, JobMessage
 from felab_core.jobs.queueing import check_job, server_for, slices_of
 from felab_core.jobs.result_store import checked_rows, store_result
 from felab_core.jobs.run import REQUEST_FIELDS
-from felab_core.jobs.workload import Limits, job_workload, spread_problem
+from felab_core.jobs.workload import ASKED, job_workload, spread_problem
 from felab_core.settings import Settings, get_settings
 
 
@@ -204,9 +204,7 @@ def settle(session: Session, parent: m.BenchJob, now: datetime | None = None) ->
 def _requests_of(parent: m.BenchJob) -> int | None:
     """How many requests the run was to send, from what was asked (never from a slice)."""
     try:
-        return job_workload(
-            parent.preset, dict(parent.params or {}), Limits(10**9, 10**9, 10**9, 0)
-        ).requests
+        return job_workload(parent.preset, dict(parent.params or {}), ASKED).requests
     except Invalid:
         return None
 

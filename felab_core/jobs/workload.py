@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from felab_core.engine.shards import Shard
 from felab_core.engine.workloads import PRESETS, Workload
 from felab_core.errors import Invalid
 from felab_core.settings import Settings, get_settings
@@ -97,3 +98,19 @@ def spread_problem(workload: Workload, slices: int) -> str | None:
     if not workload.open_loop and users < slices:
         return f"{users} users cannot be cut into {slices} slices: ask for more concurrency"
     return None
+
+
+#: Limits no stored job is held to again: it was checked when it was asked for.
+ASKED = Limits(10**9, 10**9, 10**9, 0)
+
+
+def progress_total(preset: str, params: dict[str, Any], shard: int | None, shards: int) -> int:
+    """The requests a machine's progress counts up to for this job, as felab_core.jobs.run
+    counts them (a slice's share of each run, times the runs); 0 where it counts none (a
+    multi-turn preset) or the job cannot be read."""
+    try:
+        workload = job_workload(preset, params, ASKED)
+    except Invalid:
+        return 0
+    each = workload.requests if shard is None else Shard(shard, shards).requests(workload.requests)
+    return (each or 0) * len(workload.concurrency)

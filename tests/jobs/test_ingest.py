@@ -105,3 +105,16 @@ def test_progress_counts_from_a_machine_are_bounded(db: Session, student: m.Memb
                    body={"done": done, "total": 3})  # fmt: skip
         ingest_event(db, ident.sign(ev), now=NOW + timedelta(seconds=1))
     assert job.progress_done == 2 and job.progress_total == 3
+
+
+def test_a_progress_total_the_job_did_not_ask_for_is_refused(
+    db: Session, student: m.Member
+) -> None:
+    """Seventeenth sweep (b) H12: a 3-request job was shown running 10000000/10000000."""
+    ident, _, job = _machine(db, student)
+    for done, total in ((10**7, 10**7), (1, 4)):
+        ev = event(ident.worker_id, "progress", job_id=job.id, attempt=job.attempt, at=AT,
+                   body={"done": done, "total": total})  # fmt: skip
+        res = ingest_event(db, ident.sign(ev), now=NOW + timedelta(seconds=1))
+        assert not res.accepted and "it asked for 3" in res.reason
+    assert (job.progress_done, job.progress_total) == (0, None)

@@ -17,6 +17,7 @@ from felab_core.jobs.outbox import claim_outbox, mark_posted
 from felab_core.jobs.pairing import issue_pair_code, redeem_pair_code
 from felab_core.jobs.queueing import queue_bench_job
 from felab_core.jobs.reconciler import reconcile
+from felab_core.jobs.workload import progress_total
 from felab_core.settings import Settings
 from tests.db_support import NOW
 
@@ -204,12 +205,12 @@ def test_list_jobs_and_cancel(
         at=NOW.timestamp(),
         job_id=asked.id,
         attempt=asked.attempt,
-        body={"done": 2, "total": 6},
+        body={"done": 2, "total": (total := progress_total(asked.preset, {}, None, 1))},
     )
     ingest_event(db, ident.sign(ev), now=NOW, settings=S)
     views = list_jobs(db, student)
     assert [(v.job.id, v.worker, v.progress) for v in views] == [
-        (asked.id, "mac", "2/6"),
+        (asked.id, "mac", f"2/{total}"),
         (mine.id, "mac", "-"),
     ]
     assert [v.job.id for v in list_jobs(db, instructor)] == [asked.id]
@@ -357,10 +358,11 @@ def test_progress_past_its_total_and_a_made_up_attempt_are_refused(
     with pytest.raises(Invalid, match="attempt is not one felab sends"):
         send("wrong-attempt", "failed", {"reason": "x"})
     assert job.status == "queued"
-    assert send(job.attempt or "", "progress", {"done": 2, "total": 6}).accepted  # type: ignore[attr-defined]
-    refused = send(job.attempt or "", "progress", {"done": 9_999_999, "total": 3})
+    total = progress_total(job.preset, {}, None, 1)
+    assert send(job.attempt or "", "progress", {"done": 2, "total": total}).accepted  # type: ignore[attr-defined]
+    refused = send(job.attempt or "", "progress", {"done": 9_999_999, "total": total})
     assert not refused.accepted and "more than all" in refused.reason  # type: ignore[attr-defined]
-    assert (job.progress_done, job.progress_total) == (2, 6)
+    assert (job.progress_done, job.progress_total) == (2, total)
 
 
 @pytest.mark.parametrize("worker_id", [1e309, 10**30, -1, "5", True], ids=str)

@@ -3,6 +3,8 @@ text the bot posts and the demo prints."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy.orm import Session
 
 from felab_core.db import models as m
@@ -11,7 +13,15 @@ from felab_core.jobs.keys import Identity, new_private_key
 from felab_core.jobs.messages import event
 from felab_core.jobs.pairing import issue_pair_code, redeem_pair_code
 from felab_core.jobs.queueing import cancel_job, queue_bench_job
-from felab_core.jobs.render import MAX_MESSAGE, TABLE_WIDTH, render_job, result_table
+from felab_core.jobs.render import (
+    CHART_POINTS,
+    CHART_RUNS,
+    MAX_MESSAGE,
+    TABLE_WIDTH,
+    chart_png,
+    render_job,
+    result_table,
+)
 from tests.db_support import NOW
 
 ROW = {
@@ -149,3 +159,33 @@ def test_the_chat_and_agent_presets_are_jobs_within_the_limits() -> None:
         job_workload("chat", {"requests": 3}, limits)
     with pytest.raises(Invalid, match="requests must be 1 to 10"):
         job_workload("chat", {}, Limits(concurrency=8, requests=10, max_tokens=512, per_hour=10))
+
+
+def test_a_record_of_thousands_of_runs_draws_a_bounded_chart(monkeypatch: Any) -> None:
+    """Seventeenth sweep (b) H11: a machine's record of 14,000 runs held the trusted ingest
+    ~2 minutes at ~680 MB drawing 14,000 lines and a 14,000-entry legend, inside its database
+    transaction. At most CHART_RUNS lines of CHART_POINTS points are drawn, a legend only
+    while it can be read."""
+    import matplotlib.axes
+
+    drawn: list[int] = []
+    legends: list[int] = []
+    plot, legend = matplotlib.axes.Axes.plot, matplotlib.axes.Axes.legend
+
+    def counted_plot(self: Any, xs: Any, ys: Any, *args: Any, **kwargs: Any) -> Any:
+        drawn.append(len(ys))
+        return plot(self, xs, ys, *args, **kwargs)
+
+    def counted_legend(self: Any, *args: Any, **kwargs: Any) -> Any:
+        legends.append(1)
+        return legend(self, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "plot", counted_plot)
+    monkeypatch.setattr(matplotlib.axes.Axes, "legend", counted_legend)
+    bomb = [{"concurrency": i, "requests": [{"ok": 1, "writing_tps": 1}]} for i in range(14_000)]
+    assert chart_png({"runs": bomb}, "x")
+    assert len(drawn) == CHART_RUNS and not legends
+    drawn.clear()
+    long = [{"concurrency": 1, "requests": [{"ok": True, "writing_tps": 40.0}] * 50_000}]
+    assert chart_png({"runs": long}, "x")
+    assert drawn == [CHART_POINTS] and legends == [1]
