@@ -30,6 +30,7 @@ from felab_core.sizing.units import (
     tidy_text,
     whole_text,
 )
+from felab_core.text import echo_of
 
 
 @dataclass(frozen=True)
@@ -205,8 +206,8 @@ def find_chip(name: str) -> Chip:
         if any(_key(n) == wanted for n in (chip.name, *chip.aliases)):
             return chip
     raise SizingError(
-        f"{name!r} is not in felab's bandwidth table; run `felab size chips` for the list, or give "
-        "the bandwidth itself with --bandwidth (GB/s from the maker's spec sheet)"
+        f"{echo_of(name)} is not in felab's bandwidth table; run `felab size chips` for the list, "
+        "or give the bandwidth itself with --bandwidth (GB/s from the maker's spec sheet)"
     )
 
 

@@ -13,6 +13,7 @@ from decimal import ROUND_HALF_UP, Decimal, localcontext
 from fractions import Fraction
 
 from felab_core.sizing.errors import SizingError
+from felab_core.text import echo_of
 
 #: The most tokens any sizing question takes (a cache, a context, a block): a billion, 100
 #: times the longest context served today, so a typo (an extra zero run) is refused, not sized.
@@ -291,24 +292,33 @@ def parse_bandwidth(text: str | int | float) -> Fraction:
     """
     given = text
     if isinstance(text, str):
-        match = _NUMBER_RE.match(text.removesuffix("/s").removesuffix("/S"))
+        match = _NUMBER_RE.match(text)  # one "/s" at most: "273 GB/s/s" is no bandwidth
         if not match:
             raise SizingError(
-                f"could not read {text!r} as a memory bandwidth: write a number of GB/s, such as "
-                "273 or '3.35 TB/s'"
+                f"could not read {echo_of(text)} as a memory bandwidth: write a number of GB/s, "
+                "such as 273 or '3.35 TB/s'"
             )
-        if match.group(2) and not _PER_SECOND.search(text):  # 4.9GB: a size, not a speed
+        number, unit = match.group(1), match.group(2)
+        if unit.endswith("Bps") and len(unit) > 3:  # GBps: bytes per second, said another way
+            unit = unit.removesuffix("ps")
+        elif unit.endswith("bps"):  # Gbps: a network's bits, 8 to a byte
             raise SizingError(
-                f"{given!r} is a size, not a memory bandwidth: write it per second, such as "
-                "273 GB/s (a bare number is GB/s)"
+                f"{echo_of(given)} is in bits per second; memory bandwidth is written in bytes "
+                "per second (8 bits to a byte), such as 273 GB/s"
             )
-        text = _PER_SECOND.sub("", text)
+        elif unit and not _PER_SECOND.search(text):  # 4.9GB: a size, not a speed
+            raise SizingError(
+                f"{echo_of(given)} is a size, not a memory bandwidth: write it per second, such "
+                "as 273 GB/s (a bare number is GB/s)"
+            )
+        text = f"{number} {unit}"
     value = parse_bytes(text, default_unit="GB")
     if value <= 0:
-        raise SizingError(f"a memory bandwidth must be more than zero (got {given!r})")
+        raise SizingError(f"a memory bandwidth must be more than zero (got {echo_of(str(given))})")
     if not MIN_BANDWIDTH <= value <= MAX_BANDWIDTH:
         raise SizingError(
-            f"a memory bandwidth of {given!r} is out of range: felab takes 1 GB/s to 100 TB/s "
+            f"a memory bandwidth of {echo_of(str(given))} is out of range: felab takes 1 GB/s to "
+            "100 TB/s "
             "(a laptop has tens to hundreds of GB/s, an H200 4.8 TB/s)"
         )
     return value

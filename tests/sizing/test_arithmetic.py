@@ -84,6 +84,16 @@ def test_a_speed_is_no_size_and_a_size_no_bandwidth() -> None:
     assert parse_bandwidth("273 GB / s") == parse_bandwidth("273GB/s") == 273 * GB
 
 
+def test_a_bandwidth_is_read_once_per_second_in_bytes() -> None:
+    """Seventeenth sweep (c) M10: '273 GB/s/s' was answered with --model-bytes advice about
+    '273 GB/s', and '273 GBps' called a size."""
+    with pytest.raises(SizingError, match=r"could not read '273 GB/s/s' as a memory bandwidth"):
+        parse_bandwidth("273 GB/s/s")
+    assert parse_bandwidth("273 GBps") == 273 * GB
+    with pytest.raises(SizingError, match="is in bits per second"):
+        parse_bandwidth("273 Gbps")
+
+
 def test_both_ways_shows_decimal_and_binary() -> None:
     assert both_ways(4 * GiB) == "4.29 GB = 4 GiB"
     assert both_ways(128 * KiB) == "131,072 bytes (128 KiB)"
