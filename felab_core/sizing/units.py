@@ -303,12 +303,12 @@ def parse_bandwidth(text: str | int | float) -> Fraction:
             unit = unit.removesuffix("ps")
         elif unit.endswith("bps"):  # Gbps: a network's bits, 8 to a byte
             raise SizingError(
-                f"{echo_of(given)} is in bits per second; memory bandwidth is written in bytes "
+                f"{echo_of(text)} is in bits per second; memory bandwidth is written in bytes "
                 "per second (8 bits to a byte), such as 273 GB/s"
             )
         elif unit and not _PER_SECOND.search(text):  # 4.9GB: a size, not a speed
             raise SizingError(
-                f"{echo_of(given)} is a size, not a memory bandwidth: write it per second, such "
+                f"{echo_of(text)} is a size, not a memory bandwidth: write it per second, such "
                 "as 273 GB/s (a bare number is GB/s)"
             )
         text = f"{number} {unit}"
