@@ -123,6 +123,9 @@ def loose_number_problem(text: str, kind: type) -> str | None:
 _DIGITS_APART = re.compile(r"\d\s+\d")
 
 
+_ZERO_LED = re.compile(r"0\d+")
+
+
 def comma_items(text: str, example: str) -> list[str]:
     """The items of a comma list, each stripped. An empty one (`1,,4`, `ttft=1,`) is refused:
     a slip that dropped a value should not pass as a shorter list; so is a space between
@@ -135,5 +138,11 @@ def comma_items(text: str, example: str) -> list[str]:
         raise ValueError(
             f"{text!r} has a space between digits in {spaced!r}: separate items with "
             f"commas, as {example}"
+        )
+    zero_led = next((item for item in items if _ZERO_LED.fullmatch(item)), None)
+    if zero_led is not None:  # '4,096' had run lengths 4 and 96
+        raise ValueError(
+            f"{text!r} holds {zero_led!r}, a number led by a zero: commas separate items here, "
+            "so write numbers without thousands commas (4096)"
         )
     return [item for item in items if item]

@@ -18,7 +18,7 @@ from felab_core.engine.results import (
     check_destinations,
     default_csv,
 )
-from felab_core.files import MEMO, MEMO_CHART
+from felab_core.files import MEMO, MEMO_CHART, NamedFileError, make_folder_for
 from felab_core.reports.memo import (
     DEFAULT_CONTEXTS,
     MachineSpec,
@@ -40,6 +40,10 @@ EXIT_USAGE = 2
 _CONTEXTS_TEXT = ",".join(str(c) for c in DEFAULT_CONTEXTS)
 
 
+#: The most context lengths one memo compares: its tables and charts hold one each.
+MAX_CONTEXTS = 32
+
+
 def _contexts(text: str) -> tuple[int, ...]:
     try:
         parts = comma_items(text, "4096,8192,32768")
@@ -56,6 +60,11 @@ def _contexts(text: str) -> tuple[int, ...]:
         ) from None
     if not values:
         raise MemoError("--contexts is empty: give token counts, e.g. 4096,8192,32768")
+    if len(values) > MAX_CONTEXTS:  # 4,000 lengths drew charts past 30 s and 600 MB
+        raise MemoError(
+            f"--contexts names {len(values):,} lengths: a memo compares at most {MAX_CONTEXTS} "
+            "(each is a row of its tables and a point of its charts)"
+        )
     twice = next((v for v, n in Counter(values).items() if n > 1), None)
     if twice is not None:
         raise MemoError(f"--contexts names {twice:,} more than once: give each length once")
@@ -162,8 +171,8 @@ def memo(
     contexts: str | None = typer.Option(
         None,
         "--contexts",
-        help=f"Conversation lengths to tabulate, comma-separated (default {_CONTEXTS_TEXT}, up "
-        "to the model's trained context).",
+        help=f"Conversation lengths to tabulate, comma-separated, at most {MAX_CONTEXTS} "
+        f"(default {_CONTEXTS_TEXT}, up to the model's trained context).",
         show_default=False,
     ),
     no_charts: bool = typer.Option(False, "--no-charts", help="Write the Markdown only."),
@@ -237,11 +246,14 @@ def memo(
         return
     console = Console(highlight=False)
     try:
+        make_folder_for(out, what="memo")  # one missing folder, as bench's files; no tree
         charts = None if no_charts else write_charts(result, out.parent, stem=out.stem)
-        out.parent.mkdir(parents=True, exist_ok=True)
         names = (charts[0].name, charts[1].name) if charts else None
         out.write_text(render_markdown(result, charts=names), encoding="utf-8")
         written = [out, *(charts or ())]
+    except NamedFileError as exc:
+        err.print(f"error: {exc}", markup=False, soft_wrap=True)
+        raise typer.Exit(EXIT_USAGE) from None
     except OSError as exc:
         why = exc.strerror or str(exc)
         err.print(

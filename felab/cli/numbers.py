@@ -52,7 +52,13 @@ from felab_core.engine.results import (
     read_table,
 )
 from felab_core.errors import Invalid
-from felab_core.files import MEMBER_EXPORT, NamedFileError, kind_of, refuse_special
+from felab_core.files import (
+    MEMBER_EXPORT,
+    NamedFileError,
+    kind_of,
+    make_folder_for,
+    refuse_special,
+)
 from felab_core.numbers.importing import (
     ImportReport,
     check_columns,
@@ -675,8 +681,11 @@ def export(
         typer.echo(text, nl=False)
         return
     try:
-        file.parent.mkdir(parents=True, exist_ok=True)  # as bench, memo and backup do
+        make_folder_for(file, what="export")  # one missing folder, as bench, memo and backup
         file.write_text(text, encoding="utf-8")
+    except NamedFileError as exc:
+        err(str(exc))
+        raise typer.Exit(EXIT_USAGE) from None
     except OSError as exc:
         err(f"cannot write {file}: {exc.strerror or exc}; choose another path")
         raise typer.Exit(EXIT_USAGE) from None

@@ -22,7 +22,13 @@ from typing import Any
 from felab_core import __version__
 from felab_core.engine.measure import RunResult, TargetResult
 from felab_core.engine.metrics import RunSummary, Stats
-from felab_core.files import BENCH_RECORD, RESULTS_CSV, NamedFileError, refuse_overwrite
+from felab_core.files import (
+    BENCH_RECORD,
+    RESULTS_CSV,
+    NamedFileError,
+    make_folder_for,
+    refuse_overwrite,
+)
 from felab_core.settings import get_settings
 
 DEFAULT_CSV_NAME = "01-latency.csv"
@@ -194,6 +200,11 @@ def check_destinations(
         except NamedFileError as exc:
             raise ResultsFileError(f"cannot write there: {exc}") from None
         folder = path.parent
+        if not folder.exists() and not folder.parent.exists() and not folder.parent.is_symlink():
+            raise ResultsFileError(  # as make_folder_for: one missing folder is made, no tree
+                f"cannot write {path}: {folder.parent} does not exist, so felab will not make "
+                f"the {what} there: check the path, or make the folder first (mkdir -p)"
+            )
         for above in (folder, *folder.parents):
             if above.exists():
                 if not above.is_dir():
@@ -266,7 +277,7 @@ def _needs_line_end(path: Path) -> bool:
 def append_csv(path: Path, rows: list[dict[str, str]]) -> None:
     """Append rows, writing the header to a new file; refuse a file with other columns, or
     whose last row was cut short; end a last row that has no line end first."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder_for(path, what="results CSV")
     exists = _check_header(path)
     mend = exists and _needs_line_end(path)
     with path.open("a", newline="", encoding="utf-8") as fh:
@@ -364,7 +375,7 @@ def _clean(obj: Any) -> Any:
 
 
 def write_json(path: Path, result: TargetResult) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder_for(path, what="bench record")
     path.write_text(json.dumps(_clean(result.to_json()), indent=1) + "\n", encoding="utf-8")
 
 

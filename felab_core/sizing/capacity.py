@@ -32,7 +32,8 @@ def _check_block_size(block_size: int) -> None:
         raise SizingError(
             f"a block of {whole_text(block_size)} tokens is no engine's: blocks are a few to a "
             f"few hundred tokens (vLLM's default is 16; at most {whole_text(MAX_BLOCK_SIZE)} "
-            "here); is that the cache size? give it as --tokens"
+            "here); is that the cache size? give it in tokens (size capacity --tokens, memo "
+            "--kv-tokens)"
         )
 
 

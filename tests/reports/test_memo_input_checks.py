@@ -198,3 +198,33 @@ def test_the_cli_says_not_utf8_with_exit_2(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "is not UTF-8 text (byte 0)" in result.stderr
     assert "codec" not in result.stderr
+
+
+MEMO_FLAGS = ("--chip", "M2 Ultra", "--model", "llama-3.1-8b", "--model-bytes", "4.9GB",
+              "--kv-memory", "16GiB")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("contexts", "says"),
+    [
+        ("4,096", "holds '096', a number led by a zero"),  # had run lengths 4 and 96
+        (
+            ",".join(str(1 + 32 * i) for i in range(33)),
+            "names 33 lengths: a memo compares at most 32",
+        ),
+    ],
+)
+def test_contexts_a_memo_cannot_mean_are_refused(contexts: str, says: str) -> None:
+    """Seventeenth sweep (c) H5, M11: 4,000 lengths drew charts past 30 s and 600 MB."""
+    code, _, err = memo_cli(*MEMO_FLAGS, "-o", "-", "--contexts", contexts)
+    assert code == 2 and says in " ".join(err.split()), err
+
+
+def test_the_memo_makes_one_missing_folder_never_a_tree(tmp_path: Path) -> None:
+    """Seventeenth sweep (c) M13: -o nodir/sub/m.md made both folders."""
+    code, _, err = memo_cli(*MEMO_FLAGS, "--no-charts", "-o", str(tmp_path / "a" / "b" / "m.md"))
+    assert code == 2 and "does not exist, so felab will not make the memo there" in err
+    assert not (tmp_path / "a").exists()
+    code, _, err = memo_cli(*MEMO_FLAGS, "--no-charts", "-o", str(tmp_path / "a" / "m.md"))
+    assert code == 0, err
+    assert (tmp_path / "a" / "m.md").is_file()
