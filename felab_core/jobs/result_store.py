@@ -37,6 +37,12 @@ def checked_rows(body: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def own_columns(row: dict[str, Any]) -> dict[str, str]:
+    """felab's own columns of a machine's row, as text: made-up keys ('=HYPERLINK(...)',
+    escape codes) had become the header of the CSV the bot posts."""
+    return {k: str(v)[:300] for k, v in row.items() if k in _COLUMNS}
+
+
 def _number(row: dict[str, str], key: str) -> float | None:
     try:
         value = float(row.get(key) or "")
@@ -62,9 +68,7 @@ def store_result(
     """
     owner = session.get(m.Member, job.member_id)
     for row in rows:
-        # felab's own columns only: a machine's made-up keys ('=HYPERLINK(...)', escape codes)
-        # had become the header of the CSV the bot posts
-        clean = {k: str(v)[:300] for k, v in row.items() if k in _COLUMNS}
+        clean = own_columns(row)
         clean["host"] = host  # a machine's name as its owner chose it, never its host name
         verdict = ("ok", "")
         tps, ok, concurrency = (

@@ -32,9 +32,10 @@ from felab_core.jobs.fleet import is_online, worker_targets
 from felab_core.jobs.lifecycle import TERMINAL, Send, finish, new_attempt, send_after_commit
 from felab_core.jobs.messages import MAX_SHARDS, JobMessage
 from felab_core.jobs.queueing import check_job, server_for, slices_of
-from felab_core.jobs.result_store import checked_rows, store_result
+from felab_core.jobs.result_store import checked_rows, own_columns, store_result
 from felab_core.jobs.run import REQUEST_FIELDS
 from felab_core.jobs.workload import ASKED, job_workload, spread_problem
+from felab_core.numbers.row_checks import check_result_row
 from felab_core.settings import Settings, get_settings
 
 
@@ -153,8 +154,12 @@ def spread_workers(
 
 
 def store_slice(session: Session, job: m.BenchJob, body: dict[str, Any], now: datetime) -> None:
-    """Keep what one slice measured for the merge; a slice is never recorded on its own."""
+    """Keep what one slice measured for the merge; a slice is never recorded on its own, but
+    its row is checked as a run's is, so that one machine's bad row fails its own slice (it
+    had been kept, then failed the merge when the honest slice came, blamed on that one)."""
     rows = checked_rows(body)
+    row = own_columns(rows[0])
+    check_result_row({**row, "host": "slice"})  # its host is named at the merge
     report = body.get("shard")
     record = body.get("record")
     if not isinstance(report, dict) or not isinstance(report.get("requests"), list):
@@ -167,7 +172,7 @@ def store_slice(session: Session, job: m.BenchJob, body: dict[str, Any], now: da
     job.record = {
         "slice": report,
         "record": record if isinstance(record, dict) else {},
-        "row": rows[0],
+        "row": row,
     }
     job.summary = None
     job.progress_done = max(job.progress_done, job.progress_total or 0)
@@ -276,15 +281,18 @@ def _merge_into(
     row = {**dict(template.get("row") or {}), **summary_columns(merged.summary)}
     record = _merged_record(template.get("record") or {}, merged, reports, by_index, session)
     names = [_worker_name(session, by_index[i]) for i in sorted(by_index)]
-    store_result(
-        session,
-        parent,
-        " + ".join(names),
-        checked_rows({"rows": [row]}),
-        record,
-        now,
-        unverified=merged.partial_reason,
-    )
+    try:
+        store_result(
+            session,
+            parent,
+            " + ".join(names),
+            checked_rows({"rows": [row]}),
+            record,
+            now,
+            unverified=merged.partial_reason,
+        )
+    except Invalid as exc:  # the run's own failure, said on it: never the last slice's
+        finish(session, parent, "failed", now, error=f"the slices could not be merged: {exc}")
 
 
 def _worker_name(session: Session, part: m.BenchJob) -> str:

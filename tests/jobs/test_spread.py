@@ -26,6 +26,7 @@ from felab_core.errors import Invalid
 from felab_core.jobs.clock import ClockOffset, local_start_ns, measure_offset
 from felab_core.jobs.ingest import ingest_event
 from felab_core.jobs.keys import Identity, new_private_key
+from felab_core.jobs.lifecycle import TERMINAL
 from felab_core.jobs.messages import JobMessage
 from felab_core.jobs.pairing import issue_pair_code, redeem_pair_code
 from felab_core.jobs.queueing import cancel_job, deliveries, list_jobs
@@ -305,3 +306,26 @@ def test_the_broker_clock_is_read_from_the_shortest_round_trip() -> None:
     # A start 2 s ahead on the broker's clock is 2 s ahead here, whatever the offset.
     ahead = local_start_ns(1000.0 + 99.999 + 2, ClockOffset(99.999, 0.01), wall=1000.0)
     assert 1.99e9 < ahead - time.monotonic_ns() < 2.01e9
+
+
+def test_a_slice_s_bad_row_fails_that_slice_not_the_honest_one(
+    db: Session, student: m.Member, tmp_path: Path, servers: tuple[ScriptedServer, ...]
+) -> None:
+    """Seventeenth sweep (b) H13: a slice row with an escape code in its model was kept; the
+    honest slice's result then failed the merge, was refused every time (blamed on the honest
+    machine), and the run never ended."""
+    machines = _machines(db, student, 2)
+    queued = queue_spread_job(
+        db, student, [w for _, w in machines], "mlx", "quick",
+        params=PARAMS, now=_now(), settings=SETTINGS,
+    )  # fmt: skip
+    targets = [_targets(tmp_path, f"t{i}", s) for i, s in enumerate(servers)]
+    events = _run_slices(queued.messages, targets)
+    result = next(e for e in events[0] if e["kind"] == "result")
+    result["body"]["rows"][0]["model"] += "\x1b[31m"
+    _ingest(db, [ident for ident, _ in machines], events)
+    db.refresh(queued.job)
+    bad, honest = queued.slices
+    assert bad.status == "failed" and "control characters" in (bad.error or "")
+    assert honest.status == "done"
+    assert queued.job.status in TERMINAL  # the run ended, with the honest slice's requests
