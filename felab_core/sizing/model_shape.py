@@ -130,6 +130,10 @@ def _first(cfg: Mapping[str, Any], keys: tuple[str, ...]) -> tuple[str, Any] | N
 _SHAPE_LIMIT = 10_000_000
 
 
+#: A name that reads as one of felab's own lines ("error: your disk is full").
+_SAID = re.compile(r"\s*(error|warning|note|waiting)\s*:", re.IGNORECASE)
+
+
 def _shown_value(value: Any) -> str:
     """A file's value for an error: an array by its length (4,000 numbers had been echoed as
     a 23 kB line), anything else repr'd and cut to 40 characters (escape codes written out)."""
@@ -321,7 +325,12 @@ def from_hf_config(source: str | Path | Mapping[str, Any], name: str | None = No
     )  # a number or a mapping there had been indexed (exit 70), a string cut to its first letter
     folder_name = folder.name if folder is not None else ""  # "" for a file named relatively
     model_name = name or top.get("_name_or_path") or folder_name or architecture or "model"
-    if not isinstance(model_name, str) or holds_hidden(model_name) or len(model_name) > 300:
+    if (
+        not isinstance(model_name, str)
+        or holds_hidden(model_name)
+        or len(model_name) > 300
+        or _SAID.match(model_name)
+    ):
         model_name = folder_name or "model"  # the file's words reach the terminal and a
         # memo: an escape code or a forged "error:" line is no name
     shape = ModelShape(

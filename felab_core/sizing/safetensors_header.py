@@ -146,6 +146,7 @@ def _span(path: Path, tensor: str, info: dict[str, Any], data_bytes: int) -> tup
 def tensor_bytes(files: list[Path]) -> dict[str, int]:
     """Tensor name -> bytes across the files (a model's shards)."""
     sizes: dict[str, int] = {}
+    shard_of: dict[str, Path] = {}
     read = 0
     for path in files:
         header, length, data_bytes = _header(path, MAX_TOTAL_HEADER_BYTES - read)
@@ -155,6 +156,14 @@ def tensor_bytes(files: list[Path]) -> dict[str, int]:
             if tensor == "__metadata__" or not isinstance(info, dict):
                 continue
             start, end = _span(path, tensor, info, data_bytes)
+            if tensor in shard_of:  # the last shard's size had won without a word
+                raise _refused(
+                    path,
+                    f"tensor {with_hidden_shown(tensor[:60])} is also in "
+                    f"{shard_of[tensor].name}: a model's shards hold each tensor once (a copy "
+                    "of another download in the folder?)",
+                )
+            shard_of[tensor] = path
             sizes[tensor] = end - start
             if end > start:
                 spans.append((start, end, tensor))

@@ -168,3 +168,20 @@ def test_a_mixture_whose_active_share_is_tiny_blames_the_files_not_a_typed_unit(
     with pytest.raises(SizingError, match="leave 50,000 bytes for a token to read") as caught:
         weights_for(from_hf_config(folder))
     assert "--bits-per-weight" not in str(caught.value)
+
+
+def test_a_tensor_in_two_shards_is_refused(tmp_path: Path) -> None:
+    """Seventeenth sweep (c) L15: the last shard's size had won without a word."""
+    header = {"w": {"dtype": "U8", "shape": [64], "data_offsets": [0, 64]}}
+    one = _write(tmp_path / "model-00001-of-00002.safetensors", header, data=64)
+    two = _write(tmp_path / "model-00002-of-00002.safetensors", header, data=64)
+    assert "tensor w is also in model-00001-of-00002.safetensors" in _refusal([one, two])
+
+
+def test_a_name_that_reads_as_felab_s_own_line_is_not_the_model_s(tmp_path: Path) -> None:
+    """Seventeenth sweep (c) L14: _name_or_path "error: your disk is full" was the title."""
+    folder = _folder(tmp_path)
+    (folder / "config.json").write_text(
+        json.dumps({**CONFIG, "_name_or_path": "error: your disk is full"})
+    )
+    assert from_hf_config(folder).name == "model"
