@@ -110,6 +110,11 @@ def parse_speed(value: str | float | int, unit: str | None = None) -> Speed:
                 f"{_echo(text)} has a '_' between digits: write the number with digits and a "
                 f"decimal point only, such as {text.replace('_', '')} or 44.6"
             )
+        if re.match(r"0[xXoObB][0-9a-fA-F]", text):  # 0x10 had read as 0 in the unit 'x10'
+            raise Invalid(
+                f"{_echo(text)} is a number in another base: write the speed in decimal digits, "
+                "such as 44.6"
+            )
         match = _NUMBER.match(text)
         if not match:
             comma = ": write a decimal point, 44.6, not 44,6" if "," in text else ""

@@ -511,3 +511,10 @@ def test_a_speed_typed_into_a_results_file_is_not_measured(db: Session, student:
     with pytest.raises(Invalid, match=r"line 2: a writing speed with timestamp, requests, ok"):
         import_results(db, student, [typed], now=NOW)
     assert db.scalar(select(func.count(m.Number.id))) == 0
+
+
+@pytest.mark.parametrize("typed", ["0x10", "0o17", "0b101"])
+def test_a_speed_in_another_base_is_said_so(typed: str) -> None:
+    """Seventeenth sweep (b) L3: 0x10 was "unknown unit 'x10'"."""
+    with pytest.raises(Invalid, match="is a number in another base"):
+        parse_speed(typed)
