@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -104,23 +105,37 @@ class _Positions:
             found = node.start_mark.line + 1
         return found
 
-    def duplicate_keys(self) -> list[tuple[str, int]]:
-        """Keys written twice in one mapping: YAML keeps the last silently, felab refuses."""
-        out: list[tuple[str, int]] = []
+    def _keys(self) -> Iterator[list[yaml.ScalarNode]]:
+        """Each mapping's scalar keys, in order, over the whole tree."""
         stack = [self.root] if self.root is not None else []
         while stack:
             node = stack.pop()
             if isinstance(node, yaml.MappingNode):
-                seen: set[str] = set()
-                for key, value in node.value:
-                    if isinstance(key, yaml.ScalarNode):
-                        if key.value in seen:
-                            out.append((key.value, key.start_mark.line + 1))
-                        seen.add(key.value)
-                    stack.append(value)
+                yield [key for key, _ in node.value if isinstance(key, yaml.ScalarNode)]
+                stack.extend(value for _, value in node.value)
             elif isinstance(node, yaml.SequenceNode):
                 stack.extend(node.value)
+
+    def duplicate_keys(self) -> list[tuple[str, int]]:
+        """Keys written twice in one mapping: YAML keeps the last silently, felab refuses."""
+        out: list[tuple[str, int]] = []
+        for keys in self._keys():
+            seen: set[str] = set()
+            for key in keys:
+                if key.value in seen:
+                    out.append((key.value, key.start_mark.line + 1))
+                seen.add(key.value)
         return out
+
+    def merge_keys(self) -> list[int]:
+        """Lines of YAML merge keys (`<<: {...}`): they fold in fields the duplicate check
+        cannot see (`<<: {minutes: 20}` beside `minutes: 10` had checked clean)."""
+        return [
+            key.start_mark.line + 1
+            for keys in self._keys()
+            for key in keys
+            if key.tag == "tag:yaml.org,2002:merge"
+        ]
 
 
 def field_path(loc: tuple[str | int, ...]) -> str:
@@ -332,6 +347,10 @@ def parse_pack(path: Path) -> tuple[ParsedPack | None, list[ContentProblem]]:
     problems = [
         ContentProblem(path, key, "written twice in the same block; keep one", line)
         for key, line in pos.duplicate_keys()
+    ]
+    problems += [
+        ContentProblem(path, "<<", "a YAML merge key: write the fields out in the block", line)
+        for line in pos.merge_keys()
     ]
     if not isinstance(data, dict):
         problems.append(

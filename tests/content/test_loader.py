@@ -182,6 +182,15 @@ def test_key_written_twice_is_refused(tmp_path: Path) -> None:
     assert any("minutes: written twice" in m for m in msgs)
 
 
+def test_a_merge_key_is_refused_with_its_line(tmp_path: Path) -> None:
+    """Seventeenth sweep (b) L5: `<<: {minutes: 20}` beside `minutes: 10` checked clean."""
+    text = DAY2.read_text(encoding="utf-8").replace(
+        "minutes: 10\n", "minutes: 10\n<<: {minutes: 20}\n"
+    )
+    msgs = _problems(tmp_path, text)
+    assert any(re.search(r":\d+: <<: a YAML merge key", m) for m in msgs), msgs
+
+
 def test_wrong_format_line(tmp_path: Path) -> None:
     data = _raw()
     data["format"] = "felab.content/9"
