@@ -16,6 +16,7 @@ from felab_core.sizing.errors import SizingError
 from felab_core.sizing.kv import KvPerToken, kv_dtype
 from felab_core.sizing.units import (
     MAX_TOKENS,
+    both_ways,
     decimal_text,
     require_whole,
     tidy_text,
@@ -162,7 +163,8 @@ def capacity_from_memory(
     """Capacity from the memory left for the cache: whole blocks of block_size tokens."""
     if memory_bytes <= 0:
         raise SizingError(
-            f"cache memory must be more than zero (got {memory_bytes}); vLLM logs it as "
+            f"cache memory must be more than zero (got {both_ways(Fraction(memory_bytes))}); vLLM "
+            "logs it as "
             "'Available KV cache memory'"
         )
     require_whole("the block size", block_size)
@@ -170,8 +172,8 @@ def capacity_from_memory(
     blocks = int(Fraction(memory_bytes) // block_bytes)
     if blocks == 0:
         raise SizingError(
-            f"{memory_bytes} bytes do not hold even one block of {block_size} tokens "
-            f"({tidy_text(block_bytes)} bytes)"
+            f"{both_ways(Fraction(memory_bytes))} does not hold even one block of "
+            f"{whole_text(block_size)} tokens ({both_ways(block_bytes)})"
         )
     return capacity_from_blocks(blocks, block_size, max_len, per_token.key_dtype.name)
 

@@ -228,3 +228,19 @@ def test_the_memo_makes_one_missing_folder_never_a_tree(tmp_path: Path) -> None:
     code, _, err = memo_cli(*MEMO_FLAGS, "--no-charts", "-o", str(tmp_path / "a" / "m.md"))
     assert code == 0, err
     assert (tmp_path / "a" / "m.md").is_file()
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (("--kv-memory", "-16GiB"), "got -17.18 GB = -16 GiB"),  # was -17179869184
+        (("--kv-memory", "100kB"), "100,000 bytes (97.66 KiB) does not hold even one block"),
+        (("--host", ""), "no rows come from host(s) ''"),  # was "host(s) ;"
+    ],
+)
+def test_memo_says_sizes_and_hosts_in_words(flags: tuple[str, str], says: str) -> None:
+    """Seventeenth sweep (c) L13."""
+    base = ("--chip", "M2 Ultra", "--model", "llama-3.1-8b", "--model-bytes", "4.9GB")
+    extra = () if flags[0] == "--kv-memory" else ("--kv-memory", "16GiB")
+    code, _, err = memo_cli(*base, *extra, *flags, "-o", "-")
+    assert code == 2 and says in " ".join(err.split()), err

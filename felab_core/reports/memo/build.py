@@ -384,7 +384,8 @@ def _build(rows: Sequence[Mapping[str, str]], inputs: MemoInputs, source: str) -
         unknown = [h for h in inputs.hosts if h not in all_hosts]
         if unknown:
             raise MemoError(
-                f"no rows come from host(s) {', '.join(unknown)}; the CSV's hosts are "
+                f"no rows come from host(s) {', '.join(repr(h) for h in unknown)}; the CSV's "
+                "hosts are "
                 f"{', '.join(all_hosts)}"
             )
         rows = [r for r in rows if r.get("host") in inputs.hosts]
