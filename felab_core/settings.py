@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal, get_args
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -28,6 +28,30 @@ _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 #: The longest any FELAB_*_S setting may be.
 _MOST_SECONDS = 30 * 86_400.0
 _LEAST_SECONDS = 0.05
+
+
+_SQLITE_URL = re.compile(r"sqlite(\+\w+)?://(?P<path>[^?]*)(\?(?P<query>.*))?", re.DOTALL)
+
+
+def _in_memory_sqlite(url: str) -> bool:
+    """Whether an SQLite URL names a database that lives only as long as its connection: no
+    path or :memory:, and with uri=true a file: URI of :memory: (file::memory:), of no path, or
+    with mode=memory. Read as SQLAlchemy and SQLite read it (felab_core.db.session.sqlite_file),
+    without importing SQLAlchemy: settings load on machines that have none."""
+    match = _SQLITE_URL.fullmatch(url.strip())
+    if match is None:
+        return False
+    database = unquote(match["path"].removeprefix("/"))
+    query = parse_qs(match["query"] or "", keep_blank_values=True)
+    as_uri = any(v.lower() in ("true", "1", "yes", "on") for v in query.get("uri", []))
+    if as_uri and database.startswith("file:"):
+        if "memory" in query.get("mode", []):
+            return True
+        database = database.removeprefix("file:")
+        if database.startswith("//"):  # file://localhost/path: the host is dropped
+            database = "/" + database[2:].partition("/")[2]
+        database = unquote(database.partition("?")[0])
+    return database in ("", ":memory:")
 
 
 class Settings(BaseSettings):
@@ -315,7 +339,7 @@ class Settings(BaseSettings):
     def _kept(cls, value: str | None) -> str | None:
         """An in-memory SQLite database forgets everything when the command ends: a number
         'recorded' there is lost, so it is refused rather than believed."""
-        if value and re.fullmatch(r"sqlite(\+\w+)?://(/(:memory:)?)?(\?.*)?", value.strip()):
+        if value and _in_memory_sqlite(value):
             raise ValueError(
                 "is an in-memory SQLite database, which keeps nothing once the command ends: "
                 "give a file (sqlite:////path/felab.db) or unset it for the embedded one"

@@ -270,6 +270,21 @@ def _url_problem(url: str) -> str:
     return password
 
 
+def _refuse_encoded_hidden(parsed: URL) -> None:
+    """Refuse a control or invisible character written percent-encoded (%00, %0A) in a URL's
+    user, host or database, or in an SQLite file: URI's path: a NUL stopped felab on an
+    unexpected error, a line break named a file or database nobody meant."""
+    parts = [parsed.username, parsed.host, parsed.database]
+    if parsed.get_backend_name() == "sqlite":
+        parts.append(str(sqlite_file(parsed) or ""))
+    if any(part and holds_hidden(part) for part in parts) or "\x00" in (parsed.password or ""):
+        raise DatabaseError(
+            "FELAB_DATABASE_URL holds a control or invisible character written as %XX (such as "
+            "%00 or %0A) in its user, password, host, database or path: remove it, and write "
+            "the URL again plainly"
+        )
+
+
 def make_engine(url: str | None = None, *, create: bool = True, **kwargs: Any) -> Engine:
     """An engine for `url` (default: the settings'); SQLite gets foreign keys and a busy wait,
     and its folder made unless not `create` (the file itself is made on first connect)."""
@@ -289,6 +304,7 @@ def make_engine(url: str | None = None, *, create: bool = True, **kwargs: Any) -
             f"FELAB_DATABASE_URL is not a valid database URL: {_url_problem(url)}; the form is "
             "postgresql+psycopg://USER:PASSWORD@HOST:5432/NAME"
         ) from None
+    _refuse_encoded_hidden(parsed)
     if parsed.port is not None and not 1 <= parsed.port <= 65535:  # 0: libpq takes 5432
         raise DatabaseError(
             "FELAB_DATABASE_URL has a port outside 1-65535: give the server's port (PostgreSQL "
@@ -427,11 +443,35 @@ def downgrade(engine: Engine, revision: str) -> None:
 
 
 def current_revision(engine: Engine) -> str | None:
-    """The revision the database is at, or None for one Alembic never touched."""
+    """The revision the database is at, or None for one Alembic never touched (or downgraded
+    to base: the table is there, empty).
+
+    Read as rows, not through Alembic's get_current_revision: two rows, a NULL or a number in
+    alembic_version (a file changed by hand, or another program's) made Alembic raise an error
+    of its own, or read as "empty" and had felab's tables written in beside it."""
     from alembic.runtime.migration import MigrationContext
 
     with engine.connect() as conn:
-        return MigrationContext.configure(conn).get_current_revision()
+        heads = MigrationContext.configure(conn).get_current_heads()
+    if not heads:
+        return None
+    first = heads[0]
+    if len(heads) == 1 and isinstance(first, str) and first.strip() and not holds_hidden(first):
+        return first
+    if len(heads) > 1:
+        held = f"{len(heads)} rows"
+    elif first is None:
+        held = "an empty (NULL) row"
+    elif isinstance(first, int | float):
+        held = f"the number {str(first)[:20]}"
+    else:
+        held = "a blank or unprintable name"
+    raise DatabaseError(
+        f"the database {engine.url.render_as_string(hide_password=True)} has a damaged schema "
+        f"record (alembic_version holds {held}, not one revision name): changed by hand, or "
+        "not felab's; restore a backup (`felab db restore FILE --yes`), or point "
+        "FELAB_DATABASE_URL / FELAB_DATA_DIR at felab's own database"
+    )
 
 
 def head_revision() -> str:

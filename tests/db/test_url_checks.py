@@ -193,3 +193,56 @@ def test_a_database_downgraded_to_base_is_still_felabs(tmp_path: Path) -> None:
     engine.dispose()
     done = _felab(tmp_path, f"sqlite:///{db}", "db", "upgrade")
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "sqlite:////tmp/felab-never/%00.db",
+        "sqlite:////tmp/felab-never/a%0Ab.db",
+        "sqlite:///file:/tmp/felab-never/a%2500.db?uri=true",  # decoded twice: SQLite's URI
+        "postgresql+psycopg://felab@127.0.0.1:5432/fe%00lab",
+        "postgresql+psycopg://fe%0Alab@127.0.0.1:5432/felab",
+        "postgresql+psycopg://felab:pass%00word@127.0.0.1:5432/felab",
+    ],
+)
+def test_a_percent_encoded_control_character_is_refused(url: str) -> None:
+    """Seventeenth sweep (b) H2: %00 in the path had stopped felab on ValueError (exit 70)."""
+    with pytest.raises(DatabaseError, match="control or invisible character written as %XX"):
+        make_engine(url)
+    assert not Path("/tmp/felab-never").exists()
+
+
+def test_cli_says_a_percent_encoded_nul_with_exit_2(tmp_path: Path) -> None:
+    for args in (["db", "status"], ["db", "upgrade"]):
+        done = _felab(tmp_path, f"sqlite:///{tmp_path}/%00.db", *args)
+        assert done.returncode == 2, done.stderr
+        assert "written as %XX" in done.stderr and "unexpected" not in done.stderr
+    assert not list(tmp_path.glob("*.db"))
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "sqlite:///file::memory:?uri=true",
+        "sqlite:///file::memory:?cache=shared&uri=True",
+        "sqlite:///file:%253Amemory%253A?uri=true",
+        "sqlite:///file:?uri=true",  # no path: SQLite's temporary file, gone on close
+        "sqlite:///file:x.db?mode=memory&uri=true",
+        "sqlite:///:memory:",
+        "sqlite://",
+    ],
+)
+def test_every_spelling_of_an_in_memory_database_is_refused(tmp_path: Path, url: str) -> None:
+    """Seventeenth sweep (b) M1: file::memory: with uri=true had been taken, and a number
+    'recorded' there was gone when the command ended."""
+    for args in (["db", "upgrade"], ["numbers", "machine", "--bandwidth", "273"]):
+        done = _felab(tmp_path, url, *args)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert "in-memory SQLite database, which keeps nothing" in done.stderr
+
+
+def test_a_file_uri_naming_a_file_is_kept(tmp_path: Path) -> None:
+    done = _felab(tmp_path, f"sqlite:///file:{tmp_path / 'kept.db'}?uri=true", "db", "upgrade")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "kept.db").is_file()
