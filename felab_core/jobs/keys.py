@@ -27,6 +27,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from felab_core.errors import Forbidden, Invalid
 from felab_core.files import NamedFileError, read_named_text, refuse_special
+from felab_core.text import holds_hidden
 
 #: A worker's name: what `/worker pair` gives it and what its files are called after.
 WORKER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -194,12 +195,16 @@ def _url_problem(url: Any, worker_id: int) -> str | None:
         scheme = url.partition(":")[0][:20] if ":" in url else ""
         what = f"a {scheme!r} URL" if scheme else "not a URL"
         return f"broker_url is {what}, not a redis:// or rediss:// one"
+    if holds_hidden(url):  # a pasted escape code: its '[' had been blamed on the port
+        return "broker_url holds control or invisible characters, which pairing never writes"
     try:
         parts = urlsplit(url)
         user, password, host = parts.username, parts.password, parts.hostname
         if parts.port == 0:  # one that is not a number raises here, not in Celery
             raise ValueError("port 0")
-    except ValueError:
+    except ValueError as exc:
+        if "IPv6" in str(exc):
+            return "broker_url holds a '[' that no ']' closes, which pairing never writes"
         return "broker_url's port is not a number from 1 to 65535"
     if not user or not password or not host:
         return "broker_url lacks this machine's user, password or host (redis://USER:PASS@HOST)"

@@ -89,6 +89,9 @@ GOOD_URL = f"redis://felab-machine.1:{PASSWORD}@127.0.0.1:1/0"
         ({"broker_url": f"redis://felab-machine.1:{PASSWORD}@h:1/0?ssl=true"}, "after ? or #"),
         ({"broker_url": f"redis://felab-machine.1:{PASSWORD}@h:1/0#x"}, "after ? or #"),
         ({"broker_url": f"redis://felab-machine.1:{PASSWORD}@h:1/99"}, "other than 0"),
+        # seventeenth sweep (b) L1: a pasted ESC[31m in the password was "the port"
+        ({"broker_url": f"redis://felab-machine.1:\x1b[31m{PASSWORD}@h:1/0"}, "control or"),
+        ({"broker_url": f"redis://felab-machine.1:[31m{PASSWORD}@h:1/0"}, "a '[' that no ']'"),
     ],
 )
 def test_a_field_of_the_wrong_type_or_range_is_refused_by_name(
