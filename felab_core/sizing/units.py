@@ -119,7 +119,7 @@ def as_fraction(value: int | float | str | Decimal | Fraction) -> Fraction:
 def require_positive(what: str, value: int | Fraction | float, hint: str = "") -> None:
     """Refuse zero and negative sizes with a message naming the value and what to give instead."""
     if value <= 0:
-        shown = value if not isinstance(value, Fraction) else decimal_text(value, 4)
+        shown = value if not isinstance(value, Fraction) else tidy_text(value, 4)
         extra = f" {hint}" if hint else ""
         raise SizingError(f"{what} must be more than zero (got {shown}).{extra}")
 

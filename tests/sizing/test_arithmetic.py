@@ -264,3 +264,11 @@ def test_a_cache_no_server_holds_is_refused() -> None:
         capacity.capacity_from_tokens(10_000_000, 8192, block_size=1_000_000)
     top = capacity.capacity_from_blocks(62_500_000, 16, 8192)  # 10^9 tokens: the most allowed
     assert top.tokens == 1_000_000_000
+
+
+def test_a_negative_size_is_said_without_trailing_decimals() -> None:
+    """Fourteenth sweep L8: "got -4,900,000,000.0000"."""
+    from felab_core.sizing.units import require_positive
+
+    with pytest.raises(SizingError, match=r"\(got -4,900,000,000\)"):
+        require_positive("the bytes of weights", Fraction(-4_900_000_000))
