@@ -244,3 +244,27 @@ def test_memo_says_sizes_and_hosts_in_words(flags: tuple[str, str], says: str) -
     extra = () if flags[0] == "--kv-memory" else ("--kv-memory", "16GiB")
     code, _, err = memo_cli(*base, *extra, *flags, "-o", "-")
     assert code == 2 and says in " ".join(err.split()), err
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (
+            ("--kv-tokens", "1"),
+            "a cache of 1 token cannot hold one conversation of 8,192 tokens "
+            "(the default --max-len)",
+        ),
+        (
+            ("--kv-tokens", "99", "--max-len", "100"),
+            "cannot hold one conversation of --max-len 100",
+        ),
+    ],
+)
+def test_a_cache_too_small_for_one_conversation_is_refused(
+    flags: tuple[str, ...], says: str
+) -> None:
+    """Fifteenth sweep L10, seventeenth (c) L13: "0 conversations at once" was written; the
+    default length is said as the default (sixteenth M8)."""
+    base = ("--chip", "M2 Ultra", "--model", "llama-3.1-8b", "--model-bytes", "4.9GB")
+    code, _, err = memo_cli(*base, *flags, "-o", "-")
+    assert code == 2 and says in " ".join(err.split()), err

@@ -171,10 +171,12 @@ def _budget(
         )
     if inputs.kv_tokens is not None:
         base = cap.capacity_from_tokens(inputs.kv_tokens, max_len, bs, dtype)
+        cache = f"a cache of {whole_text(inputs.kv_tokens)} token"
+        cache += "" if inputs.kv_tokens == 1 else "s"
         return CacheBudget(
-            words=f"a cache of {whole_text(inputs.kv_tokens)} tokens",
-            short=f"a cache of {whole_text(inputs.kv_tokens)} tokens",
-            source=f"a cache of {whole_text(inputs.kv_tokens)} tokens, as given (--kv-tokens).",
+            words=cache,
+            short=cache,
+            source=f"{cache}, as given (--kv-tokens).",
             base=base,
             memory_bytes=None,
         )
@@ -433,6 +435,16 @@ def _build(rows: Sequence[Mapping[str, str]], inputs: MemoInputs, source: str) -
     max_len = inputs.max_len or reading_len or DEFAULT_MAX_LEN
     contexts, context_notes = _contexts(inputs, shape, max_len)
     budget = _budget(inputs, per_token, max_len, list(machines.values()))
+    if budget.reading is None and budget.base.tokens < budget.base.max_len:
+        length = (  # the default is said as one: it was not typed (sixteenth sweep M8)
+            f"--max-len {whole_text(max_len)}"
+            if inputs.max_len
+            else f"{whole_text(max_len)} tokens (the default --max-len)"
+        )
+        raise MemoError(  # "0 conversations at once" had been written for --kv-tokens 1
+            f"{budget.words} cannot hold one conversation of {length}: vLLM would refuse to "
+            "start with it; give more cache, or the server's --max-model-len with --max-len"
+        )
     if budget.base.kv_dtype and kv.kv_dtype(budget.base.kv_dtype) != per_token.key_dtype:
         per_token = kv.kv_bytes_per_token(shape, budget.base.kv_dtype)  # the log's own type
     check_machine_memory(
