@@ -117,6 +117,13 @@ def load_record(path: Path) -> dict[str, Any]:
                 f"{path}: run {i} has rate {_cut(rate)}, not a request rate (more than 0, up "
                 f"to {MAX_RATE:,.0f} a second): {broken}"
             )
+        summary = run.get("summary")
+        said_ok = summary.get("ok") if isinstance(summary, dict) else None
+        if not requests and type(said_ok) is int and said_ok > 0:  # compared as "0 requests"
+            raise CompareError(
+                f"{path}: run {i} says {said_ok:,} requests answered but lists none: the "
+                "requests were cut out of the file; compare the record felab bench wrote"
+            )
         run["requests"] = _checked_sample(path, i, requests)
     _check_workload(path, record)
     _check_words(path, record)
@@ -235,6 +242,11 @@ def _check_request(path: Path, run: int, index: int, request: Any) -> None:
     broken = "the file was edited or broken"
     if not isinstance(request, dict):
         raise CompareError(f"{where} is not a request record")
+    index = request.get("index")
+    if index is not None and (type(index) is not int or index < 0):
+        raise CompareError(
+            f"{where} has index = {_cut(index)}, not a request's number (0 or more): {broken}"
+        )
     for key, missing_ok in (("ok", False), ("cold", True)):
         flag = request.get(key)
         if not isinstance(flag, bool) and not (missing_ok and flag is None):
@@ -371,7 +383,7 @@ def _checked_sample(path: Path, run: int, requests: list[Any]) -> Sample:
         raise broken()
     indexes = [r.get("index") for r in requests]
     if any(i is not None for i in indexes):  # felab numbers each request of a run once
-        if not set(map(type, indexes)) <= {int}:
+        if not set(map(type, indexes)) <= {int} or min(indexes) < 0:
             raise broken()
         if len(set(indexes)) < len(indexes):
             twice = next(i for i, n in Counter(indexes).items() if n > 1)

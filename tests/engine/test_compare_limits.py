@@ -52,6 +52,7 @@ def _write(tmp_path: Path, name: str, requests: list[dict[str, Any]]) -> Path:
         ({"writing_tps": 0.0}, "request 3 has writing_tps = 0.0, not a speed"),
         ({"tpot_s": 1e-9}, "request 3 has writing_tps = 100.0 beside tpot_s = 1e-09"),
         ({"writing_tps": 120.0}, "request 3 has writing_tps = 120.0 beside tpot_s = 0.01"),
+        ({"index": -1}, "request 3 has index = -1, not a request's number"),  # fourteenth L6
         # sixteenth sweep H8: gaps that could not fit between the first token and the end
         ({"itl_s": [0.02] * 10}, "request 3 has inter-token gaps that add up to 0.2 s, longer"),
         ({"itl_s": [1e-9] * (MOST_GAPS + 1)}, f"request 3 has {MOST_GAPS + 1:,} inter-token gaps"),
@@ -300,3 +301,13 @@ def test_an_interrupted_record_is_said_before_the_figures(tmp_path: Path) -> Non
     b.write_text(json.dumps({**_record([(4, _requests([0.05] * 5))]), "interrupted": True}))
     result = compare_records(load_record(a), load_record(b))
     assert any("B was interrupted" in note for note in result.caveats)
+
+
+def test_a_run_whose_requests_were_cut_out_is_refused(tmp_path: Path) -> None:
+    """Fourteenth sweep L6: a run of ok 20 and no requests was compared as "0 requests"."""
+    record = _record([(4, [])])
+    record["runs"][0]["summary"] = {"ok": 20}
+    path = tmp_path / "cut.json"
+    path.write_text(json.dumps(record))
+    with pytest.raises(CompareError, match="run 1 says 20 requests answered but lists none"):
+        load_record(path)
