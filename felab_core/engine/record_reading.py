@@ -242,10 +242,10 @@ def _check_request(path: Path, run: int, index: int, request: Any) -> None:
     broken = "the file was edited or broken"
     if not isinstance(request, dict):
         raise CompareError(f"{where} is not a request record")
-    index = request.get("index")
-    if index is not None and (type(index) is not int or index < 0):
+    number = request.get("index")
+    if number is not None and (type(number) is not int or number < 0):
         raise CompareError(
-            f"{where} has index = {_cut(index)}, not a request's number (0 or more): {broken}"
+            f"{where} has index = {_cut(number)}, not a request's number (0 or more): {broken}"
         )
     for key, missing_ok in (("ok", False), ("cold", True)):
         flag = request.get(key)
