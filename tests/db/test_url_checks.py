@@ -198,19 +198,19 @@ def test_a_database_downgraded_to_base_is_still_felabs(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "url",
     [
-        "sqlite:////tmp/felab-never/%00.db",
-        "sqlite:////tmp/felab-never/a%0Ab.db",
-        "sqlite:///file:/tmp/felab-never/a%2500.db?uri=true",  # decoded twice: SQLite's URI
+        "sqlite:///{dir}/%00.db",
+        "sqlite:///{dir}/a%0Ab.db",
+        "sqlite:///file:{dir}/a%2500.db?uri=true",  # decoded twice: SQLite's URI
         "postgresql+psycopg://felab@127.0.0.1:5432/fe%00lab",
         "postgresql+psycopg://fe%0Alab@127.0.0.1:5432/felab",
         "postgresql+psycopg://felab:pass%00word@127.0.0.1:5432/felab",
     ],
 )
-def test_a_percent_encoded_control_character_is_refused(url: str) -> None:
+def test_a_percent_encoded_control_character_is_refused(tmp_path: Path, url: str) -> None:
     """Seventeenth sweep (b) H2: %00 in the path had stopped felab on ValueError (exit 70)."""
     with pytest.raises(DatabaseError, match="control or invisible character written as %XX"):
-        make_engine(url)
-    assert not Path("/tmp/felab-never").exists()
+        make_engine(url.format(dir=tmp_path / "never"))
+    assert not (tmp_path / "never").exists()
 
 
 def test_cli_says_a_percent_encoded_nul_with_exit_2(tmp_path: Path) -> None:
