@@ -152,6 +152,13 @@ def capacity_from_tokens(
                 "cache size"
             )
         blocks = tokens // block_size
+        if tokens % block_size:  # "32 blocks x 4,096 tokens = 131,744" had been printed
+            raise SizingError(
+                f"a cache of {whole_text(tokens)} tokens is not a whole number of "
+                f"{whole_text(block_size)}-token blocks ({whole_text(blocks)} blocks hold "
+                f"{whole_text(blocks * block_size)}): vLLM's cache is blocks x block size; check "
+                "--block-size, or leave it out"
+            )
     return Capacity(
         tokens=tokens, max_len=max_len, blocks=blocks, block_size=block_size, kv_dtype=kv_dtype_name
     )

@@ -182,3 +182,20 @@ def test_capacity_refuses_a_cache_type_vllm_cannot_run(flags: list[str], says: s
     )
     assert result.exit_code == 2, result.output
     assert says in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize(
+    ("tokens", "block", "says"),
+    [
+        ("1000", "999", "a cache of 1,000 tokens is not a whole number of 999-token blocks"),
+        ("131744", "4096", "(32 blocks hold 131,072)"),
+    ],
+)
+def test_capacity_refuses_a_cache_that_is_not_whole_blocks(
+    tokens: str, block: str, says: str
+) -> None:
+    """Seventeenth sweep (c) H6: "32 blocks x 4,096 tokens = 131,744" was printed."""
+    argv = ["size", "capacity", "--tokens", tokens, "--max-len", "100", "--block-size", block]
+    result = runner.invoke(app, argv)
+    assert result.exit_code == 2, result.output
+    assert says in " ".join(result.output.split())
