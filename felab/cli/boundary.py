@@ -10,6 +10,7 @@ typer's CliRunner alike.
 from __future__ import annotations
 
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from typer import _click as click
@@ -17,9 +18,29 @@ from typer.core import TyperGroup
 from typer.exceptions import Abort, Exit, TyperException
 
 from felab.cli.errors import err
-from felab_core.failures import debug_requested, explain, unexpected
+from felab_core.failures import Failure, debug_requested, explain, unexpected
 
 _debug = False
+#: What a running command adds to the words for a failure felab_core.failures does not know:
+#: felab/cli/db.py, once a command has opened the database, looks there for a stored value
+#: felab cannot read. Emptied when a command starts.
+_explainers: list[Callable[[Exception], Failure | None]] = []
+
+
+def explain_also(explainer: Callable[[Exception], Failure | None]) -> None:
+    """Ask `explainer` about this command's unexpected failures before calling them a bug."""
+    _explainers.append(explainer)
+
+
+def _explained_here(exc: Exception) -> Failure | None:
+    for explainer in _explainers:
+        try:
+            failure = explainer(exc)
+        except Exception:  # an explainer's own trouble must not hide the failure it was asked
+            failure = None
+        if failure is not None:
+            return failure
+    return None
 
 
 def set_debug(value: bool) -> None:
@@ -33,6 +54,7 @@ def bounded(group: type[TyperGroup]) -> type[TyperGroup]:
 
     class Bounded(group):  # type: ignore[valid-type,misc]
         def invoke(self, ctx: click.Context) -> Any:
+            _explainers.clear()
             try:
                 return super().invoke(ctx)
             except (Exit, Abort, TyperException):
@@ -42,7 +64,7 @@ def bounded(group: type[TyperGroup]) -> type[TyperGroup]:
             except BrokenPipeError:
                 raise  # the reader left (`felab ... | head`): click ends quietly, exit 1
             except Exception as exc:
-                failure = explain(exc) or unexpected(exc)
+                failure = explain(exc) or _explained_here(exc) or unexpected(exc)
                 if _debug or debug_requested():  # the traceback for a bug report; same exit code
                     traceback.print_exc()
                 err(failure.message)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 import typer
@@ -16,6 +17,7 @@ from rich.console import Console
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
+from felab.cli.boundary import explain_also
 from felab.cli.errors import EXIT_USAGE, err
 from felab_core.db.session import (
     DatabaseError,
@@ -29,7 +31,7 @@ from felab_core.db.session import (
     upgrade,
 )
 from felab_core.errors import ServiceError
-from felab_core.failures import explain
+from felab_core.failures import Failure, explain
 from felab_core.redact import redact
 from felab_core.settings import get_settings
 
@@ -52,9 +54,30 @@ def service_errors() -> Iterator[None]:
 
 
 def sessions() -> sessionmaker[Session]:
-    """The configured database's sessions, schema checked (SQLite is upgraded on the spot)."""
+    """The configured database's sessions, schema checked (SQLite is upgraded on the spot).
+    A failure felab does not expect in the command that asked for them is first checked
+    against the stored values (`_unreadable_value`)."""
     with service_errors():
-        return default_sessions()
+        factory = default_sessions()
+    explain_also(partial(_unreadable_value, factory))
+    return factory
+
+
+def _unreadable_value(factory: sessionmaker[Session], _exc: Exception) -> Failure | None:
+    """A command that stopped on an error felab does not expect, while the database holds a
+    value felab cannot read (a file changed by hand: a time of 'zz'): that value, by table,
+    column and row, rather than "a bug in felab". None when every stored value reads."""
+    from felab_core.db.readable import unreadable_values
+
+    with factory() as session:
+        found = unreadable_values(session.connection(), limit=1)
+    if not found:
+        return None
+    return Failure(
+        f"the database {_where()} holds a value felab cannot use: {found[0]} (changed outside "
+        "felab?): restore a backup (`felab db restore FILE --yes`), or correct that value",
+        EXIT_USAGE,
+    )
 
 
 def _where() -> str:

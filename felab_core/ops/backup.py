@@ -13,10 +13,12 @@ import shutil
 import sqlite3
 import subprocess
 import tempfile
+from functools import lru_cache
 from pathlib import Path
 from urllib.parse import quote
 
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
 
 from felab_core.engine.results import ResultsFileError, check_destinations
 from felab_core.errors import Invalid
@@ -86,8 +88,10 @@ def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _expected_schema(revision: str) -> dict[str, set[str]]:
-    """The tables and columns felab's migrations make up to `revision` (on a scratch file)."""
+@lru_cache(maxsize=4)
+def _expected_schema(revision: str) -> dict[str, frozenset[str]]:
+    """The tables and columns felab's migrations make up to `revision` (on a scratch file;
+    kept, since this felab's migrations make the same every time)."""
     from felab_core.db.session import make_engine, upgrade
 
     with tempfile.TemporaryDirectory(prefix="felab-restore-") as scratch:
@@ -98,7 +102,7 @@ def _expected_schema(revision: str) -> dict[str, set[str]]:
             engine.dispose()
         con = _open_read_only(Path(scratch) / "expected.db")
         try:
-            return _schema_of(con)
+            return {t: frozenset(columns) for t, columns in _schema_of(con).items()}
         finally:
             con.close()
 
@@ -160,7 +164,8 @@ def check_sqlite_backup(source: Path) -> str:
             "(made by a newer felab?): upgrade felab first, then restore it; nothing was replaced"
         )
     missing = []
-    for table, columns in sorted(_expected_schema(revision).items()):
+    expected = _expected_schema(revision)
+    for table, columns in sorted(expected.items()):
         if table not in held:
             missing.append(f"table {table}")
         else:
@@ -171,7 +176,63 @@ def check_sqlite_backup(source: Path) -> str:
             f"{source} lacks what felab's schema {revision} has ({shown}): it was changed "
             "after `felab db backup` wrote it; nothing was replaced, restore another backup"
         )
+    _check_rows(source, held, expected)
     return revision
+
+
+def _check_rows(
+    source: Path, held: dict[str, set[str]], expected: dict[str, frozenset[str]]
+) -> None:
+    """Refuse a backup holding what felab's schema never makes (a table or column of its own),
+    rows pointing at missing rows, or a value felab cannot read back (felab_core.db.readable):
+    each had been restored silently, and every command then stopped on an unexpected error."""
+    added = [t for t in held if t not in expected and not t.startswith("sqlite_")]
+    added += [f"{t}.{c}" for t in expected if t in held for c in sorted(held[t] - expected[t])]
+    if added:
+        shown = ", ".join(with_hidden_shown(a)[:60] for a in sorted(added)[:3])
+        problem = f"holds what felab's schema never makes ({shown})"
+    else:
+        try:
+            problem = _broken_links(source) or _unreadable(source)
+        except (sqlite3.Error, DBAPIError) as exc:
+            raise BackupError(f"{source} cannot be read ({exc}): restore another backup") from None
+    if problem:
+        raise BackupError(
+            f"{source} {problem}: it was changed after `felab db backup` wrote it, or is "
+            "damaged; nothing was replaced, restore another backup"
+        )
+
+
+def _broken_links(source: Path) -> str:
+    """SQLite's foreign key check, in words: the first row pointing at a missing row."""
+    con = _open_read_only(source)
+    try:
+        broken = con.execute("PRAGMA foreign_key_check").fetchmany(1)
+        if not broken:
+            return ""
+        child, rowid, parent, fk = broken[0]
+        links = con.execute(f"PRAGMA foreign_key_list({_quoted(child)})").fetchall()
+        column = next((link[3] for link in links if link[0] == fk), "?")
+    finally:
+        con.close()
+    return f"holds rows pointing at missing rows ({child}.{column} of row {rowid}: not in {parent})"
+
+
+def _unreadable(source: Path) -> str:
+    """The first values felab could not read back from the backup, in words."""
+    from sqlalchemy import create_engine
+
+    from felab_core.db.readable import unreadable_values
+
+    engine = create_engine("sqlite://", creator=lambda: _open_read_only(source))
+    try:
+        with engine.connect() as conn:
+            found = unreadable_values(conn, limit=3)
+    finally:
+        engine.dispose()
+    if not found:
+        return ""
+    return "holds values felab cannot use: " + "; ".join(map(str, found))
 
 
 def _same_file(a: Path, b: Path) -> bool:

@@ -79,3 +79,52 @@ def test_an_empty_file_name_is_said(data_dir: Path, tmp_path: Path, args: list[s
     assert done.exit_code == 2, done.output
     assert "the file name is empty" in done.stderr and "is a folder" not in done.output
     assert not (tmp_path / "x").exists()
+
+
+def _with_a_cohort(data_dir: Path) -> Path:
+    """The data folder's database, with a cohort and this terminal's learner in it."""
+    assert runner.invoke(app, ["numbers", "machine", "--bandwidth", "273"]).exit_code == 0
+    return data_dir / "felab.db"
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ("UPDATE cohorts SET post_time = 'zz'", "cohorts.post_time of row 1 ('zz', not a time"),
+        ("UPDATE cohorts SET start_date = 'x'", "cohorts.start_date of row 1 ('x', not a date)"),
+        ("UPDATE cohorts SET created_at = 'later'", "cohorts.created_at of row 1 ('later', not"),
+    ],
+)
+@pytest.mark.parametrize("args", [["status"], ["numbers", "show"], ["drill", "--list"]])
+def test_a_stored_value_felab_cannot_read_is_named(
+    data_dir: Path, change: str, says: str, args: list[str]
+) -> None:
+    """Seventeenth sweep (b) H3: a database changed by hand (or restored from such a backup)
+    stopped every command on "unexpected error (ValueError: Invalid isoformat string)", 70."""
+    import sqlite3
+
+    with sqlite3.connect(_with_a_cohort(data_dir)) as con:
+        con.execute(change)
+    done = runner.invoke(app, args)
+    assert done.exit_code == 2, done.output
+    flat = _flat(done.stderr)
+    assert f"holds a value felab cannot use: {says}" in flat, flat
+    assert "felab db restore FILE --yes" in flat and "unexpected" not in flat
+
+
+def test_a_bug_with_readable_values_is_still_a_bug(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a value that does not read is blamed: every stored value reading, a failure felab
+    does not expect is still reported as a bug (exit 70)."""
+    import felab.cli.numbers as numbers_cli
+
+    _with_a_cohort(data_dir)
+
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise ValueError("a bug")
+
+    monkeypatch.setattr(numbers_cli, "set_hardware", broken)
+    done = runner.invoke(app, ["numbers", "machine", "--bandwidth", "200"])
+    assert done.exit_code == 70, done.output
+    assert "unexpected error (ValueError: a bug)" in _flat(done.stderr)

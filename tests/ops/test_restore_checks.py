@@ -1,8 +1,10 @@
 """`felab db restore` checks an SQLite backup before it replaces anything: damaged pages, a
-schema this felab does not know, a table or column missing. The live database is untouched."""
+schema this felab does not know, a table or column missing or added, rows pointing at missing
+rows, a value felab cannot read back. The live database is untouched."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import sqlite3
 from collections.abc import Iterator
@@ -13,12 +15,15 @@ import pytest
 from typer.testing import CliRunner
 
 from felab.cli.main import app
+from felab_core.content.store import load_folder
 from felab_core.db.session import make_engine, session_factory, session_scope, upgrade
+from felab_core.numbers.recording import create_job, record_entered
 from felab_core.ops.backup import BackupError, backup, check_sqlite_backup, restore
-from felab_core.people.members import add_member, create_cohort
+from felab_core.people.members import add_member, create_cohort, set_hardware
 from felab_core.settings import get_settings
 
 runner = CliRunner()
+CONTENT = Path(__file__).resolve().parents[2] / "content"
 
 
 @pytest.fixture
@@ -29,7 +34,9 @@ def live(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     upgrade(engine)
     with session_scope(session_factory(engine)) as s:
         c = create_cohort(s, "C", timezone="UTC", start_date=date(2026, 3, 2), post_time=time(9))
-        add_member(s, c, "1", display_name="Ada")
+        ada = add_member(s, c, "1", display_name="Ada")
+        set_hardware(s, ada, bandwidth_gb_s=273)
+        record_entered(s, ada, "ollama", "44.6")
     engine.dispose()
     monkeypatch.setenv("FELAB_DATABASE_URL", url)
     get_settings.cache_clear()
@@ -161,3 +168,62 @@ def test_nothing_is_backed_up_from_a_database_that_is_not_there(tmp_path: Path) 
     with pytest.raises(BackupError, match="does not exist"):
         backup(f"sqlite:///{tmp_path / 'none.db'}", tmp_path / "b.bak")
     assert not (tmp_path / "none.db").exists() and not (tmp_path / "b.bak").exists()
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ("UPDATE cohorts SET post_time = 'zz'", "cohorts.post_time of row 1 ('zz', not a time"),
+        ("UPDATE cohorts SET start_date = 'notadate'", "cohorts.start_date of row 1 ('notadate'"),
+        (
+            "UPDATE cohorts SET manual_day = 'abc'",
+            "cohorts.manual_day of row 1 ('abc', not a whole",
+        ),
+        (
+            "UPDATE members SET joined_at = 'later'",
+            "members.joined_at of row 1 ('later', not a date",
+        ),
+        ("UPDATE members SET public_numbers = 'yes'", "members.public_numbers of row 1 ('yes'"),
+        ("UPDATE members SET bandwidth_gb_s = -5", "members.bandwidth_gb_s of row 1 (-5.0: felab"),
+        (
+            "UPDATE numbers SET value = 1e308",
+            "numbers.value of row 1 (1e+308: felab keeps tokens/s",
+        ),
+        ("UPDATE numbers SET value = 9e999", "numbers.value of row 1 (inf, not a finite number)"),
+        (
+            "UPDATE numbers SET member_id = 999",
+            "pointing at missing rows (numbers.member_id of row",
+        ),
+        ("CREATE TABLE extra (x)", "never makes (extra)"),
+        ("ALTER TABLE members ADD COLUMN note TEXT", "never makes (members.note)"),
+    ],
+)
+def test_a_backup_felab_could_not_read_is_refused(
+    live: str, good: Path, change: str, says: str
+) -> None:
+    """Seventeenth sweep (b) H3: each was restored, and then every command stopped on an
+    unexpected error (exit 70), or showed a machine of -5 GB/s."""
+    changed = _copy(good, "changed.db")
+    con = sqlite3.connect(changed)
+    con.execute(change)
+    con.commit()
+    con.close()
+    _refused(live, changed, re.escape(says) + ".*: it was changed after .* nothing was replaced")
+
+
+def test_a_backup_with_content_and_jobs_restores(live: str, tmp_path: Path) -> None:
+    """Every kind of value felab writes reads back: JSON, blobs, times, dates, booleans."""
+    url = f"sqlite:///{tmp_path / 'full.db'}"
+    engine = make_engine(url)
+    upgrade(engine)
+    with session_scope(session_factory(engine)) as s:
+        load_folder(s, CONTENT)
+        c = create_cohort(s, "C", timezone="UTC", start_date=date(2026, 3, 2), post_time=time(9))
+        ada = add_member(s, c, "1", display_name="Ada")
+        job = create_job(s, ada, "ollama", "quick")
+        job.record, job.chart_png, job.params = {"runs": [{"c": 1}]}, b"\x89PNG\x00", {"n": 5}
+    engine.dispose()
+    done = backup(url, tmp_path / "full.bak")
+    restore(live, done)
+    with sqlite3.connect(_live_file(live)) as con:
+        assert con.execute("SELECT count(*) FROM cards").fetchone()[0] > 0

@@ -1,0 +1,161 @@
+"""Whether felab can read back every value a database holds.
+
+A file changed by hand or by another program can hold what felab never writes: a time of 'zz',
+a date that is no date, text in a number's column, a bandwidth of -5 GB/s, a figure of 1e308.
+SQLite takes them all, and felab met them later, in whichever command first read the row, as an
+unexpected error. Here each is named by table, column and row instead: `felab db restore` checks
+a backup with it before anything is replaced, and a database command that stops on a value it
+could not read says which one (felab/cli/db.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import date, datetime, time
+from typing import Any
+
+from sqlalchemy import Connection, column, inspect, select, table
+from sqlalchemy import exc as sqlalchemy_errors
+from sqlalchemy import types as sqltypes
+
+from felab_core.db import models as m
+from felab_core.numbers.speeds import MAX_PLAUSIBLE_TPS
+from felab_core.sizing.units import GB, MAX_BANDWIDTH
+from felab_core.text import with_hidden_shown
+
+#: Values felab bounds whenever it writes them (numbers/speeds.py, sizing/units.py), with the
+#: words for the bound: a figure past them is no figure felab stored.
+BOUNDS: dict[tuple[str, str], tuple[float, float, str]] = {
+    ("members", "bandwidth_gb_s"): (0.0, float(MAX_BANDWIDTH / GB), "GB/s above 0 up to 100,000"),
+    ("numbers", "value"): (0.0, MAX_PLAUSIBLE_TPS, "tokens/s above 0 up to 100,000"),
+}
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """One stored value felab cannot read (or would not have written), and why."""
+
+    table: str
+    column: str
+    row_id: Any
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.table}.{self.column} of row {self.row_id} ({self.why})"
+
+
+_KINDS = {
+    bool: "true or false",
+    int: "a whole number",
+    float: "a number",
+    datetime: "a date and time",
+    date: "a date",
+    time: "a time of day",
+    dict: "JSON",
+    bytes: "bytes",
+    str: "text",
+}
+
+
+def _shown(value: Any) -> str:
+    return with_hidden_shown(repr(value[:40] if isinstance(value, str | bytes) else value))[:40]
+
+
+def _not_kind(raw: Any, expected: tuple[type, ...] | None) -> str:
+    return f"{_shown(raw)}, not {_KINDS[expected[0]] if expected else 'readable'}"
+
+
+def _expected_python(kind: sqltypes.TypeEngine[Any]) -> tuple[type, ...] | None:
+    """The Python types a column's value must come back as, once its type has read it."""
+    kind = kind.impl_instance if isinstance(kind, sqltypes.TypeDecorator) else kind
+    if isinstance(kind, sqltypes.Boolean):
+        return (bool,)
+    if isinstance(kind, sqltypes.Integer):
+        return (int,)
+    if isinstance(kind, sqltypes.Float):
+        return (float, int)
+    if isinstance(kind, sqltypes.DateTime):
+        return (datetime,)
+    if isinstance(kind, sqltypes.Date):
+        return (date,)
+    if isinstance(kind, sqltypes.Time):
+        return (time,)
+    if isinstance(kind, sqltypes.JSON):
+        return (dict, list)
+    if isinstance(kind, sqltypes.LargeBinary):
+        return (bytes, memoryview)
+    if isinstance(kind, sqltypes.String):
+        return (str,)
+    return None
+
+
+def _problem(
+    raw: Any, read: Callable[[Any], Any] | None, col: Any, where: tuple[str, str]
+) -> str | None:
+    """What is wrong with one stored value `raw` of column `col`, or None."""
+    if raw is None:
+        return None if col.nullable else "empty, where felab always keeps a value"
+    if isinstance(col.type, sqltypes.Boolean) and raw not in (0, 1, True, False):
+        return f"{_shown(raw)}, not true or false"
+    expected = _expected_python(col.type)
+    try:
+        value = read(raw) if read is not None else raw
+    except Exception:  # each type's own parser: any failure means felab cannot read it
+        return _not_kind(raw, expected)
+    if value is None and col.nullable:  # JSON's null
+        return None
+    if expected is not None and (
+        not isinstance(value, expected) or (bool not in expected and isinstance(value, bool))
+    ):
+        return _not_kind(raw, expected)
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{_shown(raw)}, not a finite number"
+    if where in BOUNDS and isinstance(value, int | float):
+        low, high, words = BOUNDS[where]
+        if not low < value <= high:
+            return f"{_shown(raw)}: felab keeps {words}"
+    return None
+
+
+def _reader(kind: sqltypes.TypeEngine[Any], dialect: Any) -> Callable[[Any], Any] | None:
+    """How the column's type turns what the driver returns into a value, or None where the
+    driver's own value is the value (psycopg's numbers, which ask for their PostgreSQL type)."""
+    try:
+        return kind.dialect_impl(dialect).result_processor(dialect, None)
+    except (TypeError, LookupError, ArithmeticError, sqlalchemy_errors.InvalidRequestError):
+        return None
+
+
+def unreadable_values(conn: Connection, limit: int = 5) -> list[Unreadable]:
+    """Up to `limit` values of felab's tables that felab could not read back, each read through
+    the column's own type as the ORM would read it. Only the columns both the database and
+    this felab's models have are read (an older schema's backup lacks the newer ones)."""
+    found: list[Unreadable] = []
+    for problem in _each_problem(conn):
+        found.append(problem)
+        if len(found) >= limit:
+            break
+    return found
+
+
+def _each_problem(conn: Connection) -> Iterator[Unreadable]:
+    held = set(inspect(conn).get_table_names())
+    dialect = conn.dialect
+    for model_table in m.Base.metadata.sorted_tables:
+        if model_table.name not in held:
+            continue
+        stored = {c["name"] for c in inspect(conn).get_columns(model_table.name)}
+        cols = [c for c in model_table.columns if c.name in stored]
+        if "id" not in stored:
+            continue
+        readers = [_reader(c.type, dialect) for c in cols]
+        raw = table(model_table.name, *(column(c.name) for c in cols))  # untyped: values raw
+        query = select(*raw.columns).order_by(raw.c.id)
+        for row in conn.execute(query):
+            row_id = row._mapping["id"]
+            for col, read, value in zip(cols, readers, row, strict=True):
+                why = _problem(value, read, col, (model_table.name, col.name))
+                if why is not None:
+                    yield Unreadable(model_table.name, col.name, row_id, why)
