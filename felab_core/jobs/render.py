@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from felab_core.chart_text import words_as_written
 from felab_core.db import models as m
 from felab_core.engine.results import short_model
 from felab_core.text import in_code, literal
@@ -120,6 +121,11 @@ CHART_LEGEND = 12
 def chart_png(record: dict[str, Any] | None, title: str) -> bytes | None:
     """Each request's writing speed, one line per concurrency, from a job's record (drawn on
     the trusted side: a worker sends figures, never pictures)."""
+    with words_as_written():  # a machine's model name `$\frac{x$` is text, not a crash
+        return _chart_png(record, title)
+
+
+def _chart_png(record: dict[str, Any] | None, title: str) -> bytes | None:
     runs = [r for r in (record or {}).get("runs") or [] if isinstance(r, dict)]
     series = []
     for run in runs[:CHART_RUNS]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from felab_core.chart_text import words_as_written
 from felab_core.engine.compare import Comparison
 from felab_core.engine.record_reading import CompareError
 from felab_core.files import COMPARE_CHART, chart_metadata
@@ -48,6 +49,11 @@ def chart_format(path: Path) -> str:
 
 def draw_comparison(comparison: Comparison, path: Path) -> Path:
     """Write the chart in the format its suffix names (.png, .svg, .pdf) and return its path."""
+    with words_as_written():  # the records' file names are text, `$` and all
+        return _draw_comparison(comparison, path)
+
+
+def _draw_comparison(comparison: Comparison, path: Path) -> Path:
     fmt = chart_format(path)
     import matplotlib
 

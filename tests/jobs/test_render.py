@@ -189,3 +189,10 @@ def test_a_record_of_thousands_of_runs_draws_a_bounded_chart(monkeypatch: Any) -
     long = [{"concurrency": 1, "requests": [{"ok": True, "writing_tps": 40.0}] * 50_000}]
     assert chart_png({"runs": long}, "x")
     assert drawn == [CHART_POINTS] and legends == [1]
+
+
+def test_a_machine_s_name_with_math_marks_is_drawn_as_text() -> None:
+    """Seventeenth sweep (c) H7: `$\\frac{b$` in a name was parsed as mathtext (ValueError)."""
+    record = {"runs": [{"concurrency": 1, "requests": [{"ok": True, "writing_tps": 40.0}] * 5}]}
+    assert chart_png(record, "box: a$\\frac{b$")
+    assert chart_png(record, "box: $" + "{" * 149 + "}" * 149 + "$")  # was a RecursionError

@@ -268,3 +268,19 @@ def test_a_cache_too_small_for_one_conversation_is_refused(
     base = ("--chip", "M2 Ultra", "--model", "llama-3.1-8b", "--model-bytes", "4.9GB")
     code, _, err = memo_cli(*base, *flags, "-o", "-")
     assert code == 2 and says in " ".join(err.split()), err
+
+
+def test_a_model_named_with_math_marks_is_charted_as_text(tmp_path: Path) -> None:
+    """Seventeenth sweep (c) H7: `_name_or_path` "a$\\frac{b$" stopped the memo (exit 70)."""
+    config = tmp_path / "m"
+    config.mkdir()
+    (config / "config.json").write_text(
+        '{"_name_or_path": "a$\\\\frac{b$", "num_hidden_layers": 32, "num_attention_heads": 32,'
+        ' "num_key_value_heads": 8, "hidden_size": 4096, "max_position_embeddings": 131072}'
+    )
+    code, _, err = memo_cli(
+        "--chip", "M2 Ultra", "--config", str(config), "--model-bytes", "4.9GB",
+        "--kv-memory", "16GiB", "-o", str(tmp_path / "m.md"),
+    )  # fmt: skip
+    assert code == 0, err
+    assert (tmp_path / "m-speed.png").is_file()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from felab_core.chart_text import words_as_written
 from felab_core.files import MEMO_CHART, chart_metadata
 from felab_core.reports.memo.markdown import chart_names
 from felab_core.reports.memo.model import Memo
@@ -19,6 +20,11 @@ _LIMIT_COLORS = ("#333333", "#8e44ad", "#b9770e", "#117a65")
 
 def write_charts(memo: Memo, directory: Path, stem: str = "memo") -> tuple[Path, Path]:
     """Two PNGs beside the memo: writing speed vs the speed limit, conversations vs context."""
+    with words_as_written():  # a model or host named `a$\frac{b$` is text
+        return _write_charts(memo, directory, stem)
+
+
+def _write_charts(memo: Memo, directory: Path, stem: str) -> tuple[Path, Path]:
     from matplotlib.figure import Figure  # no pyplot: no global backend or window state
 
     directory.mkdir(parents=True, exist_ok=True)
