@@ -77,6 +77,21 @@ def get_bounded(
     return done[0]
 
 
+#: The most one command's questions to a server take together: three answers dripped one
+#: after another had each had 10 s (`size slots --url` ran past 30 s).
+WHOLE_ASK_S = 15.0
+
+
+class Deadline:
+    """One deadline for several GETs of one command: each gets what is left of it."""
+
+    def __init__(self, seconds: float | None = None) -> None:
+        self.end = time.monotonic() + (WHOLE_ASK_S if seconds is None else seconds)
+
+    def left(self) -> float:
+        return max(0.05, self.end - time.monotonic())
+
+
 async def aget_bounded(
     client: httpx.AsyncClient,
     url: str,

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from felab_core.bounded_get import get_bounded
+from felab_core.bounded_get import Deadline, get_bounded
 from felab_core.engine.client import connect_failure
 from felab_core.redact import url_password_masked
 from felab_core.sizing.errors import BadAnswer, SizingError, Unreachable
@@ -38,9 +38,9 @@ def _not_llama(url: str, why: str) -> SizingError:
     )
 
 
-def _get_json(client: httpx.Client, url: str) -> tuple[int, Any]:
+def _get_json(client: httpx.Client, url: str, deadline: Deadline) -> tuple[int, Any]:
     try:
-        response = get_bounded(client, url)
+        response = get_bounded(client, url, deadline_s=deadline.left())
     except httpx.HTTPError as exc:
         raise Unreachable(connect_failure(exc, url_password_masked(url))) from None
     if response.status_code != 200:
@@ -89,7 +89,8 @@ def read_slots(
     own = client is None
     http = client or httpx.Client(timeout=timeout)
     try:
-        status, props = _get_json(http, f"{base}/props")
+        deadline = Deadline()  # the three questions together, not 10 s each
+        status, props = _get_json(http, f"{base}/props", deadline)
         if status != 200:
             raise _not_llama(shown, f"GET /props answered HTTP {status}")
         if not isinstance(props, dict):
@@ -105,7 +106,7 @@ def read_slots(
         # such, not as missing.
         total_slots = _reported(shown, "/props", "total_slots", total_slots, MAX_SLOTS)
         props_ctx = _reported(shown, "/props", "n_ctx", props_ctx, MAX_TOKENS)
-        status, slots = _get_json(http, f"{base}/slots")
+        status, slots = _get_json(http, f"{base}/slots", deadline)
         per_slot: tuple[int, ...]
         if status == 200 and isinstance(slots, list) and slots:
             per_slot = tuple(
@@ -132,7 +133,7 @@ def read_slots(
             endpoint = False
         n_train = None
         size = None
-        status, models = _get_json(http, f"{base}/v1/models")
+        status, models = _get_json(http, f"{base}/v1/models", deadline)
         if status == 200 and isinstance(models, dict):
             listed = models.get("data")
             for item in listed if isinstance(listed, list) else []:

@@ -10,7 +10,7 @@ from fractions import Fraction
 
 import httpx
 
-from felab_core.bounded_get import get_bounded
+from felab_core.bounded_get import Deadline, get_bounded
 from felab_core.engine.client import connect_failure
 from felab_core.redact import url_password_masked
 from felab_core.sizing.capacity import MAX_BLOCK_SIZE
@@ -126,8 +126,9 @@ def read_live_vllm(
     http = client or httpx.Client(timeout=timeout)
     try:
         try:
-            metrics = get_bounded(http, f"{base}/metrics")
-            models = get_bounded(http, f"{base}/v1/models")
+            deadline = Deadline()  # both questions together, not 10 s each
+            metrics = get_bounded(http, f"{base}/metrics", deadline_s=deadline.left())
+            models = get_bounded(http, f"{base}/v1/models", deadline_s=deadline.left())
         except httpx.HTTPError as exc:
             raise Unreachable(connect_failure(exc, base)) from None
     finally:

@@ -314,3 +314,50 @@ def test_slots_listing_no_seat_objects_is_refused_in_words() -> None:
     client = _props_then_slots(4096, 2, [1, 2])
     with pytest.raises(SizingError, match="/slots lists no seat objects"):
         slots_live.read_live("http://odd", client=client)
+
+
+def test_a_dripping_server_is_given_one_deadline_for_all_its_answers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Seventeenth sweep (c) H8: /props, /slots and /v1/models dripped a byte at a time had
+    10 s each, one after another (past 30 s). Now the three share one deadline."""
+    import json
+    import socketserver
+    import threading
+    import time
+
+    import felab_core.bounded_get as bounded
+
+    props = json.dumps({"default_generation_settings": {"n_ctx": 4096}, "total_slots": 4})
+
+    class Drip(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            asked = self.request.recv(4096)
+            if asked.startswith(b"GET /props "):
+                body = props.encode()
+                self.request.sendall(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                    + body
+                )
+                return
+            try:
+                self.request.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+                for _ in range(200):  # a byte every 0.2 s: 40 s, never whole
+                    self.request.sendall(b" ")
+                    time.sleep(0.2)
+            except OSError:
+                pass
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Drip)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setattr(bounded, "WHOLE_ASK_S", 2.0)
+    began = time.monotonic()
+    try:
+        live = slots_live.read_slots(f"http://127.0.0.1:{server.server_address[1]}")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert time.monotonic() - began < 5  # one 2 s deadline (and a second to close), not 10 s each
+    assert live.total_slots == 4 and not live.slots_endpoint  # /props alone: /slots never came
