@@ -141,8 +141,14 @@ def comma_items(text: str, example: str) -> list[str]:
         )
     zero_led = next((item for item in items if _ZERO_LED.fullmatch(item)), None)
     if zero_led is not None:  # '4,096' had run lengths 4 and 96
+        joined = text.replace(",", "").strip()
+        advice = (
+            f"write {joined}, not {text.strip()}"
+            if joined.isascii() and joined.isdigit()
+            else "write numbers without thousands commas (4096)"
+        )
         raise ValueError(
-            f"{text!r} holds {zero_led!r}, a number led by a zero: commas separate items here, "
-            "so write numbers without thousands commas (4096)"
+            f"{text!r} holds {zero_led!r}, a number led by a zero: a comma separates items "
+            f"here, so {advice}"
         )
     return [item for item in items if item]

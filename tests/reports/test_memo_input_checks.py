@@ -207,7 +207,11 @@ MEMO_FLAGS = ("--chip", "M2 Ultra", "--model", "llama-3.1-8b", "--model-bytes", 
 @pytest.mark.parametrize(
     ("contexts", "says"),
     [
-        ("4,096", "holds '096', a number led by a zero"),  # had run lengths 4 and 96
+        (
+            "4,096",
+            "holds '096', a number led by a zero: a comma separates items here, so write "
+            "4096, not 4,096",
+        ),  # had run lengths 4 and 96
         (
             ",".join(str(1 + 32 * i) for i in range(33)),
             "names 33 lengths: a memo compares at most 32",
