@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from felab_core.jobs.pairing import MachineCredential
+from felab_worker import answers
 from felab_worker.names import INGEST_QUEUE, PAIRING_QUEUE, Names, glob_escape
 
 #: Every user starts from nothing: no password, no keys, no channels, no commands, no selectors.
@@ -23,9 +24,15 @@ _RESET = ["reset", "resetchannels", "-@all", "+ping", "+hello", "+quit"]
 
 
 def version_of(client: Any) -> tuple[int, ...]:
-    """The Redis server's version, such as (7, 0, 15)."""
-    text = str(client.info("server").get("redis_version", "0"))
-    return tuple(int(p) for p in text.split(".") if p.isdigit())
+    """The Redis server's version, such as (7, 0, 15); a server that names none, or answers
+    INFO with a number, a list or nothing (redis-py's INFO reader then fails on it), is not a
+    Redis felab can make users on."""
+    url = answers.address(client)
+    try:
+        info = client.info("server")
+    except (AttributeError, TypeError, ValueError):  # a number, an array or nil: not text
+        raise answers.not_redis(url, "INFO", "not the text Redis sends") from None
+    return answers.a_version(info, url)
 
 
 def _connect_rules(version: tuple[int, ...]) -> list[str]:
@@ -99,6 +106,8 @@ def cap_pushes(client: Any, most: int) -> int | None:
     any result is refused by Redis at the door: a paired machine's 150 MB push was read whole,
     and took the ingest to 1.24 GB before the size check. None when Redis will not say (CONFIG
     is refused on some managed services): the operator sets it there."""
+    from redis.exceptions import ConnectionError, TimeoutError
+
     try:
         said = client.config_get("proto-max-bulk-len").get("proto-max-bulk-len")
         current = int(said)
@@ -106,6 +115,8 @@ def cap_pushes(client: Any, most: int) -> int | None:
             client.config_set("proto-max-bulk-len", most)
             return most
         return current
+    except (ConnectionError, TimeoutError):
+        raise  # a broker that stopped answering, not one that will not say
     except Exception:  # redis.ResponseError / NoPermissionError, a reply that is not a number
         return None
 
@@ -119,19 +130,30 @@ def ensure_users(
     push_cap: int = _LEAST_PUSH_CAP,
 ) -> Synced:
     """Make the broker's felab users exactly the database's: create or refresh each, and delete
-    users of machines no longer paired; cap the size of a pushed message. Idempotent."""
+    users of machines no longer paired; cap the size of a pushed message. Idempotent.
+
+    Every answer is checked (answers.py): a server that says +OK to everything had been
+    reported as "broker users ready", and students were handed a URL to nothing. The machines'
+    users go in one pipeline, so a class of hundreds costs one round trip, not one each."""
+    url = answers.address(client)
     version = version_of(client)
     pairing = pairing_rules(names, pairing_hash, version)
-    client.execute_command("ACL", "SETUSER", names.pairing_user, *pairing)
+    answers.an_ok(
+        client.execute_command("ACL", "SETUSER", names.pairing_user, *pairing), url, "ACL SETUSER"
+    )
     wanted = set()
-    for cred in machines:
-        user = names.machine_user(cred.worker_id)
-        wanted.add(user)
-        rules = machine_rules(names, cred.worker_id, cred.secret_hash, version)
-        client.execute_command("ACL", "SETUSER", user, *rules)
+    with client.pipeline(transaction=False) as pipe:
+        for cred in machines:
+            user = names.machine_user(cred.worker_id)
+            wanted.add(user)
+            rules = machine_rules(names, cred.worker_id, cred.secret_hash, version)
+            pipe.execute_command("ACL", "SETUSER", user, *rules)
+        for said in pipe.execute() if machines else []:
+            answers.an_ok(said, url, "ACL SETUSER")
     stale = [
         u
-        for u in (str(x) for x in client.acl_users())
+        # read as sent: redis-py's ACL USERS reader makes "OK" ['O', 'K']
+        for u in answers.names(client.execute_command("ACL", "USERS"), url, "ACL USERS")
         if u.startswith(names.machine_user(0)[:-1]) and u not in wanted
     ]
     for user in stale:
@@ -142,7 +164,8 @@ def ensure_users(
 def set_machine(client: Any, names: Names, cred: MachineCredential) -> None:
     """Create or refresh one machine's user (right after it paired)."""
     rules = machine_rules(names, cred.worker_id, cred.secret_hash, version_of(client))
-    client.execute_command("ACL", "SETUSER", names.machine_user(cred.worker_id), *rules)
+    said = client.execute_command("ACL", "SETUSER", names.machine_user(cred.worker_id), *rules)
+    answers.an_ok(said, answers.address(client), "ACL SETUSER")
 
 
 def remove_machine(client: Any, names: Names, worker_id: int) -> None:

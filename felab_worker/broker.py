@@ -86,60 +86,127 @@ def ssl_options(url: str, settings: Settings) -> dict[str, Any] | None:
 #: server at the broker's address that answered PING with a billion-byte string took a
 #: student's `felab worker pair` to 2.9 GB before "Bad response".
 MAX_REPLY_BYTES = 16 * 1024 * 1024
+#: The deepest a reply's arrays may nest: felab's answers nest two deep (BRPOP, TIME's pair).
+#: 200,000 nested `*1` stopped `felab broker setup` on Python's recursion limit (exit 70).
+MAX_REPLY_NESTING = 32
 
 
 @functools.cache  # one parser class for every client, made on first use
 def _bounded_parser() -> type:
-    """redis-py's reply parser with every reply held to MAX_REPLY_BYTES: a bulk that claims
-    more is refused before it is read, and a line that never ends stops there. (It extends
-    redis-py's own parser and socket buffer, internal classes: tests/worker/test_broker_replies.py
-    fails if they change.)"""
+    """redis-py's reply parser with every reply held to MAX_REPLY_BYTES and MAX_REPLY_NESTING,
+    and to the read timeout as a whole: a bulk that claims more is refused before it is read,
+    a line that never ends stops there, and a server that sends one byte every 2 s (each read
+    well within the timeout) is cut off when the timeout has passed since the reply began,
+    not 15 s after its last byte. (It extends redis-py's own parser and socket buffer, internal
+    classes: tests/worker/test_broker_replies.py fails if they change.)"""
     from redis._parsers.resp2 import _RESP2Parser
     from redis._parsers.socket import SENTINEL, SocketBuffer  # type: ignore[attr-defined]
-    from redis.exceptions import InvalidResponse
+    from redis.exceptions import InvalidResponse, TimeoutError
 
     too_big = InvalidResponse(
         f"the server answered with over {MAX_REPLY_BYTES // 2**20} MiB at once: no Redis "
-        "answer to felab is that large (is this the broker's address?)"
+        "answer to felab is that large"
+    )
+    too_deep = InvalidResponse(
+        f"the server answered with arrays nested over {MAX_REPLY_NESTING} deep: no Redis "
+        "answer to felab is"
     )
 
     class BoundedBuffer(SocketBuffer):
+        #: When the reply being read must be whole (time.monotonic()); None between replies.
+        reply_by: float | None = None
+
         def _read_from_socket(
             self, length: int | None = None, timeout: Any = SENTINEL, raise_on_timeout: Any = True
         ) -> bool:
             if length is not None and length > MAX_REPLY_BYTES:
                 raise too_big
-            got = bool(super()._read_from_socket(length, timeout, raise_on_timeout))
-            # the buffer holds this reply since the last purge (redis-py purges after each),
-            # read and unread: a line that never ends grows it as surely as a bulk
-            if self._live_buffer().getbuffer().nbytes > MAX_REPLY_BYTES:
+            if self.reply_by is None:
+                return self._checked(super()._read_from_socket(length, timeout, raise_on_timeout))
+            # one receive at a time, each within what is left of the reply's time: redis-py's
+            # own loop gives every receive of a bulk the whole timeout again
+            start = self._held()
+            while True:
+                left = self.reply_by - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError("Timeout reading from socket (the answer came too slowly)")
+                wait = left if timeout is SENTINEL or timeout is None or timeout > left else timeout
+                if not self._checked(super()._read_from_socket(None, wait, raise_on_timeout)):
+                    return False
+                if length is None or self._held() - start >= length:
+                    return True
+
+        def _held(self) -> int:
+            """Bytes in the buffer: this reply's since the last purge (redis-py purges after
+            each), read and unread."""
+            return self._live_buffer().getbuffer().nbytes
+
+        def _checked(self, got: Any) -> bool:
+            if self._held() > MAX_REPLY_BYTES:  # a line that never ends, or a bulk
                 raise too_big
-            return got
+            return bool(got)
 
     class BoundedParser(_RESP2Parser):
+        #: The client's whole budget (time.monotonic()), set by `redis_client(within_s=...)`.
+        deadline: float | None = None
+        _nesting = 0
+
         def on_connect(self, connection: Any) -> None:
             super().on_connect(connection)  # type: ignore[no-untyped-call]
             self._buffer.__class__ = BoundedBuffer
 
+        def read_response(self, disable_decoding: bool = False, timeout: Any = SENTINEL) -> Any:
+            buffer = self._buffer
+            if isinstance(buffer, BoundedBuffer):
+                by = [self.deadline] if self.deadline is not None else []
+                if buffer.socket_timeout is not None:
+                    by.append(time.monotonic() + buffer.socket_timeout)
+                buffer.reply_by = min(by, default=None)
+            try:
+                return super().read_response(disable_decoding=disable_decoding, timeout=timeout)
+            finally:
+                if isinstance(buffer, BoundedBuffer):
+                    buffer.reply_by = None
+
+        def _read_response(self, disable_decoding: bool = False, timeout: Any = SENTINEL) -> Any:
+            self._nesting += 1
+            try:
+                if self._nesting > MAX_REPLY_NESTING:
+                    raise too_deep
+                return super()._read_response(disable_decoding=disable_decoding, timeout=timeout)
+            finally:
+                self._nesting -= 1
+
     return BoundedParser
 
 
-def redis_client(url: str, settings: Settings, *, timeout_s: float | None = None) -> Any:
+def redis_client(
+    url: str, settings: Settings, *, timeout_s: float | None = None, within_s: float | None = None
+) -> Any:
     """A redis-py client for `url` with felab's timeouts and TLS checks (strings in and out);
-    `timeout_s` shortens both the connect and the read timeout (a quick reachability check)."""
+    `timeout_s` shortens both the connect and the read timeout (a quick reachability check).
+    `within_s` is a one-shot command's whole budget: every answer this client reads must be in
+    by then, and nothing is tried again."""
     import redis
+    from redis.backoff import NoBackoff
     from redis.maint_notifications import MaintNotificationsConfig
+    from redis.retry import Retry
 
+    parser = _bounded_parser()
     kwargs: dict[str, Any] = {
         "socket_connect_timeout": min(CONNECT_TIMEOUT_S, timeout_s or CONNECT_TIMEOUT_S),
         "socket_timeout": min(READ_TIMEOUT_S, timeout_s or READ_TIMEOUT_S),
         "health_check_interval": 30,
         "decode_responses": True,
-        "parser_class": _bounded_parser(),
+        "parser_class": parser,
         "protocol": 2,  # RESP2 throughout: redis-py's RESP3 handshake reads with its own parser
         # a cloud Redis's maintenance notices need RESP3; redis-py refuses them with our parser
         "maint_notifications_config": MaintNotificationsConfig(enabled=False),
     }
+    if within_s is not None:
+        deadline = time.monotonic() + within_s
+        kwargs["parser_class"] = type(parser.__name__, (parser,), {"deadline": deadline})
+        kwargs["retry"] = Retry(NoBackoff(), 0)
     if url.startswith("rediss://"):
         kwargs["ssl_cert_reqs"] = "required"
         ca = ca_file(settings)

@@ -20,7 +20,7 @@ from felab_core.jobs.ingest import Ack
 from felab_core.jobs.messages import JobMessage
 from felab_core.jobs.pairing import MachineCredential
 from felab_core.settings import Settings, get_settings
-from felab_worker import acl
+from felab_worker import acl, answers
 from felab_worker.app import job_queue, server_app
 from felab_worker.broker import (
     Store,
@@ -37,8 +37,17 @@ CONTROL_TTL_S = 7 * 86_400
 
 
 class Dispatcher:
-    def __init__(self, settings: Settings | None = None, app: Celery | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        app: Celery | None = None,
+        *,
+        within_s: float | None = None,
+    ) -> None:
+        """`within_s`: a one-shot command's budget for every admin answer (`felab status`,
+        `felab broker setup`), from the first use; None for the long-running ingest."""
         self.settings = settings or get_settings()
+        self.within_s = within_s
         self.url = broker_url(self.settings)
         self.app = app or server_app(self.settings)
         self.names = Names(self.settings.broker_prefix)
@@ -50,7 +59,7 @@ class Dispatcher:
     @cached_property
     def admin(self) -> Any:
         """A plain Redis client as the trusted user (ACL management, server facts)."""
-        return redis_client(self.url, self.settings)
+        return redis_client(self.url, self.settings, within_s=self.within_s)
 
     @property
     def redis(self) -> bool:
@@ -121,7 +130,7 @@ class Dispatcher:
         if not self.redis:
             return None
         queue = self.names.key(self.names.jobs_queue(worker_id))
-        return int(self.admin.llen(queue))
+        return answers.a_count(self.admin.llen(queue), self.url, "LLEN")
 
     def oldest_unread_s(self) -> float:
         """How long the oldest event waiting in the ingest's inbox has waited (0 when none, or

@@ -38,6 +38,10 @@ class BrokerUnreachable(PairingError):
     """The broker could not be reached at all (exit code 3, not 2: nothing to retype)."""
 
 
+class BrokerNotRedis(BrokerUnreachable):
+    """Something answered at the broker's address, but not as Redis does (exit code 3)."""
+
+
 _STUDENT_ADVICE = (
     "check FELAB_BROKER_URL (the pairing URL your instructor gave), that the broker is up, and "
     "FELAB_BROKER_CA_FILE for rediss://"
@@ -47,13 +51,19 @@ _STUDENT_ADVICE = (
 def check_reachable(
     url: str, settings: Settings, timeout_s: float, advice: str = _STUDENT_ADVICE
 ) -> None:
-    """Fail within `timeout_s` when the broker is unreachable or accepts and never answers,
-    before Celery's own retries (each with its full connect and read timeouts) start."""
+    """Fail within `timeout_s` when the broker is unreachable, accepts and never answers, or
+    answers a byte at a time (`timeout_s` is the whole check's, not each read's: one PONG
+    dribbled over 12 s had passed a 3 s check), before Celery's own retries start."""
     if not is_redis(url):
         return
     import redis
 
-    client = redis_client(url, settings, timeout_s=max(0.5, min(timeout_s, CONNECT_TIMEOUT_S)))
+    client = redis_client(
+        url,
+        settings,
+        timeout_s=max(0.5, min(timeout_s, CONNECT_TIMEOUT_S)),
+        within_s=max(0.5, timeout_s),
+    )
     try:
         client.ping()
     except redis.exceptions.NoPermissionError:
@@ -67,15 +77,15 @@ def check_reachable(
         # Redis answers PING with PONG, or NOPERM for a user not allowed it: anything else is
         # something that speaks the protocol but is not a Redis felab can use.
         detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        raise BrokerUnreachable(
+        raise BrokerNotRedis(
             f"the broker at {redacted(url)} answered PING with an error ({detail!r}): not a "
             f"Redis felab can use; {advice}"
         ) from None
     except redis.exceptions.RedisError as exc:
         detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        if "Protocol Error" in detail:  # it answered, but not in Redis's protocol
-            shown = re.sub(r"b(['\"])(.*?)\1", r"\2", detail)[:160]
-            raise BrokerUnreachable(
+        if isinstance(exc, redis.exceptions.InvalidResponse):  # answered, but not in Redis's
+            shown = re.sub(r"b(['\"])(.*?)\1", r"\2", detail)[:160]  # protocol, too large
+            raise BrokerNotRedis(  # or nested too deep
                 f"the broker address {redacted(url)} answered, but not as Redis does "
                 f"({shown.encode('ascii', 'backslashreplace').decode()}): is FELAB_BROKER_URL's "
                 f"port Redis's? {advice}"

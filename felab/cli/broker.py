@@ -19,7 +19,7 @@ from felab.cli.db import service_errors, sessions
 from felab.cli.errors import EXIT_UNREACHABLE, EXIT_USAGE, err
 from felab.cli.folders import folder_parser
 from felab_core.db.session import session_scope
-from felab_core.errors import Invalid
+from felab_core.errors import Invalid, ServiceError
 from felab_core.settings import Settings, get_settings
 from felab_core.text import echo_of
 
@@ -46,6 +46,11 @@ def public_url(settings: Settings) -> str:
     return urlunsplit(parts._replace(netloc=f"{host}{port}", query="", fragment=""))
 
 
+#: Seconds for all of `broker setup`'s commands after the reachability check (the machines'
+#: users go in one pipeline: hundreds cost one round trip).
+_SETUP_WITHIN_S = 20.0
+
+
 @broker_app.command("setup")
 def setup(
     as_json: bool = typer.Option(False, "--json", help="Print JSON (pairing_url and counts)."),
@@ -59,15 +64,17 @@ def setup(
     only redeem a code, and --rotate-pairing replaces it). Safe to re-run,
     after a Redis restart too. Prints the pairing URL students set as FELAB_BROKER_URL before
     `felab worker pair --code CODE`."""
-    import redis
+    from redis.exceptions import RedisError
 
     from felab_core.jobs.pairing import machine_credentials, pairing_password, pairing_secret_hash
-    from felab_worker.broker import is_redis, redacted, with_credentials
+    from felab_worker.answers import BrokerUnusable, failure
+    from felab_worker.broker import is_redis, with_credentials
     from felab_worker.dispatch import Dispatcher
     from felab_worker.pairing import BrokerUnreachable, check_reachable
 
     settings = get_settings()
-    dispatcher = Dispatcher(settings)
+    # one budget for every command of the setup: a broker answering a byte every 2 s ran on
+    dispatcher = Dispatcher(settings, within_s=_SETUP_WITHIN_S)
     if not is_redis(dispatcher.url):
         err(
             "the embedded broker has no users to set up: set FELAB_BROKER_URL to the Redis your "
@@ -92,21 +99,16 @@ def setup(
         machines = machine_credentials(session)
         try:
             synced = dispatcher.sync_users(pairing_hash, machines)
-        except redis.exceptions.NoPermissionError as exc:
+        except (RedisError, ServiceError) as exc:
+            fault = failure(exc, dispatcher.url, "felab's ACL commands", settings.broker_prefix)
+            if isinstance(fault, BrokerUnusable):  # not Redis 7, or it stopped answering
+                err(str(fault))
+                raise typer.Exit(EXIT_UNREACHABLE) from None
             err(
-                f"the broker at {redacted(dispatcher.url)} refused ({str(exc)[:200]!r}): "
-                "FELAB_BROKER_URL must name a user allowed to run ACL SETUSER (the README's "
-                "Security section shows one)"
+                f"{fault}; to make users it must be one allowed to run ACL SETUSER (the "
+                "README's Security section shows one)"
             )
             raise typer.Exit(EXIT_USAGE) from None
-        except redis.exceptions.RedisError as exc:
-            # Not a refusal: the server failed or does not know the commands (not Redis 7).
-            err(
-                f"the broker at {redacted(dispatcher.url)} could not set up users "
-                f"({type(exc).__name__}: {str(exc)[:200]!r}): felab needs Redis 7 or later "
-                "with ACLs and FUNCTIONs; check what FELAB_BROKER_URL names"
-            )
-            raise typer.Exit(EXIT_UNREACHABLE) from None
     url = with_credentials(public_url(settings), dispatcher.names.pairing_user, password)
     if as_json:
         typer.echo(

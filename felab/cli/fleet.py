@@ -59,6 +59,7 @@ def ingest(
     database, redeems pairing requests, keeps the broker's users in step with the database, with
     the reconciler beating inside it."""
     from felab_core.ops import logs
+    from felab_worker.answers import BrokerUnusable, shown
     from felab_worker.app import worker_args
     from felab_worker.broker import broker_url, is_redis
     from felab_worker.fatal import broker_fault, kept_fatal
@@ -88,10 +89,13 @@ def ingest(
         serve(settings.metrics_port, settings.metrics_addr, extra=FleetCollector(state.facts))
     try:
         synced = state.sync_users()
+    except BrokerUnusable as exc:  # it answered, but not as Redis 7 does, or too slowly
+        err(str(exc))
+        raise typer.Exit(EXIT_UNREACHABLE) from None
     except Exception as exc:
         err(
-            f"could not set up the broker's users ({type(exc).__name__}: {exc}): is "
-            "FELAB_BROKER_URL a user allowed to manage ACL users (`felab broker setup`)?"
+            f"could not set up the broker's users ({type(exc).__name__}: {shown(exc, 200)}): "
+            "is FELAB_BROKER_URL a user allowed to manage ACL users (`felab broker setup`)?"
         )
         raise typer.Exit(EXIT_USAGE) from None
     if synced.machines:

@@ -17,9 +17,14 @@ from felab_core.db.types import utcnow
 from felab_core.failures import EXIT_UNREACHABLE, EXIT_USAGE
 from felab_core.redact import redact
 from felab_core.settings import get_settings
+from felab_core.text import with_hidden_shown
 
 if TYPE_CHECKING:
     from felab_core.ops.status import FleetStatus
+
+
+#: Seconds for all of the queue reads after the reachability check (LLEN per machine).
+_READS_WITHIN_S = 5.0
 
 
 def _age(seconds: float | None) -> str:
@@ -49,7 +54,8 @@ def status(
     failed: int | None = None  # the exit code when the broker could not be used
     reached = False
     try:
-        dispatcher = Dispatcher(settings)
+        # one budget for every queue read: a broker that answers a byte every 2 s ran to 53 s
+        dispatcher = Dispatcher(settings, within_s=_READS_WITHIN_S)
         if dispatcher.redis:  # asked even with no machine: "reached" is a fact, not a default
             from felab_worker.pairing import check_reachable
 
@@ -65,21 +71,21 @@ def status(
         machines = [replace(mc, depth=dispatcher.depth(mc.worker_id)) for mc in fleet.machines]
         fleet = replace(fleet, machines=machines)
     except Exception as exc:
-        said = redact(str(exc))
-        said = said if len(said) <= 400 else said[:400] + "..."
-        if reached:  # it answered, then refused to show a queue: a user or a key to fix
-            from felab_worker.fatal import broker_fault
+        if reached:  # it answered, then failed a queue read: whose to fix, the words say
+            from felab_worker.answers import BrokerUnusable, failure
 
-            fault = broker_fault(exc, settings.broker_prefix)
-            broker = (
-                f"reached, but {fault}"
-                if fault
-                else f"reached, but it refused to show the queues ({said}): FELAB_BROKER_URL "
-                "must name felab's admin user (the pairing URL may only pair)"
-            )
-            failed = EXIT_USAGE
+            fault = failure(exc, dispatcher.url, "LLEN", settings.broker_prefix)
+            broker = f"reached, but {fault}"
+            failed = EXIT_UNREACHABLE if isinstance(fault, BrokerUnusable) else EXIT_USAGE
         else:
-            broker = f"not reached: {said}" if said else f"not reached ({type(exc).__name__})"
+            from felab_worker.pairing import BrokerNotRedis
+
+            said = with_hidden_shown(redact(str(exc)))
+            said = said if len(said) <= 400 else said[:400] + "..."
+            if isinstance(exc, BrokerNotRedis):  # reached: its words say what answered
+                broker = said
+            else:
+                broker = f"not reached: {said}" if said else f"not reached ({type(exc).__name__})"
             failed = EXIT_UNREACHABLE
     if as_json:
         typer.echo(json.dumps({**fleet.to_json(), "broker": broker}))

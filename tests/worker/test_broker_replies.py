@@ -89,6 +89,10 @@ def test_felab_status_says_so_in_bounded_memory(hostile: int, tmp_path: Path) ->
     )
     assert done.returncode == 3, done.stderr
     said = done.stdout + done.stderr
-    assert "broker: not reached" in said and "Traceback" not in said, said
+    # something answered, but no Redis (seventeenth sweep M2: it was "not reached"); a line
+    # that never ends may run past the check's 3 s first
+    flat = " ".join(said.split())
+    assert "answered, but not as Redis does" in flat or "broker: not reached" in flat, said
+    assert "Traceback" not in said, said
     peak_kb = int(done.stderr.rsplit("peak_kb", 1)[1].split()[0])
     assert peak_kb < 400 * 1024, peak_kb  # was ~3 GB
