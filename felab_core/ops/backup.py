@@ -245,12 +245,26 @@ def _same_file(a: Path, b: Path) -> bool:
 #: The first bytes of the two kinds of backup felab writes: SQLite's file, pg_dump's archive.
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _PG_DUMP_MAGIC = b"PGDMP"
-_BACKUP_MAGIC = (_SQLITE_MAGIC, _PG_DUMP_MAGIC)
+#: pg_dump's custom archive header after its magic: version 1.x, then the sizes of an int and
+#: of an offset, then the format (1, custom). A text file that merely begins "PGDMP" is none.
+_PG_DUMP_FORMAT_CUSTOM = 1
 #: SQLite's application id (header bytes 68-71) that marks a file `felab db backup` wrote: a
 #: live felab.db is an SQLite file too, and another data folder's must never pass for an
 #: earlier backup. A restore clears it, so the restored database is not taken for a backup.
 BACKUP_APPLICATION_ID = 0x46454C42  # "FELB"
 _APPLICATION_ID_AT = 68
+
+
+def _pg_dump_archive(head: bytes) -> bool:
+    """Whether a file's first bytes are pg_dump's custom archive header (what backup writes)."""
+    return (
+        head.startswith(_PG_DUMP_MAGIC)
+        and len(head) >= 11
+        and head[5] == 1
+        and head[8] in (2, 4, 8)
+        and head[9] in (4, 8)
+        and head[10] == _PG_DUMP_FORMAT_CUSTOM
+    )
 
 
 def _marked_backup(head: bytes) -> bool:
@@ -308,7 +322,7 @@ def _writable_file(to: Path, *, force: bool) -> None:
         if to.is_file() and not force:
             with to.open("rb") as fh:
                 head = fh.read(100)
-            if not head.startswith(_BACKUP_MAGIC):
+            if not (head.startswith(_SQLITE_MAGIC) or _pg_dump_archive(head)):
                 raise BackupError(
                     f"{to} exists and is not a felab backup: the backup would replace it; give "
                     "a new name, or --force to replace it"

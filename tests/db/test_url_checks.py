@@ -230,6 +230,7 @@ def test_cli_says_a_percent_encoded_nul_with_exit_2(tmp_path: Path) -> None:
         "sqlite:///file:?uri=true",  # no path: SQLite's temporary file, gone on close
         "sqlite:///file:x.db?mode=memory&uri=true",
         "sqlite:///:memory:",
+        "sqlite://:memory:",  # L4: had been blamed on a port, with PostgreSQL's form
         "sqlite://",
     ],
 )

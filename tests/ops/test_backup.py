@@ -106,6 +106,19 @@ def test_a_backup_replaces_an_earlier_backup_and_nothing_else(
     assert dash.exit_code == 2 and "not standard output" in dash.output
 
 
+def test_a_text_file_beginning_pgdmp_is_not_an_earlier_backup(
+    database: str, tmp_path: Path
+) -> None:
+    """Seventeenth sweep (b) L7: a 9-byte text file beginning "PGDMP" was replaced without
+    --force, as if pg_dump had written it; pg_dump's header says more than its first 5 bytes."""
+    note = tmp_path / "notes.txt"
+    note.write_bytes(b"PGDMP me\n")
+    refused = runner.invoke(app, ["db", "backup", str(note)])
+    assert refused.exit_code == 2 and "is not a felab backup" in refused.output, refused.output
+    assert note.read_bytes() == b"PGDMP me\n"
+    assert runner.invoke(app, ["db", "backup", str(note), "--force"]).exit_code == 0
+
+
 def test_another_data_folders_live_database_is_not_an_earlier_backup(
     database: str, tmp_path: Path
 ) -> None:
