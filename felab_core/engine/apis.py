@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from felab_core.engine.framing import Frame, NDJSONDecoder, SSEDecoder
 from felab_core.sizing.units import MAX_TOKENS
+from felab_core.text import holds_hidden
 
 
 class Api(StrEnum):
@@ -146,6 +147,7 @@ def _number_fields(obj: Any) -> dict[str, float] | None:
         and (isinstance(v, float) or abs(v) <= _MOST_TIMING)  # float() of 10**400 raises
         and math.isfinite(v)
         and 0 <= v <= _MOST_TIMING
+        and not holds_hidden(str(k)[:64])  # a key with an escape code is no figure's name
     }
     return out or None
 

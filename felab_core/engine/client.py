@@ -24,7 +24,6 @@ import httpx
 from felab_core.bounded_get import first_bytes
 from felab_core.engine.apis import ApiAdapter, StreamProtocolError
 from felab_core.engine.framing import FrameTooLarge
-from felab_core.engine.metrics import UNSHOWN_TOKENS
 from felab_core.engine.netbackend import RX_STAMP_INFO, LeanTransport
 from felab_core.engine.stream_shape import (
     HEAD_BYTES,
@@ -34,6 +33,7 @@ from felab_core.engine.stream_shape import (
     shown_text,
 )
 from felab_core.engine.timeline import Chunk, RequestTimeline
+from felab_core.engine.token_counts import UNSHOWN_TOKENS
 from felab_core.redact import redact, url_without_credentials
 
 now_ns = time.monotonic_ns
@@ -342,6 +342,7 @@ async def _stream(
     most = most_messages(payload)
     async with client.stream("POST", url, json=payload, extensions={"trace": trace}) as resp:
         tl.status = resp.status_code
+        tl.request_bytes = int(resp.request.headers.get("content-length") or 0)
         if tl.headers_ns is None:
             tl.headers_ns = now_ns()
         if 300 <= resp.status_code < 400:

@@ -25,10 +25,18 @@ from typing import Any
 
 import numpy as np
 
-from felab_core.engine.timeline import RequestTimeline
+from felab_core.engine.timeline import NS, RequestTimeline
+from felab_core.engine.token_counts import (
+    COUNT_FROM_CHUNKS_DISBELIEVED,
+    COUNT_MIXED,
+    first_chunk_tokens,
+    output_tokens,
+    prompt_counts,
+    server_speed_fits,
+    server_writing_tps,
+)
 from felab_core.text import comma_items, loose_number_problem
 
-NS = 1e9
 PERCENTILES = (50, 90, 95, 99)
 
 
@@ -94,70 +102,6 @@ def _s(a: int | None, b: int | None) -> float | None:
     return (b - a) / NS
 
 
-#: Tokens a server may count without sending their text (the end of the turn, a stop string).
-UNSHOWN_TOKENS = 16
-
-
-#: Where a run's token counts came from, as the results CSV's token_source column says it
-#: ("mixed" when requests differ; empty when nothing was counted).
-COUNT_FROM_SERVER, COUNT_FROM_OLLAMA = "usage", "eval_count"
-COUNT_FROM_CHUNKS = "chunks"
-COUNT_FROM_CHUNKS_DISBELIEVED = "chunks (the server's count did not fit its text)"
-COUNT_MIXED = "mixed"
-TOKEN_SOURCES = frozenset(
-    {
-        COUNT_FROM_SERVER,
-        COUNT_FROM_OLLAMA,
-        COUNT_FROM_CHUNKS,
-        COUNT_FROM_CHUNKS_DISBELIEVED,
-        COUNT_MIXED,
-    }
-)
-
-
-def output_tokens(tl: RequestTimeline, api_is_ollama: bool) -> tuple[int | None, str | None]:
-    """N and where it came from: server count first, counted messages last.
-
-    A server's count is believed when the text it sent could hold it: a token is at least one
-    byte of text, or a piece of a character (at most 4 to a character), plus a few the server
-    counts but does not show (the end, a stop string). A count past that (10^9 tokens after 6
-    chunks), or 0 after text, is no measurement; the chunks are counted instead, and the
-    source says so."""
-    if tl.usage and "completion_tokens" in tl.usage:
-        said = tl.usage["completion_tokens"]
-        shown = sum(len(c.text.encode()) for c in tl.content_chunks())
-        # Text on the wire is at least one token: a count of 0 beside it is no count either.
-        least = 1 if shown else 0
-        if isinstance(said, int) and least <= said <= 4 * shown + UNSHOWN_TOKENS:
-            return said, (COUNT_FROM_OLLAMA if api_is_ollama else COUNT_FROM_SERVER)
-        counted = len(tl.content_chunks())
-        return (counted or None), COUNT_FROM_CHUNKS_DISBELIEVED
-    counted = len(tl.content_chunks())
-    if counted:
-        return counted, COUNT_FROM_CHUNKS
-    return None, None
-
-
-#: The fastest one stream a server could report writing (speculative decoding on the largest
-#: GPUs reaches thousands of tokens a second): past this a server's own figure is not believed.
-MAX_SERVER_TPS = 100_000.0
-
-
-def server_writing_tps(timings: dict[str, float] | None) -> float | None:
-    """The server's own decode speed: llama.cpp's predicted_per_second or Ollama's eval rate."""
-    if not timings:
-        return None
-    if "predicted_per_second" in timings:
-        said = timings["predicted_per_second"]
-    elif timings.get("eval_duration") and "eval_count" in timings:
-        said = timings["eval_count"] / timings["eval_duration"] * NS
-    else:
-        return None
-    # Negative, zero or past any one stream's speed (10^21 from eval_duration 1): not a
-    # figure to show or save beside the client's own.
-    return said if math.isfinite(said) and 0 < said <= MAX_SERVER_TPS else None
-
-
 def request_metrics(tl: RequestTimeline, *, api_is_ollama: bool = False) -> RequestMetrics:
     m = RequestMetrics(index=tl.index, ok=tl.ok, error=tl.error, retries=tl.retries, turn=tl.turn)
     content = tl.content_chunks()
@@ -174,20 +118,12 @@ def request_metrics(tl: RequestTimeline, *, api_is_ollama: bool = False) -> Requ
         # A load is believed only when it fits inside the request that waited for it.
         if 0 < load_s <= (m.e2e_s if m.e2e_s is not None else load_s):
             m.server_load_s = load_s
-    if tl.usage:
-        m.prompt_tokens = tl.usage.get("prompt_tokens")
-        m.cached_tokens = tl.usage.get("cached_tokens")
-    if m.cached_tokens is None and tl.server_timings and "cache_n" in tl.server_timings:
-        m.cached_tokens = int(tl.server_timings["cache_n"])  # llama.cpp's own count
-    if (
-        m.cached_tokens is not None
-        and m.prompt_tokens is not None
-        and not 0 <= m.cached_tokens <= m.prompt_tokens
-    ):
-        m.cached_tokens = None  # 99 cached of a 10-token prompt: no count of anything
+    m.prompt_tokens, m.cached_tokens = prompt_counts(tl)
     m.output_tokens, m.token_source = output_tokens(tl, api_is_ollama)
     if m.token_source == COUNT_FROM_CHUNKS_DISBELIEVED:
         m.server_tps = None  # its speed is its disbelieved count over its own clock
+    if not server_speed_fits(m.server_tps, m.output_tokens, m.e2e_s):
+        m.server_tps = None
     if tl.sent_ns is not None:
         m.chunk_times_s = [(c.t_ns - tl.sent_ns) / NS for c in content]
     if not content:
@@ -197,11 +133,7 @@ def request_metrics(tl: RequestTimeline, *, api_is_ollama: bool = False) -> Requ
     m.ttft_from_schedule_s = _s(tl.scheduled_ns, first.t_ns)
     m.itl_s = [(b.t_ns - a.t_ns) / NS for a, b in itertools.pairwise(content)]
     n = m.output_tokens or 0
-    if first.tokens is not None:
-        n1: float = first.tokens
-    else:
-        n1 = n / len(content) if content else 0.0
-    m.first_chunk_tokens = n1
+    n1 = m.first_chunk_tokens = first_chunk_tokens(content, n)
     if len(content) >= 2 and n - n1 > 0 and last.t_ns > first.t_ns:
         m.tpot_s = (last.t_ns - first.t_ns) / NS / (n - n1)
         m.writing_tps = 1.0 / m.tpot_s

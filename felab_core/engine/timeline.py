@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+NS = 1e9  # the stamps' nanoseconds in a second
+
 
 @dataclass(slots=True)
 class Chunk:
@@ -45,6 +47,7 @@ class RequestTimeline:
     finish_reason: str | None = None
     sse_comments: int = 0
     usage_tokens_seen: int = 0  # running completion_tokens from per-chunk usage
+    request_bytes: int = 0  # the body sent: a prompt's tokens are at most its bytes
     # Per read: how long after the kernel got the bytes felab's loop got to them (0 without
     # kernel stamps). The client's own lag, kept out of the arrival times but reported.
     stamp_lag_ns: list[int] = field(default_factory=list)

@@ -15,8 +15,8 @@ from datetime import UTC, datetime, timedelta
 
 from felab_core import __version__
 from felab_core.engine.apis import Api
-from felab_core.engine.metrics import MAX_SERVER_TPS, TOKEN_SOURCES
 from felab_core.engine.server_kinds import validate_server
+from felab_core.engine.token_counts import MAX_SERVER_TPS, TOKEN_SOURCES
 from felab_core.engine.workloads import (
     MAX_BURSTINESS,
     MAX_REQUESTS,

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 
 from felab_core.db import models as m
-from felab_core.engine.metrics import MAX_SERVER_TPS
+from felab_core.engine.token_counts import MAX_SERVER_TPS
 from felab_core.errors import Invalid
 from felab_core.redact import redact
 from felab_core.text import echo_of

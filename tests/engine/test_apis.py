@@ -189,8 +189,8 @@ def test_an_impossible_output_count_is_said_to_be_disbelieved() -> None:
     """Tenth sweep: completion_tokens -5, 10^12, "three" or NaN was dropped without a word
     (token_source "chunks"), where Ollama's bad eval_count says the count was not believed."""
     from felab_core.engine.apis import UNBELIEVABLE_COUNT, _usage
-    from felab_core.engine.metrics import COUNT_FROM_CHUNKS_DISBELIEVED, output_tokens
     from felab_core.engine.timeline import Chunk, RequestTimeline
+    from felab_core.engine.token_counts import COUNT_FROM_CHUNKS_DISBELIEVED, output_tokens
 
     for said in (-5, 10**12, "three", float("nan"), True):
         usage = _usage({"usage": {"prompt_tokens": 4, "completion_tokens": said}})
@@ -208,6 +208,6 @@ def test_server_timings_that_cannot_be_true_are_not_kept() -> None:
 
     got = _number_fields(
         {"predicted_per_second": -1e308, "prompt_ms": -5, "predicted_n": 12, "x": 10**400,
-         "y": float("nan"), "z": True, "predicted_ms": 250.5}
+         "y": float("nan"), "z": True, "predicted_ms": 250.5, "x\x1b[31m": 3}
     )  # fmt: skip
-    assert got == {"predicted_n": 12.0, "predicted_ms": 250.5}
+    assert got == {"predicted_n": 12.0, "predicted_ms": 250.5}  # 17th (a) L2: no escape key

@@ -163,6 +163,56 @@ def test_a_cached_count_past_the_prompt_is_not_believed() -> None:
     assert request_metrics(tl).cached_tokens == 8
 
 
+def test_a_count_of_one_beside_many_messages_is_not_believed() -> None:
+    """Seventeenth sweep (a) M1: 1 token beside 256 chunks gave a speed of 1,047 tok/s."""
+    m = request_metrics(timeline([10 + i for i in range(256)], usage=1))
+    assert m.output_tokens == 256 and m.token_source is not None
+    assert m.token_source.startswith("chunks (the server's count did not fit")
+
+
+def test_a_prompt_count_past_the_request_sent_is_not_believed() -> None:
+    """Seventeenth sweep (a) H1: 999,999,999 prompt tokens for felab's short prompt were
+    stored and printed as "100 % cached"."""
+    tl = timeline([100, 110], usage=2)
+    tl.request_bytes = 400
+    tl.usage = {**(tl.usage or {}), "prompt_tokens": 999_999_999, "cached_tokens": 999_999_998}
+    m = request_metrics(tl)
+    assert (m.prompt_tokens, m.cached_tokens) == (None, None)
+    tl.usage = {"completion_tokens": 2, "cached_tokens": 999_999_998}  # no prompt count
+    assert request_metrics(tl).cached_tokens is None
+    tl.usage = {"completion_tokens": 2, "prompt_tokens": 60, "cached_tokens": 40}
+    assert (request_metrics(tl).prompt_tokens, request_metrics(tl).cached_tokens) == (60, 40)
+
+
+@pytest.mark.parametrize(
+    "running",
+    [
+        [200_000] + [None] * 255,  # a first chunk's count past the whole answer
+        [256] + [None] * 255,  # the total repeated on every chunk: no room for the rest
+    ],
+)
+def test_a_running_count_the_stream_contradicts_shares_the_total(
+    running: list[int | None],
+) -> None:
+    """Seventeenth sweep (a) H2, M4: the first chunk's count was kept (200,000 of 256), and
+    the writing speed was lost without a word."""
+    tl = timeline([10 + i for i in range(256)], usage=256)
+    for chunk, tokens in zip(tl.content_chunks(), running, strict=True):
+        chunk.tokens = tokens
+    m = request_metrics(tl)
+    assert m.first_chunk_tokens == pytest.approx(1.0)
+    assert m.writing_tps is not None
+
+
+def test_a_server_speed_slower_than_the_request_is_not_believed() -> None:
+    """Seventeenth sweep (a) M2: 1e-300 tok/s was shown as 0.0 and saved in the CSV."""
+    tl = timeline([100 + 10 * i for i in range(11)], usage=11, end_ms=201)
+    tl.server_timings = {"predicted_per_second": 1e-300}
+    assert request_metrics(tl).server_tps is None
+    tl.server_timings = {"predicted_per_second": 95.0}  # 10 tokens in ~0.1 s: it fits
+    assert request_metrics(tl).server_tps == 95.0
+
+
 @pytest.mark.parametrize("load_ns", [-5, 10**40])
 def test_a_load_time_outside_the_request_is_not_believed(load_ns: int) -> None:
     tl = timeline([100, 110], usage=2, end_ms=200)

@@ -1,0 +1,121 @@
+"""What a server says it counted, believed only where the stream it sent could hold it.
+
+A server's usage and timings arrive beside the text felab timed itself: a count its own text
+contradicts (10^9 tokens after 6 chunks, 1 token beside 256 chunks, a prompt of a billion
+tokens for a 40-token prompt) is no measurement, and felab counts what it saw instead.
+"""
+
+from __future__ import annotations
+
+import math
+
+from felab_core.engine.timeline import NS, Chunk, RequestTimeline
+
+#: Tokens a server may count without sending their text (the end of the turn, a stop string).
+UNSHOWN_TOKENS = 16
+
+
+#: Where a run's token counts came from, as the results CSV's token_source column says it
+#: ("mixed" when requests differ; empty when nothing was counted).
+COUNT_FROM_SERVER, COUNT_FROM_OLLAMA = "usage", "eval_count"
+COUNT_FROM_CHUNKS = "chunks"
+COUNT_FROM_CHUNKS_DISBELIEVED = "chunks (the server's count did not fit its text)"
+COUNT_MIXED = "mixed"
+TOKEN_SOURCES = frozenset(
+    {
+        COUNT_FROM_SERVER,
+        COUNT_FROM_OLLAMA,
+        COUNT_FROM_CHUNKS,
+        COUNT_FROM_CHUNKS_DISBELIEVED,
+        COUNT_MIXED,
+    }
+)
+
+
+def output_tokens(tl: RequestTimeline, api_is_ollama: bool) -> tuple[int | None, str | None]:
+    """N and where it came from: server count first, counted messages last.
+
+    A server's count is believed when the text it sent could hold it: a token is at least one
+    byte of text, or a piece of a character (at most 4 to a character), plus a few the server
+    counts but does not show (the end, a stop string); and at least one token for every two
+    messages of text. A count past that (10^9 tokens after 6 chunks), or below it (0 after
+    text, 1 after 256 messages), is no measurement; the chunks are counted instead, and the
+    source says so."""
+    if tl.usage and "completion_tokens" in tl.usage:
+        said = tl.usage["completion_tokens"]
+        shown = sum(len(c.text.encode()) for c in tl.content_chunks())
+        # Text on the wire is at least one token: a count of 0 beside it is no count either;
+        # and a server steps a token or more a message, so 1 beside 256 messages is none (half
+        # a token a message leaves room for a character split over two).
+        least = max(1 if shown else 0, -(-len(tl.content_chunks()) // 2))
+        if isinstance(said, int) and least <= said <= 4 * shown + UNSHOWN_TOKENS:
+            return said, (COUNT_FROM_OLLAMA if api_is_ollama else COUNT_FROM_SERVER)
+        counted = len(tl.content_chunks())
+        return (counted or None), COUNT_FROM_CHUNKS_DISBELIEVED
+    counted = len(tl.content_chunks())
+    if counted:
+        return counted, COUNT_FROM_CHUNKS
+    return None, None
+
+
+#: The fastest one stream a server could report writing (speculative decoding on the largest
+#: GPUs reaches thousands of tokens a second): past this a server's own figure is not believed.
+MAX_SERVER_TPS = 100_000.0
+
+
+def server_writing_tps(timings: dict[str, float] | None) -> float | None:
+    """The server's own decode speed: llama.cpp's predicted_per_second or Ollama's eval rate."""
+    if not timings:
+        return None
+    if "predicted_per_second" in timings:
+        said = timings["predicted_per_second"]
+    elif timings.get("eval_duration") and "eval_count" in timings:
+        said = timings["eval_count"] / timings["eval_duration"] * NS
+    else:
+        return None
+    # Negative, zero or past any one stream's speed (10^21 from eval_duration 1): not a
+    # figure to show or save beside the client's own.
+    return said if math.isfinite(said) and 0 < said <= MAX_SERVER_TPS else None
+
+
+#: Tokens a chat template may add around the prompt felab sent (roles, a system prompt).
+TEMPLATE_TOKENS = 4096
+
+
+def prompt_counts(tl: RequestTimeline) -> tuple[int | None, int | None]:
+    """The prompt's tokens and how many of them the server's cache served, where they can be
+    true of the request felab sent: a token is at least one byte of it (999,999,999 for a
+    short prompt had been stored, and printed as "100 % cached")."""
+    most = tl.request_bytes + TEMPLATE_TOKENS if tl.request_bytes else None
+    prompt = cached = None
+    if tl.usage:
+        prompt, cached = tl.usage.get("prompt_tokens"), tl.usage.get("cached_tokens")
+    if cached is None and tl.server_timings and "cache_n" in tl.server_timings:
+        cached = int(tl.server_timings["cache_n"])  # llama.cpp's own count
+    if not isinstance(prompt, int) or not 0 < prompt <= (most or prompt):
+        prompt = None
+    ceiling = prompt if prompt is not None else most
+    if not isinstance(cached, int) or not 0 <= cached <= (ceiling or cached):
+        cached = None  # 99 cached of a 10-token prompt: no count of anything
+    return prompt, cached
+
+
+def first_chunk_tokens(content: list[Chunk], total: int) -> float:
+    """The tokens of the first content chunk: the server's running count where it agrees with
+    the rest of the stream (each later chunk holds a token at least, and none holds more than
+    the total), else the total shared evenly. A running count of 200,000 on the first chunk
+    of 256, or 1,000 falling to 3, had been kept and lost the writing speed."""
+    first = content[0].tokens
+    said = [c.tokens for c in content if c.tokens is not None]
+    if first is not None and first <= total - (len(content) - 1) and sum(said) <= total:
+        return float(first)
+    return total / len(content) if content else 0.0
+
+
+def server_speed_fits(tps: float | None, tokens: int | None, e2e_s: float | None) -> bool:
+    """Whether a server's own decode speed could be true of the request felab timed: its
+    tokens, written at that speed, fit inside the request (twice over, for clocks and the
+    first token). 1e-300 tok/s for a 0.3 s answer had been shown as 0.0 and saved."""
+    if tps is None or not tokens or tokens < 2 or not e2e_s:
+        return True
+    return (tokens - 1) / tps <= 2 * e2e_s
