@@ -94,8 +94,10 @@ class Cell:
 def plain(value: object, style: str | None = None) -> Text:
     """A table cell of words from outside (a machine's failure, a member's name, a server's
     model): shown as written, never as Rich markup, each control or invisible character as '?'
-    (an escape code cleared an instructor's screen)."""
-    return Text(with_hidden_shown(str(value)), style=style or "")
+    (an escape code cleared an instructor's screen). A line break stays one: a cell's lines
+    stay inside the cell (felab's "server\nmodel" cells had read "custom?m")."""
+    lines = str(value).split("\n")
+    return Text("\n".join(with_hidden_shown(line) for line in lines), style=style or "")
 
 
 def text(value: str | None, style: str | None = None) -> Cell:

@@ -196,3 +196,11 @@ def test_words_from_outside_print_as_written_never_as_markup_or_escapes() -> Non
     shown = console.export_text(styles=False)
     assert "?[2J[bold]m[/] [link=http://evil]x[/link] ?evil" in shown
     assert "\x1b" not in shown and "\u202e" not in shown
+
+
+def test_a_cell_s_own_line_break_stays_a_line_break() -> None:
+    """Seventeenth sweep (a2) L1: every bench table's "server / model" cell read `custom?m`."""
+    from felab.cli.output import plain
+
+    assert plain("custom\nm").plain == "custom\nm"
+    assert plain("a\x1b[2J\nb\rc").plain == "a?[2J\nb?c"
