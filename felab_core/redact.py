@@ -6,8 +6,9 @@ Light on purpose (the standard library only): a student's machine loads it with 
 
 from __future__ import annotations
 
+import base64
 import re
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 #: `scheme://user:password@` (the password masked) and `scheme://token@` (a bare user, which
 #: for many services is a token: masked too, unless it is a plain account name before `:`).
@@ -55,6 +56,23 @@ def add_secret(value: str | None) -> None:
     """Mask `value` in every redacted text from now on (a token, a password)."""
     if value and len(value) >= 4:
         _secrets.add(value)
+
+
+def add_url_secrets(url: str) -> None:
+    """Mask a URL's password from now on wherever it turns up, as typed, decoded and as the
+    Basic header httpx sends from it: a server that repeats what it was sent ("credentials
+    alice:pw rejected") had put it on the screen and in the record."""
+    try:
+        parts = urlsplit(url)
+        user, password = parts.username, parts.password
+    except ValueError:
+        return
+    if not password:
+        return
+    for said in {password, unquote(password)}:
+        add_secret(said)
+        pair = f"{unquote(user or '')}:{said}".encode()
+        add_secret(base64.b64encode(pair).decode())
 
 
 def redact(text: str) -> str:

@@ -132,7 +132,16 @@ _STATUS_ADVICE = {
 }
 
 
-def server_error_message(status: int, body: bytes, retry_after: str | None = None) -> str:
+#: A 401 when the URL held a user and password: httpx sent them as Basic auth.
+_REFUSED_LOGIN = (
+    "the server refused the user and password in the URL (sent as Basic auth): check them, or "
+    "drop them if the server wants an API key instead (vLLM and SGLang --api-key)"
+)
+
+
+def server_error_message(
+    status: int, body: bytes, retry_after: str | None = None, *, sent_login: bool = False
+) -> str:
     """The server's own words for a 4xx/5xx, whatever shape it wraps them in, and what the
     status usually means (and how long the server asked to be left alone, if it said)."""
     text = body.decode("utf-8", errors="replace").strip()
@@ -150,7 +159,7 @@ def server_error_message(status: int, body: bytes, retry_after: str | None = Non
         if err is not None:
             message = str(err)
     said = f"HTTP {status}: {shown_text(message) or '(empty body)'}"
-    advice = _STATUS_ADVICE.get(status)
+    advice = _REFUSED_LOGIN if status == 401 and sent_login else _STATUS_ADVICE.get(status)
     wait = shown_text(retry_after or "", 40)
     # seconds up to a day, or an HTTP date: anything else (-5, twenty digits) is not repeated
     seconds_ok = wait.isdigit() and int(wait) <= 86_400
@@ -357,7 +366,12 @@ async def _stream(
         if resp.status_code >= 400:
             body = await first_bytes(resp, _ERROR_BODY_BYTES)
             tl.end_ns = now_ns()
-            tl.error = server_error_message(resp.status_code, body, resp.headers.get("retry-after"))
+            tl.error = server_error_message(
+                resp.status_code,
+                body,
+                resp.headers.get("retry-after"),
+                sent_login="authorization" in resp.request.headers,
+            )
             return
         encoding = resp.headers.get("content-encoding", "identity").strip().lower()
         if encoding not in ("", "identity"):

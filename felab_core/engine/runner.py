@@ -40,7 +40,7 @@ from felab_core.engine.trace import TracePrompts
 from felab_core.engine.workloads import (
     Workload,
 )
-from felab_core.redact import url_without_credentials
+from felab_core.redact import add_url_secrets, url_without_credentials
 from felab_core.sizing.errors import SizingError
 from felab_core.sizing.metrics_scrape import Snapshot, diff, scrape
 
@@ -79,6 +79,7 @@ async def bench_target(
     start they share (one process here; LateStart when the start has passed).
     """
     workload.validate()
+    add_url_secrets(target.url)  # however the target was made: a server may repeat them
     limits = limits or ClientLimits()
     notes: list[str] = []
     if target.note:

@@ -34,7 +34,7 @@ from pydantic import (
 from felab_core.engine.apis import Api, adapter_for
 from felab_core.engine.server_kinds import ServerKind
 from felab_core.files import MiB, NamedFileError, read_named_text
-from felab_core.redact import url_as_typed_masked
+from felab_core.redact import add_url_secrets, url_as_typed_masked
 from felab_core.text import formula_mark, holds_hidden, with_hidden_shown
 
 
@@ -106,6 +106,7 @@ def normalize_base_url(url: str) -> str:
             f"the address is {len(text):,} characters long: a server's base address is "
             f"http://HOST:PORT (felab takes up to {MAX_URL_CHARS:,}); is the right text pasted?"
         )
+    add_url_secrets(text)  # a server that repeats the password it was sent is masked too
     shown = url_as_typed_masked(text)
     if holds_hidden(text) or any(c.isspace() for c in text):
         raise TargetError(

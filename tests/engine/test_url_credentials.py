@@ -1,0 +1,78 @@
+"""A URL's own password never comes back out of felab, even when the server repeats it
+(seventeenth sweep, a2 H1/M1): "credentials alice:Sup3rSecretPw rejected" had been printed and
+written to the --json record, beside advice that felab had sent no credentials."""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from felab.cli.main import app
+
+PASSWORD = "Sup3rSecretPw"
+BASIC = base64.b64encode(f"alice:{PASSWORD}".encode()).decode()
+
+
+@pytest.fixture
+def refusing_server() -> Iterator[int]:
+    """Answers GETs as an OpenAI-style server, and every POST with a 401 that repeats the
+    credentials it was sent (as text and as the Basic header)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    stop = threading.Event()
+
+    def answer(conn: socket.socket) -> None:
+        with conn:
+            asked = conn.recv(65536)
+            if asked.startswith(b"GET"):
+                body = json.dumps({"object": "list", "data": [{"id": "m", "object": "model"}]})
+                status = "200 OK"
+            else:
+                said = f"credentials alice:{PASSWORD} rejected (Basic {BASIC})"
+                body = json.dumps({"error": said})
+                status = "401 Unauthorized"
+            conn.sendall(
+                f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n{body}".encode()
+            )
+
+    def serve() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            threading.Thread(target=answer, args=(conn,), daemon=True).start()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield port
+    stop.set()
+    thread.join(2)
+    listener.close()
+
+
+def test_a_password_the_server_repeats_is_masked_everywhere(
+    refusing_server: int, tmp_path: Path
+) -> None:
+    record = tmp_path / "r.json"
+    url = f"http://alice:{PASSWORD}@127.0.0.1:{refusing_server}"
+    result = CliRunner().invoke(
+        app,
+        ["bench", "--url", url, "--api", "openai-chat", "--model", "m", "-n", "1",
+         "--warmup", "0", "--no-check", "--no-csv", "--json", str(record)],
+    )  # fmt: skip
+    said = result.output + (record.read_text() if record.exists() else "")
+    assert "401" in said, said
+    assert PASSWORD not in said and BASIC not in said, said
+    assert "refused the user and password in the URL (sent as Basic auth)" in " ".join(
+        result.output.split()
+    )
