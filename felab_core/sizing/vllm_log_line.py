@@ -1,0 +1,173 @@
+"""One line of a vLLM log: the KV-cache facts it holds, each checked as vLLM prints it.
+
+Apart from vllm_log.py, which gathers a whole log's lines into one reading.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+
+from felab_core.sizing.capacity import MAX_BLOCK_SIZE
+from felab_core.sizing.errors import SizingError
+from felab_core.sizing.units import GB, MAX_TOKENS, GiB, as_fraction
+
+#: A count as vLLM prints it (8234 or 8,234); a fraction, an exponent or a misplaced comma
+#: is matched whole, so that "1e309" or "8,2340" is refused (by _int) rather than read as its
+#: first digits (8,234).
+_NUM = r"(\d+(?:,\d+)*(?:\.\d+)?(?:[eE][+-]?\d+)?)"
+#: The most any count in a startup log can be (blocks, tokens): past it the log is damaged.
+_MOST_IN_LOG = 10 * MAX_TOKENS
+_TOKENS_RE = re.compile(rf"\b([A-Z]{{2,4}}(?: \+ host)?) KV cache size: {_NUM} tokens")
+#: The figure is taken as any word before the x, so an edited one (1e5x) is refused with its
+#: line rather than the line called missing.
+_CONC_RE = re.compile(rf"Maximum concurrency for {_NUM} tokens per request: ([\w.+-]+?)x")
+_BLOCKS_RE = re.compile(rf"#\s*([A-Za-z]+) blocks:?\s*{_NUM}(?:,\s*#\s*CPU blocks:?\s*{_NUM})?")
+_BLOCK_SIZE_RES = (
+    re.compile(r"\bblock[_ -]size['\"]?\s*[=:]\s*(\d+)"),
+    re.compile(r"\bblock size\s+(\d+)\s+tokens"),
+)
+_MAXLEN_RES = (
+    re.compile(r"\bmax_seq_len=(\d+)"),
+    re.compile(r"['\"]max_model_len['\"]\s*:\s*(\d+)"),
+    re.compile(r"Using max model len (\d+)"),
+    re.compile(r"--max-model-len[ =](\d+)"),
+)
+_MAXLEN_GATES = ("max_seq_len=", "max_model_len", "max model len", "--max-model-len")
+_KV_DTYPE_RE = re.compile(r"\bkv_cache_dtype=([\w]+)")
+_MODEL_DTYPE_RE = re.compile(r"\bdtype=torch\.(\w+)")
+_KV_MEMORY_RES = (
+    re.compile(r"Available KV cache memory: ([\d.]+) (GiB|GB)"),
+    re.compile(r"reserved for KV Cache is ([\d.]+) ?(GiB|GB)"),
+)
+_WEIGHTS_RES = (
+    re.compile(r"Loading model weights took ([\d.]+) ?(GiB|GB)"),
+    re.compile(r"Model loading took ([\d.]+) ?(GiB|GB)"),
+    re.compile(r"model weights ([\d.]+) ?(GiB|GB)"),
+)
+_VERSION_RES = (
+    re.compile(r"vLLM API server version ([\w.+-]+)"),
+    re.compile(r"Initializing an? (?:V\d )?LLM engine \(v([\w.+-]+)\)"),
+    re.compile(r"\bversion (\d+\.\d+\.\d+[\w.+-]*)"),
+)
+
+#: The words one of the patterns above needs (their gates in read_line): other lines are
+#: skipped unread.
+LINE_WORDS = (
+    "KV cache size:", "Maximum concurrency for ", "block", "kv_cache_dtype=", "dtype=torch.",
+    "KV cache memory", "KV Cache is", "weights", "loading took", "version", "LLM engine",
+    *_MAXLEN_GATES,
+)  # fmt: skip
+
+
+def _int(text: str) -> int:
+    """A count from the log, or a SizingError: vLLM writes whole numbers of sensible size."""
+    if not re.fullmatch(r"\d+(?:,\d{3})*", text) or int(text.replace(",", "")) > _MOST_IN_LOG:
+        raise SizingError(
+            f"the log says {text[:40]} where vLLM writes a count (a whole number up to "
+            f"{_MOST_IN_LOG:,}): the log was edited or damaged; give the figures with "
+            "--blocks/--tokens"
+        )
+    return int(text.replace(",", ""))
+
+
+def _length(text: str) -> int:
+    """A max model length from the log: a count of at least one token, at most felab's bound."""
+    value = _int(text)
+    if not 1 <= value <= MAX_TOKENS:
+        raise SizingError(
+            f"the log gives a max model length of {text[:40]} tokens, and vLLM serves 1 to "
+            f"{MAX_TOKENS:,}: the log was edited or damaged; give --max-len"
+        )
+    return value
+
+
+def _concurrency(text: str) -> Fraction:
+    """vLLM's printed 'Maximum concurrency ... X.XXx' figure."""
+    if not re.fullmatch(r"\d+(?:\.\d+)?", text):
+        raise SizingError(
+            f"the concurrency line says {text[:40]!r}x where vLLM prints a number such as "
+            "12.50x: the log was edited or damaged"
+        )
+    return as_fraction(text)
+
+
+def _block_size(text: str) -> int:
+    value = _int(text)
+    if value > MAX_BLOCK_SIZE:
+        raise SizingError(
+            f"the log gives a block size of {text[:40]} tokens, and vLLM's blocks hold at most "
+            f"{MAX_BLOCK_SIZE:,}: the log was edited or damaged; give --block-size"
+        )
+    return value
+
+
+def _size(value: str, unit: str) -> Fraction:
+    return as_fraction(value) * (GiB if unit == "GiB" else GB)
+
+
+@dataclass
+class LogLine:
+    """What one log line says (most say nothing)."""
+
+    tokens: tuple[str, int] | None = None
+    conc: tuple[int, Fraction] | None = None
+    blocks: tuple[str, int, int | None, bool] | None = None
+    block_size: int | None = None
+    max_len: int | None = None
+    kv_dtype: str | None = None
+    model_dtype: str | None = None
+    kv_memory: Fraction | None = None
+    weights: Fraction | None = None
+    version: str | None = None
+
+
+def _first(patterns: tuple[re.Pattern[str], ...], line: str) -> re.Match[str] | None:
+    for pattern in patterns:
+        m = pattern.search(line)
+        if m:
+            return m
+    return None
+
+
+def _search(pattern: re.Pattern[str], line: str, gate: str) -> re.Match[str] | None:
+    """The pattern's match, looked for only in a line that holds its words (`gate`): a quick
+    substring test spares the regular expressions most lines (a 150 MB log of 64 KiB lines
+    each holding "lock" had run every pattern over every byte, past 30 s)."""
+    return pattern.search(line) if gate in line else None
+
+
+def read_line(line: str) -> LogLine:
+    """One line's KV-cache facts; a SizingError when a fact is there but cannot be so."""
+    found = LogLine()
+    m_tokens = _search(_TOKENS_RE, line, "KV cache size:")
+    m_conc = _search(_CONC_RE, line, "Maximum concurrency for ")
+    if m_tokens:
+        found.tokens = (m_tokens.group(1), _int(m_tokens.group(2)))
+    if m_conc:
+        found.conc = (_length(m_conc.group(1)), _concurrency(m_conc.group(2)))
+    m_blocks = _search(_BLOCKS_RE, line, " blocks")
+    if m_blocks:
+        colon = ":" in line[m_blocks.start() : m_blocks.end()]
+        cpu = _int(m_blocks.group(3)) if m_blocks.group(3) else None
+        found.blocks = (m_blocks.group(1), _int(m_blocks.group(2)), cpu, colon)
+    for pattern, gate in zip(_BLOCK_SIZE_RES, ("block", "block size"), strict=True):
+        m = _search(pattern, line, gate)  # the last pattern that matches wins, as before
+        if m and _int(m.group(1)) > 0:
+            found.block_size = _block_size(m.group(1))
+    for pattern, gate in zip(_MAXLEN_RES, _MAXLEN_GATES, strict=True):
+        m = _search(pattern, line, gate)
+        if m:
+            found.max_len = _length(m.group(1))
+    m = _search(_KV_DTYPE_RE, line, "kv_cache_dtype=")
+    found.kv_dtype = m.group(1) if m else None
+    m = _search(_MODEL_DTYPE_RE, line, "dtype=torch.")
+    found.model_dtype = m.group(1) if m else None
+    m = _first(_KV_MEMORY_RES, line) if "KV cache memory" in line or "KV Cache is" in line else None
+    found.kv_memory = _size(m.group(1), m.group(2)) if m else None
+    m = _first(_WEIGHTS_RES, line) if "weights" in line or "loading took" in line else None
+    found.weights = _size(m.group(1), m.group(2)) if m else None
+    m = _first(_VERSION_RES, line) if "version" in line or "LLM engine" in line else None
+    found.version = m.group(1) if m else None
+    return found
