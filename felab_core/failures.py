@@ -151,6 +151,7 @@ def explain(exc: BaseException) -> Failure | None:
     unreachable = {
         "felab_core.sizing.errors.Unreachable",
         "felab_worker.pairing.BrokerUnreachable",
+        "felab_worker.answers.BrokerUnusable",  # it answered, but not as Redis, or too slowly
         "felab_core.ops.backup.BackupUnreachable",
     }
     if unreachable & names:

@@ -250,7 +250,11 @@ class RedisStore:
 
     def get(self, key: str) -> str | None:
         value = self.client.get(key)
-        return None if value is None else str(value)
+        if value is None or isinstance(value, str):
+            return value
+        from felab_worker import answers  # Redis answers GET with a string or nil, never more
+
+        raise answers.not_redis(answers.address(self.client), "GET", answers.shown(value, 40))
 
     def delete(self, key: str) -> None:
         self.client.delete(key)
@@ -363,10 +367,11 @@ def send_task(app: Any, name: str, **options: Any) -> None:
                 raise
 
 
-def make_store(url: str, settings: Settings) -> Store:
-    """The store for `url`: Redis itself, or a SQLite file beside the embedded broker's."""
+def make_store(url: str, settings: Settings, *, within_s: float | None = None) -> Store:
+    """The store for `url`: Redis itself (every answer within `within_s`, when given, as
+    `redis_client`), or a SQLite file beside the embedded broker's."""
     if is_redis(url):
-        return RedisStore(redis_client(url, settings))
+        return RedisStore(redis_client(url, settings, within_s=within_s))
     if url.startswith("sqla+sqlite:///"):
         return SqliteStore(Path(url.removeprefix("sqla+sqlite:///")).with_name("broker-store.db"))
     raise ValueError(

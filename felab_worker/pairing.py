@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
+from typing import Any
 
 from felab_core.errors import Forbidden, Invalid, ServiceError
 from felab_core.jobs.handshake import answer_id, check_code_shape, make_request, open_sealed
 from felab_core.jobs.keys import Identity, new_private_key
 from felab_core.jobs.run import target_names
 from felab_core.settings import Settings
+from felab_worker.answers import BrokerUnusable, failure, shown
 from felab_worker.app import pairing_app
 from felab_worker.broker import (
     CONNECT_TIMEOUT_S,
@@ -102,48 +105,89 @@ def check_reachable(
         client.close()
 
 
+def _prefix_refused(url: str, settings: Settings) -> PairingError:
+    return PairingError(
+        f"the broker at {redacted(url)} refused the pairing user the inbox "
+        f"{settings.broker_prefix}{PAIRING_QUEUE}: FELAB_BROKER_PREFIX must be the "
+        "server's (unset it for felab:, or ask your instructor which it is)"
+    )
+
+
+def _publish(
+    url: str, settings: Settings, request: dict[str, Any], deadline: float, timeout_s: float
+) -> None:
+    """Push the pairing request by Celery, within what is left of `timeout_s`: kombu gives each
+    read of a retried publish its whole timeout, so a broker answering LPUSH a byte at a time
+    or with `$-5` had held `--timeout 10` for 37-61 s. A publish still going at the deadline is
+    left to end with the process (a daemon thread)."""
+    outcome: list[BaseException | None] = []
+
+    def publish() -> None:
+        try:
+            send_task(
+                pairing_app(settings),
+                "felab.pair",
+                args=[request],
+                queue=PAIRING_QUEUE,
+                retry=True,
+                retry_policy={
+                    "max_retries": max(0, int(timeout_s // 2)),
+                    "interval_start": 0,
+                    "interval_step": 1,
+                    "interval_max": 2,
+                },
+            )
+            outcome.append(None)
+        except Exception as exc:
+            outcome.append(exc)
+
+    worker = threading.Thread(target=publish, name="felab-pair-publish", daemon=True)
+    worker.start()
+    worker.join(max(0.5, deadline - time.monotonic()))
+    if not outcome:
+        raise BrokerUnreachable(
+            f"the broker at {redacted(url)} did not take the pairing request within "
+            f"{timeout_s:g} s: is it Redis, and is it overloaded? check FELAB_BROKER_URL (the "
+            "pairing URL your instructor gave)"
+        )
+    exc = outcome[0]
+    if exc is None:
+        return
+    if "no permissions to access one of the keys" in str(exc):  # reached, and refused
+        raise _prefix_refused(url, settings) from None
+    raise BrokerUnreachable(
+        f"could not reach the broker at {redacted(url)} ({type(exc).__name__}: "
+        f"{shown(exc, 200)}): check FELAB_BROKER_URL (the pairing URL your instructor gave) "
+        "and FELAB_BROKER_CA_FILE"
+    ) from None
+
+
 def pair_machine(settings: Settings, code: str, *, timeout_s: float = 30.0) -> Identity:
     """Redeem `code` for this machine; the identity returned is not saved yet."""
     check_code_shape(code)
     url = broker_url(settings)
     key = new_private_key()
     request = make_request(code, key, target_names(settings.targets_file))
+    from redis.exceptions import NoPermissionError, RedisError
+    from redis.exceptions import TimeoutError as RedisTimeout
+
     deadline = time.monotonic() + timeout_s
     check_reachable(url, settings, timeout_s)
-    try:
-        send_task(
-            pairing_app(settings),
-            "felab.pair",
-            args=[request],
-            queue=PAIRING_QUEUE,
-            retry=True,
-            retry_policy={
-                "max_retries": max(0, int(timeout_s // 2)),
-                "interval_start": 0,
-                "interval_step": 1,
-                "interval_max": 2,
-            },
-        )
-    except Exception as exc:
-        if "no permissions to access one of the keys" in str(exc):  # reached, and refused
-            raise PairingError(
-                f"the broker at {redacted(url)} refused the pairing user the inbox "
-                f"{settings.broker_prefix}{PAIRING_QUEUE}: FELAB_BROKER_PREFIX must be the "
-                "server's (unset it for felab:, or ask your instructor which it is)"
-            ) from None
-        raise BrokerUnreachable(
-            f"could not reach the broker at {redacted(url)} ({type(exc).__name__}: {exc}): "
-            "check FELAB_BROKER_URL (the pairing URL your instructor gave) and "
-            "FELAB_BROKER_CA_FILE"
-        ) from None
-    store = make_store(url, settings)
+    _publish(url, settings, request, deadline, timeout_s)
+    store = make_store(url, settings, within_s=max(0.5, deadline - time.monotonic()))
     answer_key = Names(settings.broker_prefix).answer_key(answer_id(request))
     raw = None
-    while time.monotonic() < deadline:
-        raw = store.get(answer_key)
-        if raw is not None:
-            break
-        time.sleep(0.2)
+    try:
+        while time.monotonic() < deadline:
+            raw = store.get(answer_key)
+            if raw is not None:
+                break
+            time.sleep(0.2)
+    except (RedisError, ServiceError) as exc:  # a timeout: the budget spent, no answer
+        if isinstance(exc, NoPermissionError):
+            raise _prefix_refused(url, settings) from None
+        if not isinstance(exc, RedisTimeout):
+            raise failure(exc, url, "GET", settings.broker_prefix) from None
     if raw is None:
         raise BrokerUnreachable(  # a service that did not answer: exit 3, nothing to retype
             f"no answer from the ingest within {timeout_s:g} s: is `felab worker ingest` running "
@@ -152,9 +196,12 @@ def pair_machine(settings: Settings, code: str, *, timeout_s: float = 30.0) -> I
     try:
         box = json.loads(raw)
     except ValueError:
-        raise PairingError("the ingest's answer is not felab's: pair again") from None
-    if not isinstance(box, dict):
-        raise PairingError("the ingest's answer is not felab's: pair again")
+        box = None
+    if not isinstance(box, dict):  # only the trusted side writes answers: pairing again
+        raise BrokerUnusable(  # cannot help (seventeenth sweep L6)
+            f"the answer on the broker at {redacted(url)} is not one felab's ingest writes (a "
+            "JSON object): is FELAB_BROKER_URL's port Redis's, with `felab worker ingest` on it?"
+        )
     if "error" in box:
         raise Forbidden(str(box["error"]))
     answer = open_sealed(code, str(box.get("sealed") or ""))

@@ -170,6 +170,7 @@ def pair(
 
         console.print(fleet.issue_code(name, member, cohort, allow_instructors, settings))
         return
+    from felab_worker.answers import BrokerUnusable
     from felab_worker.pairing import BrokerUnreachable, pair_machine
 
     try:
@@ -197,9 +198,8 @@ def pair(
             if local
             else str(exc)
         )
-        raise typer.Exit(
-            EXIT_UNREACHABLE if isinstance(exc, BrokerUnreachable) else EXIT_USAGE
-        ) from None
+        unusable = isinstance(exc, BrokerUnreachable | BrokerUnusable)  # nothing to retype
+        raise typer.Exit(EXIT_UNREACHABLE if unusable else EXIT_USAGE) from None
     path = key_file(settings, identity.name)
     identity.save(path)
     console.print(

@@ -147,3 +147,18 @@ def test_broker_setup_with_a_broker_that_dribbles_keeps_to_its_budget() -> None:
         code, out, took = _felab(url, "broker", "setup")
     assert code == 3 and took < 23, (took, out)
     assert "did not answer felab's ACL commands in time" in " ".join(out.split())
+
+
+def test_worker_pair_with_a_broker_that_is_not_redis_is_exit_3(tmp_path: Path) -> None:
+    """H10/L6: a GET answered with a number was "not felab's: pair again" (exit 2), and an LPUSH
+    answered `$-5` held `--timeout 2` past a minute."""
+    get = everything(b":99999999999999999999999999\r\n")
+    with fake_broker(get) as url:
+        code, out, _ = _felab(url, "worker", "pair", "--code", "AAAAAA-BBBBBB-CCCCCC")
+    assert code == 3 and "answered GET with something that is not Redis's answer" in out, out
+    assert "pair again" not in out
+    with fake_broker(everything(b"$-5\r\n")) as url:
+        pairing = url.replace("//", "//felab-pairing:pw@", 1)
+        code, out, took = _felab(pairing, "worker", "pair", "--code", "A" * 18, "--timeout", "2")
+    assert code == 3 and took < 4, (took, out)
+    assert "did not take the pairing request within 2 s" in " ".join(out.split())

@@ -15,11 +15,14 @@ Answer = Callable[[list[bytes], int], bytes | None]
 
 
 def handshake_or(answer: Answer) -> Answer:
-    """`answer` behind what redis-py sends on connecting (CLIENT SETINFO, SELECT, AUTH)."""
+    """`answer` behind what redis-py sends on connecting (CLIENT SETINFO, SELECT, AUTH; HELLO
+    refused, as a server without RESP3 does)."""
 
     def answering(args: list[bytes], conn: int) -> bytes | None:
         if args[0] in (b"CLIENT", b"SELECT", b"AUTH"):
             return b"+OK\r\n"
+        if args[0] == b"HELLO":
+            return b"-ERR unknown command 'HELLO'\r\n"
         return answer(args, conn)
 
     return answering

@@ -161,3 +161,49 @@ def test_setting_up_users_believes_only_redis_answers(
         with pytest.raises(BrokerUnusable) as caught:
             acl.ensure_users(client, Names("felab:"), "hash", [MachineCredential(1, "h" * 64)])
     assert words in str(caught.value) and url in str(caught.value)
+
+
+def _pairing(url: str, tmp_path: Path) -> Settings:
+    return Settings(data_dir=tmp_path, broker_url=url.replace("//", "//felab-pairing:pw@", 1))
+
+
+@pytest.mark.parametrize(
+    ("server", "drip_s"),
+    [(everything(b"$-5\r\n"), 0.0), (everything(b":1\r\n"), 1.0)],
+    ids=["negative-bulk", "dribbled"],
+)
+def test_pairing_keeps_to_its_timeout(server: object, drip_s: float, tmp_path: Path) -> None:
+    """H10: `worker pair --timeout 10` ran 37-61 s: kombu gave each read of a retried
+    publish its whole 15 s."""
+    from felab_worker.pairing import pair_machine
+
+    lpush = lambda args, conn: args[0] == b"LPUSH"  # noqa: E731
+    with fake_broker(server, drip_s=drip_s, dripped=lpush) as url:  # type: ignore[arg-type]
+        began = time.monotonic()
+        with pytest.raises(BrokerUnreachable, match="did not take the pairing request within 2 s"):
+            pair_machine(_pairing(url, tmp_path), "AAAAAA-BBBBBB-CCCCCC", timeout_s=2)
+        assert time.monotonic() - began < 3.5
+
+
+@pytest.mark.parametrize(
+    ("get", "words"),
+    [
+        (b":99999999999999999999999999\r\n", "answered GET with something that is not Redis's"),
+        (b"*2\r\n$1\r\na\r\n$1\r\nb\r\n", "answered GET with something that is not Redis's"),
+        (b"+zzzzzzzzzz\r\n", "is not one felab's ingest writes (a JSON object)"),
+        (b"$1\r\n5\r\n", "is not one felab's ingest writes (a JSON object)"),
+    ],
+    ids=["int", "array", "text", "json-number"],
+)
+def test_a_pairing_answer_no_ingest_wrote_is_not_pair_again(
+    get: bytes, words: str, tmp_path: Path
+) -> None:
+    """L6: "the ingest's answer is not felab's: pair again", of a broker that is not Redis."""
+    from felab_worker.pairing import pair_machine
+
+    def answer(args: list[bytes], conn: int) -> bytes:
+        return {b"PING": b"+PONG\r\n", b"LPUSH": b":1\r\n", b"GET": get}.get(args[0], b"+OK\r\n")
+
+    with fake_broker(handshake_or(answer)) as url, pytest.raises(BrokerUnusable) as caught:
+        pair_machine(_pairing(url, tmp_path), "AAAAAA-BBBBBB-CCCCCC", timeout_s=5)
+    assert words in str(caught.value) and "pw" not in str(caught.value)
