@@ -71,7 +71,7 @@ class VllmReading:
         """Turn the reading into capacity and worst-case concurrency.
 
         `block_size` and `max_len` fill in what the log did not print (an explicit value wins
-        over an inferred one, never over a printed one).
+        over an inferred one; a max length that differs from a printed one is refused).
         """
         length = self.max_len or max_len
         if length is None:
@@ -86,7 +86,13 @@ class VllmReading:
             )
         bs = self.block_size
         if max_len is not None and self.max_len is not None and max_len != self.max_len:
-            length = max_len  # a what-if length asked for explicitly
+            # the "as started" row is how the server runs: 4,096 given beside a log of 8,192
+            # had become the starting point every what-if was measured from
+            raise SizingError(
+                f"{self.source} says the server runs --max-model-len {whole_text(self.max_len)}, "
+                f"and --max-len {whole_text(max_len)} would not be how it runs: leave --max-len "
+                "out (size capacity --try-max-len shows a shorter length as a what-if)"
+            )
         if block_size is not None and self.block_size_from != "log":
             bs = block_size
         dtype = _dtype_name(self.kv_cache_dtype)

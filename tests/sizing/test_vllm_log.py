@@ -378,3 +378,17 @@ def test_metrics_opening_with_a_byte_order_mark_read() -> None:
     """Seventeenth sweep (c) L9: "invalid metric name:?# TYPE ..."."""
     labels = 'block_size="16",num_gpu_blocks="8234"'
     assert vllm_live.reading_from_metrics("\ufeff" + _info(labels)).gpu_blocks == 8234
+
+
+def test_a_max_len_other_than_the_logs_is_refused_not_made_the_start(tmp_path: Path) -> None:
+    """Seventeenth sweep (c) M14: --max-len 4096 beside a log of 8,192 became the "as
+    started" row (32 conversations, not the server's 16)."""
+    log = tmp_path / "v1.log"
+    log.write_text(
+        "INFO GPU KV cache size: 131,744 tokens\n"
+        "INFO Maximum concurrency for 8,192 tokens per request: 16.08x\n"
+    )
+    reading = vllm_log.parse_log_file(log)
+    assert reading.capacity(max_len=8192).max_len == 8192
+    with pytest.raises(SizingError, match="says the server runs --max-model-len 8,192"):
+        reading.capacity(max_len=4096)
