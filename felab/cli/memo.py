@@ -12,6 +12,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from felab.cli import errors
 from felab_core.engine.results import (
     DEFAULT_CSV,
     ResultsFileError,
@@ -238,7 +239,7 @@ def memo(
         rows = load_results(csv_path)
         result = build_memo(rows, inputs, source=str(csv_path))
     except (MemoError, SizingError, ResultsFileError) as exc:
-        err.print(f"error: {exc}", markup=False, soft_wrap=True)
+        errors.err(str(exc))  # a path it names may hold an escape code: shown as '?'
         raise typer.Exit(EXIT_USAGE) from None
 
     if str(out) == "-":
@@ -252,7 +253,7 @@ def memo(
         out.write_text(render_markdown(result, charts=names), encoding="utf-8")
         written = [out, *(charts or ())]
     except NamedFileError as exc:
-        err.print(f"error: {exc}", markup=False, soft_wrap=True)
+        errors.err(str(exc))  # a path it names may hold an escape code: shown as '?'
         raise typer.Exit(EXIT_USAGE) from None
     except OSError as exc:
         why = exc.strerror or str(exc)

@@ -19,6 +19,7 @@ from typing import TypeVar
 import typer
 from rich.console import Console
 
+from felab.cli.errors import err
 from felab.cli.output import Cell, Column, Format, Grid, emit, format_option
 from felab_core.engine.targets import TargetError, normalize_base_url
 from felab_core.sizing import capacity as cap
@@ -110,7 +111,7 @@ def _sizing_errors() -> Iterator[None]:
     try:
         yield
     except SizingError as exc:
-        Console(stderr=True, highlight=False).print(f"error: {exc}", markup=False, soft_wrap=True)
+        err(str(exc))  # a path it names may hold an escape code: shown as '?'
         raise typer.Exit(code=3 if isinstance(exc, Unreachable) else 2) from None
 
 

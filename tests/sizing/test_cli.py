@@ -199,3 +199,10 @@ def test_capacity_refuses_a_cache_that_is_not_whole_blocks(
     result = runner.invoke(app, argv)
     assert result.exit_code == 2, result.output
     assert says in " ".join(result.output.split())
+
+
+def test_an_input_path_with_an_escape_code_is_not_sent_to_the_terminal() -> None:
+    """Seventeenth sweep (c) L16: ESC[2J in a --vllm-log path cleared the screen."""
+    result = runner.invoke(app, ["size", "capacity", "--vllm-log", "a\x1b[2Jb.log"])
+    assert result.exit_code == 2
+    assert "\x1b" not in result.output and "a?[2Jb.log does not exist" in result.output
