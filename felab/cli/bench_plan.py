@@ -15,6 +15,7 @@ import typer
 from felab_core.engine.apis import Api
 from felab_core.engine.client import ClientLimits
 from felab_core.engine.metrics import SLO
+from felab_core.engine.rate_search import SEARCH_CEILING
 from felab_core.engine.results import check_destinations, default_csv
 from felab_core.engine.server_kinds import ServerKind
 from felab_core.engine.targets import Target, load_targets, resolve_target
@@ -267,6 +268,11 @@ def check_search(
     """--find-max-rate runs its own probes: refuse the flags it would not apply."""
     if len(chosen) != 1 or workload.trace is not None or workload.sessions is not None:
         raise ValueError("--find-max-rate searches one target with a synthetic workload")
+    if workload.rate is not None and workload.rate > SEARCH_CEILING:  # exit 70 before
+        raise ValueError(
+            f"--find-max-rate starts at --rate and goes up to {SEARCH_CEILING:,.0f} req/s: give "
+            f"--rate {SEARCH_CEILING:,.0f} or less (it was {workload.rate:,g})"
+        )
     ignored = [
         flag
         for flag, given in (

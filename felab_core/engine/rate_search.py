@@ -129,12 +129,16 @@ class SearchResult:
     capped: bool = False  # every probe up to the ceiling passed
 
 
+#: The highest rate the search probes: past it a client, not the server, is what is measured.
+SEARCH_CEILING = 10_000.0
+
+
 async def find_max_rate(
     run_at: Callable[[float], Awaitable[RunSummary]],
     bounds: tuple[Bound, ...],
     *,
     start: float = 1.0,
-    ceiling: float = 10_000.0,
+    ceiling: float = SEARCH_CEILING,
     floor: float = 0.01,
     precision: float = 0.1,
     max_probes: int = 12,

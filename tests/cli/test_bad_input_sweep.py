@@ -840,6 +840,7 @@ CASES: list[Case] = [
     case("broker-url-password-slash", "status", 2, "percent-encoded", FELAB_BROKER_URL="redis://u:hunter2-sweep/x@127.0.0.1:1/0"),
     case("db-restore-missing", "db restore {files}/nope.db --yes", 2, "does not exist"),
     case("bench-stall-timeout-tiny", f"bench {LOCAL} --stall-timeout 1e-300", 2, "--stall-timeout must be from 0.01 s"),
+    case("bench-find-max-rate-start-past-ceiling", f"bench {LOCAL} --find-max-rate ttft_p95=500ms --duration 0.3 --rate 10001 --no-csv", 2, "goes up to 10,000 req/s"),  # 17th (a) H3: exit 70
     case("bench-concurrency-thousands-comma", f"bench {LOCAL} -c 1,000", 2, "write 1000, not 1,000"),
     case("numbers-export-under-a-file", "numbers export {files}/notes.txt/e.json", 2, "is a file, not a folder"),
     case("bench-json-folder-mark", f"bench {LOCAL} --json {{files}}/new-record.json/", 2, "ends in '/', a folder's mark"),
