@@ -252,8 +252,17 @@ async def _metrics_snapshot(target: Target, notes: list[str]) -> Snapshot | None
 def _server_rates(before: Snapshot, after: Snapshot) -> dict[str, Any] | None:
     try:
         rates = diff(before, after)
+        unbelievable = rates.past_reason()
+        explanation = rates.explanation if unbelievable is None else ""
     except (SizingError, ArithmeticError, ValueError):  # a server counter past reason
         return None
+    if unbelievable is not None:  # 10^27 tokens a second had been printed and saved
+        return {
+            "engine": rates.engine,
+            "seconds": rates.seconds,
+            "explanation": f"the server's /metrics do not fit this run ({unbelievable}), so "
+            "they are not used",
+        }
     return {
         "engine": rates.engine,
         "seconds": rates.seconds,
@@ -262,7 +271,7 @@ def _server_rates(before: Snapshot, after: Snapshot) -> dict[str, Any] | None:
         "generation_tps": rates.generation_tokens_per_second,
         "stream_tps": rates.stream_tokens_per_second,
         "mean_ttft_s": rates.mean_ttft_seconds,
-        "explanation": rates.explanation,
+        "explanation": explanation,
     }
 
 

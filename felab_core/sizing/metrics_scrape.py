@@ -184,6 +184,13 @@ def scrape(base_url: str, client: httpx.Client | None = None, timeout: float = 5
     return parse_metrics(response.text, taken_at=taken)
 
 
+#: Past these a server's /metrics say nothing true of a run: one stream (as engine.token_counts'
+#: MAX_SERVER_TPS), every stream of a machine together, and tokens counted between two looks.
+MOST_STREAM_TPS = 100_000.0
+MOST_ALL_STREAMS_TPS = 10_000_000.0
+MOST_COUNTED = 1e12
+
+
 @dataclass(frozen=True)
 class ServerRates:
     """What the server itself counted between two snapshots."""
@@ -242,6 +249,22 @@ class ServerRates:
         total, count = self.delta("ttft_sum"), self.delta("ttft_count")
         if total is not None and count:
             return total / count
+        return None
+
+    def past_reason(self) -> str | None:
+        """What no server's own counters can say of one benchmark run, in words, or None: a
+        stream faster than any (10^27 tokens a second had been printed and saved), all streams
+        past any machine, a first token in no time, a count of more tokens than a day holds."""
+        checks = (
+            (self.stream_tokens_per_second, 0.0, MOST_STREAM_TPS, "one stream's speed"),
+            (self.generation_tokens_per_second, 0.0, MOST_ALL_STREAMS_TPS, "all streams' speed"),
+            (self.mean_ttft_seconds, 1e-6, 86_400.0, "the mean time to first token"),
+            (self.generation_tokens, 0.0, MOST_COUNTED, "the tokens written"),
+            (self.prompt_tokens, 0.0, MOST_COUNTED, "the prompt tokens read"),
+        )
+        for value, least, most, what in checks:
+            if value is not None and not (math.isfinite(value) and least <= value <= most):
+                return f"{what} would be {value:.3g}"
         return None
 
     @property

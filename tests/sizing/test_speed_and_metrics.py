@@ -218,3 +218,24 @@ def test_one_least_model_size_for_the_limit_and_the_record() -> None:
     with pytest.raises(SizingError, match=r"smallest, felab.s own tiny test model, is 0\.7 MB"):
         speed_limit.bytes_per_token(99_999)
     assert speed_limit.bytes_per_token(703_040).weights == 703_040
+
+
+@pytest.mark.parametrize(
+    ("after", "says"),
+    [
+        (_llama(110, 0.11, 10**15, 1e-12, at=5.3), "one stream's speed would be"),  # 10^27 tok/s
+        (_llama(110, 0.11, 10**100, 3.0, at=5.3), "would be"),  # exit 70 in the explanation
+    ],
+)
+def test_counters_no_run_could_leave_are_not_used(
+    after: metrics_scrape.Snapshot, says: str
+) -> None:
+    """Seventeenth sweep (a2) H2, H3: 10^27 tokens a second was printed and saved; a jump of
+    10^100 stopped the bench (exit 70) and lost the run."""
+    from felab_core.engine.runner import _server_rates
+
+    kept = _server_rates(_llama(10, 0.01, 0, 0.0, at=5.0), after)
+    assert kept is not None and "do not fit this run" in kept["explanation"]
+    assert says in kept["explanation"] and "stream_tps" not in kept
+    honest = _server_rates(_llama(10, 0.01, 100, 1.0, at=5.0), _llama(110, 0.11, 300, 3.0, 9.0))
+    assert honest is not None and honest["stream_tps"] == pytest.approx(100.0)
