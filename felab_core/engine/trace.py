@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from felab_core.engine.words import synthetic_words
+from felab_core.engine.workloads import MAX_TOKENS
 from felab_core.files import MiB, NamedFileError, read_named_text
 from felab_core.json_keys import KeyTwice, once
 from felab_core.text import with_hidden_shown
@@ -33,8 +34,13 @@ MAX_LINE_BYTES = 1 << 20
 MAX_TRACE_BYTES = 512 * MiB
 #: A replay of more than a day is a mistake (seconds given as milliseconds, a stray stamp).
 MAX_SPAN_S = 86_400
-MAX_INPUT_TOKENS = 2_000_000
-MAX_OUTPUT_TOKENS = 1_000_000
+#: A line's prompt and answer, as --prompt-tokens and --max-tokens take them: a line asking
+#: 2,000,000 prompt tokens (with blocks of 65,536) had grown felab past 1.4 GB in 30 s.
+MAX_INPUT_TOKENS = MAX_TOKENS
+MAX_OUTPUT_TOKENS = MAX_TOKENS
+#: The most words of rebuilt blocks kept at once (about 50 MB): a block used again after
+#: others is rebuilt, the same words from its id.
+MOST_KEPT_WORDS = 8_000_000
 
 
 class TraceError(ValueError):
@@ -251,11 +257,14 @@ class TracePrompts:
         self._blocks: dict[int, str] = {}
 
     def _block(self, block_id: int) -> str:
-        text = self._blocks.get(block_id)
+        text = self._blocks.pop(block_id, None)
         if text is None:
             rng = random.Random(f"trace-block-{self.seed}-{block_id}")
             text = synthetic_words(rng, self.trace.block_size)
-            self._blocks[block_id] = text
+            most = max(1, MOST_KEPT_WORDS // self.trace.block_size)
+            while len(self._blocks) >= most:  # the least recently used first
+                self._blocks.pop(next(iter(self._blocks)))
+        self._blocks[block_id] = text  # last: the most recently used
         return text
 
     def prompt(self, index: int) -> str:

@@ -53,6 +53,9 @@ def test_the_published_format_reads_with_its_aliases() -> None:
         ("", "no requests"),
         # Fourteenth sweep L2: json kept the last of two (20 tokens sent where 10 came first).
         ('{"timestamp": 0, "input_length": 10, "input_length": 20}', "gives input_length twice"),
+        # seventeenth sweep (a2) H5, L4: a 2,000,000-token line grew felab past 1.4 GB
+        ('{"timestamp": 0, "input_length": 2000000}', "input_length must be 1-262,144"),
+        ('{"timestamp": 0, "input_length": 5, "output_length": 1000000}', "1-262,144"),
     ],
 )
 def test_a_bad_trace_is_refused_naming_its_line(line: str, said: str) -> None:
@@ -196,3 +199,21 @@ def test_a_replay_preset_fits_a_results_row_whatever_the_file_is_called() -> Non
     long = preset_name("x" * 300 + ".jsonl")
     assert len(long) == 64 and long.startswith("trace:xxx")
     assert preset_name("a\u202eb.jsonl") == "trace:a?b.jsonl"
+
+
+def test_rebuilt_blocks_are_kept_within_a_word_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seventeenth sweep (a2) H5: every block of a replay was kept for the whole run (12,400
+    blocks of 65,536 words: GBs). At most MOST_KEPT_WORDS are kept; a block used again is the
+    same words, rebuilt from its id."""
+    import felab_core.engine.trace as trace_module
+
+    monkeypatch.setattr(trace_module, "MOST_KEPT_WORDS", 64)
+    lines = [
+        json.dumps({"timestamp": i, "input_length": 32, "hash_ids": [i, i + 1]}) for i in range(20)
+    ]
+    prompts = TracePrompts(parse_trace("\n".join(lines) + "\n", block_size=16))
+    first = prompts.prompt(0)
+    for i in range(1, 20):
+        prompts.prompt(i)
+        assert len(prompts._blocks) <= 4  # 64 words of 16-word blocks
+    assert prompts.prompt(0) == first  # block 0, rebuilt, is the same
