@@ -81,7 +81,7 @@ def test_a_json_answer_instead_of_a_stream_is_quoted_without_its_key() -> None:
 
 
 def test_a_servers_error_text_never_repeats_its_key() -> None:
-    from felab_core.engine.client import server_error_message
+    from felab_core.engine.request_errors import server_error_message
 
     said = server_error_message(
         401, b'{"error": "Incorrect API key provided: api_key=sk-ab12cd34"}'

@@ -54,7 +54,7 @@ def _check_api(settings: Settings) -> None:
         return
     import httpx
 
-    from felab_core.engine.client import connect_failure
+    from felab_core.engine.request_errors import connect_failure
     from felab_core.redact import url_password_masked
 
     token = settings.discord_token.get_secret_value()

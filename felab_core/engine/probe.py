@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 
 from felab_core.bounded_get import aget_bounded
-from felab_core.engine.client import connect_failure, protocol_error_text
+from felab_core.engine.request_errors import connect_failure, protocol_error_text
 from felab_core.engine.server_kinds import ServerKind
 from felab_core.engine.targets import Target
 from felab_core.redact import url_without_credentials

@@ -17,7 +17,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from felab_core.bounded_get import get_bounded
-from felab_core.engine.client import connect_failure
+from felab_core.engine.request_errors import connect_failure
 from felab_core.redact import url_password_masked
 from felab_core.sizing.errors import BadAnswer, SizingError, Unreachable
 from felab_core.sizing.units import decimal_text, whole_text

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from felab_core.bounded_get import Deadline, get_bounded
-from felab_core.engine.client import connect_failure
+from felab_core.engine.request_errors import connect_failure
 from felab_core.redact import url_password_masked
 from felab_core.sizing.errors import BadAnswer, SizingError, Unreachable
 from felab_core.sizing.model_shape import ModelShape

@@ -11,7 +11,7 @@ from fractions import Fraction
 import httpx
 
 from felab_core.bounded_get import Deadline, get_bounded
-from felab_core.engine.client import connect_failure
+from felab_core.engine.request_errors import connect_failure
 from felab_core.redact import url_password_masked
 from felab_core.sizing.capacity import MAX_BLOCK_SIZE
 from felab_core.sizing.errors import BadAnswer, SizingError, Unreachable

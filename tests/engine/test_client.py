@@ -377,7 +377,7 @@ async def test_felab_asks_for_an_uncompressed_stream_and_names_a_compressed_one(
 
 
 def test_a_status_says_what_it_usually_means_for_a_benchmark() -> None:
-    from felab_core.engine.client import server_error_message
+    from felab_core.engine.request_errors import server_error_message
 
     said = server_error_message(401, b'{"error": {"message": "Unauthorized"}}')
     assert said.startswith("HTTP 401: Unauthorized; the server wants an API key")
@@ -387,12 +387,60 @@ def test_a_status_says_what_it_usually_means_for_a_benchmark() -> None:
 
 
 def test_a_tls_handshake_that_never_finishes_is_named_with_its_fix() -> None:
-    from felab_core.engine.client import connect_failure
+    from felab_core.engine.request_errors import connect_failure
 
     said = connect_failure(
         httpx.ConnectError("_ssl.c:989: The handshake operation timed out"), "https://h:1"
     )
     assert said.startswith("TLS failed: https://h:1 took the connection") and "http://" in said
+
+
+@pytest.mark.parametrize(
+    ("exc", "says"),
+    [
+        # seventeenth sweep (a2) M4: OpenSSL writes UNEXPECTED_EOF; the hint was lost
+        (
+            httpx.ConnectError("[SSL: UNEXPECTED_EOF_WHILE_READING] EOF occurred (_ssl.c:1006)"),
+            "TLS failed: https://h:1 does not answer https://",
+        ),
+        (httpx.ConnectError(""), "connect error: https://h:1: ConnectError"),  # was empty
+        # (a2) M5, (a) M7: http:// to a TLS server
+        (
+            httpx.RemoteProtocolError("Server disconnected without sending a response."),
+            "no HTTP answer: https://h:1 hung up without answering",
+        ),
+    ],
+)
+def test_connect_failures_are_said_with_their_fix(exc: Exception, says: str) -> None:
+    from felab_core.engine.request_errors import connect_failure
+
+    assert connect_failure(exc, "https://h:1").startswith(says)
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        httpx.RemoteProtocolError(
+            "Invalid URL in location header: Invalid non-printable ASCII character in URL"
+        ),
+        type("IDNAError", (Exception,), {})("Invalid A-label"),
+    ],
+)
+def test_a_redirect_felab_cannot_read_is_called_a_redirect(exc: Exception) -> None:
+    """Seventeenth sweep (a) M3, (a2) M2, M3: "not HTTP ... check the port" and "client
+    error: IDNAError" for a server that did answer HTTP, with a 302."""
+    from felab_core.engine.request_errors import describe_error
+
+    said = describe_error(exc, "http://h:1", RequestTimeline(index=0), ClientLimits())
+    assert said.startswith("redirect: h:1 answered with a redirect whose Location is not")
+
+
+def test_a_hang_up_before_any_answer_is_not_mid_stream() -> None:
+    from felab_core.engine.request_errors import describe_error
+
+    exc = httpx.RemoteProtocolError("Server disconnected without sending a response.")
+    said = describe_error(exc, "http://h:1", RequestTimeline(index=0), ClientLimits())
+    assert said.startswith("no HTTP answer: h:1 hung up") and "mid-stream" not in said
 
 
 async def test_keep_alive_comments_alone_are_a_stall() -> None:

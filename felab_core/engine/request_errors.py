@@ -1,0 +1,201 @@
+"""What went wrong with one request, in words a person can act on: a server's error status
+with its own words and what the status usually means, a connection that failed, a stream that
+broke. Apart from client.py, which sends the request and stamps what came back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import json
+import re
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+import httpx
+
+from felab_core.engine.apis import StreamProtocolError
+from felab_core.engine.stream_shape import shown_text
+from felab_core.engine.timeline import RequestTimeline
+from felab_core.redact import url_without_credentials
+
+if TYPE_CHECKING:
+    from felab_core.engine.client import ClientLimits
+
+#: What a status usually means for a benchmark, after the server's own words.
+_STATUS_ADVICE = {
+    401: "the server wants an API key (vLLM and SGLang --api-key); felab sends none: time a "
+    "server started without one",
+    403: "the server refused this client (an API key, or an address it does not allow)",
+    429: "the server (or a gateway) limits requests: lower -c or --rate",
+    503: "the server is not ready (still loading the model?) or overloaded: wait, then again",
+}
+
+
+#: A 401 when the URL held a user and password: httpx sent them as Basic auth.
+_REFUSED_LOGIN = (
+    "the server refused the user and password in the URL (sent as Basic auth): check them, or "
+    "drop them if the server wants an API key instead (vLLM and SGLang --api-key)"
+)
+
+
+def server_error_message(
+    status: int, body: bytes, retry_after: str | None = None, *, sent_login: bool = False
+) -> str:
+    """The server's own words for a 4xx/5xx, whatever shape it wraps them in, and what the
+    status usually means (and how long the server asked to be left alone, if it said)."""
+    text = body.decode("utf-8", errors="replace").strip()
+    message = text
+    try:
+        obj = json.loads(text)
+    except (ValueError, RecursionError):
+        obj = None
+    if isinstance(obj, dict):
+        err = obj.get("error", obj.get("detail", obj.get("message")))
+        if isinstance(err, dict):
+            err = err.get("message") or err.get("msg") or err
+        if isinstance(err, list) and err and isinstance(err[0], dict):  # FastAPI validation
+            err = "; ".join(str(e.get("msg", e)) for e in err)
+        if err is not None:
+            message = str(err)
+    said = f"HTTP {status}: {shown_text(message) or '(empty body)'}"
+    advice = _REFUSED_LOGIN if status == 401 and sent_login else _STATUS_ADVICE.get(status)
+    wait = shown_text(retry_after or "", 40)
+    # seconds up to a day, or an HTTP date: anything else (-5, twenty digits) is not repeated
+    seconds_ok = wait.isdigit() and int(wait) <= 86_400
+    if not seconds_ok and "GMT" not in wait:
+        wait = ""
+    if wait:
+        wait_text = f"it asked to wait {wait}" + (" s" if wait.isdigit() else "")
+        advice = f"{advice}; {wait_text}" if advice else wait_text
+    return f"{said}; {advice}" if advice else said
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    seen = exc
+    while seen.__cause__ is not None or seen.__context__ is not None:
+        nxt = seen.__cause__ or seen.__context__
+        assert nxt is not None
+        seen = nxt
+    return seen
+
+
+def connect_failure(exc: BaseException, host: str) -> str:
+    """Name the usual connect failures plainly: refused, unresolvable, TLS to plain HTTP, or
+    something else. `host` is shown without any credentials it holds."""
+    host = url_without_credentials(host)
+    if "@" in host and "://" not in host:
+        host = host.rsplit("@", 1)[1]
+    cause = _root_cause(exc)
+    text = str(exc) or str(cause) or type(cause).__name__  # an empty reason said nothing
+    lowered = f"{text} {cause}".lower()
+    code = getattr(cause, "errno", None)
+    if (
+        "wrong_version_number" in lowered
+        or "record layer" in lowered
+        or ("ssl" in lowered and ("unexpected eof" in lowered or "unexpected_eof" in lowered))
+    ):
+        return (
+            f"TLS failed: {host} does not answer https:// (it speaks plain HTTP?): use http:// "
+            "in the URL"
+        )
+    if "handshake" in lowered and "timed out" in lowered:
+        return (
+            f"TLS failed: {host} took the connection but never finished the TLS handshake (it "
+            "speaks plain HTTP, or is not listening for TLS?): use http:// in the URL, or check "
+            "the port"
+        )
+    if "certificate verify failed" in lowered:
+        return (
+            f"TLS failed: the certificate of {host} is not trusted (self-signed?): use a "
+            "certificate from a known authority, or http:// on a trusted network"
+        )
+    if code == errno.ECONNREFUSED or "refused" in lowered or "all connection attempts" in lowered:
+        return (
+            f"connection refused: nothing listens at {host}; start the server "
+            "(for example `felab serve llamacpp --model ...`) or check the port"
+        )
+    unresolved = "name" in lowered and ("resolution" in lowered or "known" in lowered)
+    if unresolved or "nodename" in lowered:
+        return f"DNS failure: cannot resolve the host in {host}; check the URL"
+    if isinstance(exc, httpx.ReadTimeout):
+        return (
+            f"no answer: {host} took the connection but sent nothing back in time; is it the "
+            "server you meant, and has it finished starting?"
+        )
+    if "disconnected without sending a response" in lowered:
+        return _HUNG_UP.format(host=host)
+    if isinstance(exc, httpx.RemoteProtocolError | httpx.LocalProtocolError):
+        return f"not HTTP: {host} answered with something other than HTTP ({text}); check the port"
+    return f"connect error: {host}: {text}"
+
+
+#: No HTTP answer at all: often a TLS server hanging up on plain HTTP.
+_HUNG_UP = (
+    "no HTTP answer: {host} hung up without answering (a server that speaks TLS does so to "
+    "plain HTTP: try https://), or check the port"
+)
+#: A redirect whose Location httpx cannot read: felab follows no redirect anyway.
+_BAD_REDIRECT = (
+    "redirect: {host} answered with a redirect whose Location is not a valid URL; felab does "
+    "not follow redirects: give the server's own address"
+)
+
+
+def protocol_error_text(exc: BaseException) -> str:
+    """What the HTTP parser refused, in one short ASCII line (not a Python bytearray's repr)."""
+    shown = re.sub(r"bytearray\(b('.*?')\)", r"\1", str(exc))[:160]
+    return shown.encode("ascii", "backslashreplace").decode()
+
+
+def describe_error(exc: BaseException, url: str, tl: RequestTimeline, limits: ClientLimits) -> str:
+    """One line a person can act on. The text before the first colon is the error's kind."""
+    host = urlsplit(url_without_credentials(url)).netloc or url_without_credentials(url)
+    got = len(tl.content_chunks())
+    if isinstance(exc, httpx.ConnectTimeout):
+        if url.startswith("https://"):
+            return (
+                f"connect timeout: no TLS connection to {host} within {limits.connect:g} s; if "
+                "the server speaks plain HTTP, use http:// instead of https://"
+            )
+        return f"connect timeout: no connection to {host} within {limits.connect:g} s"
+    if isinstance(exc, httpx.ConnectError):
+        return connect_failure(exc, host)
+    if isinstance(exc, httpx.ReadTimeout):
+        if tl.done:  # the stream said it was over, then the body never ended
+            return (
+                f"stalled: the server ended the stream ([DONE] after {got} content chunks) but "
+                f"not its HTTP body, and sent nothing for {limits.stall:g} s (a Content-Length "
+                "longer than what it sent, or a proxy holding the body open?): check the server"
+            )
+        return (
+            f"stalled: no bytes for {limits.stall:g} s after {got} content chunks "
+            "(raise --stall-timeout if the server is just slow)"
+        )
+    if isinstance(exc, TimeoutError | asyncio.TimeoutError):
+        return f"timeout: the request took longer than --timeout {limits.total:g} s"
+    if isinstance(exc, httpx.TimeoutException):
+        return f"timeout: {type(exc).__name__} talking to {host}"
+    if "location header" in str(exc).lower() or type(exc).__name__ == "IDNAError":
+        return _BAD_REDIRECT.format(host=host)  # it was HTTP: "not HTTP" had blamed the port
+    if isinstance(exc, httpx.RemoteProtocolError):
+        text = str(exc)
+        if tl.status is None and "disconnected without sending" in text.lower():
+            return _HUNG_UP.format(host=host)  # no stream began: not "mid-stream"
+        if tl.status is None and "disconnected" not in text.lower():
+            # No response came: h11 refused what came instead (a status line of "abc").
+            return (
+                f"not HTTP: {host} did not answer with an HTTP response "
+                f"({protocol_error_text(exc)}); check the port"
+            )
+        return (
+            f"disconnected: the server closed the connection mid-stream after {got} content "
+            f"chunks ({exc})"
+        )
+    if isinstance(exc, httpx.ReadError | httpx.WriteError):
+        return f"connection lost: {type(exc).__name__} after {got} content chunks ({exc})"
+    if isinstance(exc, StreamProtocolError):
+        return f"malformed stream: message {len(tl.chunks) + 1}: {exc}"
+    if isinstance(exc, httpx.HTTPError):
+        return f"http error: {type(exc).__name__}: {exc}"
+    return f"client error: {type(exc).__name__}: {exc}"
