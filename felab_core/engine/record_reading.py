@@ -32,6 +32,9 @@ from felab_core.json_keys import KeyTwice, once
 from felab_core.sizing.units import MAX_TOKENS
 
 EPSILON_S = 1e-6  # clocks round: an end-to-end this much under TTFT is the same instant
+#: The most values (numbers and fields, counted by their commas) a record may hold: Python's
+#: JSON parser takes 20 to 40 bytes a value, so this keeps a comparison within about 1 GB.
+MOST_VALUES = 20_000_000
 #: The most inter-token gaps one request of felab's holds: a stream is cut past four messages
 #: a token asked (of the most --max-tokens) and 256 more (stream_shape.most_messages).
 MOST_GAPS = 4 * MAX_WORKLOAD_TOKENS + 256
@@ -76,7 +79,9 @@ def load_record(path: Path) -> dict[str, Any]:
     """
     try:
         text = read_named_text(path, what="bench record (JSON)", limit=GiB)
-        record = json.loads(text, object_pairs_hook=_slim)
+        values = text.count(",")
+        if values <= MOST_VALUES:  # 63 million zeros (126 MB) had taken 2.6 GB to parse
+            record = json.loads(text, object_pairs_hook=_slim)
     except NamedFileError as exc:
         raise CompareError(str(exc)) from None
     except KeyTwice as exc:
@@ -93,6 +98,12 @@ def load_record(path: Path) -> dict[str, Any]:
     except RecursionError:  # a file nested thousands deep: no record felab writes
         raise CompareError(f"{path}: nested too deeply to be a felab bench record") from None
     del text
+    if values > MOST_VALUES:
+        raise CompareError(
+            f"{path}: holds about {values:,} numbers and fields, more than a comparison reads "
+            f"({MOST_VALUES:,}: some 400,000 requests of 16 tokens); compare records of fewer "
+            "requests"
+        )
     if not isinstance(record, dict) or record.get("schema") != SCHEMA:
         raise CompareError(
             f"{path}: not a felab bench record (expected schema {SCHEMA!r}); write one with "
@@ -283,6 +294,13 @@ def _check_request(path: Path, run: int, index: int, request: Any) -> None:
             f"{where} has e2e_s = {e2e!r}, shorter than its ttft_s = {ttft!r}: a request ends "
             f"after its first token, so {broken}"
         )
+    tpot = request.get("tpot_s")
+    if tpot is not None and ttft is not None and e2e is not None and tpot > e2e - ttft + EPSILON_S:
+        raise CompareError(
+            f"{where} has tpot_s = {tpot!r}, longer than its time from first token to end "
+            f"({e2e - ttft:.6g} s, e2e_s - ttft_s): a token after the first takes part of that "
+            f"time, so {broken}"
+        )
     gaps = itl or []
     if len(gaps) > MOST_GAPS:
         raise CompareError(
@@ -409,6 +427,8 @@ def _checked_sample(path: Path, run: int, requests: list[Any]) -> Sample:
         raise broken() from None
     ttft, e2e = arrays["ttft_s"], arrays["e2e_s"]
     if (e2e < ttft - EPSILON_S).any():  # NaN (not measured) compares false
+        raise broken()
+    if (arrays["tpot_s"] > e2e - ttft + EPSILON_S).any():  # NaN compares false
         raise broken()
     counts = np.array([len(g) if g else 0 for g in itls], dtype=np.int64)
     if counts.size and counts.max() > MOST_GAPS:

@@ -53,6 +53,8 @@ def _write(tmp_path: Path, name: str, requests: list[dict[str, Any]]) -> Path:
         ({"tpot_s": 1e-9}, "request 3 has writing_tps = 100.0 beside tpot_s = 1e-09"),
         ({"writing_tps": 120.0}, "request 3 has writing_tps = 120.0 beside tpot_s = 0.01"),
         ({"index": -1}, "request 3 has index = -1, not a request's number"),  # fourteenth L6
+        # seventeenth sweep (a2) H6: TPOT 100 s inside a 4 ms request was compared as "worse"
+        ({"tpot_s": 100.0, "writing_tps": 0.01}, "request 3 has tpot_s = 100.0, longer than"),
         # sixteenth sweep H8: gaps that could not fit between the first token and the end
         ({"itl_s": [0.02] * 10}, "request 3 has inter-token gaps that add up to 0.2 s, longer"),
         ({"itl_s": [1e-9] * (MOST_GAPS + 1)}, f"request 3 has {MOST_GAPS + 1:,} inter-token gaps"),
@@ -81,7 +83,8 @@ def test_an_end_within_a_microsecond_of_the_first_token_is_the_same_instant(
     tmp_path: Path,
 ) -> None:
     requests = _requests([0.05] * 5)
-    requests[0] = {**requests[0], "e2e_s": 0.05 - 5e-7, "output_tokens": 1, "itl_s": []}
+    requests[0] = {**requests[0], "e2e_s": 0.05 - 5e-7, "output_tokens": 1, "itl_s": [],
+                   "tpot_s": None, "writing_tps": None}  # fmt: skip
     record = load_record(_write(tmp_path, "ok.json", requests))
     assert len(record["runs"][0]["requests"]) == 5
 
@@ -310,4 +313,16 @@ def test_a_run_whose_requests_were_cut_out_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "cut.json"
     path.write_text(json.dumps(record))
     with pytest.raises(CompareError, match="run 1 says 20 requests answered but lists none"):
+        load_record(path)
+
+
+def test_a_record_of_more_values_than_a_comparison_reads_is_refused_before_parsing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seventeenth sweep (a2) H7: 60 requests of a million zero gaps (126 MB) took 2.6 GB."""
+    import felab_core.engine.record_reading as reading
+
+    monkeypatch.setattr(reading, "MOST_VALUES", 1000)
+    path = _write(tmp_path, "big.json", _requests([0.05] * 100))
+    with pytest.raises(CompareError, match="more than a comparison reads"):
         load_record(path)
