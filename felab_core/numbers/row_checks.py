@@ -303,6 +303,38 @@ def _check_agrees(row: Mapping[str, str], writing: float | None) -> None:
     tpot = figures["tpot_p50_s"]
     if writing is not None and tpot is not None and (writing or tpot):
         _check_writing_is_one_over_tpot(writing, tpot, figures["tpot_p95_s"])
+    _check_rates(row, figures, counts["max_tokens"])
+
+
+def _check_rates(
+    row: Mapping[str, str], figures: Mapping[str, float | None], max_tokens: int | None
+) -> None:
+    """A run's throughputs agree with its requests (seventeenth sweep, a2 H8: 1,000 req/s at
+    one user whose median request took 6 s, and 100,000 tok/s beside 0.16 req/s of 256-token
+    answers, had been stored).
+
+    Users one request at a time finish at most users / mean E2E a second, and at least half
+    of the requests take the median or longer, so the mean is at least half the median: 4 x
+    users / E2E p50 leaves room for a ramp. A request's tokens are at most what felab lets one
+    stream send (four messages a token asked, and 256)."""
+    request_tps, output_tps = figures["request_tps"], figures["output_tps"]
+    users = (row.get("concurrency") or "").strip()
+    e2e = figures["e2e_p50_s"]
+    if figures["rate"] is None and users.isdigit() and int(users) >= 1 and request_tps and e2e:
+        most = 4 * int(users) / e2e
+        if request_tps > most * (1 + 2 * _ROUNDING):
+            raise Invalid(
+                f"request_tps {request_tps:g} at {users} user(s) one request at a time, whose "
+                f"median request took {e2e:g} s: they finish at most about {most:.3g} a second; "
+                "the row was edited"
+            )
+    if output_tps and request_tps and max_tokens:
+        each = 4 * max_tokens + 256
+        if output_tps > request_tps * each * (1 + 2 * _ROUNDING):
+            raise Invalid(
+                f"output_tps {output_tps:g} beside request_tps {request_tps:g}: a request of "
+                f"max_tokens {max_tokens:,} brings at most {each:,} tokens; the row was edited"
+            )
 
 
 #: How far a figure in a row may be from the value felab computed: felab writes 6 significant

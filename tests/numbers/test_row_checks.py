@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import re
 from pathlib import Path
 from typing import Any
 
@@ -473,3 +474,20 @@ def test_two_runs_of_one_second_are_two_runs(db: Session, student: m.Member) -> 
         "result only",
         "recorded",
     ]
+
+
+@pytest.mark.parametrize(
+    ("cells", "said"),
+    [
+        ({"request_tps": "1000"}, "request_tps 1000 at 1 user(s) one request at a time"),
+        ({"output_tps": "100000"}, "output_tps 100000 beside request_tps"),
+    ],
+)
+def test_throughputs_its_own_requests_contradict_are_refused(
+    cells: dict[str, str], said: str
+) -> None:
+    """Seventeenth sweep (a2) H8: 1,000 req/s at one user taking 6 s a request, and 100,000
+    tok/s beside 0.16 req/s of 256-token answers, had been stored."""
+    row = _changed(e2e_p50_s="6.0", e2e_p95_s="6.5", request_tps="0.16", output_tps="7.0")
+    with pytest.raises(Invalid, match=re.escape(said)):
+        check_result_row({**row, **cells})
