@@ -117,7 +117,7 @@ def test_open_loop_latency_counts_from_the_schedule() -> None:
 
 
 def test_server_timings_are_kept_beside_the_client_figures() -> None:
-    tl = timeline([1, 2, 3], usage=3, end_ms=2600)  # the load happened inside the request
+    tl = timeline([600, 610, 620], usage=3, end_ms=2600)  # the load came before the first token
     tl.server_timings = {"predicted_per_second": 71.5}
     assert request_metrics(tl).server_tps == 71.5
     tl.server_timings = {"eval_count": 100, "eval_duration": 2e9, "load_duration": 5e8}
@@ -220,6 +220,9 @@ def test_a_load_time_outside_the_request_is_not_believed(load_ns: int) -> None:
     assert request_metrics(tl).server_load_s is None
     tl.server_timings = {"load_duration": 50_000_000}  # 50 ms of a 200 ms request
     assert request_metrics(tl).server_load_s == pytest.approx(0.05)
+    # seventeenth sweep (a) M5: a load far longer than the wait for the first token (100 ms)
+    tl.server_timings = {"load_duration": 300_000_000}
+    assert request_metrics(tl).server_load_s is None
 
 
 def test_summary_percentiles_counts_and_rates() -> None:
@@ -281,7 +284,7 @@ def test_cold_first_request_is_reported_not_averaged() -> None:
 def test_ollama_load_duration_marks_a_cold_start() -> None:
     metrics = []
     for i in range(3):
-        tl = timeline([20, 30, 40], usage=3, end_ms=1600)
+        tl = timeline([1520, 1530, 1540] if i == 1 else [20, 30, 40], usage=3, end_ms=1600)
         tl.index = i
         if i == 1:
             tl.server_timings = {"load_duration": 1.5e9, "eval_count": 3, "eval_duration": 2e7}
