@@ -233,6 +233,13 @@ async def _stream(
                 messages = 0
                 for frame in decoder.feed(piece):
                     messages += 1
+                    if tl.done:  # 3,000 chunks after [DONE] had read as "did not stop"
+                        tl.error = (
+                            f"malformed stream: the server kept sending after its end marker "
+                            f"([DONE], or done: true) at message {len(tl.chunks)}: check the server"
+                        )
+                        tl.end_ns = t
+                        return
                     _record(adapter, tl, frame.data, t, adapter.interpret(frame))
                     if len(tl.chunks) > most:  # an endless stream grew to GBs
                         tl.error = (

@@ -491,3 +491,13 @@ async def test_a_redirects_location_is_shown_without_control_characters() -> Non
     )
     assert tl.error is not None and tl.error.startswith("redirect: the server answered HTTP 307")
     assert "\u009b" not in tl.error and "?31mRED?0m" in tl.error and "pw" not in tl.error
+
+
+async def test_a_stream_that_goes_on_after_its_end_marker_is_said_so() -> None:
+    """Seventeenth sweep (a) M6: 3,000 chunks after [DONE] read as "the server did not stop
+    ... is it ignoring max_tokens?"; the stream did end, then went on."""
+    chunk = b'data: {"choices":[{"delta":{"content":"tok "}}]}\n\n'
+    body = chunk * 4 + b"data: [DONE]\n\n" + chunk * 3000
+    tl = await _raw_answer(body, hold_open=False)
+    assert tl.error is not None
+    assert tl.error.startswith("malformed stream: the server kept sending after its end marker")
