@@ -56,6 +56,15 @@ def not_a_stream(head: bytes, content_type: str) -> str | None:
             "not an LLM server: the URL answered with an HTML page, not a token stream; check "
             "the address and port (a web server or a dashboard answered)"
         )
+    first_line, _, rest = text.partition("\n")
+    if text.startswith("{") and (
+        "ndjson" in content_type.lower()
+        or (first_line.rstrip().endswith("}") and rest.startswith("{"))
+    ):  # one JSON object a line, streamed: had been called "one JSON answer"
+        return (
+            "an NDJSON stream (one JSON object a line, as Ollama's own API sends), not the "
+            "server-sent events this --api reads: use --api ollama for Ollama's /api/chat"
+        )
     if text.startswith("{") and ("json" in content_type.lower() or not content_type):
         return (
             "not streaming: the server sent one JSON answer instead of a stream; check that "

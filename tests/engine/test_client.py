@@ -501,3 +501,16 @@ async def test_a_stream_that_goes_on_after_its_end_marker_is_said_so() -> None:
     tl = await _raw_answer(body, hold_open=False)
     assert tl.error is not None
     assert tl.error.startswith("malformed stream: the server kept sending after its end marker")
+
+
+def test_an_ndjson_stream_under_the_openai_api_is_named() -> None:
+    """Seventeenth sweep (a) M8: Ollama's NDJSON read as --api openai-chat was "one JSON
+    answer instead of a stream"; it streamed, in another framing."""
+    from felab_core.engine.stream_shape import not_a_stream
+
+    lines = b'{"message": {"role": "assistant", "content": "tok "}, "done": false}\n' * 3
+    for content_type in ("application/x-ndjson", ""):
+        said = not_a_stream(lines, content_type)
+        assert said is not None and said.startswith("an NDJSON stream") and "--api ollama" in said
+    one = not_a_stream(b'{"choices": [{"message": {"content": "hi"}}]}', "application/json")
+    assert one is not None and one.startswith("not streaming")
