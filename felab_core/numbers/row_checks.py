@@ -304,6 +304,66 @@ def _check_agrees(row: Mapping[str, str], writing: float | None) -> None:
     if writing is not None and tpot is not None and (writing or tpot):
         _check_writing_is_one_over_tpot(writing, tpot, figures["tpot_p95_s"])
     _check_rates(row, figures, counts["max_tokens"])
+    _check_what_bench_writes(row, figures, counts)
+
+
+#: How far a request's median time per token or between tokens may be past the slow end of
+#: its end-to-end times: each is inside its own request (TPOT 100 s beside E2E 0.02 s had
+#: been stored), and the tenfold room covers runs whose few long answers alone have a TPOT.
+_INSIDE_E2E = 10.0
+
+
+def _check_what_bench_writes(
+    row: Mapping[str, str], figures: Mapping[str, float | None], counts: Mapping[str, int | None]
+) -> None:
+    """What `felab bench` never writes together (seventeenth sweep, a H6/H7, a2 H8): a writing
+    speed where a request holds one token; a server's speed past any stream; figures from
+    requests that were all cold starts (those are left out of the figures); a token time
+    longer than the requests; a shared prefix without a prompt length; burstiness without a
+    rate; a first token or an end in no time; a mean prompt of part of a token."""
+    if counts["max_tokens"] == 1 and figures["writing_tps_p50"]:
+        raise Invalid(
+            "writing_tps_p50 beside max_tokens 1: a request of one token has no time per "
+            "token, and felab writes no writing speed for it; the row was edited"
+        )
+    server_tps = figures["server_tps_p50"]
+    if server_tps is not None and server_tps > MAX_SERVER_TPS:
+        raise Invalid(
+            f"server_tps_p50 {server_tps:g}: felab keeps no server's figure past "
+            f"{MAX_SERVER_TPS:,.0f} tokens a second for one stream; the row was edited"
+        )
+    cold, ok = counts["cold_starts"], counts["ok"]
+    if cold and ok and cold >= ok and figures["ttft_p50_s"] is not None:
+        raise Invalid(
+            f"cold_starts {cold} of {ok} answered, beside latency figures: cold starts are left "
+            "out of the figures, so there are none; the row was edited"
+        )
+    e2e_slow = figures["e2e_p95_s"]
+    for name in ("tpot_p50_s", "itl_p50_s"):
+        value = figures[name]
+        if value is not None and e2e_slow and value > _INSIDE_E2E * e2e_slow:
+            raise Invalid(
+                f"{name} {value:g} beside e2e_p95_s {e2e_slow:g}: a time per token is inside "
+                "its request; the row was edited"
+            )
+    for name in ("ttft_p50_s", "ttft_p95_s", "e2e_p50_s", "e2e_p95_s", "tpot_p50_s"):
+        if figures[name] == 0:
+            raise Invalid(f"{name} 0: every request takes time; the row was edited")
+    if counts["shared_prefix_tokens"] and counts["prompt_tokens"] is None:
+        raise Invalid(
+            "shared_prefix_tokens without prompt_tokens: felab bench takes a shared prefix only "
+            "with --prompt-tokens; the row was edited"
+        )
+    if figures["burstiness"] is not None and figures["rate"] is None:
+        raise Invalid(
+            "burstiness without a rate: it shapes the gaps between requests sent at a rate, "
+            "and felab writes it only then; the row was edited"
+        )
+    prompt = figures["prompt_tokens_server"]
+    if prompt is not None and 0 < prompt < 1:
+        raise Invalid(
+            f"prompt_tokens_server {prompt:g}: a prompt is a token at least; the row was edited"
+        )
 
 
 def _check_rates(

@@ -491,3 +491,26 @@ def test_throughputs_its_own_requests_contradict_are_refused(
     row = _changed(e2e_p50_s="6.0", e2e_p95_s="6.5", request_tps="0.16", output_tps="7.0")
     with pytest.raises(Invalid, match=re.escape(said)):
         check_result_row({**row, **cells})
+
+
+@pytest.mark.parametrize(
+    ("cells", "said"),
+    [
+        ({"max_tokens": "1"}, "writing_tps_p50 beside max_tokens 1"),
+        ({"server_tps_p50": "9999999"}, "felab keeps no server's figure past 100,000"),
+        ({"cold_starts": "8"}, "cold_starts 8 of 8 answered, beside latency figures"),
+        (
+            {"tpot_p50_s": "100", "tpot_p95_s": "100", "writing_tps_p50": "0.01"},
+            "tpot_p50_s 100 beside e2e_p95_s",
+        ),
+        ({"itl_p50_s": "100", "itl_p95_s": "100"}, "itl_p50_s 100 beside e2e_p95_s"),
+        ({"ttft_p50_s": "0"}, "ttft_p50_s 0: every request takes time"),
+        ({"shared_prefix_tokens": "100", "prompt_tokens": ""}, "shared_prefix_tokens without"),
+        ({"burstiness": "5"}, "burstiness without a rate"),
+        ({"prompt_tokens_server": "0.0001"}, "prompt_tokens_server 0.0001: a prompt is a token"),
+    ],
+)
+def test_what_bench_never_writes_together_is_refused(cells: dict[str, str], said: str) -> None:
+    """Seventeenth sweep (a) H6, H7, L12: each had been stored as a measured row."""
+    with pytest.raises(Invalid, match=re.escape(said)):
+        check_result_row(_changed(**cells))
