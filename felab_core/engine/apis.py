@@ -154,7 +154,7 @@ def _number_fields(obj: Any) -> dict[str, float] | None:
 
 def _openai_common(obj: dict[str, Any], text_of: Any) -> FrameInfo:
     info = FrameInfo()
-    if "error" in obj:
+    if obj.get("error") not in (None, "", {}):  # "error": null beside a token is no error
         info.error = _error_text(obj["error"])
         return info
     choices = obj.get("choices")
@@ -310,7 +310,7 @@ class Ollama:
             )
         obj = _loads(frame.data)
         info = FrameInfo()
-        if "error" in obj:
+        if obj.get("error") not in (None, "", {}):
             info.error = _error_text(obj["error"])
             return info
         message = obj.get("message")

@@ -32,6 +32,8 @@ from felab_core.json_keys import KeyTwice, once
 from felab_core.sizing.units import MAX_TOKENS
 
 EPSILON_S = 1e-6  # clocks round: an end-to-end this much under TTFT is the same instant
+#: The most runs one record holds: a -c list takes at most 64 values.
+MOST_RUNS = 64
 #: The most values (numbers and fields, counted by their commas) a record may hold: Python's
 #: JSON parser takes 20 to 40 bytes a value, so this keeps a comparison within about 1 GB.
 MOST_VALUES = 20_000_000
@@ -111,6 +113,11 @@ def load_record(path: Path) -> dict[str, Any]:
         )
     if not isinstance(record.get("runs"), list):
         raise CompareError(f"{path}: the record has no runs")
+    if len(record["runs"]) > MOST_RUNS:  # 2,000 runs had run past 30 s
+        raise CompareError(
+            f"{path}: holds {len(record['runs']):,} runs, and felab bench writes at most "
+            f"{MOST_RUNS} (a -c list of 64): the file was edited or joined from others"
+        )
     broken = "the file was edited or broken"
     for i, run in enumerate(record["runs"], 1):
         requests = run.get("requests") if isinstance(run, dict) else None
@@ -283,6 +290,11 @@ def _check_request(path: Path, run: int, index: int, request: Any) -> None:
                 f"{where} has {key} = {value!r}, not {what} felab measures: {broken}"
             )
     tpot, speed = request.get("tpot_s"), request.get("writing_tps")
+    if speed is not None and tpot is None:  # 9,999,999 tok/s with no TPOT had been "better"
+        raise CompareError(
+            f"{where} has writing_tps = {speed!r} and no tpot_s: felab writes the speed as "
+            f"1 / tpot_s, never alone, so {broken}"
+        )
     if tpot is not None and speed is not None and not _one_over(speed, tpot):
         raise CompareError(
             f"{where} has writing_tps = {speed!r} beside tpot_s = {tpot!r}: felab writes the "
@@ -439,6 +451,8 @@ def _checked_sample(path: Path, run: int, requests: list[Any]) -> Sample:
     if (spent > e2e - ttft + EPSILON_S + _GAP_ROUNDING_S * counts).any():
         raise broken()
     if not _one_over(arrays["writing_tps"], arrays["tpot_s"]).all():
+        raise broken()
+    if (~np.isnan(arrays["writing_tps"]) & np.isnan(arrays["tpot_s"])).any():
         raise broken()
     usable = np.array(oks, dtype=bool) & ~np.array([c is True for c in colds], dtype=bool)
     return Sample(

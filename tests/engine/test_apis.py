@@ -68,6 +68,12 @@ def test_error_object_inside_the_stream() -> None:
     assert info.error == "context too long"
 
 
+def test_an_error_field_of_null_beside_a_token_is_no_error() -> None:
+    """Seventeenth sweep (a2) M8: "server error in stream: None"."""
+    info = chat.interpret(frame({"error": None, "choices": [{"delta": {"content": "a"}}]}))
+    assert info.error is None and info.text == "a"
+
+
 def test_an_openai_event_stream_read_as_ollama_says_which_api_it_is() -> None:
     """Thirteenth sweep: --kind ollama against an OpenAI-style server said only 'not JSON'."""
     line = 'data: {"choices": [{"delta": {"content": "a"}}]}'

@@ -53,6 +53,10 @@ def _write(tmp_path: Path, name: str, requests: list[dict[str, Any]]) -> Path:
         ({"tpot_s": 1e-9}, "request 3 has writing_tps = 100.0 beside tpot_s = 1e-09"),
         ({"writing_tps": 120.0}, "request 3 has writing_tps = 120.0 beside tpot_s = 0.01"),
         ({"index": -1}, "request 3 has index = -1, not a request's number"),  # fourteenth L6
+        (
+            {"tpot_s": None, "writing_tps": 9999999.0},
+            "request 3 has writing_tps = 9999999.0 and no",
+        ),
         # seventeenth sweep (a2) H6: TPOT 100 s inside a 4 ms request was compared as "worse"
         ({"tpot_s": 100.0, "writing_tps": 0.01}, "request 3 has tpot_s = 100.0, longer than"),
         # sixteenth sweep H8: gaps that could not fit between the first token and the end
@@ -325,4 +329,13 @@ def test_a_record_of_more_values_than_a_comparison_reads_is_refused_before_parsi
     monkeypatch.setattr(reading, "MOST_VALUES", 1000)
     path = _write(tmp_path, "big.json", _requests([0.05] * 100))
     with pytest.raises(CompareError, match="more than a comparison reads"):
+        load_record(path)
+
+
+def test_a_record_of_more_runs_than_bench_writes_is_refused(tmp_path: Path) -> None:
+    """Seventeenth sweep (a2) H10: 2,000 runs ran past 30 s."""
+    record = _record([(c, _requests([0.05] * 2)) for c in range(1, 66)])
+    path = tmp_path / "runs.json"
+    path.write_text(json.dumps(record))
+    with pytest.raises(CompareError, match="holds 65 runs, and felab bench writes at most 64"):
         load_record(path)
