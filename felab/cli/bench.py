@@ -467,6 +467,7 @@ def bench(
             no_csv=no_csv,
             trace=trace,
             targets_file=targets_file or get_settings().targets_file,
+            repeat=repeat,
         )
     except (TargetError, ValueError, ResultsFileError) as exc:
         err_console.print(f"[red]error:[/red] {esc(str(exc))}")

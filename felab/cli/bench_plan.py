@@ -213,6 +213,7 @@ def check_outputs(
     no_csv: bool,
     trace: Path | None = None,
     targets_file: Path | None = None,
+    repeat: int = 1,
 ) -> None:
     """Refuse, before the run, files it could not be saved to (minutes of timing not lost)."""
     for flag, given, own in (("--json", json_path, "json"), ("--csv", csv_path, "csv")):
@@ -222,15 +223,17 @@ def check_outputs(
             )
     if no_csv and csv_path is not None:
         raise ValueError("--no-csv and --csv contradict each other: give one")
-    check_destinations(
-        None if no_csv else (csv_path or default_csv()),
-        json_path,
-        inputs=(
-            (trace, "trace (--trace)"),
-            (targets_file, "targets file"),
-            (_database_file(), "database felab keeps (FELAB_DATA_DIR or FELAB_DATABASE_URL)"),
-        ),
+    inputs = (
+        (trace, "trace (--trace)"),
+        (targets_file, "targets file"),
+        (_database_file(), "database felab keeps (FELAB_DATA_DIR or FELAB_DATABASE_URL)"),
     )
+    csv_out = None if no_csv else (csv_path or default_csv())
+    check_destinations(csv_out, json_path, inputs=inputs)
+    for k in range(1, min(repeat, 100) + 1 if json_path is not None and repeat > 1 else 1):
+        # each repeat's own record, FILE.rK.json: through a link it had replaced what the
+        # link named (a results CSV, /etc/hostname)
+        check_destinations(csv_out, repeat_path(json_path, k), inputs=inputs)
     for flag, given, own, other in (
         ("--json", json_path, "json", "csv"),
         ("--csv", csv_path, "csv", "json"),
@@ -290,3 +293,10 @@ def check_search(
             f"--find-max-rate prints its own search, probe by probe: {', '.join(ignored)} "
             "would not apply; drop them (its objective is the one it names)"
         )
+
+
+def repeat_path(json_path: Path | None, k: int) -> Path | None:
+    """Where repeat `k` of `--repeat N --json FILE` is saved: FILE.rK.json."""
+    if json_path is None:
+        return None
+    return json_path.with_name(f"{json_path.stem}.r{k}{json_path.suffix or '.json'}")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from felab.cli.bench_plan import repeat_path
 from felab.cli.output import Column, Format, Grid, emit, number, text
 from felab_core.engine.bench import BenchOutcome, save_outcomes
 from felab_core.engine.measure import RunResult
@@ -80,11 +81,7 @@ def run_repeats(
     for k in range(1, times + 1):
         outcomes = once(k)
         repeats.append(outcomes)
-        path = (
-            None
-            if json_path is None
-            else json_path.with_name(f"{json_path.stem}.r{k}{json_path.suffix or '.json'}")
-        )
+        path = repeat_path(json_path, k)
         for written in save_outcomes(outcomes, csv_path=csv_path, json_path=path):
             notes.print(f"repeat {k}: wrote {written}", soft_wrap=True)
         if any(o.error or (o.result and o.result.interrupted) for o in outcomes):

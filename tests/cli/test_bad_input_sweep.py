@@ -312,6 +312,9 @@ def _write_files(d: Path) -> None:
     (d / "targets-key-escape.toml").write_text(  # sixteenth sweep (a) H10
         '[targets.x]\nkind = "vllm"\nurl = "http://127.0.0.1:1"\n"f\\u001b[31moo" = 1\n'
     )
+    (d / "precious.txt").write_text("precious\n")  # seventeenth sweep (a) H9
+    if not (d / "rz.r1.json").is_symlink():
+        (d / "rz.r1.json").symlink_to(d / "precious.txt")
     (d / "key-twice.json").write_text(  # JSON keeps the last: 9 s compared without a word
         '{"schema": "felab.bench/1", "runs": [{"requests": [{"ok": true, "ttft_s": 0.1, '
         '"ttft_s": 9.0}]}]}'
@@ -841,6 +844,7 @@ CASES: list[Case] = [
     case("db-restore-missing", "db restore {files}/nope.db --yes", 2, "does not exist"),
     case("bench-stall-timeout-tiny", f"bench {LOCAL} --stall-timeout 1e-300", 2, "--stall-timeout must be from 0.01 s"),
     case("bench-find-max-rate-start-past-ceiling", f"bench {LOCAL} --find-max-rate ttft_p95=500ms --duration 0.3 --rate 10001 --no-csv", 2, "goes up to 10,000 req/s"),  # 17th (a) H3: exit 70
+    case("bench-repeat-json-through-a-link", f"bench {LOCAL} --repeat 2 --json {{files}}/rz.json", 2, "writes no results through a link"),
     case("bench-concurrency-thousands-comma", f"bench {LOCAL} -c 1,000", 2, "write 1000, not 1,000"),
     case("numbers-export-under-a-file", "numbers export {files}/notes.txt/e.json", 2, "is a file, not a folder"),
     case("bench-json-folder-mark", f"bench {LOCAL} --json {{files}}/new-record.json/", 2, "ends in '/', a folder's mark"),
