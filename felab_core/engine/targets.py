@@ -34,7 +34,7 @@ from pydantic import (
 from felab_core.engine.apis import Api, adapter_for
 from felab_core.engine.server_kinds import ServerKind
 from felab_core.files import MiB, NamedFileError, read_named_text
-from felab_core.redact import add_url_secrets, url_as_typed_masked
+from felab_core.redact import add_url_secrets, redact, url_as_typed_masked
 from felab_core.text import formula_mark, holds_hidden, with_hidden_shown
 
 
@@ -194,6 +194,8 @@ class _TargetEntry(BaseModel):
             raise ValueError(  # a 100,000-character note took a minute to print, and travelled
                 f"is {len(value):,} characters: a note is at most {MAX_NOTE_CHARS} (one line)"
             )
+        if value is not None and info.field_name == "note":
+            return redact(value)  # a key written in a note is printed and saved with each run
         return value
 
 

@@ -229,3 +229,17 @@ def test_a_url_naming_another_api_s_endpoint_is_refused() -> None:
         None, targets=DEFAULT_TARGETS, url="http://h:1/v1/chat/completions", api=Api.OPENAI_CHAT
     )
     assert same.url == "http://h:1"
+
+
+def test_a_secret_written_in_a_note_is_masked(tmp_path: Path) -> None:
+    """Seventeenth sweep (a2) M7: a note's api_key=... was printed and saved with each run."""
+    from felab_core.engine.targets import load_targets
+
+    path = tmp_path / "t.toml"
+    path.write_text(
+        '[targets.box]\nkind = "vllm"\nurl = "http://127.0.0.1:1"\n'
+        'note = "the lab box, api_key=sk-abcdef1234567890 password=hunter22"\n'
+    )
+    note = load_targets(path)["box"].note or ""
+    assert "sk-abcdef1234567890" not in note and "hunter22" not in note
+    assert note.startswith("the lab box")
