@@ -26,6 +26,7 @@ from felab_core.engine.stream_shape import (
     HEAD_BYTES,
     asked_tokens,
     most_messages,
+    most_text_chars,
     not_a_stream,
     shown_text,
 )
@@ -185,6 +186,8 @@ async def _stream(
 ) -> None:
     decoder = adapter.decoder()
     most = most_messages(payload)
+    most_text = most_text_chars(payload)
+    text_chars = 0
     async with client.stream("POST", url, json=payload, extensions={"trace": trace}) as resp:
         tl.status = resp.status_code
         tl.request_bytes = int(resp.request.headers.get("content-length") or 0)
@@ -240,7 +243,15 @@ async def _stream(
                         )
                         tl.end_ns = t
                         return
-                    _record(adapter, tl, frame.data, t, adapter.interpret(frame))
+                    info = adapter.interpret(frame)
+                    _record(adapter, tl, frame.data, t, info)
+                    text_chars += len(info.text)
+                    if text_chars > most_text:  # 60 "tokens" of 15 MB each took 2.7 GB
+                        tl.error = (
+                            f"malformed stream: the server sent over {most_text:,} characters "
+                            f"of text for {asked_tokens(payload) or 'the'} tokens asked; no "
+                            "token is that long: check the server"
+                        )
                     if len(tl.chunks) > most:  # an endless stream grew to GBs
                         tl.error = (
                             f"the server did not stop: over {most:,} messages for "

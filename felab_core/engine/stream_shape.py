@@ -43,6 +43,12 @@ def most_messages(payload: dict[str, Any]) -> int:
     return 4 * (asked_tokens(payload) or MAX_TOKENS) + 256
 
 
+def most_text_chars(payload: dict[str, Any]) -> int:
+    """Characters of answer a stream may send: a token is at most a few dozen characters
+    (1,024 leaves room for any vocabulary's longest), and 64 Ki more for the rest."""
+    return 1024 * (asked_tokens(payload) or MAX_TOKENS) + 65_536
+
+
 #: Bytes of a response kept to say what it was when it was not a stream.
 HEAD_BYTES = 512
 

@@ -514,3 +514,11 @@ def test_an_ndjson_stream_under_the_openai_api_is_named() -> None:
         assert said is not None and said.startswith("an NDJSON stream") and "--api ollama" in said
     one = not_a_stream(b'{"choices": [{"message": {"content": "hi"}}]}', "application/json")
     assert one is not None and one.startswith("not streaming")
+
+
+async def test_text_far_past_the_tokens_asked_stops_the_stream() -> None:
+    """Seventeenth sweep (a2) H9: 60 chunks of 15 MB for 64 tokens took 2.7 GB, past 30 s."""
+    huge = b'data: {"choices":[{"delta":{"content":"' + b"x" * 300_000 + b'"}}]}\n\n'
+    tl = await _raw_answer(huge * 4, hold_open=False, max_tokens=4)
+    assert tl.error is not None
+    assert tl.error.startswith("malformed stream: the server sent over 69,632 characters")
