@@ -146,7 +146,14 @@ def _usable(run: dict[str, Any]) -> Sample:
     if isinstance(requests, Sample):  # from load_record: already only the usable ones
         return requests
     return sample_of(
-        [r for r in requests or [] if isinstance(r, dict) and r.get("ok") and not r.get("cold")]
+        [
+            r
+            for r in requests or []
+            if isinstance(r, dict)
+            and r.get("ok")
+            and not r.get("cold")
+            and not r.get("outside_window")
+        ]
     )
 
 

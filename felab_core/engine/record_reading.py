@@ -265,7 +265,7 @@ def _check_request(path: Path, run: int, index: int, request: Any) -> None:
         raise CompareError(
             f"{where} has index = {_cut(number)}, not a request's number (0 or more): {broken}"
         )
-    for key, missing_ok in (("ok", False), ("cold", True)):
+    for key, missing_ok in (("ok", False), ("cold", True), ("outside_window", True)):
         flag = request.get(key)
         if not isinstance(flag, bool) and not (missing_ok and flag is None):
             raise CompareError(f"{where} has {key} = {flag!r}, not true or false: {broken}")
@@ -400,12 +400,14 @@ def _checked_sample(path: Path, run: int, requests: list[Any]) -> Sample:
         raise broken()
     oks = [r.get("ok") for r in requests]
     colds = [r.get("cold") for r in requests]
+    outside = [r.get("outside_window") for r in requests]
     tokens = [r.get("output_tokens") for r in requests]
     itls = [r.get("itl_s") for r in requests]
     columns = {key: [r.get(key) for r in requests] for key in SCALARS}
     if (
         not set(map(type, oks)) <= {bool}
         or not set(map(type, colds)) <= {bool, type(None)}
+        or not set(map(type, outside)) <= {bool, type(None)}
         or not set(map(type, tokens)) <= {int, type(None)}
         or any(not 0 <= t <= MAX_TOKENS for t in tokens if t is not None)
         or not set(map(type, itls)) <= {list, type(None)}
@@ -454,7 +456,10 @@ def _checked_sample(path: Path, run: int, requests: list[Any]) -> Sample:
         raise broken()
     if (~np.isnan(arrays["writing_tps"]) & np.isnan(arrays["tpot_s"])).any():
         raise broken()
-    usable = np.array(oks, dtype=bool) & ~np.array([c is True for c in colds], dtype=bool)
+    # as bench's own figures: warm, and inside the steady window (--ramp-up/--ramp-down)
+    usable = np.array(oks, dtype=bool) & ~np.array(
+        [c is True or w is True for c, w in zip(colds, outside, strict=True)], dtype=bool
+    )
     return Sample(
         {key: arrays[key][usable] for key in SCALARS},
         arrays["itl_s"][np.repeat(usable, counts)],

@@ -53,6 +53,7 @@ def _write(tmp_path: Path, name: str, requests: list[dict[str, Any]]) -> Path:
         ({"tpot_s": 1e-9}, "request 3 has writing_tps = 100.0 beside tpot_s = 1e-09"),
         ({"writing_tps": 120.0}, "request 3 has writing_tps = 120.0 beside tpot_s = 0.01"),
         ({"index": -1}, "request 3 has index = -1, not a request's number"),  # fourteenth L6
+        ({"outside_window": "no"}, "request 3 has outside_window = 'no', not true or false"),
         (
             {"tpot_s": None, "writing_tps": 9999999.0},
             "request 3 has writing_tps = 9999999.0 and no",
@@ -339,3 +340,13 @@ def test_a_record_of_more_runs_than_bench_writes_is_refused(tmp_path: Path) -> N
     path.write_text(json.dumps(record))
     with pytest.raises(CompareError, match="holds 65 runs, and felab bench writes at most 64"):
         load_record(path)
+
+
+def test_requests_bench_left_out_of_its_figures_are_left_out_of_the_comparison(
+    tmp_path: Path,
+) -> None:
+    """Seventeenth sweep (a) M9: the ramp-up's slow requests (outside_window) were compared,
+    TTFT p95 317 ms against bench's own 37 ms."""
+    requests = _requests([0.05] * 6) + [{**r, "outside_window": True} for r in _requests([0.3] * 4)]
+    run = load_record(_write(tmp_path, "w.json", requests))["runs"][0]["requests"]
+    assert len(run) == 6 and run.scalars["ttft_s"].max() == 0.05
