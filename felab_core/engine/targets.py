@@ -246,11 +246,18 @@ def load_targets(path: Path | None) -> dict[str, Target]:
             )
     for name, entry in parsed.targets.items():
         base = targets.get(name)
+        if base is not None and entry.kind is not None and entry.kind != base.kind:
+            base = None  # another kind: the built-in's API, port and model are not its own
         if base is None:
             if entry.kind is None or entry.url is None:
+                what = (
+                    "is another kind than felab's own target of that name"
+                    if name in targets
+                    else "is a new name"
+                )
                 raise TargetError(
-                    f"targets file {path}: [targets.{name}] is a new name, so it needs both "
-                    "kind (ollama, llamacpp, mlx, vllm, sglang or openai) and url"
+                    f"targets file {path}: [targets.{name}] {what}, so it needs both kind "
+                    "(ollama, llamacpp, mlx, vllm, sglang or openai) and url"
                 )
             api = entry.api or entry.kind.traits.api
             base = Target(name, entry.kind, entry.url, api)

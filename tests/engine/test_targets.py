@@ -243,3 +243,17 @@ def test_a_secret_written_in_a_note_is_masked(tmp_path: Path) -> None:
     note = load_targets(path)["box"].note or ""
     assert "sk-abcdef1234567890" not in note and "hunter22" not in note
     assert note.startswith("the lab box")
+
+
+def test_a_built_in_target_given_another_kind_takes_that_kind_s_api(tmp_path: Path) -> None:
+    """Seventeenth sweep (a) M12: ollama made vllm kept Ollama's /api/chat and llama3.1:8b."""
+    from felab_core.engine.apis import Api
+    from felab_core.engine.targets import TargetError, load_targets
+
+    path = tmp_path / "t.toml"
+    path.write_text('[targets.ollama]\nkind = "vllm"\nurl = "http://127.0.0.1:8000"\n')
+    target = load_targets(path)["ollama"]
+    assert target.api is Api.OPENAI_CHAT and target.model is None
+    path.write_text('[targets.ollama]\nkind = "vllm"\n')
+    with pytest.raises(TargetError, match="is another kind than felab's own target"):
+        load_targets(path)
