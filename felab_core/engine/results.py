@@ -13,6 +13,7 @@ import io
 import json
 import math
 import os
+import re
 import tempfile
 from collections import Counter
 from collections.abc import Sequence
@@ -346,6 +347,12 @@ def read_table(path: Path) -> tuple[list[str], list[dict[str, str]]]:
         raise UnreadableResults(
             f"line {line}: not CSV felab can read ({exc}); fix or remove the line"
         ) from None
+    if columns and re.match(r"\d{4}-\d\d-\d\d", columns[0]):  # a row read as the header
+        raise UnreadableResults(
+            f"line 1 is a row ({columns[0][:32]}, ...), not felab's header "
+            f"({', '.join(CSV_COLUMNS[:4])}, ...): the header line was cut off; put it back "
+            "first (felab bench writes it)"
+        )
     twice = sorted(c for c, n in Counter(columns).items() if n > 1)
     if twice:  # csv keeps the last cell of a name: a second host would be believed
         raise UnreadableResults(

@@ -514,3 +514,14 @@ def test_what_bench_never_writes_together_is_refused(cells: dict[str, str], said
     """Seventeenth sweep (a) H6, H7, L12: each had been stored as a measured row."""
     with pytest.raises(Invalid, match=re.escape(said)):
         check_result_row(_changed(**cells))
+
+
+def test_a_results_file_without_its_header_line_is_said_so(tmp_path: Path) -> None:
+    """Seventeenth sweep (a) M11: a CSV with its header cut off was blamed on "a header that
+    names , 0, 5 twice: remove the extra column"."""
+    from felab_core.engine.results import UnreadableResults, read_table
+
+    path = tmp_path / "cut.csv"
+    path.write_text(",".join(BENCH_ROW.values()) + "\n")
+    with pytest.raises(UnreadableResults, match=r"line 1 is a row .* the header line was cut off"):
+        read_table(path)
