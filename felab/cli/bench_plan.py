@@ -163,8 +163,11 @@ def plan_run(
         ramp_down_s=ramp_down or None,
         stop_when_saturated=stop_when_saturated or None,
     )
-    if tools and any(t.api is Api.OPENAI_COMPLETIONS for t in chosen):
-        raise ValueError("--tools needs a chat API (openai-chat or ollama), not completions")
+    if (tools or workload.tools) and any(t.api is Api.OPENAI_COMPLETIONS for t in chosen):
+        raise ValueError(  # the agent preset's tool call had been dropped without a word
+            f"{'--tools' if tools else f'--preset {preset} (its tool call)'} needs a chat API "
+            "(openai-chat or ollama), not completions"
+        )
     if sessions is not None:
         workload = replace(
             workload,
@@ -189,12 +192,13 @@ def plan_run(
     if duration is not None and requests is None:
         workload = replace(workload, requests=None)  # the clock ends the run
     workload.validate()
-    if sessions is not None:  # after the values: a bad one is named first
+    if workload.sessions is not None:  # after the values: a bad one is named first
+        why = "--sessions runs" if sessions is not None else f"--preset {preset} runs sessions:"
         for flag, given in (("-n/--requests", requests), ("--duration", duration)):
-            if given is not None:
+            if given is not None:  # the chat preset had dropped them without a word
                 raise ValueError(
-                    f"--sessions runs each session's --turns to the end: {flag} would not "
-                    "apply; size the run with --sessions and --turns"
+                    f"{why} each session's --turns to the end: {flag} would not apply; size "
+                    "the run with --sessions and --turns"
                 )
     limits = ClientLimits(total=timeout, stall=stall_timeout)
     limits.validate()

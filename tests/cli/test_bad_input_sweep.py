@@ -845,6 +845,8 @@ CASES: list[Case] = [
     case("bench-stall-timeout-tiny", f"bench {LOCAL} --stall-timeout 1e-300", 2, "--stall-timeout must be from 0.01 s"),
     case("bench-find-max-rate-start-past-ceiling", f"bench {LOCAL} --find-max-rate ttft_p95=500ms --duration 0.3 --rate 10001 --no-csv", 2, "goes up to 10,000 req/s"),  # 17th (a) H3: exit 70
     case("bench-repeat-json-through-a-link", f"bench {LOCAL} --repeat 2 --json {{files}}/rz.json", 2, "writes no results through a link"),
+    case("bench-chat-preset-requests", "bench --url http://127.0.0.1:{whole} --kind llamacpp --no-csv --preset chat -n 5", 2, "--preset chat runs sessions"),  # 17th (a) M13
+    case("bench-agent-completions", "bench --url http://127.0.0.1:{whole} --kind llamacpp --no-csv -n 1 --preset agent --api openai-completions", 2, "needs a chat api"),  # 17th (a) M14
     case("bench-concurrency-thousands-comma", f"bench {LOCAL} -c 1,000", 2, "write 1000, not 1,000"),
     case("numbers-export-under-a-file", "numbers export {files}/notes.txt/e.json", 2, "is a file, not a folder"),
     case("bench-json-folder-mark", f"bench {LOCAL} --json {{files}}/new-record.json/", 2, "ends in '/', a folder's mark"),
