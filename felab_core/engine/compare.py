@@ -83,8 +83,10 @@ class Change:
     @property
     def verdict(self) -> str:
         """In words: better, worse, within noise, or not measured."""
-        if self.diff is None or self.low is None:
+        if self.diff is None:
             return "not measured in both"
+        if self.low is None:  # both measured, too few requests to resample
+            return "too few requests for an interval"
         if not self.beyond_noise:
             return "within noise"
         better = (self.diff < 0) == self.figure.lower_is_better

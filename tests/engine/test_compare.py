@@ -146,3 +146,12 @@ def test_a_record_s_words_are_shown_without_escape_codes() -> None:
     assert "\x1b" not in notes and "\u202e" not in notes
     assert "server differs: llamacpp b1 in A, vllm?[2J? 0.6 in B" in notes
     assert "target model differs: 'm' in A, 'm?[31mxxx" in notes and len(notes) < 300
+
+
+def test_one_request_a_side_is_too_few_for_an_interval_not_unmeasured() -> None:
+    """Seventeenth sweep (a) M10: both figures shown, yet "not measured in both"."""
+    a = _record([(4, _requests([0.05] * 5))])
+    b = _record([(4, _requests([0.06]))])
+    ttft = _by_key(compare_records(a, b).runs[0].changes)["ttft_p50"]
+    assert ttft.a is not None and ttft.b is not None
+    assert ttft.verdict == "too few requests for an interval"
