@@ -19,7 +19,9 @@ from felab_core.engine.repeats import intervals
 
 
 def _load(run: RunResult) -> str:
-    return f"{run.rate:g} req/s" if run.rate is not None else f"{run.concurrency} streams"
+    if run.rate is not None:
+        return f"{run.rate:g} req/s"
+    return f"{run.concurrency} stream{'' if run.concurrency == 1 else 's'}"  # not "1 streams"
 
 
 def interval_grid(repeats: list[list[BenchOutcome]]) -> Grid:
