@@ -14,8 +14,8 @@ from typing import Any
 
 from felab_core.errors import Invalid, ServiceError
 from felab_core.redact import redact
+from felab_core.redact import url_password_masked as redacted
 from felab_core.text import with_hidden_shown
-from felab_worker.broker import redacted
 
 #: The most a Redis count can be: its lengths are signed 64-bit integers.
 MOST_COUNT = 2**63 - 1

@@ -9,7 +9,7 @@ import asyncio
 import errno
 import json
 import re
-from typing import TYPE_CHECKING
+from typing import Protocol
 from urllib.parse import urlsplit
 
 import httpx
@@ -19,8 +19,17 @@ from felab_core.engine.stream_shape import shown_text
 from felab_core.engine.timeline import RequestTimeline
 from felab_core.redact import url_without_credentials
 
-if TYPE_CHECKING:
-    from felab_core.engine.client import ClientLimits
+
+class Waits(Protocol):
+    """How long a request may wait (client.ClientLimits), as its errors say them."""
+
+    @property
+    def connect(self) -> float: ...
+    @property
+    def stall(self) -> float: ...
+    @property
+    def total(self) -> float: ...
+
 
 #: What a status usually means for a benchmark, after the server's own words.
 _STATUS_ADVICE = {
@@ -148,7 +157,7 @@ def protocol_error_text(exc: BaseException) -> str:
     return shown.encode("ascii", "backslashreplace").decode()
 
 
-def describe_error(exc: BaseException, url: str, tl: RequestTimeline, limits: ClientLimits) -> str:
+def describe_error(exc: BaseException, url: str, tl: RequestTimeline, limits: Waits) -> str:
     """One line a person can act on. The text before the first colon is the error's kind."""
     host = urlsplit(url_without_credentials(url)).netloc or url_without_credentials(url)
     got = len(tl.content_chunks())

@@ -217,3 +217,10 @@ def test_rebuilt_blocks_are_kept_within_a_word_budget(monkeypatch: pytest.Monkey
         prompts.prompt(i)
         assert len(prompts._blocks) <= 4  # 64 words of 16-word blocks
     assert prompts.prompt(0) == first  # block 0, rebuilt, is the same
+
+
+def test_a_trace_line_is_held_to_bench_s_own_token_bound() -> None:
+    """trace.py keeps its own copy (workloads imports trace for its types)."""
+    from felab_core.engine import trace, workloads
+
+    assert trace.MAX_INPUT_TOKENS == trace.MAX_OUTPUT_TOKENS == workloads.MAX_TOKENS
