@@ -29,7 +29,11 @@ runner = CliRunner()
 @pytest.fixture(autouse=True)
 def _one_paired_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for var in ("FELAB_DATABASE_URL", "FELAB_BROKER_URL", "FELAB_BROKER_PREFIX"):
-        monkeypatch.delenv(var, raising=False)
+        # set first, so that the undo restores what was there (nothing) even after _felab
+        # writes os.environ itself: a bare delenv of an unset name records no undo, and the
+        # fake broker's URL had leaked into later tests of the same run
+        monkeypatch.setenv(var, "")
+        monkeypatch.delenv(var)
     monkeypatch.setenv("FELAB_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("COLUMNS", "250")
     get_settings.cache_clear()
