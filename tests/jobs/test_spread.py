@@ -124,6 +124,7 @@ def _spread(
     tmp_path: Path,
     servers: tuple[ScriptedServer, ...],
     tamper: Any = None,
+    edit: Any = None,
     **kw: Any,
 ) -> tuple[m.BenchJob, list[m.BenchJob]]:
     machines = _machines(db, student, 2)
@@ -135,6 +136,8 @@ def _spread(
     events = _run_slices(queued.messages, targets, **kw)
     if tamper is not None:
         tamper(next(e for e in events[1] if e["kind"] == "result")["body"]["shard"])
+    if edit is not None:  # each slice's events, before the ingest reads them
+        edit(events)
     _ingest(db, [ident for ident, _ in machines], events)
     db.refresh(queued.job)
     return queued.job, queued.slices
@@ -314,18 +317,12 @@ def test_a_slice_s_bad_row_fails_that_slice_not_the_honest_one(
     """Seventeenth sweep (b) H13: a slice row with an escape code in its model was kept; the
     honest slice's result then failed the merge, was refused every time (blamed on the honest
     machine), and the run never ended."""
-    machines = _machines(db, student, 2)
-    queued = queue_spread_job(
-        db, student, [w for _, w in machines], "mlx", "quick",
-        params=PARAMS, now=_now(), settings=SETTINGS,
-    )  # fmt: skip
-    targets = [_targets(tmp_path, f"t{i}", s) for i, s in enumerate(servers)]
-    events = _run_slices(queued.messages, targets)
-    result = next(e for e in events[0] if e["kind"] == "result")
-    result["body"]["rows"][0]["model"] += "\x1b[31m"
-    _ingest(db, [ident for ident, _ in machines], events)
-    db.refresh(queued.job)
-    bad, honest = queued.slices
+
+    def escape_in_first_slice(events: list[list[dict[str, Any]]]) -> None:
+        result = next(e for e in events[0] if e["kind"] == "result")
+        result["body"]["rows"][0]["model"] += "\x1b[31m"
+
+    run, (bad, honest) = _spread(db, student, tmp_path, servers, edit=escape_in_first_slice)
     assert bad.status == "failed" and "control characters" in (bad.error or "")
     assert honest.status == "done"
-    assert queued.job.status in TERMINAL  # the run ended, with the honest slice's requests
+    assert run.status in TERMINAL  # the run ended, with the honest slice's requests
