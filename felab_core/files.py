@@ -13,7 +13,7 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
-from felab_core.text import holds_hidden
+from felab_core.text import holds_hidden, with_hidden_shown
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -28,7 +28,9 @@ class NamedFileError(ValueError):
     """The named file cannot be what it should be; the message names it and says why."""
 
     def __init__(self, path: Path, reason: str) -> None:
-        super().__init__(f"{path} {reason}")
+        # A path's (or a link target's) escape codes or newlines would act on the terminal the
+        # message reaches: each shows as '?'.
+        super().__init__(with_hidden_shown(f"{path} {reason}"))
         self.path = path
         #: The message without the path, for lists that already show it.
         self.reason = reason

@@ -151,3 +151,18 @@ def test_one_missing_folder_is_made_a_missing_tree_is_not(tmp_path: Path) -> Non
     with pytest.raises(NamedFileError, match="does not exist, so felab will not make the backup"):
         make_folder_for(tmp_path / "no" / "tree" / "x.bak", what="backup")
     assert not (tmp_path / "no").exists()
+
+
+def test_a_refusal_shows_a_paths_control_characters_as_question_marks(tmp_path: Path) -> None:
+    """The message is printed to a terminal: an escape code in the path (or in a link's
+    target) must not reach it raw."""
+    bad = tmp_path / "x\x1b[31m" / "out.json"
+    with pytest.raises(NamedFileError) as caught:
+        refuse_overwrite(bad, what="record", writes=None)
+    assert "\x1b" not in str(caught.value)
+    assert "x?[31m" in str(caught.value)
+    link = tmp_path / "link.json"
+    link.symlink_to(tmp_path / "t\x1b[2Jt.json")
+    with pytest.raises(NamedFileError) as caught:
+        refuse_overwrite(link, what="record", writes=None)
+    assert "\x1b" not in str(caught.value)
