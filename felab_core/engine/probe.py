@@ -9,6 +9,7 @@ banner. A positive match for another kind is refused; no match at all is allowed
 from __future__ import annotations
 
 import asyncio
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,6 +78,8 @@ def _a_version(value: object) -> str | None:
     "=cmd|..." was written into the student's CSV as it came)."""
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # JSON's 1e999 reads as inf: no version says that
     text = str(value).strip()
     if not text or len(text) > MAX_VERSION or holds_hidden(text) or formula_mark(text):
         return None

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
 
 from felab_core.engine.apis import Api
-from felab_core.engine.probe import IdentityError, check_identity, identify
+from felab_core.engine.probe import IdentityError, _a_version, check_identity, identify
 from felab_core.engine.server_kinds import ServerKind
 from felab_core.engine.targets import (
     DEFAULT_TARGETS,
@@ -169,6 +170,14 @@ async def test_a_version_that_is_no_version_is_not_kept(version: str) -> None:
     async with ScriptedServer(Script(persona="vllm", version=version)) as server:
         ident = await identify(server.base_url)
     assert ident.version is None and ident.models == ["felab-scripted"]
+
+
+def test_a_version_number_past_floats_is_not_kept() -> None:
+    """A seventeenth-sweep low: /version {"version": 1e999} reads as inf and was kept as the
+    run's version "inf"; a finite number is a version like any other."""
+    assert _a_version(json.loads('{"v": 1e999}')["v"]) is None
+    assert _a_version(float("nan")) is None
+    assert _a_version(0.6) == "0.6"
 
 
 async def test_mismatch_is_refused_and_unknown_is_noted() -> None:
