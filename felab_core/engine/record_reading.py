@@ -25,6 +25,7 @@ from felab_core.engine.workloads import (
     MAX_RATE,
     MAX_REQUESTS,
     MAX_WARMUP,
+    MIN_RATE,
 )
 from felab_core.engine.workloads import MAX_TOKENS as MAX_WORKLOAD_TOKENS
 from felab_core.files import GiB, NamedFileError, read_named_text
@@ -130,10 +131,10 @@ def load_record(path: Path) -> dict[str, Any]:
                 f"streams (0 for an open loop, up to 1,000,000): {broken}"
             )
         rate = run.get("rate")
-        if rate is not None and not (_number(rate) and 0 < rate <= MAX_RATE):
-            raise CompareError(
-                f"{path}: run {i} has rate {_cut(rate)}, not a request rate (more than 0, up "
-                f"to {MAX_RATE:,.0f} a second): {broken}"
+        if rate is not None and not (_number(rate) and MIN_RATE <= rate <= MAX_RATE):
+            raise CompareError(  # bench runs no rate below MIN_RATE: 1e-300 was shown as asked
+                f"{path}: run {i} has rate {_cut(rate)}, not a request rate ({MIN_RATE:g} to "
+                f"{MAX_RATE:,.0f} a second): {broken}"
             )
         summary = run.get("summary")
         said_ok = summary.get("ok") if isinstance(summary, dict) else None

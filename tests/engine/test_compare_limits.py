@@ -281,12 +281,22 @@ def test_a_key_written_twice_is_refused_not_read_as_the_last(tmp_path: Path) -> 
         (lambda r: r["runs"][0].update(rate=float("nan")), "run 1 has rate nan, not a request"),
         (lambda r: r["runs"][0].update(rate="fast"), "run 1 has rate 'fast'"),
         (lambda r: r["runs"][0].update(rate=-3), "run 1 has rate -3"),
+        (lambda r: r["runs"][0].update(rate=1e-300), "run 1 has rate 1e-300, not a request"),
         (lambda r: r["workload"].update(max_tokens=-5), "workload max_tokens is -5"),
         (lambda r: r["workload"].update(burstiness=True), "workload burstiness is True"),
         (lambda r: r["workload"].update(concurrency=[999]), "the workload lists [999]"),
         (lambda r: r.update(interrupted="lol"), "interrupted is 'lol', not true or false"),
     ],
-    ids=["rate-nan", "rate-text", "rate-negative", "max-tokens", "burstiness", "loads", "flag"],
+    ids=[
+        "rate-nan",
+        "rate-text",
+        "rate-negative",
+        "rate-tiny",
+        "max-tokens",
+        "burstiness",
+        "loads",
+        "flag",
+    ],
 )
 def test_a_run_or_workload_field_felab_never_writes_is_refused(
     tmp_path: Path, edit: Any, said: str
