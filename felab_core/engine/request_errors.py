@@ -37,8 +37,16 @@ _STATUS_ADVICE = {
     "server started without one",
     403: "the server refused this client (an API key, or an address it does not allow)",
     429: "the server (or a gateway) limits requests: lower -c or --rate",
+    502: "a proxy or gateway in front of the server got no good answer from it: is the server "
+    "behind it up?",
     503: "the server is not ready (still loading the model?) or overloaded: wait, then again",
+    504: "a proxy or gateway in front of the server waited too long for it: is the server "
+    "behind it up, or busy?",
 }
+
+#: An HTML page's start (a proxy's or a web server's error page) and its <title>.
+_HTML_START = re.compile(r"\s*(<!doctype html|<html|<head|<body|<title)", re.IGNORECASE)
+_HTML_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
 
 
 #: A 401 when the URL held a user and password: httpx sent them as Basic auth.
@@ -59,6 +67,11 @@ def server_error_message(
         obj = json.loads(text)
     except (ValueError, RecursionError):
         obj = None
+    if obj is None and _HTML_START.match(text):
+        # A proxy's error page: its markup shown as the server's words helps no one.
+        title = _HTML_TITLE.search(text[:65_536])
+        named = shown_text(title.group(1), 80) if title else ""
+        message = f"an HTML page ({named!r})" if named else "an HTML page"
     if isinstance(obj, dict):
         err = obj.get("error", obj.get("detail", obj.get("message")))
         if isinstance(err, dict):

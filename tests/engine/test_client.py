@@ -386,6 +386,23 @@ def test_a_status_says_what_it_usually_means_for_a_benchmark() -> None:
     assert server_error_message(500, b"boom") == "HTTP 500: boom"
 
 
+def test_a_proxys_html_error_page_is_named_by_its_title_not_echoed() -> None:
+    """A seventeenth-sweep low: nginx's 502 page was repeated as the server's words, markup and
+    all; the page is named by its title, with what a 502 or 504 from a proxy means."""
+    from felab_core.engine.request_errors import server_error_message
+
+    page = (
+        b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502"
+        b" Bad Gateway</h1></center>\r\n<hr><center>nginx/1.24.0</center>\r\n</body></html>"
+    )
+    said = server_error_message(502, page)
+    assert said.startswith("HTTP 502: an HTML page ('502 Bad Gateway'); a proxy or gateway")
+    assert "<" not in said
+    untitled = server_error_message(504, b"<!DOCTYPE html><p>timeout</p>")
+    assert untitled.startswith("HTTP 504: an HTML page; a proxy or gateway in front")
+    assert server_error_message(500, b"<b>not a page</b>") == "HTTP 500: <b>not a page</b>"
+
+
 def test_a_tls_handshake_that_never_finishes_is_named_with_its_fix() -> None:
     from felab_core.engine.request_errors import connect_failure
 
