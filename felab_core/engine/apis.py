@@ -237,6 +237,21 @@ class _OpenAIBase:
         return SSEDecoder()
 
 
+def _error_event(frame: Frame) -> FrameInfo | None:
+    """An SSE `event: error` (Anthropic-style gateways, some proxies) as the server's error, in
+    its own words: its data need not hold an "error" key, and was read as an empty chunk."""
+    if frame.event != "error":
+        return None
+    try:
+        obj: Any = json.loads(frame.data)
+    except (ValueError, RecursionError):
+        obj = None
+    if isinstance(obj, dict):
+        said = obj.get("error", obj.get("message", obj))
+        return FrameInfo(error=_error_text(said) or "(no words)")
+    return FrameInfo(error=frame.data.strip() or "(no words)")
+
+
 class OpenAIChat(_OpenAIBase):
     api = Api.OPENAI_CHAT
     path = "/v1/chat/completions"
@@ -247,6 +262,8 @@ class OpenAIChat(_OpenAIBase):
     def interpret(self, frame: Frame) -> FrameInfo:
         if frame.data.strip() == "[DONE]":
             return FrameInfo(done=True)
+        if (error := _error_event(frame)) is not None:
+            return error
         return _openai_common(_loads(frame.data), _chat_text)
 
 
@@ -260,6 +277,8 @@ class OpenAICompletions(_OpenAIBase):
     def interpret(self, frame: Frame) -> FrameInfo:
         if frame.data.strip() == "[DONE]":
             return FrameInfo(done=True)
+        if (error := _error_event(frame)) is not None:
+            return error
         return _openai_common(_loads(frame.data), _completion_text)
 
 

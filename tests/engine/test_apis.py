@@ -217,3 +217,23 @@ def test_server_timings_that_cannot_be_true_are_not_kept() -> None:
          "y": float("nan"), "z": True, "predicted_ms": 250.5, "x\x1b[31m": 3}
     )  # fmt: skip
     assert got == {"predicted_n": 12.0, "predicted_ms": 250.5}  # 17th (a) L2: no escape key
+
+
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        (
+            '{"type": "error", "error": {"type": "overloaded", "message": "Overloaded"}}',
+            "Overloaded",
+        ),
+        ('{"message": "rate limited"}', "rate limited"),
+        ("upstream went away", "upstream went away"),
+        ("", "(no words)"),
+    ],
+)
+def test_an_sse_error_event_is_the_servers_error_in_its_words(data: str, said: str) -> None:
+    """A seventeenth-sweep low: `event: error` with data that held no "error" key was read as
+    an empty chunk, and its words were lost."""
+    for adapter in (chat, adapter_for(Api.OPENAI_COMPLETIONS)):
+        info = adapter.interpret(Frame(data, "error"))
+        assert info.error == said and not info.text
