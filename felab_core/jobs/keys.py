@@ -137,7 +137,8 @@ class Identity:
         "1", a broker_url of null or http://) would otherwise reach Celery and fail there in its
         own words (a traceback, a login retried forever, a quiet run on the embedded broker)."""
         try:
-            if refuse_special(path, what="worker identity") is None:
+            info = refuse_special(path, what="worker identity")
+            if info is None:
                 raise FileNotFoundError(path)
             text = read_named_text(path, what="worker identity", limit=64 * 1024)
             data = json.loads(text)
@@ -153,6 +154,14 @@ class Identity:
         problem = field_problem(data)
         if problem is not None:
             raise Invalid(f"{path} is not a felab worker identity: {problem}: {PAIR_AGAIN}")
+        if os.name == "posix" and info.st_mode & 0o077:
+            # Like ssh with a private key: anyone else on the machine could read this key and
+            # the broker password, and pose as the machine.
+            raise Invalid(
+                f"{path} can be read or changed by other users of this machine (mode "
+                f"{info.st_mode & 0o777:o}), and it holds this machine's private key and broker "
+                f"password: run `chmod 600 {path}`, then start again"
+            )
         key = Ed25519PrivateKey.from_private_bytes(base64.b64decode(data["private_key"]))
         return cls(data["worker_id"], data["name"], key, data.get("broker_url"))
 

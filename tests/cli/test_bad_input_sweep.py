@@ -368,6 +368,7 @@ def _write_files(d: Path) -> None:
         ("http-broker", {"broker_url": f"http://x:{SECRET}@127.0.0.1:1/0"}),
     ):
         (d / f"ident-{name}.json").write_text(json.dumps({**IDENTITY, **edit}))
+        (d / f"ident-{name}.json").chmod(0o600)  # the field, not the mode, is what is refused
     (d / "key.pem").write_text(
         f"-----BEGIN PRIVATE KEY-----\n{SECRET}\n-----END PRIVATE KEY-----\n"
     )

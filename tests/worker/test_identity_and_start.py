@@ -49,6 +49,13 @@ def _identity(url: str | None = None, **fields: Any) -> dict[str, Any]:
     return {**data, **fields}
 
 
+def _write_private(path: Path, text: str) -> None:
+    """An identity file as pairing leaves it: its owner's alone (felab refuses one others can
+    read)."""
+    path.write_text(text)
+    path.chmod(0o600)
+
+
 @pytest.fixture
 def key_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     for var in ("FELAB_DATABASE_URL", "FELAB_BROKER_URL", "FELAB_BROKER_PREFIX", "FELAB_DEBUG"):
@@ -97,7 +104,7 @@ GOOD_URL = f"redis://felab-machine.1:{PASSWORD}@127.0.0.1:1/0"
 def test_a_field_of_the_wrong_type_or_range_is_refused_by_name(
     key_file: Path, fields: dict[str, Any], says: str
 ) -> None:
-    key_file.write_text(json.dumps(_identity(GOOD_URL, **fields)))
+    _write_private(key_file, json.dumps(_identity(GOOD_URL, **fields)))
     for command in (["identity"], ["start", "--pool", "solo"]):
         result = runner.invoke(app, ["worker", *command, "--name", "box"])
         assert result.exit_code == 2, result.output
@@ -109,7 +116,7 @@ def test_a_field_of_the_wrong_type_or_range_is_refused_by_name(
 
 
 def test_json_nested_thousands_deep_is_refused_not_crashed(key_file: Path) -> None:
-    key_file.write_text("[" * 30_000 + "]" * 30_000)
+    _write_private(key_file, "[" * 30_000 + "]" * 30_000)
     result = runner.invoke(app, ["worker", "identity", "--name", "box"])
     assert result.exit_code == 2, result.output
     assert "is not a felab worker identity" in result.output
@@ -117,20 +124,32 @@ def test_json_nested_thousands_deep_is_refused_not_crashed(key_file: Path) -> No
 
 def test_what_pairing_writes_is_accepted(key_file: Path) -> None:
     """With its own Redis URL, and without one (paired on the embedded broker)."""
-    key_file.write_text(json.dumps(_identity(GOOD_URL)))
+    _write_private(key_file, json.dumps(_identity(GOOD_URL)))
     result = runner.invoke(app, ["worker", "identity", "--name", "box", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["worker_id"] == 1
-    key_file.write_text(json.dumps(_identity()))
+    _write_private(key_file, json.dumps(_identity()))
     result = runner.invoke(app, ["worker", "identity", "--name", "box"])
     assert result.exit_code == 0, result.output
     assert "sqla+sqlite" in result.output
 
 
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o660])
+def test_an_identity_others_can_read_is_refused_with_the_chmod(key_file: Path, mode: int) -> None:
+    """A seventeenth-sweep low: a world-readable identity (its private key and broker password)
+    was used without a word; like ssh, felab asks for the owner's alone."""
+    _write_private(key_file, json.dumps(_identity(GOOD_URL)))
+    key_file.chmod(mode)
+    result = runner.invoke(app, ["worker", "identity", "--name", "box"])
+    assert result.exit_code == 2, result.output
+    assert f"(mode {mode:o})" in result.output and f"chmod 600 {key_file}" in result.output
+    assert PASSWORD not in result.output
+
+
 @pytest.mark.parametrize("pool", ["gevent", "", "eventlet"])
 def test_a_pool_felab_cannot_run_is_refused(key_file: Path, pool: str) -> None:
     """gevent ended in "unexpected error (ModuleNotFoundError)" rc 70; '' was taken silently."""
-    key_file.write_text(json.dumps(_identity(GOOD_URL)))
+    _write_private(key_file, json.dumps(_identity(GOOD_URL)))
     result = runner.invoke(app, ["worker", "start", "--name", "box", "--pool", pool])
     assert result.exit_code == 2, result.output
     assert "--pool" in result.output and "'solo', 'threads', 'prefork'" in result.output
@@ -153,7 +172,7 @@ def _paired(broker: RedisServer, tmp_path: Path, password: str = PASSWORD) -> Pa
     acl.set_machine(admin, Names(PREFIX), MachineCredential(1, secret_hash(PASSWORD)))
     path = tmp_path / "worker-box.json"
     url = f"redis://felab-machine.1:{password}@127.0.0.1:{broker.port}/0"
-    path.write_text(json.dumps(_identity(url)))
+    _write_private(path, json.dumps(_identity(url)))
     return path
 
 
@@ -315,8 +334,9 @@ def test_a_broker_that_is_away_is_still_waited_for(tmp_path: Path) -> None:
     """Unreachable at start is not fatal: a machine that boots before its broker comes up on
     its own (the preflight login leaves it to Celery's retries)."""
     key_file = tmp_path / "worker-box.json"
-    key_file.write_text(
-        json.dumps(_identity(f"redis://felab-machine.1:{PASSWORD}@127.0.0.1:{free_port()}/0"))
+    _write_private(
+        key_file,
+        json.dumps(_identity(f"redis://felab-machine.1:{PASSWORD}@127.0.0.1:{free_port()}/0")),
     )
     log = tmp_path / "worker.log"
     with log.open("wb") as fh:
