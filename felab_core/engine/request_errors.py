@@ -147,6 +147,16 @@ def connect_failure(exc: BaseException, host: str) -> str:
         )
     if "disconnected without sending a response" in lowered:
         return _HUNG_UP.format(host=host)
+    if isinstance(exc, httpx.DecodingError):  # connected and answered: the body is the fault
+        return (
+            f"bad body: {host} answered, but its body does not decode as the encoding it named "
+            f"({shown_text(text, 120)}); is a proxy in between? give the server's own address"
+        )
+    if "incomplete message body" in lowered or "complete message body" in lowered:
+        return (
+            f"cut off: {host} answered, then closed the connection before the whole body it "
+            "announced had come; is the server restarting, or a proxy in between?"
+        )
     if isinstance(exc, httpx.RemoteProtocolError | httpx.LocalProtocolError):
         return f"not HTTP: {host} answered with something other than HTTP ({text}); check the port"
     return f"connect error: {host}: {text}"

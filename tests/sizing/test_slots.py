@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
+import socket
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -361,3 +365,53 @@ def test_a_dripping_server_is_given_one_deadline_for_all_its_answers(
         server.server_close()
     assert time.monotonic() - began < 5  # one 2 s deadline (and a second to close), not 10 s each
     assert live.total_slots == 4 and not live.slots_endpoint  # /props alone: /slots never came
+
+
+@pytest.fixture
+def raw_answer() -> Iterator[Callable[[bytes], str]]:
+    """A socket on 127.0.0.1 that answers every connection with the same raw bytes, then
+    closes: what httpx sees from a server cut off mid-body or a broken gzip."""
+    listeners: list[socket.socket] = []
+
+    def serve(answer: bytes) -> str:
+        listener = socket.create_server(("127.0.0.1", 0))
+        listeners.append(listener)
+
+        def run() -> None:
+            with contextlib.suppress(OSError):
+                while True:
+                    conn, _ = listener.accept()
+                    with conn:
+                        conn.recv(65_536)
+                        conn.sendall(answer)
+
+        threading.Thread(target=run, daemon=True).start()
+        return f"http://127.0.0.1:{listener.getsockname()[1]}"
+
+    yield serve
+    for listener in listeners:
+        listener.close()
+
+
+@pytest.mark.parametrize(
+    ("answer", "says"),
+    [
+        (b'HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n{"total', "cut off: "),
+        (b'HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\n{"to', "cut off: "),
+        (
+            b"HTTP/1.1 200 OK\r\ncontent-encoding: gzip\r\ncontent-length: 5\r\n\r\nhello",
+            "bad body: ",
+        ),
+    ],
+)
+def test_a_body_cut_off_or_not_decodable_is_not_called_a_connect_error(
+    raw_answer: Callable[[bytes], str], answer: bytes, says: str
+) -> None:
+    """A seventeenth-sweep low (c L17): a server that answered, then cut its body short or sent
+    gzip that was not, was reported as a "connect error", which sends a person to the port."""
+    url = raw_answer(answer)
+    with pytest.raises(SizingError) as caught:
+        slots_live.read_live(url)
+    said = str(caught.value)
+    assert said.startswith(says) and "connect error" not in said, said
+    assert "answered" in said
