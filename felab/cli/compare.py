@@ -19,10 +19,11 @@ from rich.markup import escape as esc
 from felab.cli.errors import EXIT_USAGE, err
 from felab.cli.output import Column, Format, Grid, emit, format_option, number, text
 from felab_core.engine.compare import DEFAULT_MIN_EFFECT, Comparison, compare_records
-from felab_core.engine.record_reading import CompareError, load_record
+from felab_core.engine.record_reading import load_record
+from felab_core.engine.record_requests import CompareError
 from felab_core.engine.results import ResultsFileError, check_destinations
 from felab_core.files import COMPARE_CHART, NamedFileError
-from felab_core.text import loose_number_problem
+from felab_core.text import loose_number_problem, with_hidden_shown
 
 _STYLE = {"better": "green", "worse": "red"}
 
@@ -59,7 +60,9 @@ def _percent(value: str) -> float:
     except ValueError:
         raise CompareError(f"--min-effect {value!r}: give a percentage, e.g. 2%") from None
     if not 0 <= share < 1:  # also refuses nan and inf
-        raise CompareError(f"--min-effect {value!r}: give a percentage from 0 to 99, e.g. 2%")
+        raise CompareError(
+            f"--min-effect {value!r}: give a percentage from 0 to under 100, e.g. 2%"
+        )
     return share
 
 
@@ -112,8 +115,8 @@ def compare(
     min_effect: str = typer.Option(
         f"{DEFAULT_MIN_EFFECT * 100:g}%",
         "--min-effect",
-        help="The smallest change worth naming, in percent of A (0-99 %). Smaller differences "
-        "are 'within noise' even when the interval leaves out zero.",
+        help="The smallest change worth naming, in percent of A (0 to under 100 %). Smaller "
+        "differences are 'within noise' even when the interval leaves out zero.",
     ),
     chart: Path | None = typer.Option(
         None,
@@ -154,7 +157,11 @@ def compare(
         record_a, record_b = _read(a_path, say), _read(b_path, say)
         with _slow_note(say, "comparing (a bootstrap over requests)..."):
             comparison = compare_records(
-                record_a, record_b, a_name=a_path.name, b_name=b_path.name, min_effect=smallest
+                record_a,
+                record_b,
+                a_name=with_hidden_shown(a_path.name),  # a name's escape codes act on the screen
+                b_name=with_hidden_shown(b_path.name),
+                min_effect=smallest,
             )
     except (CompareError, NamedFileError, ResultsFileError) as exc:
         err(str(exc))

@@ -21,12 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from felab_core.engine.record_reading import (
-    CompareError,
-    Sample,
-    load_key,
-    sample_of,
-)
+from felab_core.engine.record_reading import load_key
+from felab_core.engine.record_requests import CompareError, Sample, sample_of
 from felab_core.text import with_hidden_shown
 
 RESAMPLES = 2000
@@ -372,5 +368,12 @@ def compare_records(
         raise CompareError(
             f"no shared load has answered requests in both records ({empty}): nothing to "
             "compare; run the empty side again"
+        )
+    if all(c.diff is None for p in pairs for c in p.changes):
+        # Answered, yet no figure in both: an empty table that exits 0 reads as "no change".
+        raise CompareError(
+            "no figure was measured in both records at any shared load (their answered "
+            "requests hold no first-token or end-to-end time on one side): nothing to compare; "
+            "run the empty side again"
         )
     return Comparison(a_name, b_name, pairs, _caveats(a, b) + unmatched + notes, min_effect)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from felab_core.chart_text import words_as_written
 from felab_core.engine.compare import Comparison
-from felab_core.engine.record_reading import CompareError
+from felab_core.engine.record_requests import CompareError
 from felab_core.files import COMPARE_CHART, chart_metadata
 
 #: What --chart writes, by the file's suffix: matplotlib draws each, and each opens as a picture.

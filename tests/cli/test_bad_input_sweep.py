@@ -295,19 +295,19 @@ def _write_files(d: Path) -> None:
     (d / "bignum-pack").mkdir(exist_ok=True)
     (d / "bignum-pack" / "day-01.yaml").write_text("format: 1\nday: " + "1" * 5001 + "\n")
     for name, request in (
-        ("ok-yes", {"ok": "yes", "ttft_s": 0.1}),
-        ("neg-tokens", {"ok": True, "output_tokens": -3}),
-        ("e2e-short", {"ok": True, "ttft_s": 0.5, "e2e_s": 0.1}),
+        ("ok-yes", {"index": 0, "ok": "yes", "ttft_s": 0.1}),
+        ("neg-tokens", {"index": 0, "ok": True, "output_tokens": -3}),
+        ("e2e-short", {"index": 0, "ok": True, "ttft_s": 0.5, "e2e_s": 0.1}),
     ):
         record = {"schema": "felab.bench/1", "runs": [{"requests": [request]}]}
         (d / f"{name}.json").write_text(json.dumps(record))
-    good = {"ok": True, "ttft_s": 0.1, "e2e_s": 0.3, "itl_s": [0.1, 0.1]}
+    good = {"index": 0, "ok": True, "ttft_s": 0.1, "e2e_s": 0.3, "itl_s": [0.1, 0.1]}
     for name, changes in (  # sixteenth sweep (a): H6 H7 H8
         ("server-escape", {"server": {"kind": "vllm\x1b[2J\u202e", "version": "x" * 10**6}}),
         ("server-string", {"server": "vllm 0.6"}),
-        ("gaps-past-e2e", {"runs": [{"requests": [{**good, "itl_s": [0.02] * 2000}] * 3}]}),
+        ("gaps-past-e2e", {"runs": [{"requests": [{**good, "itl_s": [0.02] * 2000}]}]}),
     ):
-        record = {"schema": "felab.bench/1", "runs": [{"requests": [good] * 3}], **changes}
+        record = {"schema": "felab.bench/1", "runs": [{"requests": [good]}], **changes}
         (d / f"{name}.json").write_text(json.dumps(record))
     (d / "targets-key-escape.toml").write_text(  # sixteenth sweep (a) H10
         '[targets.x]\nkind = "vllm"\nurl = "http://127.0.0.1:1"\n"f\\u001b[31moo" = 1\n'
@@ -374,7 +374,10 @@ def _write_files(d: Path) -> None:
     )
     (d / "tampered.json").write_text(
         json.dumps(
-            {"schema": "felab.bench/1", "runs": [{"requests": [{"ok": True, "ttft_s": -5}]}]}
+            {
+                "schema": "felab.bench/1",
+                "runs": [{"requests": [{"index": 0, "ok": True, "ttft_s": -5}]}],
+            }
         )
     )
     future = sqlite3.connect(d / "future.db")

@@ -85,3 +85,18 @@ def test_each_suffix_gets_its_own_format(
     assert code == 0, stderr
     assert f"chart: {out}" in stdout + stderr
     assert out.read_bytes().startswith(magic)
+
+
+def test_a_records_name_with_escape_codes_is_shown_with_question_marks(
+    records: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Eighteenth sweep (a2) L1: a file named with `ESC[2J` cleared the screen in the table's
+    title; the record's own words were already shown with '?'. And 99.9 % is a smallest effect
+    the help allows (L2: it said 0-99)."""
+    odd = tmp_path / "\x1b[2J\x1b[31mevil.json"
+    odd.write_bytes(records[1].read_bytes())
+    code, out, err = compare(str(records[0]), str(odd), "--min-effect", "99.9")
+    assert code == 0, err
+    assert "\x1b" not in out and "?[2J?[31mevil.json" in out
+    code, _, err = compare(str(records[0]), str(odd), "--min-effect", "100")
+    assert code == 2 and "from 0 to under 100" in err

@@ -13,12 +13,14 @@ from hypothesis import strategies as st
 
 from felab_core.engine.compare import compare_records, compare_runs
 from felab_core.engine.measure import SCHEMA
-from felab_core.engine.record_reading import CompareError, load_record
+from felab_core.engine.record_reading import load_record
+from felab_core.engine.record_requests import CompareError
 
 
 def _requests(ttfts: list[float], gap: float = 0.01, tokens: int = 8) -> list[dict[str, Any]]:
     return [
         {
+            "index": i,
             "ok": True,
             "cold": False,
             "ttft_s": t,
@@ -27,7 +29,7 @@ def _requests(ttfts: list[float], gap: float = 0.01, tokens: int = 8) -> list[di
             "writing_tps": 1 / gap,
             "itl_s": [gap] * (tokens - 1),
         }
-        for t in ttfts
+        for i, t in enumerate(ttfts)
     ]
 
 

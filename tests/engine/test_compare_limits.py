@@ -21,7 +21,8 @@ from felab_core.engine.compare import (
     compare_records,
     compare_runs,
 )
-from felab_core.engine.record_reading import MOST_GAPS, CompareError, Sample, load_record
+from felab_core.engine.record_reading import load_record
+from felab_core.engine.record_requests import MOST_GAPS, CompareError, Sample
 from tests.engine.test_compare import _record, _requests
 
 
@@ -78,7 +79,7 @@ def test_a_request_felab_could_not_have_measured_is_refused_by_number(
 
 def test_the_tester_s_record_is_refused_before_any_verdict(tmp_path: Path) -> None:
     """End-to-end shorter than TTFT, ok "yes", -3 tokens: once called "-100 %, better"."""
-    bad = {"ok": "yes", "cold": False, "ttft_s": 0.5, "e2e_s": 0.0, "output_tokens": -3}
+    bad = {"index": 5, "ok": "yes", "cold": False, "ttft_s": 0.5, "e2e_s": 0.0, "output_tokens": -3}
     path = _write(tmp_path, "b.json", [*_requests([0.05] * 5), bad])
     with pytest.raises(CompareError, match="run 1, request 6 has ok = 'yes'"):
         load_record(path)
@@ -95,8 +96,8 @@ def test_an_end_within_a_microsecond_of_the_first_token_is_the_same_instant(
 
 
 def test_a_loaded_run_keeps_only_the_numbers_of_usable_requests(tmp_path: Path) -> None:
-    requests = [*_requests([0.05] * 4), {"ok": False, "ttft_s": 9.0}]
-    requests.append({**_requests([9.0])[0], "cold": True})
+    requests = [*_requests([0.05] * 4), {"index": 4, "ok": False, "ttft_s": 9.0}]
+    requests.append({**_requests([9.0])[0], "index": 5, "cold": True})
     run = load_record(_write(tmp_path, "r.json", requests))["runs"][0]["requests"]
     assert isinstance(run, Sample) and len(run) == 4
     assert run.gaps.shape == (4 * 7,) and run.scalars["ttft_s"].tolist() == [0.05] * 4
@@ -357,6 +358,75 @@ def test_requests_bench_left_out_of_its_figures_are_left_out_of_the_comparison(
 ) -> None:
     """Seventeenth sweep (a) M9: the ramp-up's slow requests (outside_window) were compared,
     TTFT p95 317 ms against bench's own 37 ms."""
-    requests = _requests([0.05] * 6) + [{**r, "outside_window": True} for r in _requests([0.3] * 4)]
+    late = [{**r, "index": 6 + r["index"], "outside_window": True} for r in _requests([0.3] * 4)]
+    requests = _requests([0.05] * 6) + late
     run = load_record(_write(tmp_path, "w.json", requests))["runs"][0]["requests"]
     assert len(run) == 6 and run.scalars["ttft_s"].max() == 0.05
+
+
+def _timed(count: int = 5, tokens: int = 8) -> list[dict[str, Any]]:
+    """Requests as bench writes them: output tokens, the first chunk's share, and a TPOT that
+    is the gaps' sum over the tokens after the first chunk."""
+    return [
+        {**r, "output_tokens": tokens, "first_chunk_tokens": 1.0}
+        for r in _requests([0.05] * count, tokens=tokens)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        # eighteenth sweep (a2) M1: TPOT halved and the speed doubled to match, in every request
+        (
+            lambda r: r.update(tpot_s=r["tpot_s"] / 2, writing_tps=2 / r["tpot_s"]),
+            "has tpot_s = 0.005, but its gaps add up to 0.07 s over 7 tokens",
+        ),
+        (lambda r: r.update(output_tokens=1), "has tpot_s = 0.01 but no token after its first"),
+        (lambda r: r.update(first_chunk_tokens=-1), "has first_chunk_tokens = -1"),
+        (lambda r: r.update(first_chunk_tokens=9.5), "has first_chunk_tokens = 9.5"),
+        (lambda r: r.update(first_chunk_tokens="1"), "has first_chunk_tokens = '1'"),
+    ],
+    ids=["tpot-halved", "one-token", "first-negative", "first-past-total", "first-text"],
+)
+def test_a_tpot_its_own_gaps_and_tokens_contradict_is_refused(
+    tmp_path: Path, edit: Any, said: str
+) -> None:
+    requests = _timed()
+    assert load_record(_write(tmp_path, "good.json", requests))["runs"][0]["requests"]
+    for request in requests:
+        edit(request)
+    with pytest.raises(CompareError, match=re.escape(f"run 1, request 1 {said}")):
+        load_record(_write(tmp_path, "edited.json", requests))
+
+
+def test_requests_without_their_numbers_or_beside_another_count_are_refused(
+    tmp_path: Path,
+) -> None:
+    """Eighteenth sweep (a2) M2: 20 requests copied 10 times with their `index` removed were
+    compared as 200 (intervals three times narrower); a summary's count that is not the list's
+    is refused too."""
+    copied = [{k: v for k, v in r.items() if k != "index"} for r in _timed()] * 10
+    with pytest.raises(CompareError, match="request 1 has index = None, not a request's number"):
+        load_record(_write(tmp_path, "copied.json", copied))
+    record = _record([(4, _timed())])
+    record["runs"][0]["summary"] = {"ok": 999}
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps(record))
+    with pytest.raises(CompareError, match="run 1 says 999 requests answered but lists 5"):
+        load_record(path)
+    record["runs"][0]["summary"] = {"ok": 5}
+    path.write_text(json.dumps(record))
+    assert len(load_record(path)["runs"][0]["requests"]) == 5
+
+
+def test_answered_requests_without_a_figure_leave_nothing_to_compare(tmp_path: Path) -> None:
+    """Eighteenth sweep (a2) M3: every answered request's figures blanked gave a table of "not
+    measured in both", exit 0."""
+    blank = [
+        {**r, "ttft_s": None, "e2e_s": None, "tpot_s": None, "writing_tps": None, "itl_s": None}
+        for r in _timed()
+    ]
+    a = load_record(_write(tmp_path, "a.json", _timed()))
+    b = load_record(_write(tmp_path, "b.json", blank))
+    with pytest.raises(CompareError, match="no figure was measured in both records"):
+        compare_records(a, b)
