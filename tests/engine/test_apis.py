@@ -208,6 +208,21 @@ def test_an_impossible_output_count_is_said_to_be_disbelieved() -> None:
     assert _usage({"usage": {"prompt_tokens": 4}}) == {"prompt_tokens": 4}  # none sent: none
 
 
+@pytest.mark.parametrize(("said", "believed"), [(24, True), (48, True), (49, False), (144, False)])
+def test_an_output_count_past_a_token_a_byte_is_disbelieved(said: int, believed: bool) -> None:
+    """Eighteenth sweep (a) H1: 144 tokens beside 8 chunks of "tok " (32 bytes) were believed
+    (four tokens a byte had been allowed), and stored a writing speed 4.5 times the stream's.
+    Every token is a byte of text at least, beside the few a server counts unseen (16)."""
+    from felab_core.engine.timeline import Chunk, RequestTimeline
+    from felab_core.engine.token_counts import COUNT_FROM_CHUNKS_DISBELIEVED, output_tokens
+
+    tl = RequestTimeline(index=0)
+    tl.chunks = [Chunk(t_ns=i + 1, nbytes=40, text="tok ") for i in range(8)]
+    tl.usage = {"completion_tokens": said}
+    got = output_tokens(tl, api_is_ollama=False)
+    assert got == ((said, "usage") if believed else (8, COUNT_FROM_CHUNKS_DISBELIEVED)), got
+
+
 def test_server_timings_that_cannot_be_true_are_not_kept() -> None:
     """Ninth sweep: predicted_per_second -1e308 and prompt_ms -5 were stored as sent."""
     from felab_core.engine.apis import _number_fields
