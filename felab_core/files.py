@@ -78,6 +78,19 @@ def make_folder_for(path: Path, *, what: str) -> None:
     folder.mkdir(exist_ok=True)
 
 
+def write_whole(path: Path, text: str) -> None:
+    """Write `text` to `path` whole or not at all: into a file beside it, then renamed over it,
+    so a failure leaves the file that was there (a memo cut off midway had left 0 bytes in
+    place of the last one). A character UTF-8 cannot hold (a file name's byte that was not
+    UTF-8) is written as '?', as the terminal shows it."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8", errors="replace")
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def broken_link(path: Path) -> str | None:
     """Why a path that names nothing is a link gone wrong (a loop of links, or a link to
     nothing), as NamedFileError's reason; None when it is no such link. A loop otherwise reads
@@ -220,7 +233,9 @@ def refuse_overwrite(
     """
     if holds_hidden(str(path)):
         raise NamedFileError(
-            path, "holds control characters (a pasted newline?): give a plain name"
+            path,
+            "holds control characters or bytes that are not UTF-8 (a pasted newline?): give a "
+            "plain name",
         )
     if path.is_symlink():
         raise NamedFileError(

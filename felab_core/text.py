@@ -24,8 +24,10 @@ ZERO_WIDTH_SPACE = "\u200b"
 
 #: Control characters (Cc: an escape code, a NUL, a line break) and invisible format characters
 #: (Cf: U+202E that reverses what follows it, U+200B zero-width space, U+FEFF): text holding
-#: one does not read as it is, in a terminal, a chat post or a leaderboard.
-_HIDDEN_CATEGORIES = frozenset(("Cc", "Cf"))
+#: one does not read as it is, in a terminal, a chat post or a leaderboard. And lone
+#: surrogates (Cs: JSON's "\ud800", or a file name's byte that was not UTF-8): no UTF-8 text
+#: holds one, and printing or saving it stops with UnicodeEncodeError.
+_HIDDEN_CATEGORIES = frozenset(("Cc", "Cf", "Cs"))
 
 
 def is_hidden(char: str) -> bool:

@@ -22,6 +22,7 @@ from felab_core.files import (
     read_named_text,
     refuse_overwrite,
     refuse_special,
+    write_whole,
 )
 
 
@@ -166,3 +167,24 @@ def test_a_refusal_shows_a_paths_control_characters_as_question_marks(tmp_path: 
     with pytest.raises(NamedFileError) as caught:
         refuse_overwrite(link, what="record", writes=None)
     assert "\x1b" not in str(caught.value)
+
+
+def test_write_whole_leaves_the_old_file_when_the_write_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eighteenth sweep (c H2): a memo that failed midway had left 0 bytes where the last memo
+    was. A character UTF-8 cannot hold is written as '?'."""
+    path = tmp_path / "memo.md"
+    path.write_text("the last memo\n")
+
+    def refuse(self: Path, target: Path) -> Path:
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Path, "replace", refuse)
+        with pytest.raises(OSError):
+            write_whole(path, "the new memo\n")
+    assert path.read_text() == "the last memo\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["memo.md"]
+    write_whole(path, "from \udcffhf\n")
+    assert path.read_text() == "from ?hf\n"

@@ -24,7 +24,7 @@ from felab_core.engine.targets import (
 )
 from felab_core.errors import Invalid
 from felab_core.people.members import set_server_model
-from felab_core.text import holds_hidden, is_hidden
+from felab_core.text import holds_hidden, is_hidden, with_hidden_shown
 from tests.db_support import CONTENT
 
 HIDDEN = ["\x1b", "\x00", "\n", "\u202e", "\u200b", "\u2066", "\ufeff", "\u00ad", "\u200d"]
@@ -34,6 +34,16 @@ HIDDEN = ["\x1b", "\x00", "\n", "\u202e", "\u200b", "\u2066", "\ufeff", "\u00ad"
 def test_control_and_format_characters_are_hidden(char: str) -> None:
     assert is_hidden(char)
     assert holds_hidden(f"llama{char}3")
+
+
+@pytest.mark.parametrize("text", ["m\ud800", "\udcffhf", "a\udfffb"])
+def test_lone_surrogates_are_hidden_and_shown_as_question_marks(text: str) -> None:
+    """Eighteenth sweep (a H2, c H1/H2): JSON's "\ud800" in a model id or a config name, and a
+    file name's byte that is not UTF-8, passed every name check and stopped the printing or
+    the saving of a run, a size or a memo with UnicodeEncodeError (exit 70)."""
+    assert holds_hidden(text)
+    shown = with_hidden_shown(text)
+    assert "?" in shown and shown.encode("utf-8")
 
 
 @pytest.mark.parametrize("text", ["llama3.1:8b", "Llama-3.1-8B-Instruct-4bit", "café ß 模型", ""])

@@ -19,7 +19,7 @@ from felab_core.engine.results import (
     check_destinations,
     default_csv,
 )
-from felab_core.files import MEMO, MEMO_CHART, NamedFileError, make_folder_for
+from felab_core.files import MEMO, MEMO_CHART, NamedFileError, make_folder_for, write_whole
 from felab_core.reports.memo import (
     DEFAULT_CONTEXTS,
     MachineSpec,
@@ -250,7 +250,7 @@ def memo(
         make_folder_for(out, what="memo")  # one missing folder, as bench's files; no tree
         charts = None if no_charts else write_charts(result, out.parent, stem=out.stem)
         names = (charts[0].name, charts[1].name) if charts else None
-        out.write_text(render_markdown(result, charts=names), encoding="utf-8")
+        write_whole(out, render_markdown(result, charts=names))
         written = [out, *(charts or ())]
     except NamedFileError as exc:
         errors.err(str(exc))  # a path it names may hold an escape code: shown as '?'

@@ -331,8 +331,9 @@ def from_hf_config(source: str | Path | Mapping[str, Any], name: str | None = No
         or len(model_name) > 300
         or _SAID.match(model_name)
     ):
-        model_name = folder_name or "model"  # the file's words reach the terminal and a
-        # memo: an escape code or a forged "error:" line is no name
+        # the file's words reach the terminal and a memo: an escape code or a forged
+        # "error:" line is no name; nor a folder's byte that is not UTF-8 (shown as '?')
+        model_name = with_hidden_shown(folder_name) or "model"
     shape = ModelShape(
         name=str(model_name),
         n_layers=n_layers,
@@ -340,7 +341,7 @@ def from_hf_config(source: str | Path | Mapping[str, Any], name: str | None = No
         n_kv_heads=n_kv,
         head_dim_k=head_dim,
         head_dim_v=head_dim,
-        source=f"config.json ({where})",
+        source=f"config.json ({with_hidden_shown(str(where))})",  # a byte not UTF-8: ?
         latent_cache_dim=latent,
         hidden_size=hidden,
         context_length=_positive_int(ctx_hit[1], ctx_hit[0], where) if ctx_hit else None,
@@ -629,7 +630,7 @@ def from_gguf(path: str | Path) -> ModelShape:
         n_kv_heads=int(kv),
         head_dim_k=int(key_len),
         head_dim_v=int(value_len),
-        source=f"GGUF ({gguf_path})",
+        source=f"GGUF ({with_hidden_shown(str(gguf_path))})",
         kv_heads_by_layer=kv_by_layer,
         latent_cache_dim=latent,
         hidden_size=int(hidden) if hidden is not None else None,

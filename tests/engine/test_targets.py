@@ -153,7 +153,16 @@ async def test_identify_each_kind(persona: str, kind: ServerKind | None) -> None
 
 
 @pytest.mark.parametrize(
-    "name", ["m\x1b[31mRED\x07", "x" * 100_000, "evil\u202e", " padded ", "=HYPERLINK(1)", "+cmd"]
+    "name",
+    [
+        "m\x1b[31mRED\x07",
+        "x" * 100_000,
+        "evil\u202e",
+        " padded ",
+        "=HYPERLINK(1)",
+        "+cmd",
+        "\ud800",
+    ],
 )
 async def test_a_model_id_that_is_no_name_is_passed_over(name: str) -> None:
     """A hostile server's model id (escape codes, 100,000 characters, a right-to-left override)
@@ -163,7 +172,9 @@ async def test_a_model_id_that_is_no_name_is_passed_over(name: str) -> None:
     assert ident.models == []
 
 
-@pytest.mark.parametrize("version", ["=cmd|' /C calc'!A0", "0.6\x1b[31m", "9" * 101, "-2+3"])
+@pytest.mark.parametrize(
+    "version", ["=cmd|' /C calc'!A0", "0.6\x1b[31m", "9" * 101, "-2+3", "\ud800v"]
+)
 async def test_a_version_that_is_no_version_is_not_kept(version: str) -> None:
     """Our own sweep: a server's version "=cmd|..." with an escape code went into the results
     CSV as it came (a live formula in the student's spreadsheet)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -125,3 +126,16 @@ def test_refusals_exit_2_with_what_to_pass(tmp_path: Path) -> None:
         assert err.startswith("error: ") and needle in err, err
         assert "Traceback" not in out + err
     assert not (tmp_path / "m.md").exists()
+
+
+def test_a_results_path_that_is_not_utf8_is_written_with_a_question_mark(tmp_path: Path) -> None:
+    """Eighteenth sweep (c H2): a --csv named with byte 0xFF (a legal Linux name) stopped the
+    memo with UnicodeEncodeError (exit 70) after it had emptied the last memo."""
+    odd = Path(os.fsdecode(bytes(tmp_path) + b"/\xfflat.csv"))
+    odd.write_bytes(SAMPLE_CSV.read_bytes())
+    out = tmp_path / "memo.md"
+    code, _, stderr = memo("--csv", str(odd), *MAC, "--kv-memory", "16GiB", "--out", str(out))
+    assert code == 0, stderr
+    assert "?lat.csv" in out.read_text(encoding="utf-8")
+    code, _, stderr = memo("--csv", str(odd), *MAC, "--kv-memory", "16GiB", "--out", str(out))
+    assert code == 0, stderr  # a memo replaces the last one

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Sequence
 from fractions import Fraction
@@ -229,7 +230,9 @@ def test_a_config_field_no_model_has_is_refused(
         from_hf_config(tmp_path)
 
 
-@pytest.mark.parametrize("name", ["\x1b[31mred\x1b[0m", "line1\nerror: fake", {"a": 1}, "x" * 301])
+@pytest.mark.parametrize(
+    "name", ["\x1b[31mred\x1b[0m", "line1\nerror: fake", {"a": 1}, "x" * 301, "\ud800"]
+)
 def test_a_config_name_that_is_no_name_gives_way_to_the_folder(tmp_path: Path, name: Any) -> None:
     """Fifteenth sweep H15/M8: escape codes and forged "error:" lines from _name_or_path reached
     the terminal and the memo; the folder's name is shown instead, as for a GGUF's name."""
@@ -237,6 +240,18 @@ def test_a_config_name_that_is_no_name_gives_way_to_the_folder(tmp_path: Path, n
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps({**LLAMA_31_8B_CONFIG, "_name_or_path": name}))
     assert from_hf_config(folder).name == "my-model"
+
+
+def test_a_folder_name_that_is_not_utf8_is_shown_with_a_question_mark(tmp_path: Path) -> None:
+    """Eighteenth sweep (c H2): a config folder named with byte 0xFF became the model's name and
+    its source, and the memo stopped on writing it (exit 70)."""
+    folder = Path(os.fsdecode(bytes(tmp_path) + b"/\xffhf"))
+    folder.mkdir()
+    unnamed = {k: v for k, v in LLAMA_31_8B_CONFIG.items() if k != "_name_or_path"}
+    (folder / "config.json").write_text(json.dumps(unnamed))
+    shape = from_hf_config(folder)
+    assert shape.name == "?hf"
+    assert "?hf" in shape.source and shape.source.encode("utf-8")
 
 
 # ---------------------------------------------------------------- GGUF

@@ -50,6 +50,7 @@ from felab_core.sizing.units import (
     tidy_text,
     whole_text,
 )
+from felab_core.text import with_hidden_shown
 
 
 def _machines(
@@ -369,6 +370,7 @@ def build_memo(
 
 
 def _build(rows: Sequence[Mapping[str, str]], inputs: MemoInputs, source: str) -> Memo:
+    source = with_hidden_shown(source)  # a path's byte that is not UTF-8 cannot be written
     if not rows:
         raise MemoError(
             f"{source} has no timing rows: run `felab bench ollama llamacpp mlx` (or the servers "
