@@ -28,6 +28,7 @@ from felab_core.engine.measure import (
 from felab_core.engine.metrics import (
     SLO,
     RequestMetrics,
+    RunSummary,
     request_metrics,
     summarize,
 )
@@ -42,7 +43,7 @@ from felab_core.engine.workloads import (
 )
 from felab_core.redact import add_url_secrets, url_without_credentials
 from felab_core.sizing.errors import SizingError
-from felab_core.sizing.metrics_scrape import Snapshot, diff, scrape
+from felab_core.sizing.metrics_scrape import ServerRates, Snapshot, diff, scrape
 
 
 def resolve_model(target: Target, identity: ServerIdentity | None) -> str | None:
@@ -203,7 +204,7 @@ async def bench_target(
             await _metrics_snapshot(target, []) if before is not None and not interrupted else None
         )
         if before is not None and after is not None:
-            run.server_metrics = _server_rates(before, after)
+            run.server_metrics = _server_rates(before, after, run.summary)
         runs.append(run)
         if run.partial:
             notes.append(f"{label}: {run.partial}; these figures are not the whole run")
@@ -249,10 +250,36 @@ async def _metrics_snapshot(target: Target, notes: list[str]) -> Snapshot | None
         return None
 
 
-def _server_rates(before: Snapshot, after: Snapshot) -> dict[str, Any] | None:
+#: How much slower than the streams felab timed a server's own per-stream speed may be: tokens
+#: reach the client no sooner than they are written, so a tenth of what it saw is no reading.
+#: (Faster is possible: on a tiny model the server's own work per token outweighs decoding.)
+_SLOWER_THAN_SEEN = 10.0
+
+
+def _unlike_the_run(rates: ServerRates, summary: RunSummary) -> str | None:
+    """Why the server's counters cannot describe the run felab just timed, or None. Streams
+    the client saw write 49 tokens a second were "0.0 tokens per second" by the server's
+    counters, and a mean first token of 80,000 s came from a window of 0.2 s."""
+    seen = summary.writing_tps.p50 if summary.writing_tps else None
+    stream = rates.stream_tokens_per_second
+    if seen and stream is not None and stream < seen / _SLOWER_THAN_SEEN:
+        return (
+            f"one stream's speed would be {stream:.3g} tokens a second, where felab timed "
+            f"{seen:.3g}"
+        )
+    ttft = rates.mean_ttft_seconds
+    if ttft is not None and ttft > rates.seconds + 1.0:
+        return (
+            f"the mean time to first token would be {ttft:.3g} s, between looks "
+            f"{rates.seconds:.3g} s apart"
+        )
+    return None
+
+
+def _server_rates(before: Snapshot, after: Snapshot, summary: RunSummary) -> dict[str, Any] | None:
     try:
         rates = diff(before, after)
-        unbelievable = rates.past_reason()
+        unbelievable = rates.past_reason() or _unlike_the_run(rates, summary)
         explanation = rates.explanation if unbelievable is None else ""
     except (SizingError, ArithmeticError, ValueError):  # a server counter past reason
         return None

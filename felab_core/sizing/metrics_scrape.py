@@ -189,6 +189,9 @@ def scrape(base_url: str, client: httpx.Client | None = None, timeout: float = 5
 MOST_STREAM_TPS = 100_000.0
 MOST_ALL_STREAMS_TPS = 10_000_000.0
 MOST_COUNTED = 1e12
+#: Prompt tokens a server reads in a second, all requests together: prefill on the largest
+#: GPUs is hundreds of thousands; past this a count is not a reading (10^12 in 0.14 s had been).
+MOST_PROMPT_TPS = 10_000_000.0
 
 
 @dataclass(frozen=True)
@@ -265,6 +268,9 @@ class ServerRates:
         for value, least, most, what in checks:
             if value is not None and not (math.isfinite(value) and least <= value <= most):
                 return f"{what} would be {value:.3g}"
+        prompt = self.prompt_tokens
+        if prompt is not None and prompt > MOST_PROMPT_TPS * max(self.seconds, 1.0):
+            return f"{prompt:.3g} prompt tokens read in {self.seconds:.3g} s"
         return None
 
     @property

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -234,8 +235,60 @@ def test_counters_no_run_could_leave_are_not_used(
     10^100 stopped the bench (exit 70) and lost the run."""
     from felab_core.engine.runner import _server_rates
 
-    kept = _server_rates(_llama(10, 0.01, 0, 0.0, at=5.0), after)
+    kept = _server_rates(_llama(10, 0.01, 0, 0.0, at=5.0), after, _run_at(100.0))
     assert kept is not None and "do not fit this run" in kept["explanation"]
     assert says in kept["explanation"] and "stream_tps" not in kept
-    honest = _server_rates(_llama(10, 0.01, 100, 1.0, at=5.0), _llama(110, 0.11, 300, 3.0, 9.0))
+    honest = _server_rates(
+        _llama(10, 0.01, 100, 1.0, at=5.0), _llama(110, 0.11, 300, 3.0, 9.0), _run_at(100.0)
+    )
     assert honest is not None and honest["stream_tps"] == pytest.approx(100.0)
+
+
+def _run_at(writing_tps: float, e2e_s: float = 1.0) -> Any:
+    """The summary of a run whose streams felab timed writing this fast."""
+    from felab_core.engine.metrics import RequestMetrics, summarize
+
+    tpot = 1 / writing_tps
+    done = [
+        RequestMetrics(i, True, None, ttft_s=0.1, tpot_s=tpot, writing_tps=writing_tps, e2e_s=e2e_s)
+        for i in range(4)
+    ]
+    return summarize(done, duration_s=4.0)
+
+
+@pytest.mark.parametrize(
+    ("after", "says"),
+    [
+        # eighteenth sweep (a) H3: 10^12 prompt tokens in 4 s; 8 tokens over 10^9 s of decoding
+        (_llama(10**12, 0.11, 300, 3.0, 9.0), "prompt tokens read in 4 s"),
+        (_llama(110, 0.11, 300, 1e9, 9.0), "where felab timed 100"),
+    ],
+)
+def test_counters_that_contradict_the_run_felab_timed_are_not_used(
+    after: metrics_scrape.Snapshot, says: str
+) -> None:
+    """A server's counters said 0.0 tokens a second for streams felab saw write 49 a second,
+    and 10^12 prompt tokens read in a 0.14 s run; both were printed and stored."""
+    from felab_core.engine.runner import _server_rates
+
+    kept = _server_rates(_llama(10, 0.01, 100, 1.0, at=5.0), after, _run_at(100.0))
+    assert kept is not None and "do not fit this run" in kept["explanation"], kept
+    assert says in kept["explanation"] and "stream_tps" not in kept
+
+
+def test_a_mean_first_token_longer_than_the_window_is_not_used() -> None:
+    """Eighteenth sweep (a) H3: vLLM's TTFT sum of 80,000 s over one request, between looks
+    0.2 s apart, was printed as "Mean time to first token: 80,000,000 ms" and stored."""
+    from felab_core.engine.runner import _server_rates
+
+    def looks(ttft_sum: float, at: float) -> metrics_scrape.Snapshot:
+        text = (
+            f"vllm:time_to_first_token_seconds_sum {ttft_sum}\n"
+            f"vllm:time_to_first_token_seconds_count {1 if ttft_sum else 0}\n"
+        )
+        return metrics_scrape.parse_metrics(text, taken_at=at)
+
+    lied = _server_rates(looks(0, 5.0), looks(80_000, 5.2), _run_at(100.0))
+    assert lied is not None and "between looks 0.2 s apart" in lied["explanation"]
+    honest = _server_rates(looks(0, 5.0), looks(0.15, 5.2), _run_at(100.0))
+    assert honest is not None and honest["mean_ttft_s"] == pytest.approx(0.15)
