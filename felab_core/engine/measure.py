@@ -38,6 +38,7 @@ from felab_core.engine.targets import Target, force_length_extra, per_chunk_usag
 from felab_core.engine.timeline import RequestTimeline
 from felab_core.engine.trace import TracePrompts
 from felab_core.engine.workloads import (
+    MAX_TOKENS,
     WEATHER_TOOL,
     Workload,
     arrival_offsets_s,
@@ -46,6 +47,10 @@ from felab_core.engine.workloads import (
 from felab_core.redact import url_without_credentials
 
 SCHEMA = "felab.bench/1"
+#: The most characters a conversation's history may reach: about four a token of the longest
+#: context any model has. Past it no server takes the next turn, and a server sending pages for
+#: each answer had grown every session's history (and memory) without bound: 4 GB in 50 s.
+MOST_HISTORY_CHARS = 4 * MAX_TOKENS
 LOOP_PROBE_INTERVAL_S = 0.01
 LOOP_LAG_WARN_MS = 5.0
 SCHEDULE_LAG_WARN_MS = 10.0
@@ -378,18 +383,25 @@ async def _sessions_loop(
     workload: Workload,
     progress: Progress | None,
     done: list[RequestTimeline],
-) -> None:
+) -> str | None:
     """Multi-turn conversations: each sends its turns one after another, the history growing
-    with every user message and answer, a think time between; `concurrency` run at once."""
+    with every user message and answer, a think time between; `concurrency` run at once.
+    Returns why conversations ended before their last turn, if any did."""
     assert workload.sessions is not None
     waiting = list(range(workload.sessions))
     total = workload.sessions * workload.turns
     issued = 0
 
+    outgrown: list[str] = []
+
     async def conversation(session: int, client: httpx.AsyncClient) -> None:
         nonlocal issued
         history: tuple[tuple[str, str], ...] = ()
+        size = 0
         for turn in range(1, workload.turns + 1):
+            if size > MOST_HISTORY_CHARS:
+                outgrown.append(f"conversation {session + 1} after turn {turn - 1}")
+                return
             message = turn_message(workload.seed, session, turn, workload.prompt_tokens)
             tl = RequestTimeline(index=issued, turn=turn)
             issued += 1
@@ -401,6 +413,7 @@ async def _sessions_loop(
                 return  # a conversation cannot go on without its answer
             answer = "".join(c.text for c in tl.content_chunks())
             history = (*history, ("user", message), ("assistant", answer))
+            size += len(message) + len(answer)
             if workload.think_time_s and turn < workload.turns:
                 await asyncio.sleep(workload.think_time_s)
 
@@ -410,6 +423,13 @@ async def _sessions_loop(
             await conversation(waiting.pop(0), client)
 
     await asyncio.gather(*(user() for _ in range(max(1, concurrency))))
+    if not outgrown:
+        return None
+    return (
+        f"{len(outgrown):,} conversation(s) ended early ({outgrown[0]} the first): the history "
+        f"passed {MOST_HISTORY_CHARS:,} characters, more than any model's context holds; the "
+        "server's answers are long for their turns (check --max-tokens and the server)"
+    )
 
 
 @dataclass(slots=True)
@@ -590,7 +610,7 @@ async def measure_run(
         t_start = now_ns() if shard.start_ns is None else shard.start_ns
         try:
             if workload.sessions is not None:
-                await _sessions_loop(sender, concurrency, workload, progress, done)
+                stopped = await _sessions_loop(sender, concurrency, workload, progress, done)
             elif not workload.open_loop:
                 await _closed_loop(sender, concurrency, workload, progress, done, shard)
             else:

@@ -88,3 +88,23 @@ def test_bad_session_flags_are_refused(tmp_path: Path) -> None:
         result = runner.invoke(app, ["bench", "--url", "http://127.0.0.1:9", *flags])
         assert result.exit_code == 2, result.output
         assert said in " ".join(result.output.split())
+
+
+def test_a_history_past_any_context_ends_its_conversation_in_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eighteenth sweep (a) H6, (a2) H1: a server sending pages for every answer grew each
+    session's history, and felab's memory, without bound (4 GB in 50 s). A conversation whose
+    history passes what any model's context holds ends there, and the run says so."""
+    from felab_core.engine import measure
+
+    monkeypatch.setattr(measure, "MOST_HISTORY_CHARS", 200)  # a few turns of 8 short words
+    script = Script(persona="llamacpp", ttft_s=0.002, itl_s=0.0005)
+    done = bench(script, tmp_path / "long.json", "--sessions", "3", "--turns", "50", "-c", "3",
+                 "--prompt-tokens", "16", "--max-tokens", "8")  # fmt: skip
+    timed = done.server.log[1:]
+    assert 3 <= len(timed) < 3 * 50
+    stopped = done.run["summary"]["stopped"]
+    assert stopped.startswith("3 conversation(s) ended early (conversation ")
+    assert "more than any model's context holds" in stopped
+    assert "ended early" in done.output
