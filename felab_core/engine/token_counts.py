@@ -82,17 +82,26 @@ def server_writing_tps(timings: dict[str, float] | None) -> float | None:
 TEMPLATE_TOKENS = 4096
 
 
+#: The most bytes of a request one prompt token may stand for: no tokenizer's longest token
+#: comes near (the same allowance a stream's text gets, stream_shape.most_text_chars).
+MOST_BYTES_A_TOKEN = 1024
+
+
 def prompt_counts(tl: RequestTimeline) -> tuple[int | None, int | None]:
     """The prompt's tokens and how many of them the server's cache served, where they can be
     true of the request felab sent: a token is at least one byte of it (999,999,999 for a
-    short prompt had been stored, and printed as "100 % cached")."""
+    short prompt had been stored, and printed as "100 % cached"), and at most 1,024 (20 for a
+    prompt of 8,000 tokens, 30 kB, had been stored)."""
     most = tl.request_bytes + TEMPLATE_TOKENS if tl.request_bytes else None
+    least = max(1, tl.request_bytes // MOST_BYTES_A_TOKEN) if tl.request_bytes else 1
     prompt = cached = None
     if tl.usage:
         prompt, cached = tl.usage.get("prompt_tokens"), tl.usage.get("cached_tokens")
     if cached is None and tl.server_timings and "cache_n" in tl.server_timings:
         cached = int(tl.server_timings["cache_n"])  # llama.cpp's own count
-    if not isinstance(prompt, int) or not 0 < prompt <= (most or prompt):
+    if not isinstance(prompt, int) or not least <= prompt <= (most or prompt):
+        if prompt is not None:
+            cached = None  # the same answer's cache count, beside a count that cannot be true
         prompt = None
     ceiling = prompt if prompt is not None else most
     if not isinstance(cached, int) or not 0 <= cached <= (ceiling or cached):

@@ -184,6 +184,18 @@ def test_a_prompt_count_past_the_request_sent_is_not_believed() -> None:
     assert (request_metrics(tl).prompt_tokens, request_metrics(tl).cached_tokens) == (60, 40)
 
 
+def test_a_prompt_count_far_below_the_request_sent_is_not_believed() -> None:
+    """Eighteenth sweep (a) H5: a server saying 20 prompt tokens for a prompt of 8,000 (30 kB
+    of request) was stored; a token stands for at most 1,024 bytes of the request."""
+    tl = timeline([100, 110], usage=2)
+    tl.request_bytes = 30_000
+    tl.usage = {"completion_tokens": 2, "prompt_tokens": 20, "cached_tokens": 10}
+    m = request_metrics(tl)
+    assert (m.prompt_tokens, m.cached_tokens) == (None, None)
+    tl.usage = {"completion_tokens": 2, "prompt_tokens": 29}  # 30,000 // 1,024
+    assert request_metrics(tl).prompt_tokens == 29
+
+
 @pytest.mark.parametrize(
     "running",
     [
