@@ -48,11 +48,21 @@ def holds_hidden(text: str, *, allowed: str = "") -> bool:
 FORMULA_MARKS = ("=", "+", "-", "@")
 
 
+#: What a formula needs past its first character to do harm: a call, a DDE link, a sheet or
+#: another formula. A model id such as @cf/meta/llama-3-8b holds none of them.
+_FORMULA_PARTS = re.compile(r"[()|!=+]")
+
+
 def formula_mark(text: str, *, allowed: str = "") -> str:
     """The character a name begins with that makes a spreadsheet run it, or ''. A model's name
-    may begin with '@' (`allowed`): Cloudflare's are @cf/..., and there it names no function."""
+    may begin with '@' (`allowed`): Cloudflare's are @cf/..., and there it names no function;
+    an '@' followed by a call or a link (@SUM(1), @cmd|...) is a formula all the same."""
     first = text.lstrip()[:1]
-    return first if first in FORMULA_MARKS and first not in allowed else ""
+    if first not in FORMULA_MARKS:
+        return ""
+    if first in allowed and not _FORMULA_PARTS.search(text):
+        return ""
+    return first
 
 
 def spreadsheet_cell(value: object) -> object:

@@ -102,3 +102,12 @@ def test_a_content_pack_holding_one_is_refused(tmp_path: Path) -> None:
     pack, problems = parse_pack(path)
     assert pack is None
     assert any("invisible or control characters" in p.message for p in problems), problems
+
+
+@pytest.mark.parametrize("name", ["@SUM(1)", "@cmd|' /C calc'!A0", "@A1+A2", "@x=1"])
+def test_a_model_name_that_is_an_at_formula_is_refused(name: str) -> None:
+    """Eighteenth sweep (a) M4: '@' is allowed at the start of a model's name (Cloudflare's are
+    @cf/...), and "@SUM(1)" was written into the results CSV, where a spreadsheet runs it."""
+    with pytest.raises(TargetError, match="begins with '@'"):
+        check_model_name(name, "--model")
+    assert check_model_name("@cf/meta/llama-3.1-8b", "--model") == "@cf/meta/llama-3.1-8b"

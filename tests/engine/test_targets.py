@@ -277,3 +277,11 @@ def test_a_built_in_target_given_another_kind_takes_that_kind_s_api(tmp_path: Pa
     path.write_text('[targets.ollama]\nkind = "vllm"\n')
     with pytest.raises(TargetError, match="is another kind than felab's own target"):
         load_targets(path)
+
+
+async def test_a_model_id_that_is_an_at_formula_is_passed_over() -> None:
+    """Eighteenth sweep (a) M4: a server's id "@SUM(1)" became the run's model and its CSV cell."""
+    async with ScriptedServer(Script(persona="vllm", model="@SUM(1)")) as server:
+        assert (await identify(server.base_url)).models == []
+    async with ScriptedServer(Script(persona="vllm", model="@cf/meta/llama-3.1-8b")) as server:
+        assert (await identify(server.base_url)).models == ["@cf/meta/llama-3.1-8b"]
