@@ -71,6 +71,8 @@ def search_rate(
     notes = console if fmt is Format.table else Console(stderr=True, highlight=False)
     cap = workload.concurrency if workload.concurrency != (1,) else (0,)
 
+    first_errors: dict[float, str | None] = {}
+
     async def run_at(rate: float) -> RunSummary:
         at = replace(
             workload,
@@ -80,7 +82,9 @@ def search_rate(
             stop_when_saturated=True,  # a probe past the knee ends early instead of queueing
         )
         result = await bench_target(target, at, limits=limits, check_server=check_server)
-        return result.runs[0].summary
+        run = result.runs[0]
+        first_errors[rate] = next((m.error for m in run.requests if m.error), None)
+        return run.summary
 
     def said(p: Probe) -> None:
         verdict = "passed" if p.passed else "missed: " + "; ".join(p.misses)
@@ -92,6 +96,15 @@ def search_rate(
         notes.print(f"[red]{esc(target.name)}: not timed:[/red] {esc(str(exc))}", soft_wrap=True)
         raise typer.Exit(3) from None
     emit(probes_grid(result, bounds), fmt, console)
+    if result.failing is not None:
+        failing = result.failing
+        notes.print(
+            f"[red]{esc(target.name)}: every request failed at {failing.rate:g} req/s[/red], so "
+            "the search stopped (a server that answers none is not one to find a rate for): "
+            f"first error: {esc(first_errors.get(failing.rate) or 'none given')}",
+            soft_wrap=True,
+        )
+        raise typer.Exit(3)
     if result.best is None:
         notes.print(
             f"[red]no rate down to {min(p.rate for p in result.probes):g} req/s met "

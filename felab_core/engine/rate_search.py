@@ -100,6 +100,10 @@ def judge(rate: float, summary: RunSummary, bounds: tuple[Bound, ...]) -> Probe:
     if sent == 0:
         probe.misses.append("no request finished")
         return probe
+    if summary.ok == 0:  # not load: the server answers none at any rate ("fell behind" misled)
+        kinds = ", ".join(sorted(summary.errors)) or "no reason given"
+        probe.misses.append(f"all {sent} requests failed ({kinds})")
+        return probe
     if summary.stopped:
         probe.misses.append("over-saturated: the run stopped sending")
     if summary.failed / sent > MAX_FAILED:
@@ -127,6 +131,13 @@ class SearchResult:
     best: Probe | None  # the highest rate that passed
     probes: list[Probe]
     capped: bool = False  # every probe up to the ceiling passed
+    #: The last probe, where two in a row had every request fail before any passed: a server
+    #: that answers none at half the rate either has an error to fix, not a rate to find.
+    failing: Probe | None = None
+
+
+def _answered_none(probe: Probe) -> bool:
+    return probe.summary.ok == 0 and probe.summary.failed > 0
 
 
 #: The highest rate the search probes: past it a client, not the server, is what is measured.
@@ -161,6 +172,8 @@ async def find_max_rate(
     rate = start
     while len(probes) < max_probes:  # find a bracket
         result = await probe(rate)
+        if good is None and len(probes) >= 2 and all(_answered_none(p) for p in probes[-2:]):
+            return SearchResult(None, probes, failing=result)  # halving the rate did not help
         if result.passed:
             good = result
             if rate >= ceiling:
@@ -171,7 +184,9 @@ async def find_max_rate(
             if good is not None:
                 break
             if rate <= floor:
-                return SearchResult(None, probes)
+                return SearchResult(
+                    None, probes, failing=result if _answered_none(result) else None
+                )
             rate = max(floor, rate / 2)
     while good is not None and bad is not None and len(probes) < max_probes:
         if (bad - good.rate) / good.rate <= precision:

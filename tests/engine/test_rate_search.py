@@ -101,6 +101,34 @@ def test_no_rate_passes_and_it_is_said() -> None:
     assert result.best is None and min(p.rate for p in result.probes) == 0.01
 
 
+def test_a_server_that_answers_none_stops_the_search_with_its_error(tmp_path: Path) -> None:
+    """Eighteenth sweep (a) M3: every request an HTTP 500, and the search probed eight rates
+    down to 0.01 req/s, each "the server fell behind", then exit 4 "loosen the objective"; the
+    server's error was never shown. Two probes that answer none end it: exit 3, in its words."""
+    asked: list[float] = []
+
+    async def run_at(rate: float) -> RunSummary:
+        asked.append(rate)
+        summary = _summary(rate, 0.1, failed=100)
+        summary.errors = {"HTTP 500": 100}
+        return summary
+
+    result = asyncio.run(find_max_rate(run_at, parse_objective("ttft_p95=500ms"), start=4))
+    assert asked == [4, 2] and result.best is None and result.failing is not None
+    assert result.probes[0].misses == ["all 100 requests failed (HTTP 500)"]
+    server = ScriptedServer(Script(persona="llamacpp", fault="http500")).start_in_thread()
+    try:
+        args = ["bench", "llamacpp", "--url", server.base_url, "--find-max-rate",
+                "ttft_p95=500ms", "--duration", "0.5", "--no-csv"]  # fmt: skip
+        said = runner.invoke(app, args)
+    finally:
+        server.stop_thread()
+    assert said.exit_code == 3, said.output
+    assert "every request failed at 0.5 req/s" in said.output
+    assert "first error: HTTP 500: scripted failure: out of memory" in said.output
+    assert "fell behind" not in said.output
+
+
 def test_a_scripted_server_of_known_capacity(tmp_path: object) -> None:
     """Two slots, 10 ms to the first token and 10 tokens 4 ms apart: a request holds a slot
     ~46 ms, so the server serves at most ~43 req/s, and Poisson arrivals queue long before that
