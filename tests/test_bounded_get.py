@@ -96,3 +96,54 @@ def test_json_nested_past_recursion_is_a_value_error(base: str) -> None:
         answer = get_bounded(client, f"{base}/deep")
     with pytest.raises(ValueError, match="nested too deeply"):
         answer.json()
+
+
+def test_sizing_reads_go_straight_to_the_server_never_through_a_proxy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Eighteenth sweep (a) M6: /metrics went through HTTP_PROXY while the timing client did
+    not: the proxy was sent the URL's password as Basic auth, and its 403 blamed the server."""
+    from felab_core.lab.scripted_server import Script, ScriptedServer
+    from felab_core.sizing import SizingError, metrics_scrape, slots_live, vllm_live
+
+    seen: list[bytes] = []
+
+    class _Proxy(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.requestline.encode())
+            self.send_response(403)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    proxy = ThreadingHTTPServer(("127.0.0.1", 0), _Proxy)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    for name in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.setenv(name, f"http://127.0.0.1:{proxy.server_port}")
+    monkeypatch.setenv("NO_PROXY", "")
+
+    class _Metrics(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b"llamacpp:tokens_predicted_total 8\n"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    metrics = ThreadingHTTPServer(("127.0.0.1", 0), _Metrics)
+    threading.Thread(target=metrics.serve_forever, daemon=True).start()
+    server = ScriptedServer(Script(persona="llamacpp")).start_in_thread()
+    try:
+        assert metrics_scrape.scrape(f"http://u:pw@127.0.0.1:{metrics.server_port}").engine
+        assert slots_live.read_live(server.base_url.replace("//", "//u:pw@")).slots >= 1
+        with pytest.raises(SizingError):  # llama.cpp's figures are not vLLM's; no proxy asked
+            vllm_live.read_live_vllm(f"http://u:pw@127.0.0.1:{metrics.server_port}")
+    finally:
+        server.stop_thread()
+        metrics.shutdown()
+        proxy.shutdown()
+    assert seen == []

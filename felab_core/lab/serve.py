@@ -441,7 +441,7 @@ class ServerProcess:
         proc = self.proc
         if proc is None:
             raise ServeError("start() the server before waiting for it")
-        with httpx.Client(timeout=httpx.Timeout(10.0, connect=2.0)) as client:
+        with httpx.Client(timeout=httpx.Timeout(10.0, connect=2.0), trust_env=False) as client:
             while True:
                 code = proc.poll()
                 if code is not None:

@@ -16,7 +16,7 @@ from fractions import Fraction
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from felab_core.bounded_get import get_bounded
+from felab_core.bounded_get import direct_client, get_bounded
 from felab_core.engine.request_errors import connect_failure
 from felab_core.redact import url_password_masked
 from felab_core.sizing.errors import BadAnswer, SizingError, Unreachable
@@ -165,7 +165,7 @@ def scrape(base_url: str, client: httpx.Client | None = None, timeout: float = 5
     """GET {base_url}/metrics and parse it; say plainly when the endpoint is off."""
     url = base_url.rstrip("/") + "/metrics"
     own = client is None
-    http = client or httpx.Client(timeout=timeout)
+    http = client or direct_client(timeout)
     try:
         try:
             response = get_bounded(http, url)

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from felab_core.bounded_get import Deadline, get_bounded
+from felab_core.bounded_get import Deadline, direct_client, get_bounded
 from felab_core.engine.request_errors import connect_failure
 from felab_core.redact import url_password_masked
 from felab_core.sizing.errors import BadAnswer, SizingError, Unreachable
@@ -87,7 +87,7 @@ def read_slots(
     base = base_url.rstrip("/")
     shown = url_password_masked(base)  # what is said: never a password from --url
     own = client is None
-    http = client or httpx.Client(timeout=timeout)
+    http = client or direct_client(timeout)
     try:
         deadline = Deadline()  # the three questions together, not 10 s each
         status, props = _get_json(http, f"{base}/props", deadline)

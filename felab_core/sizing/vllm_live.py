@@ -10,7 +10,7 @@ from fractions import Fraction
 
 import httpx
 
-from felab_core.bounded_get import Deadline, get_bounded
+from felab_core.bounded_get import Deadline, direct_client, get_bounded
 from felab_core.engine.request_errors import connect_failure
 from felab_core.redact import url_password_masked
 from felab_core.sizing.capacity import MAX_BLOCK_SIZE
@@ -123,7 +123,7 @@ def read_live_vllm(
     """Ask a running vLLM: /metrics for the cache, /v1/models for the max model length."""
     base = base_url.rstrip("/")
     own = client is None
-    http = client or httpx.Client(timeout=timeout)
+    http = client or direct_client(timeout)
     try:
         try:
             deadline = Deadline()  # both questions together, not 10 s each
