@@ -54,6 +54,9 @@ class ModelShape:
     active_weights_bytes: Fraction | None = None
     weights_dtype: str | None = None
     notes: tuple[str, ...] = field(default=())
+    #: Where weights_bytes was summed from ("the tensors listed in ..."), for a refusal to name
+    #: the file at fault: a folder's safetensors, not its config.json, list the tensors.
+    weights_from: str | None = None
 
     @property
     def is_moe(self) -> bool:
@@ -365,7 +368,17 @@ def _with_safetensors_weights(shape: ModelShape, folder: Path) -> ModelShape:
     total = sum(sizes.values())
     expert = sum(b for n, b in sizes.items() if _EXPERT_SAFETENSORS.search(n))
     active = _active_bytes(total, expert, shape)
-    return replace(shape, weights_bytes=total, active_weights_bytes=active)
+    listed_in = (
+        with_hidden_shown(str(files[0]))
+        if len(files) == 1
+        else f"the {len(files):,} .safetensors files in {with_hidden_shown(str(folder))}"
+    )
+    return replace(
+        shape,
+        weights_bytes=total,
+        active_weights_bytes=active,
+        weights_from=f"the tensors listed in {listed_in}",
+    )
 
 
 def _active_bytes(total: int, expert: int, shape: ModelShape) -> Fraction:
@@ -640,6 +653,7 @@ def from_gguf(path: str | Path) -> ModelShape:
         weights_bytes=total or None,
         weights_dtype=_gguf_file_type_name(file_type),
         notes=tuple(notes),
+        weights_from=f"the tensors listed in {with_hidden_shown(str(gguf_path))}",
     )
     active = _active_bytes(total, expert, shape) if total else None
     return replace(shape, active_weights_bytes=active)

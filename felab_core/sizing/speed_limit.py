@@ -265,20 +265,20 @@ def bytes_per_token(
 def weights_for(shape: ModelShape, bits_per_weight: Fraction | None = None) -> tuple[Fraction, str]:
     """Bytes of weights a token reads, and a plain note on where the number came from."""
     read = shape.weights_read_per_token()
-    from_files = shape.source.startswith(("GGUF", "config.json"))  # a tensor list's sum
+    from_files = shape.weights_from is not None  # a tensor list's sum, not a typed size
     listed = shape.weights_bytes if from_files else None
     if listed is not None and listed < MIN_WEIGHTS_BYTES:  # not the typed sizes' unit advice
         raise SizingError(
-            f"the tensors listed in {shape.source} hold {whole_text(listed)} bytes, no model's "
-            "weights (the smallest, felab's own tiny test model, is 0.7 MB): the file is a "
-            "header or damaged; give the model file's size with --model-bytes instead"
+            f"{shape.weights_from} hold {whole_text(listed)} bytes, no model's weights (the "
+            "smallest, felab's own tiny test model, is 0.7 MB): a header without its weights, or "
+            "a damaged file; give the model file's size with --model-bytes instead"
         )
     if read is not None:
         if from_files and read < MIN_WEIGHTS_BYTES:  # the files' fault, not a typed unit's
             raise SizingError(
-                f"the tensors listed in {shape.source} leave {whole_text(read)} bytes for a "
-                "token to read (the active experts' share), no model's weights: the file is a "
-                "header or damaged; give the model file's size with --model-bytes instead"
+                f"{shape.weights_from} leave {whole_text(read)} bytes for a token to read (the "
+                "active experts' share), no model's weights: a header without its weights, or a "
+                "damaged file; give the model file's size with --model-bytes instead"
             )
         if shape.is_moe:
             return read, (

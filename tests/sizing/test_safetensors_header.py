@@ -154,6 +154,23 @@ def test_a_tiny_tensor_list_is_not_called_a_typo(tmp_path: Path) -> None:
         weights_for(from_hf_config(folder))
 
 
+def test_a_tiny_tensor_list_names_the_safetensors_files_not_config_json(tmp_path: Path) -> None:
+    """Eighteenth sweep (c) M1: "the tensors listed in config.json" sent the user to a file
+    that lists no tensors; the folder's .safetensors files list them."""
+    folder = _folder(tmp_path)
+    tensor = {"a": {"dtype": "U8", "shape": [8], "data_offsets": [0, 8]}}
+    _write(folder / "model-00000.safetensors", tensor, data=8)
+    with pytest.raises(SizingError) as one:
+        weights_for(from_hf_config(folder))
+    assert str(one.value).startswith(
+        f"the tensors listed in {folder / 'model-00000.safetensors'} hold 8 bytes"
+    ), one.value
+    assert "config.json" not in str(one.value)
+    _write(folder / "model-00001.safetensors", {"b": tensor["a"]}, data=8)
+    with pytest.raises(SizingError, match=r"the 2 \.safetensors files in .* hold 16 bytes"):
+        weights_for(from_hf_config(folder))
+
+
 def test_a_mixture_whose_active_share_is_tiny_blames_the_files_not_a_typed_unit(
     tmp_path: Path,
 ) -> None:
