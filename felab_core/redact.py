@@ -20,6 +20,8 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 #: Each word is read once (`_masked_word`): `\S+@` tried from every `a://:` of a 100 kB word took
 #: a second and more, in the square of its length.
 _URL_HEAD = re.compile(r"(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://[^\s:/@]*:", re.I)
+#: `scheme://token@host`: a user with no password, the usual way a key rides in a URL.
+_URL_BARE_USER = re.compile(r"(?<![a-z0-9+.-])(?P<scheme>[a-z][a-z0-9+.-]*://)[^\s:/@]+@", re.I)
 _WORD = re.compile(r"\S+")
 #: A secret passed in a URL's query (`?password=`, `&api_key=`, `?token=`): its value masked.
 _QUERY_SECRET = re.compile(
@@ -68,6 +70,8 @@ def add_url_secrets(url: str) -> None:
     except ValueError:
         return
     if not password:
+        for said in {user or "", unquote(user or "")}:  # a bare user is how a key rides
+            add_secret(said)
         return
     for said in {password, unquote(password)}:
         add_secret(said)
@@ -94,7 +98,7 @@ def _masked_word(found: re.Match[str]) -> str:
         return word
     head = _URL_HEAD.search(word)
     if head is None:
-        return word
+        return _URL_BARE_USER.sub(r"\g<scheme>***@", word)
     at = word.rfind("@")
     return word if at < head.end() else word[: head.end()] + "***" + word[at:]
 
@@ -176,7 +180,8 @@ def url_without_credentials(url: str) -> str:
 
 
 def url_password_masked(url: str) -> str:
-    """`url` with its password replaced by `***` (the user kept), for messages and logs."""
+    """`url` with its password replaced by `***` (the user kept), for messages and logs; a
+    user with no password is masked itself (`https://API_KEY@host` is how keys are written)."""
     try:
         parts = urlsplit(url)
         password = parts.password
@@ -184,10 +189,12 @@ def url_password_masked(url: str) -> str:
         port = parts.port
     except ValueError:
         return redact(url)
-    if password is None:
+    if password is None and parts.username is None:
         return _QUERY_SECRET.sub(r"\g<head>***", url)
     if ":" in host:
         host = f"[{host}]"
     user = parts.username or ""
-    netloc = f"{user}:***@{host}" + (f":{port}" if port is not None else "")
+    # http://TOKEN@host: with no password, the user is the secret (an API key) and is masked
+    userinfo = "***" if password is None else f"{user}:***"
+    netloc = f"{userinfo}@{host}" + (f":{port}" if port is not None else "")
     return _QUERY_SECRET.sub(r"\g<head>***", urlunsplit(parts._replace(netloc=netloc)))

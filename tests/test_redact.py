@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from felab_core.redact import redact, url_as_typed_masked
+from felab_core.redact import add_url_secrets, redact, url_as_typed_masked, url_password_masked
 
 
 @pytest.mark.parametrize("password", ["plain", "S3cr/etPw", "p@ss:w0rd", "a#b?c", "x/y@z", "end/"])
@@ -99,3 +99,20 @@ def test_a_long_word_is_redacted_in_one_pass(text: str) -> None:
     started = time.monotonic()
     redact(text)
     assert time.monotonic() - started < 10
+
+
+def test_a_bare_user_in_a_url_is_masked_as_the_key_it_usually_is() -> None:
+    """Eighteenth sweep (a2) H2: `http://hf_abc...@host` (an API key as the URL's user, no
+    password) was printed whole in the /metrics note and written to the record's notes."""
+    key = "hf_abcdefghijklmnopqrstuvwxyz123456"
+    url = f"http://{key}@127.0.0.1:41234"
+    assert url_password_masked(url) == "http://***@127.0.0.1:41234"
+    assert url_password_masked(f"http://u%3Atok{key}@h:1/v1") == "http://***@h:1/v1"
+    assert key not in redact(f"no server-side figures: {url}/metrics answered HTTP 404")
+    assert url_password_masked("http://alice:pw@h:1") == "http://alice:***@h:1"  # as before
+    assert url_password_masked("http://h:1/v1") == "http://h:1/v1"
+
+
+def test_a_bare_user_is_masked_wherever_a_server_repeats_it() -> None:
+    add_url_secrets("http://q9Zt4Lx0Pw7Rk2Mn@127.0.0.1:1/v1")
+    assert redact("the key q9Zt4Lx0Pw7Rk2Mn was rejected") == "the key *** was rejected"
