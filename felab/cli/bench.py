@@ -203,23 +203,23 @@ def _print_details(outcomes: list[BenchOutcome], out: Console) -> None:
                 say(f"[dim]{esc(r.target.name)} c={run.concurrency}: {client_summary(run)}[/dim]")
             for cold in s.cold_starts:
                 say(
-                    f"[yellow]{r.target.name}:[/yellow] request {cold['index']} was a cold start "
-                    f"(TTFT {cold['ttft_s'] or 0:.2f} s); reported here, not in the figures"
+                    f"[yellow]{esc(r.target.name)}:[/yellow] request {cold['index']} was a cold "
+                    f"start (TTFT {cold['ttft_s'] or 0:.2f} s); reported here, not in the figures"
                 )
             if run.server_metrics:
                 say(
-                    f"{r.target.name} c={run.concurrency}: the server's /metrics: "
+                    f"{esc(r.target.name)} c={run.concurrency}: the server's /metrics: "
                     f"{run.server_metrics['explanation']}"
                 )
             if s.cached_share is not None:
                 say(
-                    f"{r.target.name} c={run.concurrency}: prefix cache: "
+                    f"{esc(r.target.name)} c={run.concurrency}: prefix cache: "
                     f"{s.cached_share * 100:.0f}% of prompt tokens were cached (the server's count)"
                 )
             if s.window is not None:
                 win = s.window
                 say(
-                    f"{r.target.name} c={run.concurrency}: steady window {win['from_s']:g}-"
+                    f"{esc(r.target.name)} c={run.concurrency}: steady window {win['from_s']:g}-"
                     f"{win['to_s']:.1f} s: {win['kept']} requests in the figures, {win['dropped']} "
                     "sent in the ramp-up or still running in the ramp-down left out"
                     + (
@@ -232,14 +232,14 @@ def _print_details(outcomes: list[BenchOutcome], out: Console) -> None:
             for turn in s.per_turn:
                 cached = turn["cached_share"]
                 say(
-                    f"{r.target.name} turn {turn['turn']}: TTFT p50 "
+                    f"{esc(r.target.name)} turn {turn['turn']}: TTFT p50 "
                     f"{_fmt(turn['ttft_p50_s'], 1e3, 1)} ms over {turn['requests']} requests, "
                     f"prompt {_fmt(turn['prompt_tokens_mean'], 1.0, 0)} tokens"
                     + ("" if cached is None else f", {cached * 100:.0f}% cached")
                 )
             if s.goodput_rps is not None:
                 say(
-                    f"{r.target.name} c={run.concurrency}: goodput {s.goodput_rps:.2f} req/s "
+                    f"{esc(r.target.name)} c={run.concurrency}: goodput {s.goodput_rps:.2f} req/s "
                     f"({(s.goodput_fraction or 0) * 100:.0f}% of requests met {s.slo})"
                 )
 
@@ -543,8 +543,8 @@ def bench(
         def progress(target: Target, label: str, done: int, total: int | None) -> None:
             silence.poke()
             key = f"{target.name} {label}"
-            if key not in tasks:
-                tasks[key] = bar.add_task(key, total=total)
+            if key not in tasks:  # the description is markup: a name's '[/y]' had crashed it
+                tasks[key] = bar.add_task(esc(key), total=total)
             bar.update(tasks[key], completed=done, total=total)
 
         def once(k: int = 0) -> list[BenchOutcome]:
@@ -592,7 +592,7 @@ def bench(
         err_console.print(f"[red]could not save results:[/red] {esc(str(exc))}")
         raise typer.Exit(EXIT_FAILED_REQUESTS) from None
     for path in written:
-        notes.print(f"wrote {path}")
+        notes.print(f"wrote {path}", markup=False)  # a path's '[/x]' is no markup
     if any(o.result is not None and o.result.interrupted for o in outcomes):
         err_console.print(
             "[yellow]interrupted:[/yellow] the table shows what finished; it is not in the "

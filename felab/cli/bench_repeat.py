@@ -85,7 +85,7 @@ def run_repeats(
         repeats.append(outcomes)
         path = repeat_path(json_path, k)
         for written in save_outcomes(outcomes, csv_path=csv_path, json_path=path):
-            notes.print(f"repeat {k}: wrote {written}", soft_wrap=True)
+            notes.print(f"repeat {k}: wrote {written}", soft_wrap=True, markup=False)
         if any(o.error or (o.result and o.result.interrupted) for o in outcomes):
             break
     emit(interval_grid(repeats), fmt, console)

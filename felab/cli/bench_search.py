@@ -115,7 +115,7 @@ def search_rate(
     best = result.best
     more = " (the search's ceiling: every probe passed)" if result.capped else ""
     notes.print(
-        f"[bold]{target.name}: highest rate within {', '.join(map(str, bounds))}: "
+        f"[bold]{esc(target.name)}: highest rate within {', '.join(map(str, bounds))}: "
         f"{best.rate:.3g} req/s[/bold]{more} (it finished {best.summary.request_tps:.3g} req/s)",
         soft_wrap=True,
     )

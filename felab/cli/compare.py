@@ -180,4 +180,4 @@ def compare(
         except OSError as exc:
             err(f"could not write the chart to {chart}: {exc.strerror or exc}: choose another path")
             raise typer.Exit(EXIT_USAGE) from None
-        console.print(f"chart: {drawn}")
+        console.print(f"chart: {drawn}", markup=False)

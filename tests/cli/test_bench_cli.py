@@ -211,3 +211,39 @@ def test_targets_shows_names_and_notes_as_written(tmp_path: Path) -> None:
     result = runner.invoke(app, ["targets", "--targets-file", str(path)], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "[link=file:///x]click[/link] [/]" in result.output
+
+
+@pytest.mark.parametrize("name", ["x[/y]", "a[/]", "[blink]x"])
+def test_a_target_name_or_path_with_brackets_is_shown_as_written(
+    llama_like: ScriptedServer, tmp_path: Path, name: str
+) -> None:
+    """Eighteenth sweep (a2) H3: a targets-file name `x[/y]` reached rich's markup unescaped:
+    a MarkupError from the progress thread (a traceback, exit 70) after the run was timed,
+    and neither the CSV nor the record was written."""
+    targets = tmp_path / "targets.toml"
+    targets.write_text(f'[targets."{name}"]\nkind = "llamacpp"\nurl = "{llama_like.base_url}"\n')
+    folder = tmp_path / "out[" / "]"
+    folder.mkdir(parents=True)
+    record = folder / "r[/b].json"
+    result = runner.invoke(
+        app,
+        [
+            "bench",
+            name,
+            "--targets-file",
+            str(targets),
+            "-n",
+            "2",
+            "--warmup",
+            "0",
+            "--max-tokens",
+            "4",
+            "--no-csv",
+            "--json",
+            str(record),
+        ],
+        env={"COLUMNS": "200"},
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(record.read_text())["target"]["name"] == name
+    assert f"wrote {record}" in result.output and "Traceback" not in result.output
