@@ -169,6 +169,9 @@ def normalize_base_url(url: str) -> str:
 
 #: A note is a line a person reads beside the table (and it travels with a fleet job).
 MAX_NOTE_CHARS = 500
+#: The most targets one file names: a lab's servers, not a fleet's. 10,000 (under the 1 MiB
+#: limit) had taken `felab targets` past 30 s to draw.
+MOST_TARGETS = 256
 
 
 class _TargetEntry(BaseModel):
@@ -225,6 +228,11 @@ def load_targets(path: Path | None) -> dict[str, Target]:
         # a key is the file's words: an escape code in it must not reach the terminal
         where = ".".join(with_hidden_shown(str(p))[:64] for p in first["loc"])
         raise TargetError(f"targets file {path}: {where}: {first['msg']}") from None
+    if len(parsed.targets) > MOST_TARGETS:
+        raise TargetError(
+            f"targets file {path} names {len(parsed.targets):,} targets; a targets file holds at "
+            f"most {MOST_TARGETS} (the servers one machine times): split it, one file a machine"
+        )
     for name in parsed.targets:
         if not name.strip():
             raise TargetError(

@@ -285,3 +285,15 @@ async def test_a_model_id_that_is_an_at_formula_is_passed_over() -> None:
         assert (await identify(server.base_url)).models == []
     async with ScriptedServer(Script(persona="vllm", model="@cf/meta/llama-3.1-8b")) as server:
         assert (await identify(server.base_url)).models == ["@cf/meta/llama-3.1-8b"]
+
+
+def test_a_targets_file_of_thousands_of_targets_is_refused_in_words(tmp_path: Path) -> None:
+    """Eighteenth sweep (a2) H4: 10,000 targets (530 kB, under the file's 1 MiB) took
+    `felab targets` past 30 s; a file names at most 256 (one machine's servers)."""
+    path = tmp_path / "many.toml"
+    entry = '[targets.t{}]\nkind = "vllm"\nurl = "http://127.0.0.1:8000"\n'
+    path.write_text("".join(entry.format(i) for i in range(257)))
+    with pytest.raises(TargetError, match="names 257 targets; a targets file holds at most 256"):
+        load_targets(path)
+    path.write_text("".join(entry.format(i) for i in range(256)))
+    assert len(load_targets(path)) >= 256
