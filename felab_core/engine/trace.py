@@ -108,7 +108,20 @@ def check_replay_knobs(block_size: int, speed: float) -> None:
         raise TraceError(f"--trace-speed must be 0.001-1000 (2 = twice as fast), not {speed:g}")
 
 
+def _given(row: dict[str, object], names: tuple[str, ...], line: int) -> None:
+    """Refuse a line that gives a figure under two of its names (input_length and
+    input_tokens, timestamp and delay): which one the trace meant is a guess, and the first
+    one had been taken without a word."""
+    said = [n for n in names if row.get(n) is not None]
+    if len(said) > 1:
+        raise TraceError(
+            f"line {line}: gives both {said[0]} and {said[1]}: which one the trace meant is a "
+            "guess; keep one"
+        )
+
+
 def _int(row: dict[str, object], names: tuple[str, ...], line: int, *, needed: bool) -> int | None:
+    _given(row, names, line)
     for name in names:
         if name in row and row[name] is not None:
             value = row[name]
@@ -125,6 +138,7 @@ def _int(row: dict[str, object], names: tuple[str, ...], line: int, *, needed: b
 
 
 def _time_ms(row: dict[str, object], names: tuple[str, ...], line: int) -> float | None:
+    _given(row, names, line)
     for name in names:
         if name in row and row[name] is not None:
             value = row[name]
@@ -154,7 +168,9 @@ def parse_trace(
     clock_ms = 0.0
     first_ms: float | None = None
     unordered = False
-    for line_no, raw in enumerate(text.splitlines(), 1):
+    # Lines end at \n only: str.splitlines also splits at U+2028, legal inside a JSON string.
+    for line_no, raw in enumerate(text.split("\n"), 1):
+        raw = raw.removesuffix("\r")
         if not raw.strip():
             continue
         if len(requests) >= MAX_LINES:
@@ -178,6 +194,7 @@ def parse_trace(
             ) from None
         if not isinstance(row, dict):
             raise TraceError(f'line {line_no}: expected an object such as {{"timestamp": 0, ...}}')
+        _given(row, ("timestamp", "created_time", "delay", "delay_ms"), line_no)
         stamp = _time_ms(row, ("timestamp", "created_time"), line_no)
         delay = _time_ms(row, ("delay", "delay_ms"), line_no)
         if stamp is None and delay is None and requests:
@@ -195,7 +212,8 @@ def parse_trace(
         output_tokens = _int(row, ("output_length", "output_tokens"), line_no, needed=False)
         if output_tokens is not None and not 1 <= output_tokens <= MAX_OUTPUT_TOKENS:
             raise TraceError(f"line {line_no}: output_length must be 1-{MAX_OUTPUT_TOKENS:,}")
-        ids = row.get("hash_ids") or []
+        ids = row.get("hash_ids")
+        ids = [] if ids is None else ids  # "", 0 or false had read as "no ids"
         if not isinstance(ids, list) or not all(
             isinstance(i, int) and not isinstance(i, bool) and 0 <= i < _MAX_INTEGER for i in ids
         ):
@@ -218,8 +236,9 @@ def parse_trace(
     )
     span_s = rebased[-1].at_s / speed
     if span_s > MAX_SPAN_S:
+        spans = f"{span_s:,.0f}" if span_s < 1e12 else f"{span_s:.3g}"  # 1e308: not 309 digits
         raise TraceError(
-            f"the trace spans {span_s:,.0f} s at --trace-speed {speed:g} (its timestamps are "
+            f"the trace spans {spans} s at --trace-speed {speed:g} (its timestamps are "
             f"milliseconds): more than a day ({MAX_SPAN_S:,} s); cut it, or replay it faster"
         )
     digest = hashlib.sha256(text.encode()).hexdigest()

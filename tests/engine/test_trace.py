@@ -56,11 +56,34 @@ def test_the_published_format_reads_with_its_aliases() -> None:
         # seventeenth sweep (a2) H5, L4: a 2,000,000-token line grew felab past 1.4 GB
         ('{"timestamp": 0, "input_length": 2000000}', "input_length must be 1-262,144"),
         ('{"timestamp": 0, "input_length": 5, "output_length": 1000000}', "1-262,144"),
+        # eighteenth sweep (a2) M4: the first of two names was taken, the other ignored
+        ('{"timestamp": 0, "input_length": 20, "input_tokens": 200000}', "gives both input_le"),
+        ('{"timestamp": 0, "input_length": 2, "output_length": 4, "output_tokens": 9}', "both"),
+        ('{"timestamp": 0, "created_time": 5e9, "input_length": 20}', "gives both timestamp"),
+        ('{"timestamp": 10, "delay": 99999999, "input_length": 20}', "both timestamp and delay"),
+        # (a2) L5: "", 0 or false had read as no ids; L4: 309 digits of span
+        ('{"timestamp": 0, "input_length": 5, "hash_ids": ""}', "line 1: hash_ids"),
+        ('{"timestamp": 0, "input_length": 5, "hash_ids": false}', "line 1: hash_ids"),
+        (
+            '{"timestamp": 0, "input_length": 5}\n{"timestamp": 1e308, "input_length": 5}',
+            "spans 1e",
+        ),
     ],
 )
 def test_a_bad_trace_is_refused_naming_its_line(line: str, said: str) -> None:
     with pytest.raises(TraceError, match=said.replace("(", r"\(")):
         parse_trace(line + "\n", block_size=16)
+
+
+def test_a_line_separator_inside_a_json_string_does_not_split_the_line() -> None:
+    """Eighteenth sweep (a2) L6: a raw U+2028 inside a string (legal JSON) split the line, and
+    the trace was "not JSON"; lines end at a newline only (and \\r\\n)."""
+    trace = parse_trace(
+        '{"timestamp": 0, "input_length": 5, "note": "a\u2028b"}\r\n{"timestamp": 1, '
+        '"input_length": 6}\n',
+        block_size=16,
+    )
+    assert [r.input_tokens for r in trace.requests] == [5, 6]
 
 
 def test_shared_hash_ids_give_shared_prompt_blocks_and_nothing_more() -> None:
