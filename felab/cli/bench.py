@@ -517,7 +517,23 @@ def bench(
         )
         return
 
+    replay = workload.trace
+    if replay is not None and replay.span_s > QUIET_NOTICE_S:  # a 29-minute replay said nothing
+        err_console.print(
+            f"[dim]replaying {len(replay.requests):,} requests over {replay.span_s:,.0f} s (the "
+            f"trace's times at --trace-speed {replay.speed:g}): it takes that long; Ctrl-C stops "
+            "and keeps what finished[/dim]"
+        )
+
     def quiet_for(seconds: float) -> None:
+        if workload.quiet_gap_s() >= seconds:  # the schedule's own gap, not a silent server
+            err_console.print(
+                f"[yellow]waiting:[/yellow] no request has finished in {seconds:.0f} s; the "
+                f"schedule leaves gaps of up to {workload.quiet_gap_s():,.0f} s between sends "
+                "(--rate or the trace's times), so felab may be waiting for the next one's time. "
+                "Ctrl-C stops."
+            )
+            return
         err_console.print(
             f"[yellow]waiting:[/yellow] no request has finished in {seconds:.0f} s. A server "
             "loading its model, or writing long answers, can take this long; one that took the "

@@ -15,6 +15,7 @@ one token each on the usual tokenizers, as felab's synthetic prompts are.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import random
@@ -72,6 +73,12 @@ class Trace:
     @property
     def span_s(self) -> float:
         return self.requests[-1].at_s / self.speed if self.requests else 0.0
+
+    @property
+    def longest_gap_s(self) -> float:
+        """The longest wait between two sends, replayed: nothing may be in flight meanwhile."""
+        offsets = self.offsets_s()
+        return max((b - a for a, b in itertools.pairwise(offsets)), default=0.0)
 
     def summary(self) -> dict[str, object]:
         """What the JSON record keeps of the trace (enough to find the same file again)."""

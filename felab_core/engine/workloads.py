@@ -157,6 +157,17 @@ class Workload:
         """Requests leave on a schedule (a rate, or a trace's times), not as users free up."""
         return self.rate is not None or self.trace is not None
 
+    def quiet_gap_s(self) -> float:
+        """How long the schedule itself may leave the server with nothing to do: the longest
+        gap of a trace, or three mean gaps of a rate (Poisson gaps often reach that). A closed
+        loop always has a request in flight. A notice of silence shorter than this says the
+        schedule, not the server, is why nothing finished."""
+        if self.trace is not None:
+            return self.trace.longest_gap_s
+        if self.rate is not None:
+            return 3.0 / self.rate
+        return 0.0
+
     def offered_window_s(self) -> float:
         """How long a run of a schedule lasting --duration offered requests for (0 for any
         other run): its throughputs are counts over at least this. A 0.01 req/s probe of 10 s
