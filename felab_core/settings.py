@@ -305,6 +305,11 @@ class Settings(BaseSettings):
     def _folder(cls, value: object) -> object:
         if isinstance(value, str) and not value.strip():
             raise ValueError("is empty: give a folder, or unset it for the default")
+        if isinstance(value, str) and holds_hidden(value):  # had been blamed on the database URL
+            raise ValueError(
+                "holds control or invisible characters (a pasted line?): give the folder's path "
+                "plainly"
+            )
         return value
 
     @field_validator(
@@ -406,21 +411,27 @@ class Settings(BaseSettings):
 
     @field_validator("broker_url", "broker_public_url")
     @classmethod
-    def _broker(cls, value: str | None) -> str | None:
+    def _broker(cls, value: str | None, info: ValidationInfo) -> str | None:
+        # The public address holds no user (each machine gets its own): its examples show none.
+        example = (
+            "rediss://HOST:6380/0"
+            if info.field_name == "broker_public_url"
+            else "rediss://USER:PASSWORD@HOST:6380/0"
+        )
         if value and not value.startswith(("redis://", "rediss://", "sqla+sqlite:///")):
-            raise ValueError("use redis://HOST:6379/0 or rediss://USER:PASSWORD@HOST:6380/0")
+            raise ValueError(f"use redis://HOST:6379/0 or {example}")
         if value and value.startswith(("redis://", "rediss://")):
             if value != value.strip() or holds_hidden(value):  # ESC had been blamed on IPv6
                 raise ValueError(
                     "holds spaces at an end, or control or invisible characters (a pasted "
-                    "line?): write it again plainly, such as rediss://USER:PASSWORD@HOST:6380/0"
+                    f"line?): write it again plainly, such as {example}"
                 )
             try:
                 parts = urlsplit(value)
             except ValueError:  # urllib's "Invalid IPv6 URL": an unclosed [
                 raise ValueError(
                     "is not a broker address (an IPv6 address needs its closing ]): use "
-                    "rediss://USER:PASSWORD@[::1]:6380/0"
+                    f"{example.replace('HOST', '[::1]')}"
                 ) from None
             if "@" in value.partition("://")[2] and "@" not in parts.netloc:
                 raise ValueError(
@@ -429,10 +440,7 @@ class Settings(BaseSettings):
                 )
             host = parts.hostname or ""
             if not host:  # redis-py fills in localhost:6379: a Redis nobody named
-                raise ValueError(
-                    "names no host: give the broker's address, such as "
-                    "rediss://USER:PASSWORD@HOST:6380/0"
-                )
+                raise ValueError(f"names no host: give the broker's address, such as {example}")
             if not all(c.isalnum() or c in ".-:_" for c in host):  # a space, %0a, %1b
                 raise ValueError(
                     f"has the host {host[:60]!r}, which is not a name or address a machine can "

@@ -37,3 +37,32 @@ def test_a_file_setting_ending_in_a_slash_is_refused(
     monkeypatch.setenv(name, f"{tmp_path}/good.toml/")
     with pytest.raises(ValueError, match="ends in '/', a folder's mark"):
         Settings(_env_file=None)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize("name", ["FELAB_DATA_DIR", "FELAB_RESULTS_DIR", "FELAB_CACHE_DIR"])
+def test_a_folder_setting_with_a_control_character_is_named(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eighteenth sweep (b) M1: FELAB_DATA_DIR with ESC was blamed on FELAB_DATABASE_URL (not
+    set), with advice to write a PostgreSQL URL."""
+    from felab_core.settings import Settings
+
+    monkeypatch.setenv(name, f"{tmp_path}/d\x1b[31mx")
+    with pytest.raises(ValueError, match=f"{name.removeprefix('FELAB_').lower()}(.|\\n)*holds"):
+        Settings(_env_file=None)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(
+    "value", ["abc", "rediss://", "rediss://[::1:6380/0", "rediss:// broker:6380/0"]
+)
+def test_the_public_broker_urls_refusals_show_an_address_with_no_user(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eighteenth sweep (b) M2: FELAB_BROKER_PUBLIC_URL's refusal advised
+    rediss://USER:PASSWORD@HOST:6380/0, a form the same setting then refused."""
+    from felab_core.settings import Settings
+
+    monkeypatch.setenv("FELAB_BROKER_PUBLIC_URL", value)
+    with pytest.raises(ValueError) as caught:
+        Settings(_env_file=None)  # type: ignore[call-arg]
+    assert "USER:PASSWORD" not in str(caught.value), str(caught.value)
