@@ -88,10 +88,16 @@ def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def _indexes_of(con: sqlite3.Connection) -> frozenset[tuple[str, str]]:
+    """Each index's name and its SQL, spaces folded (SQLite's own, for a UNIQUE, has none)."""
+    rows = con.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index'").fetchall()
+    return frozenset((str(name), " ".join(str(sql or "").split())) for name, sql in rows)
+
+
 @lru_cache(maxsize=4)
-def _expected_schema(revision: str) -> dict[str, frozenset[str]]:
-    """The tables and columns felab's migrations make up to `revision` (on a scratch file;
-    kept, since this felab's migrations make the same every time)."""
+def _expected(revision: str) -> tuple[dict[str, frozenset[str]], frozenset[tuple[str, str]]]:
+    """The tables and columns, and the indexes, felab's migrations make up to `revision` (on
+    a scratch file; kept, since this felab's migrations make the same every time)."""
     from felab_core.db.session import make_engine, upgrade
 
     with tempfile.TemporaryDirectory(prefix="felab-restore-") as scratch:
@@ -102,7 +108,8 @@ def _expected_schema(revision: str) -> dict[str, frozenset[str]]:
             engine.dispose()
         con = _open_read_only(Path(scratch) / "expected.db")
         try:
-            return {t: frozenset(columns) for t, columns in _schema_of(con).items()}
+            tables = {t: frozenset(columns) for t, columns in _schema_of(con).items()}
+            return tables, _indexes_of(con)
         finally:
             con.close()
 
@@ -147,6 +154,7 @@ def check_sqlite_backup(source: Path) -> str:
                     "after `felab db backup` wrote it; nothing was replaced, restore another backup"
                 )
             revisions = [row[0] for row in con.execute("SELECT version_num FROM alembic_version")]
+            indexes = _indexes_of(con)
         except sqlite3.DatabaseError as exc:
             raise BackupError(f"{source} cannot be read ({exc}): restore another backup") from None
     finally:
@@ -164,7 +172,7 @@ def check_sqlite_backup(source: Path) -> str:
             "(made by a newer felab?): upgrade felab first, then restore it; nothing was replaced"
         )
     missing = []
-    expected = _expected_schema(revision)
+    expected, expected_indexes = _expected(revision)
     for table, columns in sorted(expected.items()):
         if table not in held:
             missing.append(f"table {table}")
@@ -177,6 +185,13 @@ def check_sqlite_backup(source: Path) -> str:
             "after `felab db backup` wrote it; nothing was replaced, restore another backup"
         )
     _check_rows(source, held, expected)
+    extra = sorted(name for name, sql in indexes - expected_indexes)
+    if extra:  # a UNIQUE index of its own had let each member record one number, ever
+        shown = ", ".join(f"index {with_hidden_shown(name)[:40]}" for name in extra[:3])
+        raise BackupError(
+            f"{source} holds what felab's schema never makes ({shown}): it was changed after "
+            "`felab db backup` wrote it; nothing was replaced, restore another backup"
+        )
     return revision
 
 
@@ -193,7 +208,7 @@ def _check_rows(
         problem = f"holds what felab's schema never makes ({shown})"
     else:
         try:
-            problem = _broken_links(source) or _unreadable(source)
+            problem = _broken_links(source) or _unreadable(source) or _unusable_words(source)
         except (sqlite3.Error, DBAPIError) as exc:
             raise BackupError(f"{source} cannot be read ({exc}): restore another backup") from None
     if problem:
@@ -233,6 +248,35 @@ def _unreadable(source: Path) -> str:
     if not found:
         return ""
     return "holds values felab cannot use: " + "; ".join(map(str, found))
+
+
+#: Words felab checks whenever it stores them, and the check: a backup's value that fails one
+#: was restored, and `felab status` then stopped asking for "an IANA name" no one had given.
+_WORD_CHECKS = (("cohorts", "timezone"), ("members", "timezone"), ("workers", "name"))
+
+
+def _unusable_words(source: Path) -> str:
+    """The first stored word felab would have refused when it was written, in words."""
+    from felab_core.content.calendar import zone
+    from felab_core.jobs.keys import check_worker_name
+
+    check = {"timezone": zone, "name": check_worker_name}
+    con = _open_read_only(source)
+    try:
+        for table, column in _WORD_CHECKS:
+            query = f"SELECT id, {_quoted(column)} FROM {_quoted(table)} ORDER BY id"
+            for row_id, word in con.execute(query):
+                try:
+                    check[column](str(word))
+                except Invalid:
+                    shown = with_hidden_shown(repr(str(word)[:40]))
+                    return (
+                        f"holds values felab cannot use: {table}.{column} of row {row_id} "
+                        f"({shown}, which felab refuses when it is given)"
+                    )
+    finally:
+        con.close()
+    return ""
 
 
 def _same_file(a: Path, b: Path) -> bool:

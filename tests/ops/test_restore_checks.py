@@ -12,10 +12,12 @@ from datetime import date, time
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 from typer.testing import CliRunner
 
 from felab.cli.main import app
 from felab_core.content.store import load_folder
+from felab_core.db import models as m
 from felab_core.db.session import make_engine, session_factory, session_scope, upgrade
 from felab_core.numbers.recording import create_job, record_entered
 from felab_core.ops.backup import BackupError, backup, check_sqlite_backup, restore
@@ -227,3 +229,41 @@ def test_a_backup_with_content_and_jobs_restores(live: str, tmp_path: Path) -> N
     restore(live, done)
     with sqlite3.connect(_live_file(live)) as con:
         assert con.execute("SELECT count(*) FROM cards").fetchone()[0] > 0
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        # eighteenth sweep (b) M3: each member could then record one number, ever
+        ("CREATE UNIQUE INDEX zz_one_number ON numbers (member_id)", r"\(index zz_one_number\)"),
+        # (b) H5: words felab refuses when they are given
+        ("UPDATE cohorts SET timezone = 'Not/AZone'", r"cohorts\.timezone of row 1 \('Not/AZone'"),
+        ("UPDATE members SET timezone = 'Mars/Phobos'", r"members\.timezone of row 1"),
+    ],
+    ids=["unique-index", "cohort-zone", "member-zone"],
+)
+def test_an_index_or_a_word_felab_never_writes_is_refused(
+    live: str, good: Path, change: str, said: str
+) -> None:
+    changed = _copy(good, "changed.db")
+    con = sqlite3.connect(changed)
+    con.execute(change)
+    con.commit()
+    con.close()
+    _refused(live, changed, said)
+
+
+def test_a_worker_name_felab_refuses_is_refused_in_a_backup(live: str, tmp_path: Path) -> None:
+    """Eighteenth sweep (b) H5: a worker named with escape codes was restored as it was."""
+    engine = make_engine(live)
+    with session_scope(session_factory(engine)) as s:
+        ada = s.scalars(select(m.Member)).one()
+        s.add(m.Worker(member_id=ada.id, name="studio-mbp", public_key=None))
+    engine.dispose()
+    named = backup(live, tmp_path / "with-worker.db")
+    assert check_sqlite_backup(named)  # the name as pairing writes it
+    con = sqlite3.connect(named)
+    con.execute("UPDATE workers SET name = ?", ("\x1b[31mRED\x1b[0m",))
+    con.commit()
+    con.close()
+    _refused(live, named, r"workers\.name of row 1 \('\\x1b\[31mRED")
