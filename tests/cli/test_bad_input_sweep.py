@@ -312,6 +312,14 @@ def _write_files(d: Path) -> None:
     (d / "targets-key-escape.toml").write_text(  # sixteenth sweep (a) H10
         '[targets.x]\nkind = "vllm"\nurl = "http://127.0.0.1:1"\n"f\\u001b[31moo" = 1\n'
     )
+    # eighteenth sweep: two names for one figure, thousands of targets, an open identity
+    (d / "trace-synonyms.jsonl").write_text(
+        '{"timestamp": 0, "input_length": 20, "input_tokens": 9}\n'
+    )
+    entry = '[targets.t{}]\nkind = "vllm"\nurl = "http://127.0.0.1:1"\n'
+    (d / "targets-many.toml").write_text("".join(entry.format(i) for i in range(300)))
+    (d / "ident-open.json").write_text(json.dumps(IDENTITY))
+    (d / "ident-open.json").chmod(0o644)
     (d / "precious.txt").write_text("precious\n")  # seventeenth sweep (a) H9
     if not (d / "rz.r1.json").is_symlink():
         (d / "rz.r1.json").symlink_to(d / "precious.txt")
@@ -973,6 +981,14 @@ CASES: list[Case] = [
     case("bench-trace-speed-zero", f"bench {LOCAL} --trace {{files}}/trace-ok.jsonl --trace-speed 0", 2, "--trace-speed must be 0.001-1000"),
     case("bench-trace-block-zero", f"bench {LOCAL} --trace {{files}}/trace-ok.jsonl --trace-block-size 0", 2, "--trace-block-size must be 1-65536"),
     case("memo-contexts-empty-item", "memo --contexts 2048,,4096 --chip H100 --model llama-3.1-8b --model-bytes 4.9GB -o -", 2, "empty item between commas"),
+    # eighteenth sweep
+    case("bench-trace-two-names", f"bench {LOCAL} --trace {{files}}/trace-synonyms.jsonl", 2, "gives both input_length and input_tokens"),
+    case("targets-300", "targets --targets-file {files}/targets-many.toml", 2, "a targets file holds at most 256"),
+    case("worker-identity-world-readable", "worker identity --name lab-mac", 2, "chmod 600", FELAB_WORKER_KEY_FILE="{files}/ident-open.json"),
+    case("db-data-dir-escape", "db status", 2, "FELAB_DATA_DIR", FELAB_DATA_DIR="{files}/d\x1b[31mx"),
+    case("bench-model-at-formula", ["bench", *LOCAL.split(), "--model", "@SUM(1)"], 2, "begins with '@'"),
+    case("bench-url-not-utf8", ["bench", "--url", "http://127.0.0.1:1/\udcff", "--kind", "vllm", "--no-csv", "-n", "1"], 2, "invisible or control characters"),
+    case("compare-min-effect-100", "compare {files}/other.json {files}/other.json --min-effect 100", 2, "from 0 to under 100"),
 ]
 # fmt: on
 
