@@ -98,7 +98,8 @@ def prompt_counts(tl: RequestTimeline) -> tuple[int | None, int | None]:
     if tl.usage:
         prompt, cached = tl.usage.get("prompt_tokens"), tl.usage.get("cached_tokens")
     if cached is None and tl.server_timings and "cache_n" in tl.server_timings:
-        cached = int(tl.server_timings["cache_n"])  # llama.cpp's own count
+        said = tl.server_timings["cache_n"]  # llama.cpp's own count: 3.7 is no count (was 3)
+        cached = int(said) if float(said).is_integer() else None
     if not isinstance(prompt, int) or not least <= prompt <= (most or prompt):
         if prompt is not None:
             cached = None  # the same answer's cache count, beside a count that cannot be true

@@ -196,6 +196,17 @@ def test_a_prompt_count_far_below_the_request_sent_is_not_believed() -> None:
     assert request_metrics(tl).prompt_tokens == 29
 
 
+def test_a_cache_count_that_is_not_whole_is_not_kept() -> None:
+    """Eighteenth sweep (a) M7: llama.cpp's cache_n of 3.7 was kept as 3 ("15 % cached")."""
+    tl = timeline([100, 110], usage=2)
+    tl.request_bytes = 400
+    tl.usage = {"completion_tokens": 2, "prompt_tokens": 20}
+    tl.server_timings = {"cache_n": 3.7}
+    assert request_metrics(tl).cached_tokens is None
+    tl.server_timings = {"cache_n": 4.0}
+    assert request_metrics(tl).cached_tokens == 4
+
+
 @pytest.mark.parametrize(
     "running",
     [
