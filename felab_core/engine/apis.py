@@ -61,6 +61,7 @@ class FrameInfo:
     timings: dict[str, float] | None = None
     finish_reason: str | None = None
     error: str | None = None
+    tool_call: bool = False  # the message carried a tool call (what --tools asks for)
 
 
 class Decoder(Protocol):
@@ -165,6 +166,8 @@ def _openai_common(obj: dict[str, Any], text_of: Any) -> FrameInfo:
         if not isinstance(choice, dict):
             raise StreamProtocolError("a choice is not an object")
         info.text = text_of(choice)
+        delta = choice.get("delta")
+        info.tool_call = isinstance(delta, dict) and bool(_tool_call_text(delta.get("tool_calls")))
         reason = choice.get("finish_reason")
         if isinstance(reason, str):
             info.finish_reason = reason
@@ -336,7 +339,9 @@ class Ollama:
         if isinstance(message, dict):
             parts = [message.get(k) for k in ("thinking", "content")]
             texts = [p for p in parts if isinstance(p, str)]
-            info.text = "".join([*texts, *_tool_call_text(message.get("tool_calls"))])
+            calls = _tool_call_text(message.get("tool_calls"))
+            info.text = "".join([*texts, *calls])
+            info.tool_call = bool(calls)
         if obj.get("done") is True:
             info.done = True
             reason = obj.get("done_reason")

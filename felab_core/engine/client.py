@@ -327,6 +327,7 @@ def _record(adapter: ApiAdapter, tl: RequestTimeline, data: str, t: int, info: A
         tl.error = f"server error in stream: {shown_text(str(info.error))}"
     chunk = Chunk(t_ns=t, nbytes=len(data), text=info.text)
     tl.chunks.append(chunk)
+    tl.tool_call = tl.tool_call or info.tool_call
     if info.usage:
         tl.usage = {**(tl.usage or {}), **info.usage}
         running = info.usage.get("completion_tokens")

@@ -163,6 +163,7 @@ class TargetResult:
                 "prompt_tokens": w.prompt_tokens,
                 "shared_prefix_tokens": w.shared_prefix_tokens,
                 "seed": w.seed,
+                "tools": w.tools,
                 "temperature": w.temperature,
                 "trace": None if w.trace is None else w.trace.summary(),
                 "sessions": w.sessions,

@@ -196,6 +196,8 @@ async def bench_target(
             summary.stopped = measured.stopped
             if measured.stopped:
                 notes.append(f"{label}: {measured.stopped}")
+            if workload.tools and (prose := _answers_without_a_call(timelines)):
+                notes.append(f"{label}: {prose}")
         prompts_used += used
         busy = box_note(box_before, read_box())
         if busy is not None:
@@ -228,6 +230,20 @@ async def bench_target(
         started_at=started_at,
         host=this_host(),
         notes=notes,
+    )
+
+
+def _answers_without_a_call(timelines: list[RequestTimeline]) -> str | None:
+    """What a --tools run measured instead of tool calls, if it did: a server that ignores
+    tool_choice "required" writes prose, and the run had been kept as an agent's turns."""
+    answered = [t for t in timelines if t.ok]
+    prose = sum(1 for t in answered if not t.tool_call)
+    if not prose:
+        return None
+    return (
+        f"{prose:,} of {len(answered):,} answers made no tool call (prose instead), though one "
+        "was required: the server ignores tool_choice, so these are not an agent's turns "
+        "(is its chat template one that knows tools?)"
     )
 
 

@@ -53,6 +53,7 @@ class RequestTimeline:
     stamp_lag_ns: list[int] = field(default_factory=list)
     warmup: bool = False
     retries: int = 0  # resent once because a reused keep-alive connection was already closed
+    tool_call: bool = False  # the answer held a tool call (a --tools run asks for one)
 
     def reset_for_retry(self) -> None:
         """Forget the attempt that never reached the server; the retry is timed from scratch."""

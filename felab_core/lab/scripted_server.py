@@ -74,6 +74,7 @@ class Script:
     # are cached in whole blocks of `cache_block` words and reported as cached_tokens.
     prefill_s_per_token: float = 0.0
     prefix_cache: bool = False
+    ignores_tools: bool = False  # answers in prose even where a tool call is required
     cache_block: int = 16
     # A server still filling up: requests arriving in the first `ramp_s` after its first request
     # wait `ramp_extra_ttft_s` more for their first token (a steady-state window leaves them out).
@@ -345,7 +346,7 @@ class ScriptedServer:
     ) -> bool:
         s = self.script
         chat = path.endswith("chat/completions")
-        tool_mode = chat and bool(body.get("tools"))
+        tool_mode = chat and bool(body.get("tools")) and not s.ignores_tools
         options = body.get("stream_options") or {}
         want_usage = bool(options.get("include_usage"))
         every_chunk = bool(options.get("continuous_usage_stats")) and s.persona == "vllm"

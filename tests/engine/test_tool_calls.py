@@ -92,6 +92,27 @@ def test_a_tool_call_workload_is_timed_like_text(tmp_path: Path) -> None:
         assert request["output_tokens"] == 20 and request["ttft_s"] is not None
         assert len(request["itl_s"]) == 19
     assert run["summary"]["writing_tps"]["p50"] > 0
+    record = json.loads(out.read_text())
+    assert record["workload"]["tools"] is True
+    assert not any("made no tool call" in n for n in record["notes"])
+
+
+def test_a_server_that_answers_in_prose_is_said_not_to_make_tool_calls(tmp_path: Path) -> None:
+    """Eighteenth sweep (a) M5: a server that ignores tool_choice "required" and writes prose
+    was timed and kept as an agent's turns without a word; its record could not even say the
+    run had --tools."""
+    script = Script(persona="vllm", ttft_s=0.005, itl_s=0.002, ignores_tools=True)
+    server = ScriptedServer(script).start_in_thread()
+    out = tmp_path / "prose.json"
+    try:
+        args = ["bench", "vllm", "--url", server.base_url, "--model", "m", "--tools", "-n", "3",
+                "--max-tokens", "8", "--no-csv", "--json", str(out)]  # fmt: skip
+        result = runner.invoke(app, args, env={"COLUMNS": "250"})
+    finally:
+        server.stop_thread()
+    assert result.exit_code == 0, result.output
+    assert "3 of 3 answers made no tool call (prose instead)" in result.output
+    assert any("made no tool call" in n for n in json.loads(out.read_text())["notes"])
 
 
 def test_tools_need_a_chat_api() -> None:
