@@ -4,7 +4,9 @@ Celery task that decodes and calls felab_core.
 Anyone allowed to push to one of the ingest's queues can put any task name in the message, and
 the message's own routing fields are the sender's to write: so no task trusts where a message
 came from. An event is signed by its worker, a pairing request proves its code, and the
-reconciler, which anyone could ask for, runs at most twice per beat interval.
+reconciler, which anyone could ask for, runs at most twice per beat interval. What Celery would
+act on for the sender (callbacks, an eta, another task's name) never reaches a task: the gate
+drops it (felab_worker.gate).
 
 It is the one process that opens the database for the fleet, and it holds the broker user that
 manages machines' Redis users. A database that is briefly away is retried with backoff; a
@@ -45,6 +47,7 @@ from felab_core.settings import Settings
 from felab_worker.acl import Synced
 from felab_worker.app import server_app
 from felab_worker.dispatch import Dispatcher
+from felab_worker.gate import gated
 
 log = logging.getLogger("felab.ingest")
 
@@ -216,6 +219,7 @@ def create_app(settings: Settings) -> tuple[Celery, Ingest]:
             log.warning("reconciler skipped a beat: the database is away (%s)", exc)
 
     _only_felab_tasks(app)
+    gated(app)
     return app, state
 
 
@@ -223,7 +227,7 @@ def _only_felab_tasks(app: Celery) -> None:
     """Drop Celery's built-in tasks (celery.chain, .group, .map, .chord_unlock ...): any machine
     may push a message to the inbox naming one, and the ingest, which publishes as the broker's
     admin, would then send whatever the message held to any queue, or retry for good. felab uses
-    none of them; a message naming one is refused as an unregistered task."""
+    none of them; a message naming one is refused as an unknown task (felab_worker.gate)."""
     app.finalize(auto=True)
     for name in [n for n in app.tasks if not n.startswith("felab.")]:
         del app.tasks[name]

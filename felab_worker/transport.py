@@ -4,7 +4,10 @@ Anyone holding the pairing URL may push to the pairing inbox, and every paired m
 ingest's inbox (push only: felab_worker/acl.py). kombu decodes what it pops before Celery sees
 it, and a body that is not its JSON envelope ('notjson', '[1]', '{"a": 1}') escaped as an
 unrecoverable error: one push stopped the trusted ingest (thirteenth sweep). Such a body is now
-logged and dropped; the broker already removed it (BRPOP), and nothing else is lost.
+logged and dropped; the broker already removed it (BRPOP), and nothing else is lost. So is an
+envelope whose delivery tag kombu could not keep its acknowledgement under: a null tag had
+stopped the ingest (exit 70, eighteenth sweep). What Celery then makes of a message is the
+ingest's gate's to judge (felab_worker/gate.py).
 
 felab's Celery apps name it for redis:// and rediss:// (felab_worker/app.py registers it).
 """
@@ -16,11 +19,36 @@ from typing import Any
 
 from kombu.transport import TRANSPORT_ALIASES, redis
 
+from felab_core.ops import metrics
+
 log = logging.getLogger("felab.broker")
 
 #: What kombu raises on a body that is not its envelope: bad JSON, a list or a number where an
 #: object goes, an object without `properties` or a delivery tag.
 _NOT_AN_ENVELOPE = (ValueError, KeyError, TypeError, AttributeError)
+#: kombu's tags are UUIDs; the tag is a key of the broker's unacknowledged-message hash.
+_LONGEST_TAG = 128
+
+
+def _dropped(why: str) -> None:
+    metrics.INGEST_REFUSED.labels("malformed").inc()
+    log.warning("dropped a message on the broker that no felab process wrote (%s)", why)
+
+
+def envelope_refusal(raw: Any) -> str | None:
+    """Why kombu could not hold `raw` (a decoded envelope) until it is acknowledged, or None."""
+    properties = raw.get("properties") if isinstance(raw, dict) else None
+    if not isinstance(properties, dict):
+        return "no properties"
+    tag = properties.get("delivery_tag")
+    if not isinstance(tag, str) or not 0 < len(tag) <= _LONGEST_TAG:
+        return f"its delivery tag is {ascii(tag)[:40]}, not kombu's"
+    info = properties.get("delivery_info")
+    if not isinstance(info, dict) or not all(
+        isinstance(info.get(key), str) for key in ("exchange", "routing_key")
+    ):
+        return "its delivery_info is not kombu's"
+    return None
 
 
 class Channel(redis.Channel):
@@ -28,16 +56,19 @@ class Channel(redis.Channel):
         try:
             return bool(super()._brpop_read(**options))  # type: ignore[no-untyped-call]
         except _NOT_AN_ENVELOPE as exc:
-            log.warning(
-                "dropped a message on the broker that no felab process wrote (%s: %s)",
-                type(exc).__name__,
-                str(exc)[:200],
-            )
+            _dropped(f"{type(exc).__name__}: {str(exc)[:200]}")
             return True
 
 
 class Transport(redis.Transport):
     Channel = Channel
+
+    def _deliver(self, message: Any, queue: str) -> None:
+        why = envelope_refusal(message)
+        if why is not None:
+            _dropped(why)
+            return
+        super()._deliver(message, queue)  # type: ignore[no-untyped-call]
 
 
 def register() -> None:
