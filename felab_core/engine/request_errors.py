@@ -134,8 +134,8 @@ def connect_failure(exc: BaseException, host: str) -> str:
         )
     if code == errno.ECONNREFUSED or "refused" in lowered or "all connection attempts" in lowered:
         return (
-            f"connection refused: nothing listens at {host}; start the server "
-            "(for example `felab serve llamacpp --model ...`) or check the port"
+            f"connection refused: nothing listens at {host}; start the server (`felab serve` "
+            "starts llama.cpp, MLX or vLLM; `ollama serve` starts Ollama) or check the port"
         )
     unresolved = "name" in lowered and ("resolution" in lowered or "known" in lowered)
     if unresolved or "nodename" in lowered:

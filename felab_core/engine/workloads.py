@@ -189,9 +189,13 @@ class Workload:
         if not self.concurrency or any(
             not lowest <= c <= MAX_CONCURRENCY for c in self.concurrency
         ):
+            comma = (  # said only where a comma split the number: 1,000 reads as 1 and 0
+                "; a comma separates the steps of a sweep (-c 1,4,16), so write 1000, not 1,000"
+                if len(self.concurrency) > 1
+                else ""
+            )
             problems.append(
-                f"concurrency must be whole numbers from {lowest} to {MAX_CONCURRENCY}; a "
-                "comma separates the steps of a sweep (-c 1,4,16), so write 1000, not 1,000"
+                f"concurrency must be whole numbers from {lowest} to {MAX_CONCURRENCY}{comma}"
             )
         if len(self.concurrency) > MAX_SWEEP:
             problems.append(f"a concurrency sweep has at most {MAX_SWEEP} steps")

@@ -182,6 +182,17 @@ def test_bad_workloads_are_refused_with_the_flag_to_fix(
         replace(Workload(), **changes).validate()  # type: ignore[arg-type]
 
 
+def test_the_comma_advice_is_given_only_where_a_comma_split_the_number() -> None:
+    """Eighteenth sweep (a) L3: -c 0 was told "write 1000, not 1,000"."""
+    from dataclasses import replace
+
+    with pytest.raises(ValueError) as alone:
+        replace(Workload(), concurrency=(0,)).validate()
+    assert "1,000" not in str(alone.value)
+    with pytest.raises(ValueError, match="write 1000, not 1,000"):
+        replace(Workload(), concurrency=(1, 0)).validate()
+
+
 async def test_per_chunk_usage_makes_the_first_chunk_count_exact() -> None:
     # A first chunk with 5 tokens, then one per chunk: 20 tokens in 16 chunks, 10 ms apart.
     script = Script(persona="vllm", ttft_s=0.01, itl_s=0.01, first_chunk_tokens=5)
