@@ -297,7 +297,13 @@ def _server_rates(before: Snapshot, after: Snapshot, summary: RunSummary) -> dic
         rates = diff(before, after)
         unbelievable = rates.past_reason() or _unlike_the_run(rates, summary)
         explanation = rates.explanation if unbelievable is None else ""
-    except (SizingError, ArithmeticError, ValueError):  # a server counter past reason
+    except SizingError as exc:  # a counter went down (a restart between the looks)
+        return {
+            "engine": after.engine,
+            "seconds": after.taken_at - before.taken_at,
+            "explanation": f"the server's /metrics are not used: {exc}",
+        }
+    except (ArithmeticError, ValueError):  # a server counter past reason
         return None
     if unbelievable is not None:  # 10^27 tokens a second had been printed and saved
         return {

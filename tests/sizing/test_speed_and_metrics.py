@@ -276,6 +276,18 @@ def test_counters_that_contradict_the_run_felab_timed_are_not_used(
     assert says in kept["explanation"] and "stream_tps" not in kept
 
 
+def test_counters_that_went_down_are_said_not_dropped() -> None:
+    """Eighteenth sweep (a) L2: a counter lower after the run than before (a restart) left the
+    record's server_metrics empty without a word."""
+    from felab_core.engine.runner import _server_rates
+
+    said = _server_rates(
+        _llama(110, 0.11, 300, 3.0, 5.0), _llama(10, 0.01, 100, 1.0, 9.0), _run_at(100.0)
+    )
+    assert said is not None and "restarted in between" in said["explanation"]
+    assert "stream_tps" not in said
+
+
 def test_a_mean_first_token_longer_than_the_window_is_not_used() -> None:
     """Eighteenth sweep (a) H3: vLLM's TTFT sum of 80,000 s over one request, between looks
     0.2 s apart, was printed as "Mean time to first token: 80,000,000 ms" and stored."""
