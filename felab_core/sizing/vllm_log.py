@@ -24,6 +24,7 @@ from typing import IO
 
 from felab_core.files import NamedFileError, refuse_special
 from felab_core.sizing.capacity import (
+    MAX_BLOCK_SIZE,
     Capacity,
     capacity_from_blocks,
     capacity_from_tokens,
@@ -220,6 +221,34 @@ def _infer_block_size(blocks: int, max_len: int, printed: Fraction) -> int | Non
     return hits[0] if len(hits) == 1 else None
 
 
+def _printed_concurrency_fits(
+    printed: Fraction, tokens: int | None, blocks: int | None, block_size: int | None, source: str
+) -> None:
+    """Refuse a printed concurrency the cache beside it cannot give: above one request per
+    token of the cache, or 0 for a cache that holds some (a vLLM whose cache holds no request
+    refuses to start). Both had been shown as vLLM's own figure, "the one to trust"."""
+    if tokens is not None:
+        cache, most = f"a cache of {whole_text(tokens)} tokens", tokens
+    elif blocks is not None:
+        size = block_size or MAX_BLOCK_SIZE
+        cache = f"{whole_text(blocks)} cache blocks of {'' if block_size else 'at most '}{size:,}"
+        cache, most = cache + " tokens", blocks * size
+    else:
+        return
+    if printed > most or (printed == 0 and most > 0):
+        raise SizingError(
+            f"{source}: vLLM printed a maximum concurrency of {decimal_text(printed, 2)}x beside "
+            f"{cache}, "
+            + (
+                "and each request holds at least a token of it"
+                if printed
+                else "and a vLLM whose cache holds no whole request refuses to start"
+            )
+            + ": the log was edited or damaged; give the figures with --tokens (or --blocks) and "
+            "--max-len"
+        )
+
+
 def parse_log(text: str | Iterable[str], source: str = "log") -> VllmReading:
     """Read the KV-cache lines of a vLLM startup log (any supported release) into one reading:
     its text, or its lines one by one (a file is read so: felab_core.sizing.vllm_log)."""
@@ -293,6 +322,8 @@ def parse_log(text: str | Iterable[str], source: str = "log") -> VllmReading:
             fmt = "v1-blocks"
         occurrences = len(block_hits)
 
+    if printed is not None:
+        _printed_concurrency_fits(printed, tokens, gpu_blocks, block_size, source)
     block_size_from = "log" if block_size is not None else None
     if block_size is None and gpu_blocks is not None and printed is not None and max_len:
         block_size = _infer_block_size(gpu_blocks, max_len, printed)

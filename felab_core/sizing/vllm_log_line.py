@@ -24,6 +24,9 @@ _TOKENS_RE = re.compile(rf"\b([A-Z]{{2,4}}(?: \+ host)?) KV cache size: {_NUM} t
 #: line rather than the line called missing.
 _CONC_RE = re.compile(rf"Maximum concurrency for {_NUM} tokens per request: ([\w.+-]+?)x")
 _BLOCKS_RE = re.compile(rf"#\s*([A-Za-z]+) blocks:?\s*{_NUM}(?:,\s*#\s*CPU blocks:?\s*{_NUM})?")
+#: The first "# X blocks:" of a line, whatever follows: "# GPU blocks: -1, # CPU blocks: 1966"
+#: had been read as a cache of the 1,966 CPU swap blocks.
+_BLOCKS_LABEL_RE = re.compile(r"#\s*([A-Za-z]+) blocks:\s*")
 _BLOCK_SIZE_RES = (
     re.compile(r"\bblock[_ -]size['\"]?\s*[=:]\s*(\d+)"),
     re.compile(r"\bblock size\s+(\d+)\s+tokens"),
@@ -84,13 +87,21 @@ def _length(text: str) -> int:
 
 
 def _concurrency(text: str) -> Fraction:
-    """vLLM's printed 'Maximum concurrency ... X.XXx' figure."""
+    """vLLM's printed 'Maximum concurrency ... X.XXx' figure, no more than a log's counts can be
+    (99,999,999,999,999,999,999,999.00x had been shown as vLLM's word)."""
     if not re.fullmatch(r"\d+(?:\.\d+)?", text):
         raise SizingError(
             f"the concurrency line says {text[:40]!r}x where vLLM prints a number such as "
             "12.50x: the log was edited or damaged"
         )
-    return as_fraction(text)
+    value = as_fraction(text)
+    if value > _MOST_IN_LOG:
+        raise SizingError(
+            f"the concurrency line says {text[:40]}x, more requests than any cache holds (at "
+            f"most {_MOST_IN_LOG:,}): the log was edited or damaged; give the figures with "
+            "--blocks/--tokens and --max-len"
+        )
+    return value
 
 
 def _block_size(text: str) -> int:
@@ -148,6 +159,10 @@ def read_line(line: str) -> LogLine:
     if m_conc:
         found.conc = (_length(m_conc.group(1)), _concurrency(m_conc.group(2)))
     m_blocks = _search(_BLOCKS_RE, line, " blocks")
+    label = _search(_BLOCKS_LABEL_RE, line, " blocks:")
+    if label and (m_blocks is None or label.start() < m_blocks.start()):
+        figure = line[label.end() :].split(",")[0].split()
+        _int(figure[0] if figure else "nothing")  # a count would have matched: refused here
     if m_blocks:
         colon = ":" in line[m_blocks.start() : m_blocks.end()]
         cpu = _int(m_blocks.group(3)) if m_blocks.group(3) else None

@@ -1,0 +1,78 @@
+"""A vLLM log's or server's figures that contradict each other are refused, never shown as
+vLLM's word (the eighteenth sweep, group c: M2, M3, M6)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from felab_core.sizing import SizingError, vllm_live, vllm_log
+from felab_core.sizing.errors import BadAnswer
+
+TOKENS = "INFO GPU KV cache size: 2,042,016 tokens\n"
+CONC = "INFO Maximum concurrency for 2,048 tokens per request: {x}x\n"
+
+
+@pytest.mark.parametrize(
+    ("log", "says"),
+    [
+        (
+            TOKENS + CONC.format(x="99999999999999999999999.00"),
+            "line 2: the concurrency line says 99999999999999999999999.00x, more requests than",
+        ),
+        (
+            TOKENS + CONC.format(x="0.00"),
+            "a maximum concurrency of 0.00x beside a cache of 2,042,016 tokens",
+        ),
+        (
+            "INFO GPU KV cache size: 2,000 tokens\n" + CONC.format(x="2001.00"),
+            "2,001.00x beside a cache of 2,000 tokens, and each request holds at least a token",
+        ),
+        (
+            "INFO # GPU blocks: 10, # CPU blocks: 1966\nblock_size=16\n" + CONC.format(x="161.00"),
+            "161.00x beside 10 cache blocks of 16 tokens",
+        ),
+    ],
+    ids=["huge", "zero", "above-tokens", "above-blocks"],
+)
+def test_a_printed_concurrency_the_cache_cannot_give_is_refused(log: str, says: str) -> None:
+    """M2: 99,999,...x and 0.00x were shown as vLLM's figure, "the one to trust"."""
+    with pytest.raises(SizingError, match=re.escape(says)):
+        vllm_log.parse_log(log)
+
+
+def test_a_true_printed_concurrency_still_reads() -> None:
+    reading = vllm_log.parse_log(TOKENS + CONC.format(x="997.08"))
+    assert reading.printed_concurrency is not None and reading.capacity().whole_requests == 997
+
+
+@pytest.mark.parametrize("figure", ["-1", "lots", ""])
+def test_a_damaged_gpu_block_count_is_not_replaced_by_the_cpu_swap_blocks(figure: str) -> None:
+    """M3: "# GPU blocks: -1, # CPU blocks: 1966" was read as a cache of 1,966 (CPU) blocks."""
+    log = f"INFO # GPU blocks: {figure}, # CPU blocks: 1966\n" + CONC.format(x="462.97")
+    with pytest.raises(SizingError, match=r"line 1: the log says .* where vLLM writes a count"):
+        vllm_log.parse_log(log)
+
+
+def test_a_cpu_backends_own_block_count_still_reads() -> None:
+    reading = vllm_log.parse_log("INFO # CPU blocks: 1966\n")
+    assert (reading.device, reading.gpu_blocks) == ("CPU", 1966)
+
+
+def _info(labels: str) -> str:
+    return f"# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{{{labels}}} 1.0\n"
+
+
+@pytest.mark.parametrize("max_len", [None, 8192])
+def test_a_server_concurrency_its_blocks_cannot_hold_is_the_servers_fault(
+    max_len: int | None,
+) -> None:
+    """M6: 9,999 requests beside 8,234 blocks had been worked back into a max length of 13
+    tokens, shown as vLLM's, and used to refuse the user's right --max-len 8192."""
+    labels = (
+        'block_size="16",num_gpu_blocks="8234",kv_cache_size_tokens="131744",'
+        'kv_cache_max_concurrency="9999"'
+    )
+    with pytest.raises(BadAnswer, match="9999 beside 8,234 cache blocks"):
+        vllm_live.reading_from_metrics(_info(labels), max_len=max_len)
