@@ -256,8 +256,8 @@ def capacity_command(
     max_len: int | None = typer.Option(
         None, "--max-len", min=1, max=MAX_TOKENS, help="--max-model-len, the longest conversation."
     ),
-    kv_dtype: str = typer.Option(
-        "f16", "--kv-dtype", help="The cache type the server uses (auto = f16)."
+    kv_dtype_typed: str | None = typer.Option(
+        None, "--kv-dtype", help="The cache type the server uses (default f16; auto = f16)."
     ),
     vllm_log_file: Path | None = typer.Option(
         None, "--vllm-log", help="Read blocks and lengths from a vLLM startup log."
@@ -273,6 +273,7 @@ def capacity_command(
 ) -> None:
     """Cache capacity and worst-case conversations at once; what fp8 or a shorter max buys."""
     console = _console()
+    kv_dtype = kv_dtype_typed or "f16"  # typed or not: a log's own type is checked against it
     with _sizing_errors():
         kv.vllm_kv_dtype(kv_dtype, "--kv-dtype")  # the flags first: a typo before any file
         kv.vllm_kv_dtype(try_dtype, "--try-dtype")
@@ -287,8 +288,8 @@ def capacity_command(
             else:
                 assert url is not None
                 reading = vllm_live.read_live_vllm(_server_url(url))
-            base = reading.capacity(block_size=block_size, max_len=max_len)
-            if reading.kv_cache_dtype is None:
+            base = reading.capacity(block_size=block_size, max_len=max_len, kv_dtype=kv_dtype_typed)
+            if base.kv_dtype is None:
                 base = replace(base, kv_dtype=kv.kv_dtype(kv_dtype).name)
         else:
             if max_len is None and blocks is None and tokens is None:  # nothing given: all of it
@@ -363,7 +364,7 @@ def capacity_command(
     notes = _notes(console, fmt)
     if reading is not None:
         _say(notes, reading.explanation)
-        for note in reading.consistency_notes():
+        for note in reading.consistency_notes(block_size=base.block_size):
             _say(notes, note)
     _say(notes, base.explanation)
     for change in changes:

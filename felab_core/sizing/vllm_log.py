@@ -30,6 +30,7 @@ from felab_core.sizing.capacity import (
     capacity_from_tokens,
 )
 from felab_core.sizing.errors import SizingError
+from felab_core.sizing.kv import kv_dtype as kv_dtype_named
 from felab_core.sizing.units import GB, GiB, MiB, decimal_text, whole_text
 from felab_core.sizing.vllm_log_line import LINE_WORDS, read_line
 
@@ -68,11 +69,18 @@ class VllmReading:
     def format_words(self) -> str:
         return _FORMATS.get(self.format, self.format)
 
-    def capacity(self, *, block_size: int | None = None, max_len: int | None = None) -> Capacity:
+    def capacity(
+        self,
+        *,
+        block_size: int | None = None,
+        max_len: int | None = None,
+        kv_dtype: str | None = None,
+    ) -> Capacity:
         """Turn the reading into capacity and worst-case concurrency.
 
-        `block_size` and `max_len` fill in what the log did not print (an explicit value wins
-        over an inferred one; a max length that differs from a printed one is refused).
+        `block_size`, `max_len` and `kv_dtype` fill in what the log did not print; one that
+        the log contradicts (its own figure, or a block size its concurrency line rules out)
+        is refused, as the server would not run so.
         """
         length = self.max_len or max_len
         if length is None:
@@ -94,7 +102,8 @@ class VllmReading:
                 f"and --max-len {whole_text(max_len)} would not be how it runs: leave --max-len "
                 "out (size capacity --try-max-len shows a shorter length as a what-if)"
             )
-        if block_size is not None and self.block_size_from != "log":
+        if block_size is not None and block_size != bs:
+            self._block_size_fits(block_size, length)
             bs = block_size
         dtype = _dtype_name(self.kv_cache_dtype)
         if self.kv_cache_dtype is not None and dtype is None:  # fp99 was read as f16
@@ -103,6 +112,15 @@ class VllmReading:
                 "does not know (auto, float16, bfloat16, float32 and the fp8 kinds): give the "
                 "figures with --tokens (or --blocks) and --kv-dtype"
             )
+        if dtype is not None and kv_dtype is not None and kv_dtype.strip().lower() != "auto":
+            typed = kv_dtype_named(kv_dtype)
+            if typed.bytes_per_element != kv_dtype_named(dtype).bytes_per_element:
+                raise SizingError(  # --kv-dtype f16 beside a log of fp8 was dropped unsaid
+                    f"{self.source} gives the cache type {self.kv_cache_dtype}, and --kv-dtype "
+                    f"{kv_dtype.strip()[:40]} would not be how it runs: leave --kv-dtype out "
+                    "(--try-dtype shows another type as a what-if)"
+                )
+        dtype = dtype or (kv_dtype_named(kv_dtype).name if kv_dtype is not None else None)
         if self.gpu_blocks is not None:
             if bs is None:
                 raise SizingError(
@@ -119,9 +137,34 @@ class VllmReading:
             )
         return capacity_from_tokens(self.tokens, length, bs, dtype)
 
-    def consistency_notes(self) -> tuple[str, ...]:
+    def _block_size_fits(self, block_size: int, length: int) -> None:
+        """Refuse a typed --block-size the reading contradicts: its own block size, or the one
+        its concurrency line works out to (--block-size 32 had doubled a log's 462.97x)."""
+        said = self.block_size or 0
+        if self.block_size_from == "log":
+            raise SizingError(
+                f"{self.source} gives blocks of {whole_text(said)} "
+                f"token{'' if said == 1 else 's'}, and --block-size {whole_text(block_size)} "
+                "would not be how it runs: leave --block-size out"
+            )
+        if self.block_size_from != "inferred" or self.printed_concurrency is None:
+            return
+        assert self.gpu_blocks is not None
+        worked = Fraction(self.gpu_blocks * block_size, length)
+        printed = self.printed_concurrency
+        if decimal_text(worked, 2, group=False) != decimal_text(printed, 2, group=False):
+            raise SizingError(
+                f"{self.source} gives a maximum concurrency of {decimal_text(printed, 2)}x for "
+                f"{whole_text(length)} tokens per request, which {whole_text(self.gpu_blocks)} "
+                f"blocks give at {whole_text(said)} tokens a block; "
+                f"--block-size {whole_text(block_size)} would give {decimal_text(worked, 2)}x: "
+                "leave --block-size out"
+            )
+
+    def consistency_notes(self, block_size: int | None = None) -> tuple[str, ...]:
         """Where the figures disagree: the cache in tokens with blocks x block size, and the
-        printed concurrency with blocks x block size ÷ max length."""
+        printed concurrency with blocks x block size ÷ max length (`block_size`: the one a
+        flag gave where the reading has none)."""
         notes = []
         if None not in (self.tokens, self.gpu_blocks, self.block_size):
             assert self.tokens is not None and self.gpu_blocks and self.block_size
@@ -134,14 +177,14 @@ class VllmReading:
                     "blocks are used here; a model mixing kinds of layers can count so, "
                     "otherwise check the server"
                 )
-        return (*notes, *self._concurrency_notes())
+        return (*notes, *self._concurrency_notes(self.block_size or block_size))
 
-    def _concurrency_notes(self) -> tuple[str, ...]:
+    def _concurrency_notes(self, block_size: int | None) -> tuple[str, ...]:
         if self.printed_concurrency is None or self.max_len is None:
             return ()
         tokens = self.tokens
-        if self.gpu_blocks is not None and self.block_size is not None:
-            tokens = self.gpu_blocks * self.block_size
+        if self.gpu_blocks is not None and block_size is not None:
+            tokens = self.gpu_blocks * block_size
         if tokens is None:
             return ()
         worked = Fraction(tokens, self.max_len)

@@ -206,3 +206,17 @@ def test_an_input_path_with_an_escape_code_is_not_sent_to_the_terminal() -> None
     result = runner.invoke(app, ["size", "capacity", "--vllm-log", "a\x1b[2Jb.log"])
     assert result.exit_code == 2
     assert "\x1b" not in result.output and "a?[2Jb.log does not exist" in result.output
+
+
+def test_capacity_refuses_a_kv_dtype_its_log_contradicts(tmp_path: Path) -> None:
+    """Eighteenth sweep (c) M4: --kv-dtype f16 beside a log of fp8 was dropped without a word;
+    left out, the log's own type is used."""
+    log = tmp_path / "fp8.log"
+    log.write_text(
+        "INFO kv_cache_dtype=fp8\nINFO GPU KV cache size: 2,042,016 tokens\n"
+        "INFO Maximum concurrency for 2,048 tokens per request: 997.08x\n"
+    )
+    code, out = size("capacity", "--vllm-log", str(log), "--kv-dtype", "f16")
+    assert code == 2 and "--kv-dtype f16 would not be how it runs" in out, out
+    code, out = size("capacity", "--vllm-log", str(log))
+    assert code == 0 and "as started (fp8)" in out, out

@@ -76,3 +76,45 @@ def test_a_server_concurrency_its_blocks_cannot_hold_is_the_servers_fault(
     )
     with pytest.raises(BadAnswer, match="9999 beside 8,234 cache blocks"):
         vllm_live.reading_from_metrics(_info(labels), max_len=max_len)
+
+
+V0_BLOCKS = (
+    "INFO # cuda blocks: 14815, # CPU blocks: 1966\n"
+    "INFO Maximum concurrency for 512 tokens per request: 462.97x\n"
+)
+
+
+def test_a_block_size_the_concurrency_line_rules_out_is_refused() -> None:
+    """M4: --block-size 32 beside a log whose 462.97x works out to blocks of 16 doubled the
+    capacity (925 conversations) without a word; a --max-len so at odds is refused."""
+    reading = vllm_log.parse_log(V0_BLOCKS)
+    assert reading.capacity(block_size=16).whole_requests == 462
+    with pytest.raises(SizingError, match=r"--block-size 32 would give 925\.94x"):
+        reading.capacity(block_size=32)
+
+
+def test_a_block_size_other_than_the_logs_own_is_refused() -> None:
+    """M4: the log's block size had won over the flag's without a word."""
+    reading = vllm_log.parse_log(V0_BLOCKS + "INFO config block_size=16\n")
+    with pytest.raises(SizingError, match="gives blocks of 16 tokens, and --block-size 32"):
+        reading.capacity(block_size=32)
+
+
+def test_a_cache_type_other_than_the_logs_is_refused() -> None:
+    """M4: --kv-dtype f16 beside kv_cache_dtype=fp8 was dropped; the table said fp8."""
+    reading = vllm_log.parse_log(TOKENS + CONC.format(x="997.08") + "kv_cache_dtype=fp8\n")
+    with pytest.raises(SizingError, match="cache type fp8, and --kv-dtype f16 would not be"):
+        reading.capacity(kv_dtype="f16")
+    for same in ("fp8", "fp8_e4m3", "auto", None):
+        assert reading.capacity(kv_dtype=same).kv_dtype == "fp8"
+    plain = vllm_log.parse_log(TOKENS + CONC.format(x="997.08"))
+    assert plain.capacity(kv_dtype="fp8").kv_dtype == "fp8"  # a log without one: the flag's
+
+
+def test_a_printed_figure_the_flags_block_size_disagrees_with_is_noted() -> None:
+    """M3 (also): 462.97x beside 1,966 blocks of --block-size 16 (61.44) went unsaid."""
+    reading = vllm_log.parse_log(
+        "INFO # CPU blocks: 1966\nINFO Maximum concurrency for 512 tokens per request: 462.97x\n"
+    )
+    notes = reading.consistency_notes(block_size=16)
+    assert any("vLLM printed 462.97x but 31,456 ÷ 512 = 61.44" in n for n in notes)
