@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -169,8 +170,13 @@ def print_table(console: Console, table: Table) -> None:
     )
 
 
+#: What GitHub reads as markup in a table cell: a server's model id "[click](http://x)" or
+#: "<img ...>" had become a live link or image in a pasted table.
+_MD_MARKUP = re.compile(r"([\\`*_\[\]<>|~])")
+
+
 def _md_cell(value: str) -> str:
-    return value.replace("|", "\\|").replace("\n", "<br>")
+    return _MD_MARKUP.sub(r"\\\1", value).replace("\n", "<br>")
 
 
 def markdown(grid: Grid) -> str:

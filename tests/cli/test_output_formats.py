@@ -204,3 +204,14 @@ def test_a_cell_s_own_line_break_stays_a_line_break() -> None:
 
     assert plain("custom\nm").plain == "custom\nm"
     assert plain("a\x1b[2J\nb\rc").plain == "a?[2J\nb?c"
+
+
+def test_markdown_cells_keep_a_servers_words_as_text() -> None:
+    """Eighteenth sweep (a) L5: a server's model id "[click](http://e.vil)" became a live link
+    in the GitHub table (only '|' was escaped)."""
+    from felab.cli.output import Column, markdown, text
+
+    grid = Grid("t", [Column("model", "model")])
+    grid.add(text("[click](http://e.vil) <img src=x> **b** `c`"))
+    row = markdown(grid).splitlines()[-1]
+    assert row == r"| \[click\](http://e.vil) \<img src=x\> \*\*b\*\* \`c\` |"
