@@ -293,9 +293,10 @@ def check_search(
         if given
     ]
     if ignored:
+        why = " (the objective is the one it names)" if "--slo" in ignored else ""
         raise ValueError(
             f"--find-max-rate prints its own search, probe by probe: {', '.join(ignored)} "
-            "would not apply; drop them (its objective is the one it names)"
+            f"would not apply; drop {'them' if len(ignored) > 1 else 'it'}{why}"
         )
 
 

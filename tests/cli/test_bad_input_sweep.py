@@ -790,7 +790,7 @@ CASES: list[Case] = [
     # the fourth independent sweep's findings
     case("export-over-a-database", "numbers export {files}/live.db --force", 2, "is an SQLite database"),
     case("bench-json-dash", f"bench {LOCAL} --json -", 2, "-o json"),
-    case("bench-max-rate-json", f"bench {LOCAL} --find-max-rate ttft_p95=500ms --duration 1 --json {{files}}/x.json", 2, "would not apply"),
+    case("bench-max-rate-json", f"bench {LOCAL} --find-max-rate ttft_p95=500ms --duration 1 --json {{files}}/x.json", 2, "--json would not apply; drop it"),
     case("bench-trace-max-tokens", f"bench {LOCAL} --trace {{files}}/trace-bad.jsonl --max-tokens 5", 2, "drop --max-tokens"),
     case("bench-url-escape", ["bench", "--url", "http://127.0.0.1:1/\x1b[31m", "--no-csv", "-n", "1"], 2, "control characters"),
     case("bench-url-port-zero", "bench --url http://127.0.0.1:0 --no-csv -n 1", 2, "bad port"),
