@@ -267,9 +267,14 @@ async def _stream(
                     tl.sse_comments = getattr(decoder, "comments", 0)
                     if seen - last_message_ns > stall_s * 1e9:
                         tl.end_ns = seen
+                        what = (  # comments, or parts of a message that never ends
+                            "only keep-alive comments, no message,"
+                            if tl.sse_comments
+                            else "bytes but no whole message (a line dripped a piece at a time?)"
+                        )
                         tl.error = (
-                            f"stalled: only keep-alive bytes, no message, for {stall_s:g} s "
-                            f"after {len(tl.content_chunks())} content chunks (raise "
+                            f"stalled: {what} for {stall_s:g} s after "
+                            f"{len(tl.content_chunks())} content chunks (raise "
                             "--stall-timeout if the server is just slow)"
                         )
                         return

@@ -460,7 +460,15 @@ def test_a_hang_up_before_any_answer_is_not_mid_stream() -> None:
     assert said.startswith("no HTTP answer: h:1 hung up") and "mid-stream" not in said
 
 
-async def test_keep_alive_comments_alone_are_a_stall() -> None:
+@pytest.mark.parametrize(
+    ("piece", "said"),
+    [
+        (b": ping\n\n", "stalled: only keep-alive comments, no message,"),
+        # eighteenth sweep (a) L6: a line dripped a byte at a time was called keep-alive
+        (b"d", "stalled: bytes but no whole message (a line dripped"),
+    ],
+)
+async def test_keep_alive_comments_alone_are_a_stall(piece: bytes, said: str) -> None:
     """Ninth sweep: a gateway that only sends ': ping' kept each request for the whole
     --timeout (600 s), since the comments reset the read timeout."""
 
@@ -468,7 +476,7 @@ async def test_keep_alive_comments_alone_are_a_stall() -> None:
         await reader.readuntil(b"\r\n\r\n")
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n")
         for _ in range(200):
-            writer.write(b": ping\n\n")
+            writer.write(piece)
             await writer.drain()
             await asyncio.sleep(0.05)
         writer.close()
@@ -484,7 +492,7 @@ async def test_keep_alive_comments_alone_are_a_stall() -> None:
             tl = await stream_request(client, url, adapter, payload, RequestTimeline(0), limits)
     finally:
         server.close()
-    assert tl.error is not None and tl.error.startswith("stalled: only keep-alive"), tl.error
+    assert tl.error is not None and tl.error.startswith(said), tl.error
     assert tl.end_ns is not None and tl.sent_ns is not None
     assert (tl.end_ns - tl.sent_ns) / 1e9 < 2
 
