@@ -16,7 +16,7 @@ import httpx
 from felab_core.bounded_get import Deadline, direct_client, get_bounded
 from felab_core.engine.request_errors import connect_failure
 from felab_core.redact import url_password_masked
-from felab_core.sizing.errors import BadAnswer, SizingError, Unreachable
+from felab_core.sizing.errors import BadAnswer, SizingError, Unreachable, answer_cut_off
 from felab_core.sizing.model_shape import ModelShape
 from felab_core.sizing.slots import (
     LLAMA_CTX_PAD,
@@ -45,6 +45,8 @@ def _get_json(client: httpx.Client, url: str, deadline: Deadline) -> tuple[int, 
         raise Unreachable(connect_failure(exc, url_password_masked(url))) from None
     if response.status_code != 200:
         return response.status_code, None
+    if response.cut:
+        raise answer_cut_off(url_password_masked(url), response)
     try:
         return 200, response.json()
     except ValueError:
@@ -91,6 +93,10 @@ def read_slots(
     try:
         deadline = Deadline()  # the three questions together, not 10 s each
         status, props = _get_json(http, f"{base}/props", deadline)
+        if status >= 500 and status != 501:  # failing; 501 "not implemented": another kind
+            raise BadAnswer(
+                f"{shown}/props answered HTTP {status} (a server error): check the server's log"
+            )
         if status != 200:
             raise _not_llama(shown, f"GET /props answered HTTP {status}")
         if not isinstance(props, dict):

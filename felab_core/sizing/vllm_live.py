@@ -14,7 +14,7 @@ from felab_core.bounded_get import Deadline, direct_client, get_bounded
 from felab_core.engine.request_errors import connect_failure
 from felab_core.redact import url_password_masked
 from felab_core.sizing.capacity import MAX_BLOCK_SIZE
-from felab_core.sizing.errors import BadAnswer, SizingError, Unreachable
+from felab_core.sizing.errors import BadAnswer, SizingError, Unreachable, answer_cut_off
 from felab_core.sizing.metrics_scrape import VLLM, parse_metrics
 from felab_core.sizing.units import MAX_TOKENS, as_fraction
 from felab_core.sizing.vllm_log import VllmReading
@@ -144,6 +144,15 @@ def read_live_vllm(
     finally:
         if own:
             http.close()
+    shown = url_password_masked(base)
+    if metrics.status_code >= 500:  # the server's own failure: exit 3, as a server fault
+        raise BadAnswer(
+            f"{shown}/metrics answered HTTP {metrics.status_code} (a server error): check the "
+            "server's log"
+        )
+    for path, answer in (("/metrics", metrics), ("/v1/models", models)):
+        if answer.status_code == 200 and answer.cut:  # the part read is no whole answer
+            raise answer_cut_off(f"{shown}{path}", answer)
     if metrics.status_code != 200:
         raise SizingError(
             f"{url_password_masked(base)}/metrics answered HTTP {metrics.status_code}; is this "
