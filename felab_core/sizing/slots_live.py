@@ -38,14 +38,18 @@ def _not_llama(url: str, why: str) -> SizingError:
     )
 
 
-def _get_json(client: httpx.Client, url: str, deadline: Deadline) -> tuple[int, Any]:
+def _get_json(
+    client: httpx.Client, url: str, deadline: Deadline, *, needed: bool = False
+) -> tuple[int, Any]:
+    """(status, JSON or None); a `needed` answer cut short by felab's limits is the server's
+    fault, where an optional one (/slots, /v1/models) cut so is passed over as missing."""
     try:
         response = get_bounded(client, url, deadline_s=deadline.left())
     except httpx.HTTPError as exc:
         raise Unreachable(connect_failure(exc, url_password_masked(url))) from None
     if response.status_code != 200:
         return response.status_code, None
-    if response.cut:
+    if response.cut and needed:
         raise answer_cut_off(url_password_masked(url), response)
     try:
         return 200, response.json()
@@ -92,7 +96,7 @@ def read_slots(
     http = client or direct_client(timeout)
     try:
         deadline = Deadline()  # the three questions together, not 10 s each
-        status, props = _get_json(http, f"{base}/props", deadline)
+        status, props = _get_json(http, f"{base}/props", deadline, needed=True)
         if status >= 500 and status != 501:  # failing; 501 "not implemented": another kind
             raise BadAnswer(
                 f"{shown}/props answered HTTP {status} (a server error): check the server's log"

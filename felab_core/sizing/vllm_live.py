@@ -150,9 +150,8 @@ def read_live_vllm(
             f"{shown}/metrics answered HTTP {metrics.status_code} (a server error): check the "
             "server's log"
         )
-    for path, answer in (("/metrics", metrics), ("/v1/models", models)):
-        if answer.status_code == 200 and answer.cut:  # the part read is no whole answer
-            raise answer_cut_off(f"{shown}{path}", answer)
+    if metrics.status_code == 200 and metrics.cut:  # the part read is no whole answer
+        raise answer_cut_off(f"{shown}/metrics", metrics)  # (a cut /v1/models: no length)
     if metrics.status_code != 200:
         raise SizingError(
             f"{url_password_masked(base)}/metrics answered HTTP {metrics.status_code}; is this "
