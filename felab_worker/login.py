@@ -3,6 +3,8 @@
 Celery retries a refused login forever ("Trying again ... (n/None)"): a machine removed by
 `felab worker remove`, or an identity whose password no longer matches, would wait for good
 without a word. felab logs in first and says so; a broker that is away is still waited for.
+Something at the broker's address that answers, but not as Redis does, is said at once (exit
+3): Celery's own client had stopped on it with "a bug in felab" (eighteenth sweep).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from urllib.parse import urlsplit
 from felab_core.errors import Forbidden
 from felab_core.jobs.keys import PAIR_AGAIN, Identity
 from felab_core.settings import Settings
+from felab_worker.answers import BrokerUnusable, shown
 from felab_worker.broker import broker_url, is_redis, redacted, redis_client
 
 log = logging.getLogger("felab.worker")
@@ -58,27 +61,65 @@ def login_grace_s(settings: Settings) -> float:
     return min(120.0, 15.0 + 3 * settings.reconcile_every_s)
 
 
-def _refused(url: str, settings: Settings, timeout_s: float) -> bool:
-    """Whether the broker refuses this machine's login; False when it lets it in, and when it
-    does not answer (that is left to Celery)."""
+class NotPong(Exception):
+    """PING was answered without an error, but not with PONG."""
+
+
+def _ping(url: str, settings: Settings, timeout_s: float) -> BaseException | None:
+    """PING as this machine: None when Redis answered PONG, else what went wrong."""
     client = redis_client(url, settings, timeout_s=timeout_s)
     try:
-        client.ping()
+        said = client.ping()
     except Exception as exc:
-        if refusal(exc):
-            return True
-        silent = "reading from" in str(exc).lower()  # it took the connection, then said nothing
-        log.warning(
-            "the broker did not answer yet (%s); the worker waits for it%s",
-            exc,
-            "; a port that takes connections but never answers is often a TLS one: is the URL "
-            "rediss:// where it should be?"
-            if silent and url.startswith("redis://")
-            else "",
-        )
-        return False
+        return exc
     finally:
         client.close()
+    return None if said is True else NotPong("PING was answered, but not with PONG")
+
+
+def _not_redis(url: str, exc: BaseException) -> BrokerUnusable | None:
+    """The words for an answer no Redis gives (wrong protocol, too deep, an error where Redis
+    says PONG or refuses the user); None for a broker that is away or refuses."""
+    import redis
+
+    rx = redis.exceptions
+    if refusal(exc) or not isinstance(exc, NotPong | rx.InvalidResponse | rx.ResponseError):
+        return None
+    return BrokerUnusable(
+        f"the broker at {redacted(url)} answered, but not as Redis does ({shown(exc, 120)}): "
+        "is that address still felab's Redis (the broker URL this machine was paired with)?"
+    )
+
+
+def unlike_redis(url: str, settings: Settings, timeout_s: float = 5.0) -> BrokerUnusable | None:
+    """The words when the broker at `url` now answers as no Redis does; None when it answers
+    PONG, refuses, or is away (what else stopped Celery is then not the broker's answer)."""
+    if not is_redis(url):
+        return None
+    exc = _ping(url, settings, timeout_s)
+    return None if exc is None else _not_redis(url, exc)
+
+
+def _refused(url: str, settings: Settings, timeout_s: float) -> bool:
+    """Whether the broker refuses this machine's login; False when it lets it in, and when it
+    does not answer (that is left to Celery). An answer no Redis gives is raised."""
+    exc = _ping(url, settings, timeout_s)
+    if exc is None:
+        return False
+    if refusal(exc):
+        return True
+    unusable = _not_redis(url, exc)
+    if unusable is not None:
+        raise unusable
+    silent = "reading from" in str(exc).lower()  # it took the connection, then said nothing
+    log.warning(
+        "the broker did not answer yet (%s); the worker waits for it%s",
+        shown(exc, 200),
+        "; a port that takes connections but never answers is often a TLS one: is the URL "
+        "rediss:// where it should be?"
+        if silent and url.startswith("redis://")
+        else "",
+    )
     return False
 
 

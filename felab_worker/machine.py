@@ -39,7 +39,14 @@ from felab_core.settings import Settings
 from felab_worker.app import machine_app, soft_time_limit, worker_args
 from felab_worker.broker import Store, broker_url, make_store
 from felab_worker.fatal import broker_fault, kept_fatal
-from felab_worker.login import BrokerRefused, RefusalWatch, login_grace_s, refusal, user_of
+from felab_worker.login import (
+    BrokerRefused,
+    RefusalWatch,
+    login_grace_s,
+    refusal,
+    unlike_redis,
+    user_of,
+)
 from felab_worker.names import INGEST_QUEUE, Names
 from felab_worker.spool import Spool
 
@@ -259,11 +266,13 @@ def default_pool() -> str:
     return "solo" if sys.platform == "darwin" else "prefork"
 
 
-def _stopped_on(exc: BaseException, rt: Runtime) -> BaseException:
-    """What to raise for the error Celery stopped on: a refusal or a broken queue said in
-    felab's words, anything else as it is (the CLI's boundary explains it, or calls it a bug)."""
+def _stopped_on(exc: BaseException, rt: Runtime, settings: Settings) -> BaseException:
+    """What to raise for the error Celery stopped on: a refusal, a broken queue or a broker
+    that now answers as no Redis does said in felab's words, anything else as it is (the CLI's
+    boundary explains it, or calls it a bug)."""
     if not refusal(exc):
-        return broker_fault(exc, rt.names.prefix) or exc
+        url = rt.identity.broker_url or broker_url(settings)
+        return broker_fault(exc, rt.names.prefix) or unlike_redis(url, settings) or exc
     url = rt.identity.broker_url or ""
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     return BrokerRefused(
@@ -303,7 +312,7 @@ def start(rt: Runtime, settings: Settings, *, pool: str, loglevel: str) -> None:
     if rt.login is not None and rt.login.final is not None:  # removed while it ran
         raise rt.login.final
     if fatal.exc is not None:
-        error = _stopped_on(fatal.exc, rt)
+        error = _stopped_on(fatal.exc, rt, settings)
         if error is fatal.exc:
             raise error
         raise error from fatal.exc

@@ -20,6 +20,7 @@ from typing import Any
 from kombu.transport import TRANSPORT_ALIASES, redis
 
 from felab_core.ops import metrics
+from felab_worker.answers import BrokerUnusable, shown
 
 log = logging.getLogger("felab.broker")
 
@@ -51,10 +52,39 @@ def envelope_refusal(raw: Any) -> str | None:
     return None
 
 
+class BrokerAnswerWrong(BrokerUnusable):
+    """BRPOP answered with something other than nothing or a (queue, message) pair."""
+
+
+def _brpop_answer(said: Any, **_options: Any) -> tuple[Any, Any] | None:
+    """BRPOP's answer as kombu reads it, refused unless Redis could have given it: an answer
+    of another shape had been taken for a message no felab process wrote, dropped and read
+    again, a warning a millisecond for as long as the broker answered so."""
+    if said is None:
+        return None
+    if (
+        isinstance(said, list | tuple)
+        and len(said) == 2
+        and all(isinstance(part, bytes | str) for part in said)
+    ):
+        return said[0], said[1]
+    raise BrokerAnswerWrong(
+        f"the broker answered BRPOP with {shown(said, 60)}, not as Redis does: is the broker "
+        "URL's port felab's Redis?"
+    )
+
+
 class Channel(redis.Channel):
+    def _create_client(self, asynchronous: bool = False) -> Any:
+        client = super()._create_client(asynchronous)  # type: ignore[no-untyped-call]
+        client.set_response_callback("BRPOP", _brpop_answer)
+        return client
+
     def _brpop_read(self, **options: Any) -> bool:
         try:
             return bool(super()._brpop_read(**options))  # type: ignore[no-untyped-call]
+        except BrokerAnswerWrong:
+            raise  # the broker's fault, not a message's: the worker stops and says so
         except _NOT_AN_ENVELOPE as exc:
             _dropped(f"{type(exc).__name__}: {str(exc)[:200]}")
             return True

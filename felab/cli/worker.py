@@ -104,6 +104,7 @@ def start(
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(folder)
     from felab_core.ops import logs
     from felab_worker import login, machine
+    from felab_worker.answers import BrokerUnusable
     from felab_worker.broker import broker_url, is_redis
 
     logs.setup(settings, level=loglevel.value)
@@ -117,9 +118,11 @@ def start(
         raise typer.Exit(EXIT_USAGE)
     try:
         login.check_login(identity, settings)  # before its state folder is made
-    except ServiceError as exc:
+    except ServiceError as exc:  # a broker that answers as no Redis does: nothing to retype
         err(str(exc))
-        raise typer.Exit(EXIT_USAGE) from None
+        raise typer.Exit(
+            EXIT_UNREACHABLE if isinstance(exc, BrokerUnusable) else EXIT_USAGE
+        ) from None
     rt = machine.configure(identity, key_file(settings, name), settings)
     if settings.metrics_port is not None:
         from felab_core.ops.metrics import serve
