@@ -336,6 +336,8 @@ class Ceiling:
                 f"{whole_text(reads.context_tokens)} "
                 f"tokens of context)"
             )
+        elif reads.weights < GB:  # felab's own 0.7 MB model had been "÷ 0.00 GB"
+            read_text = decimal_size_text(reads.weights)
         else:
             read_text = gb_text(
                 reads.weights, 1 if (reads.weights * 10 / GB).denominator == 1 else 2

@@ -304,3 +304,11 @@ def test_a_mean_first_token_longer_than_the_window_is_not_used() -> None:
     assert lied is not None and "between looks 0.2 s apart" in lied["explanation"]
     honest = _server_rates(looks(0, 5.0), looks(0.15, 5.2), _run_at(100.0))
     assert honest is not None and honest["mean_ttft_s"] == pytest.approx(0.15)
+
+
+def test_small_weights_are_divided_in_a_unit_that_is_not_zero() -> None:
+    """Eighteenth sweep (c) L1: felab's own tiny model read "3,350 GB/s ÷ 0.00 GB"."""
+    tiny = _limit("H100", 689_408).explanation
+    assert "3,350 GB/s ÷ 689.41 kB = about 4,859,242 tokens per second" in tiny, tiny
+    assert "0.00 GB" not in tiny
+    assert "÷ 500 MB = about 6,700" in _limit("H100", 500_000_000).explanation
