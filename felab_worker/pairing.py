@@ -68,7 +68,7 @@ def check_reachable(
         within_s=max(0.5, timeout_s),
     )
     try:
-        client.ping()
+        pong = client.ping()
     except redis.exceptions.NoPermissionError:
         return  # Redis answered: a pairing user may not be allowed PING
     except redis.exceptions.ResponseError as exc:
@@ -103,6 +103,11 @@ def check_reachable(
         ) from None
     finally:
         client.close()
+    if pong is not True:  # answered without an error, but not PONG (+OK to everything)
+        raise BrokerNotRedis(
+            f"the broker address {redacted(url)} answered, but not as Redis does (PING was not "
+            f"answered PONG): is FELAB_BROKER_URL's port Redis's? {advice}"
+        )
 
 
 def _prefix_refused(url: str, settings: Settings) -> PairingError:
@@ -155,11 +160,34 @@ def _publish(
         return
     if "no permissions to access one of the keys" in str(exc):  # reached, and refused
         raise _prefix_refused(url, settings) from None
+    if not _unreachable(exc):  # it answered, with what kombu could not read
+        raise BrokerNotRedis(
+            f"the broker address {redacted(url)} answered the pairing request, but not as Redis "
+            "does: is FELAB_BROKER_URL's port Redis's? (the pairing URL your instructor gave)"
+        ) from exc
     raise BrokerUnreachable(
         f"could not reach the broker at {redacted(url)} ({type(exc).__name__}: "
         f"{shown(exc, 200)}): check FELAB_BROKER_URL (the pairing URL your instructor gave) "
         "and FELAB_BROKER_CA_FILE"
     ) from None
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """Whether a failed publish is a broker away (no connection, a timeout), not one that
+    answered with what no Redis says (an AttributeError or RecursionError of kombu's had been
+    shown as "could not reach", eighteenth sweep M5)."""
+    from kombu.exceptions import OperationalError
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeout
+
+    seen: BaseException | None = exc
+    for _ in range(8):  # kombu's OperationalError wraps what redis-py raised
+        if seen is None or isinstance(seen, OSError | RedisConnectionError | RedisTimeout):
+            return True
+        if not isinstance(seen, OperationalError):
+            return False
+        seen = seen.__cause__ or seen.__context__
+    return True
 
 
 def pair_machine(settings: Settings, code: str, *, timeout_s: float = 30.0) -> Identity:

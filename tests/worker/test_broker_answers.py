@@ -207,3 +207,30 @@ def test_a_pairing_answer_no_ingest_wrote_is_not_pair_again(
     with fake_broker(handshake_or(answer)) as url, pytest.raises(BrokerUnusable) as caught:
         pair_machine(_pairing(url, tmp_path), "AAAAAA-BBBBBB-CCCCCC", timeout_s=5)
     assert words in str(caught.value) and "pw" not in str(caught.value)
+
+
+WRONG = b"+OK\r\n:-999999999999999999999999\r\n$-5\r\n*99999999999\r\n"
+
+
+@pytest.mark.parametrize(
+    ("server", "words"),
+    [
+        (handshake_or(lambda args, conn: WRONG), "PING was not answered PONG"),
+        (everything(b"-ERR \x1b[31mno\r\n"), "answered the pairing request, but not as Redis"),
+        (everything(b"*1\r\n" * 100_000 + b":1\r\n"), "answered the pairing request, but not"),
+    ],
+    ids=["ping-ok", "lpush-error", "lpush-nested"],
+)
+def test_pairing_with_a_broker_that_answers_wrongly_is_not_could_not_reach(
+    server: object, words: str, tmp_path: Path
+) -> None:
+    """Eighteenth sweep (b) M5: "could not reach the broker (AttributeError: 'bytes' object has
+    no attribute 'get')" of a server that answered every command; PING answered +OK had passed
+    the reachability check (`felab status` said "reached")."""
+    from felab_worker.pairing import pair_machine
+
+    with fake_broker(server) as url, pytest.raises(BrokerNotRedis) as caught:  # type: ignore[arg-type]
+        pair_machine(_pairing(url, tmp_path), "AAAAAA-BBBBBB-CCCCCC", timeout_s=5)
+    said = str(caught.value)
+    assert words in said and "could not reach" not in said and "pw" not in said
+    assert "Error" not in said  # no Python exception's name
