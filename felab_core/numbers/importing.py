@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -15,7 +14,9 @@ from felab_core.db import models as m
 from felab_core.db.types import utcnow
 from felab_core.engine.results import CSV_COLUMNS
 from felab_core.errors import Invalid
-from felab_core.numbers.row_checks import ResultRow, check_result_row
+from felab_core.numbers.row_checks import ResultRow, check_result_row, row_counts
+from felab_core.numbers.row_workload import check_preset_knobs
+from felab_core.numbers.run_keys import RunIndex, first_difference, run_named
 from felab_core.numbers.verdict import judge_imports
 
 IMPORT_OUTCOMES = ("recorded", "result only", "already imported", "skipped")
@@ -66,67 +67,6 @@ def _fingerprint(row: Mapping[Any, Any]) -> frozenset[tuple[str, str]]:
         for k, v in row.items()
         if k is not None and v is not None and (text := (v if type(v) is str else str(v)).strip())
     )
-
-
-#: What tells one run from another in a results CSV: a `felab bench` run on one target (its
-#: start time, to the second; the machine; the target's name) of one server, model and preset
-#: times one load per row: a concurrency (a sweep gives each once) or a rate. Everything else a
-#: row says (the seed, the figures, the versions) is what that run measured.
-_RUN_COLUMNS = ("timestamp", "host", "target", "server", "model", "preset", "concurrency", "rate")
-
-
-def _same_text(text: str) -> str:
-    """A name as it reads: ｍｌｘ, MLX and mlx are one name."""
-    return unicodedata.normalize("NFKC", text).casefold()
-
-
-def _run_key(row: Mapping[str, str]) -> tuple[str, ...]:
-    """Which run a row is, however its cells are written: the same instant in another time
-    zone, a name in capitals or full-width letters, 1 or ١ users, a rate of 2 or 2.0."""
-    stamp, host, target, server, model, preset, users, rate = (
-        (row.get(c) or "").strip() for c in _RUN_COLUMNS
-    )
-    try:
-        when = datetime.fromisoformat(stamp)
-        stamp = when.astimezone(UTC).isoformat() if when.tzinfo is not None else stamp
-    except ValueError:
-        pass
-    try:
-        users = str(int(users))
-        rate = repr(float(rate)) if rate else ""
-    except ValueError:
-        pass
-    names = (_same_text(name) for name in (host, target, server, model, preset))
-    return (stamp, *names, users, rate)
-
-
-def _figure(text: str) -> float | str:
-    """A cell as the figure it says: 44.6, 4.46e1, ٤٤.٦ and ４４.６ are one number."""
-    try:
-        return float(text)
-    except ValueError:
-        return text
-
-
-def _first_difference(before: Mapping[str, str], now: Mapping[str, str]) -> str | None:
-    """The first figure two rows of one run both give and disagree on, as 'column was, is';
-    None when they agree (a column one of them leaves blank says nothing)."""
-    for column, text in now.items():
-        if column in _RUN_COLUMNS or column not in before:
-            continue
-        if _figure(before[column]) != _figure(text):
-            return f"{column} {before[column][:20]!r} there, {text[:20]!r} here"
-    return None
-
-
-def _run_named(row: Mapping[str, str]) -> str:
-    """The run a row is, as a student finds it in the file."""
-    stamp, host, target, users, rate = (
-        (row.get(c) or "").strip()[:40]
-        for c in ("timestamp", "host", "target", "concurrency", "rate")
-    )
-    load = f"rate {rate}/s" if rate else f"concurrency {users}"
-    return f"timestamp {stamp or '(none)'}, host {host}, target {target}, {load}"
 
 
 def _when(row: Mapping[str, str], default: datetime) -> datetime:
@@ -259,16 +199,17 @@ def import_results(
         check_columns(list(rows[0]))
     job_ids = select(m.BenchJob.id).where(m.BenchJob.member_id == member.id)
     seen: set[frozenset[tuple[str, str]]] = set()
-    # Each run stored or read so far: the line it is on in this file (None: stored before) and
-    # its cells. A run is imported once, however its row is written (H5: 44.6 and 4.46e1).
-    runs: dict[tuple[str, ...], tuple[int | None, dict[str, str]]] = {}
+    # Each run stored or read so far: a run is imported once, however its row is written (H5:
+    # 44.6 and 4.46e1; eighteenth sweep: its milliseconds cut).
+    runs = RunIndex()
     for stored in session.scalars(
         select(m.BenchResult.row).where(m.BenchResult.job_id.in_(job_ids))
     ):
         if isinstance(stored, dict):
             stored_cells = _cells(stored)
             seen.add(frozenset(stored_cells.items()))
-            runs.setdefault(_run_key(stored_cells), (None, stored_cells))
+            if runs.same_run(stored_cells) is None:
+                runs.add(None, stored_cells)
     planned: list[_Planned] = []
     problems: list[tuple[int, str]] = []
     judge = judge_imports(session, member)
@@ -297,27 +238,31 @@ def import_results(
             out.append(ImportedRow(line, server[:32], model[:80], preset[:64], "skipped", str(exc)))
             continue
         blank = _blank_timings(row) if checked.gives_writing_speed else None
+        if blank is None:
+            try:  # a whole run's row holds what its preset fixes (a slice of one does not)
+                check_preset_knobs(row, row_counts(row))
+            except Invalid as exc:
+                blank = str(exc)
         if blank is not None:
             problems.append((line, blank))
             out.append(ImportedRow(line, server[:32], model[:80], preset[:64], "skipped", blank))
             continue
-        run = _run_key(cells)
-        earlier = runs.get(run)
+        earlier = runs.same_run(cells)
+        differs = None if earlier is None else first_difference(earlier.cells, cells)
+        if earlier is not None and differs is None:  # the same figures written another way
+            out.append(ImportedRow(line, server, model, preset, "already imported"))
+            continue
+        why = runs.other_at_start(cells)
         if earlier is not None:
-            before_line, before = earlier
-            differs = _first_difference(before, cells)
-            if differs is None:  # the same figures written another way: nothing new
-                out.append(ImportedRow(line, server, model, preset, "already imported"))
-                continue
-            where = "was already imported" if before_line is None else f"is on line {before_line}"
             why = (
-                f"this run ({_run_named(cells)}) {where} with other figures ({differs}): the "
-                "row was edited; delete it, or put back what felab bench wrote"
+                f"this run ({run_named(cells)}) {earlier.where} with other figures ({differs}): "
+                "the row was edited; delete it, or put back what felab bench wrote"
             )
+        if why is not None:
             problems.append((line, why))
             out.append(ImportedRow(line, server[:32], model[:80], preset[:64], "skipped", why))
             continue
-        runs[run] = (line, cells)
+        runs.add(line, cells)
         seen.add(key)
         group = tuple(
             (row.get(c) or "").strip() for c in ("timestamp", "host", "target", "server", "preset")

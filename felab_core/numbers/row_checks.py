@@ -21,9 +21,12 @@ from felab_core.engine.workloads import (
     MAX_BURSTINESS,
     MAX_REQUESTS,
     MAX_TOKENS,
+    MIN_BURSTINESS,
+    MIN_RATE,
     PRESETS,
 )
 from felab_core.errors import Invalid
+from felab_core.numbers.row_workload import check_workload
 from felab_core.text import formula_mark, holds_hidden
 
 #: What a results row's figures may be: anything outside is a corrupted or hand-edited row,
@@ -63,6 +66,9 @@ _ROW_BOUNDS = {
     "burstiness": MAX_BURSTINESS,
     "prompt_tokens_server": float(MAX_ROW_COUNT),  # a mean: felab writes it with decimals
 }  # fmt: skip
+#: The least bench sends (its --rate and --burstiness bounds): a rate of 0 or 1e-300 beside a
+#: run had been stored, and its key read as another run of the same row (a2 H5).
+_ROW_LEAST = {"rate": MIN_RATE, "burstiness": MIN_BURSTINESS}
 #: The throughputs of a row: a count over the run's time.
 _RATES = ("writing_tps_p50", "output_tps", "server_tps_p50", "request_tps", "goodput_rps")
 #: Less than one token or request in the longest run `felab bench` can make (a million requests
@@ -100,6 +106,12 @@ def _float(row: Mapping[str, str], name: str) -> float | None:
     largest = _ROW_BOUNDS.get(name)
     if largest is not None and value > largest:
         raise Invalid(f"result column {name} holds {text[:40]!r}, above {largest:,.0f}: not real")
+    least = _ROW_LEAST.get(name)
+    if least is not None and value < least * (1 - 1e-9):
+        raise Invalid(
+            f"result column {name} holds {text[:40]!r}: felab bench takes --{name} from "
+            f"{least:g}; the row was edited"
+        )
     if name == "writing_tps_p50" and 0 < value < 1 / MAX_ROW_SECONDS:  # 1e-7 showed as 0.0
         raise Invalid(
             f"result column {name} holds {text[:40]!r}: one token in more than a day "
@@ -155,6 +167,8 @@ def check_result_row(row: Mapping[str, str]) -> ResultRow:
             raise Invalid(f"the result row's {name} {odd}: felab writes none")
     if "host" in row and not (row["host"] or "").strip():
         raise Invalid("the result row's host is empty: felab writes the machine's name there")
+    if "target" in row and not (row["target"] or "").strip():
+        raise Invalid("the result row's target is empty: felab writes the target's name there")
     preset = row["preset"].strip()
     if any(c in preset for c in "/\\") or not _preset_felab_writes(preset):
         raise Invalid(
@@ -223,6 +237,11 @@ def _count(row: Mapping[str, str], name: str) -> int | None:
     return value
 
 
+def row_counts(row: Mapping[str, str]) -> dict[str, int | None]:
+    """A row's whole-number columns, each within what felab writes there."""
+    return {name: _count(row, name) for name in _ROW_COUNTS}
+
+
 def _written_by_felab(version: str) -> bool:
     """A version felab writes (major.minor.patch, this one or older, or the next minor: a worker
     may be upgraded before the ingest), not 99 or 'latest'."""
@@ -270,7 +289,7 @@ def _check_agrees(row: Mapping[str, str], writing: float | None) -> None:
     version = (row.get("felab_version") or "").strip()
     if version and not _written_by_felab(version):
         raise Invalid(f"felab_version {version[:40]!r} is not a felab that has written rows")
-    counts = {name: _count(row, name) for name in _ROW_COUNTS}
+    counts = row_counts(row)
     requests, ok, failed = counts["requests"], counts["ok"], counts["failed"]
     if requests is not None and ((ok or 0) > requests or (failed or 0) > requests):
         raise Invalid(f"ok {ok} / failed {failed} of {requests} requests: more than were sent")
@@ -285,9 +304,6 @@ def _check_agrees(row: Mapping[str, str], writing: float | None) -> None:
             f"shared_prefix_tokens {shared:,} is not shorter than prompt_tokens {prompt:,}: the "
             "prefix opens the prompt; the row was edited"
         )
-    burst = figures["burstiness"]
-    if burst is not None and burst <= 0:
-        raise Invalid(f"burstiness {burst:g}: felab bench takes more than 0 (1 is Poisson)")
     cold = counts["cold_starts"]
     if requests is not None and cold is not None and cold > requests:
         raise Invalid(f"cold_starts {cold} of {requests} requests: more than were sent")
@@ -305,6 +321,7 @@ def _check_agrees(row: Mapping[str, str], writing: float | None) -> None:
         _check_writing_is_one_over_tpot(writing, tpot, figures["tpot_p95_s"])
     _check_rates(row, figures, counts["max_tokens"])
     _check_what_bench_writes(row, figures, counts)
+    check_workload(row, figures, counts)
 
 
 #: How far a request's median time per token or between tokens may be past the slow end of

@@ -71,13 +71,17 @@ def row(server: str, model: str, tps: str = "41.5", **changes: str) -> dict[str,
         concurrency="1",
         writing_tps_p50=tps,
         felab_version="0.1.0",
+        max_tokens="256",  # what day2 fixes
+        warmup="1",
+        seed="2",
+        shared_prefix_tokens="0",
     )
     try:  # the timings felab bench writes beside every speed it measures
         tpot = f"{1 / float(tps):.6g}"
     except (ValueError, ZeroDivisionError):
         tpot = ""
     if tpot:
-        out.update(requests="10", ok="10", failed="0", ttft_p50_s="0.2", tpot_p50_s=tpot)
+        out.update(requests="8", ok="8", failed="0", ttft_p50_s="0.2", tpot_p50_s=tpot)
     out.update(changes)
     return out
 
@@ -189,7 +193,14 @@ def test_import_records_measured_rows_explains_skips_and_is_idempotent(tmp_path:
         csv_path,
         [
             row("ollama", "llama3.1:8b", "41.5"),
-            row("ollama", "llama3.1:8b", "120.3", concurrency="4"),
+            row(
+                "ollama",
+                "llama3.1:8b",
+                "120.3",
+                concurrency="4",
+                preset="day2+custom",
+                timestamp="2026-03-03T10:02:00+00:00",
+            ),
             row("llamacpp", "llama-3.1-8b-q4.gguf", "43.0", timestamp="2026-03-03T10:05:00+00:00"),
             row("mlx", "Llama-3.1-8B-4bit", "52.1", timestamp="2026-03-03T10:10:00+00:00"),
             row("mlx", "Llama-3.1-8B-4bit", "", timestamp="2026-03-03T10:12:00+00:00"),
@@ -204,7 +215,7 @@ def test_import_records_measured_rows_explains_skips_and_is_idempotent(tmp_path:
     code, out = felab("import", "--skip-invalid")
     assert code == 0, out
     assert "line 2: ollama llama3.1:8b (preset day2): recorded 41.5 tok/s" in out
-    assert "line 3: ollama llama3.1:8b (preset day2): result only: 4 users at once" in out
+    assert "line 3: ollama llama3.1:8b (preset day2+custom): result only: 4 users at once" in out
     assert "line 4: llamacpp llama-3.1-8b-q4.gguf (preset day2): recorded 43.0 tok/s" in out
     assert "line 5: mlx Llama-3.1-8B-4bit (preset day2): recorded 52.1 tok/s" in out
     assert "line 6:" in out and "result only: no writing speed in the row" in out
@@ -221,7 +232,7 @@ def test_import_records_measured_rows_explains_skips_and_is_idempotent(tmp_path:
         ("mlx", 52.1, "day2"),
         ("ollama", 41.5, "day2"),
     ]
-    assert count(m.BenchResult) == 5 and count(m.BenchJob) == 4  # one job per bench run
+    assert count(m.BenchResult) == 5 and count(m.BenchJob) == 5  # one job per bench run
 
     code, out = felab("import", str(csv_path), "--skip-invalid")
     assert code == 0, out

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from felab_core.db import models as m
 from felab_core.engine.results import CSV_COLUMNS
+from felab_core.engine.workloads import PRESETS
 from felab_core.errors import Invalid, NotFound
 from felab_core.numbers.importing import import_results
 from felab_core.numbers.progress import (
@@ -178,12 +179,22 @@ def _row(server: str, model: str, preset: str = "day2", tps: str = "41.5") -> di
         concurrency="1",
         writing_tps_p50=tps,
     )
+    named = PRESETS.get(preset)
+    if named is not None:  # what the preset fixes, as felab bench writes it
+        w = named.workload
+        row.update(
+            max_tokens=str(w.max_tokens),
+            warmup=str(w.warmup),
+            seed=str(w.seed),
+            shared_prefix_tokens=str(w.shared_prefix_tokens),
+            prompt_tokens="" if w.prompt_tokens is None else str(w.prompt_tokens),
+        )
     if _is_speed(tps):  # the timings felab bench writes beside every speed it measures
         tpot = f"{1 / float(tps):.6g}"
         row.update(
             timestamp=NOW.isoformat(),
-            requests="10",
-            ok="10",
+            requests="8",
+            ok="8",
             failed="0",
             ttft_p50_s="0.2",
             tpot_p50_s=tpot,
@@ -308,10 +319,10 @@ def test_the_default_day_is_the_latest_reached_that_asks_for_numbers(
 def test_import_groups_runs_into_jobs_and_never_stores_a_row_twice(
     db: Session, student: m.Member
 ) -> None:
-    sweep = [
-        {**_row("ollama", "llama3.1:8b"), "timestamp": "2026-03-03T10:00:00+00:00"},
+    sweep = [  # day2 at -c 1,4: day2+custom, one start
+        {**_row("ollama", "llama3.1:8b", "day2+custom"), "timestamp": "2026-03-03T10:00:00+00:00"},
         {
-            **_row("ollama", "llama3.1:8b", tps="30"),
+            **_row("ollama", "llama3.1:8b", "day2+custom", tps="30"),
             "timestamp": "2026-03-03T10:00:00+00:00",
             "concurrency": "4",
         },
@@ -319,10 +330,10 @@ def test_import_groups_runs_into_jobs_and_never_stores_a_row_twice(
         _row("mlx", "m", preset=""),
         {**_row("mlx", "m"), "concurrency": "many"},
         {
-            **_row("mlx", "m"),
+            **_row("mlx", "m", "day2+custom"),
             "concurrency": "0",
             "rate": "2",
-            "timestamp": "2026-03-03T10:10:00+00:00",
+            "timestamp": "2026-03-03T10:20:00+00:00",
         },
     ]
     with pytest.raises(Invalid, match="line 6: concurrency 'many' is not a whole number"):
@@ -343,9 +354,9 @@ def test_import_groups_runs_into_jobs_and_never_stores_a_row_twice(
     assert "not a whole number" in report.rows[4].reason
     assert "no cap on how many run at once" in report.rows[5].reason
     jobs = db.scalars(select(m.BenchJob).where(m.BenchJob.member_id == student.id)).all()
-    assert sorted(j.server for j in jobs) == ["mlx", "ollama"]  # the sweep is one job
+    assert sorted(j.server for j in jobs) == ["mlx", "mlx", "ollama"]  # the sweep is one job
     assert all(j.status == "ready" and j.worker_id is None for j in jobs)
-    mlx = db.scalar(select(m.Number).where(m.Number.server == "mlx"))
+    mlx = db.scalar(select(m.Number).where(m.Number.server == "mlx", m.Number.preset == "day2"))
     assert mlx is not None and mlx.recorded_at.replace(tzinfo=UTC) == datetime(
         2026, 3, 3, 10, 10, tzinfo=UTC
     )  # measured when the row says

@@ -29,7 +29,8 @@ from felab_core.jobs.run import result_rows
 from felab_core.lab.scripted_server import Script, ScriptedServer
 from felab_core.numbers.importing import import_results
 from felab_core.numbers.recording import create_job, record_measured
-from felab_core.numbers.row_checks import check_result_row
+from felab_core.numbers.row_checks import check_result_row, row_counts
+from felab_core.numbers.row_workload import check_preset_knobs
 
 #: A `felab bench` row as it lands in results/01-latency.csv (Day 2 on llama.cpp).
 BENCH_ROW = {
@@ -157,6 +158,7 @@ def test_rows_felab_bench_and_its_worker_write_pass(bench_rows: Rows) -> None:
     for row in (*written, *sent):
         checked = check_result_row(row)
         assert checked.preset == row["preset"]
+        check_preset_knobs(row, row_counts(row))  # a whole run holds what its preset fixes
 
 
 def test_real_rows_import(db: Session, student: m.Member, bench_rows: Rows) -> None:
@@ -253,7 +255,7 @@ def test_real_rows_import(db: Session, student: m.Member, bench_rows: Rows) -> N
         ({"model": "\x1b[31mevil"}, "the result row's model holds invisible or control character"),
         # fifteenth sweep H14: what felab bench refuses to run, hand-edited rows held
         ({"shared_prefix_tokens": "100", "prompt_tokens": "10"}, "is not shorter than prompt"),
-        ({"burstiness": "0"}, "burstiness 0: felab bench takes more than 0"),
+        ({"burstiness": "0"}, "burstiness holds '0': felab bench takes --burstiness from 0.01"),
         # sixteenth session (fifteenth sweep H14): a throughput no run can have
         ({"output_tps": "1e-300"}, "output_tps holds '1e-300', not 0 and below 1e-12 a second"),
         ({"request_tps": "1e-20"}, "request_tps holds '1e-20', not 0 and below 1e-12"),
@@ -285,7 +287,7 @@ def test_a_row_no_felab_run_writes_is_refused_naming_its_column(
         {"writing_tps_p50": "41.85"},  # within what its TPOTs' spread allows (41.49 to 41.9)
         {"writing_tps_p50": "", "tpot_p50_s": "0.0241"},  # no writing speed: nothing to agree
         {"requests": "10", "ok": "8", "failed": "2", "cold_starts": "1"},
-        {"output_tps": "1.2e-11", "request_tps": "0"},  # a token in the longest run; none
+        {"output_tps": "1.2e-11", "request_tps": "1.2e-11"},  # one in the longest run
         {"model": "@cf/meta/llama-3.1-8b", "server_version": "0.5.7 (build 1; =ok)"},
         {"model": "Llama-3.1-8B-Instruct-4bit", "host": "Ada's MacBook Pro"},
         *({"api": api.value} for api in Api),
@@ -460,20 +462,23 @@ def test_a_run_twice_in_one_file_with_other_figures_is_refused(
 
 
 def test_two_runs_of_one_second_are_two_runs(db: Session, student: m.Member) -> None:
-    """A sweep's steps, or a quick run and a rate after it, share a timestamp: each is kept."""
+    """A sweep's steps share their start: each is kept; and two starts of one second (--repeat
+    on a fast server) are told apart by their milliseconds."""
+    start = "2026-03-03T10:00:00.152+00:00"
     rows = [
-        BENCH_ROW,
-        _changed(concurrency="4", writing_tps_p50="", tpot_p50_s="", tpot_p95_s=""),
-        _changed(concurrency="0", rate="2"),
-        _changed(preset="day2+custom", seed="7"),
+        _changed(preset="day2+custom", timestamp=start),
+        _changed(
+            preset="day2+custom",
+            timestamp=start,
+            concurrency="4",
+            writing_tps_p50="",
+            tpot_p50_s="",
+            tpot_p95_s="",
+        ),
+        _changed(preset="day2+custom", timestamp=start.replace(".152", ".907"), ok="7", failed="1"),
     ]
     report = import_results(db, student, rows)
-    assert [r.outcome for r in report.rows] == [
-        "recorded",
-        "result only",
-        "result only",
-        "recorded",
-    ]
+    assert [r.outcome for r in report.rows] == ["recorded", "result only", "recorded"]
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,155 @@
+"""Which `felab bench` run a results row is, however its cells are written: the import stores
+each run once, refuses one run given other figures, and refuses one start given two servers.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+#: What tells one run from another in a results CSV: a `felab bench` run on one target (its
+#: start time, to the second; the machine; the target's name) of one server, model and preset
+#: times one load per row: a concurrency (a sweep gives each once) or a rate. Everything else a
+#: row says (the seed, the figures, the versions) is what that run measured.
+RUN_COLUMNS = ("timestamp", "host", "target", "server", "model", "preset", "concurrency", "rate")
+#: What one start on one target has once, whatever its loads: `felab bench` names the server it
+#: found, the model and the preset once a target (a2 H9: one start stored as vLLM and Ollama).
+_ONE_A_START = ("server", "model", "preset")
+_FRACTION = re.compile(r":\d\d[.,](\d+)")
+
+
+def _same_text(text: str) -> str:
+    """A name as it reads: ｍｌｘ, MLX and mlx are one name."""
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+def _second(stamp: str) -> str | None:
+    """A start time to the second, in UTC (None: not a time with its zone). felab writes
+    milliseconds, and a spreadsheet may cut them (a2 H5: the same run stored again)."""
+    try:
+        when = datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        return None
+    return when.astimezone(UTC).replace(microsecond=0).isoformat()
+
+
+def _fraction(stamp: str) -> str | None:
+    """The fraction of a second a start time gives, as written (None: it gives none)."""
+    written = _FRACTION.search(stamp)
+    return written[1].rstrip("0") if written else None
+
+
+def _cell(row: Mapping[str, str], column: str) -> str:
+    return (row.get(column) or "").strip()
+
+
+def _run_key(row: Mapping[str, str]) -> tuple[str, ...]:
+    """Which run a row is, to the second: the same instant in another time zone, a name in
+    capitals or full-width letters, 1 or ١ users, a rate of 2 or 2.0."""
+    stamp, host, target, server, model, preset, users, rate = (_cell(row, c) for c in RUN_COLUMNS)
+    try:
+        users = str(int(users))
+        rate = repr(float(rate)) if rate else ""
+    except ValueError:
+        pass
+    names = (_same_text(name) for name in (host, target, server, model, preset))
+    return (_second(stamp) or stamp, *names, users, rate)
+
+
+def _start_key(row: Mapping[str, str]) -> tuple[str, ...] | None:
+    """One `felab bench` start on one target (None: the row gives no time zone to read)."""
+    second = _second(_cell(row, "timestamp"))
+    if second is None:
+        return None
+    return (second, _same_text(_cell(row, "host")), _same_text(_cell(row, "target")))
+
+
+def _same_instant(one: str | None, other: str | None) -> bool:
+    """Two times of one second are one instant unless both give its fraction, and differ."""
+    return one is None or other is None or one == other
+
+
+def _figure(text: str) -> float | str:
+    """A cell as the figure it says: 44.6, 4.46e1, ٤٤.٦ and ４４.６ are one number."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def first_difference(before: Mapping[str, str], now: Mapping[str, str]) -> str | None:
+    """The first figure two rows of one run both give and disagree on, as 'column was, is';
+    None when they agree (a column one of them leaves blank says nothing)."""
+    for column, text in now.items():
+        if column in RUN_COLUMNS or column not in before:
+            continue
+        if _figure(before[column]) != _figure(text):
+            return f"{column} {before[column][:20]!r} there, {text[:20]!r} here"
+    return None
+
+
+def run_named(row: Mapping[str, str]) -> str:
+    """The run a row is, as a student finds it in the file."""
+    stamp, host, target, users, rate = (
+        _cell(row, c)[:40] for c in ("timestamp", "host", "target", "concurrency", "rate")
+    )
+    load = f"rate {rate}/s" if rate else f"concurrency {users}"
+    return f"timestamp {stamp or '(none)'}, host {host}, target {target}, {load}"
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A run already stored (line None) or on an earlier line of the file, and its cells."""
+
+    line: int | None
+    cells: Mapping[str, str]
+
+    @property
+    def where(self) -> str:
+        return "was already imported" if self.line is None else f"is on line {self.line}"
+
+
+@dataclass
+class RunIndex:
+    """The runs stored or read so far, by run and by start."""
+
+    _runs: dict[tuple[str, ...], list[tuple[str | None, Seen]]] = field(default_factory=dict)
+    _starts: dict[tuple[str, ...], list[tuple[str | None, Seen]]] = field(default_factory=dict)
+
+    def add(self, line: int | None, cells: Mapping[str, str]) -> None:
+        fraction, seen = _fraction(_cell(cells, "timestamp")), Seen(line, cells)
+        self._runs.setdefault(_run_key(cells), []).append((fraction, seen))
+        start = _start_key(cells)
+        if start is not None:
+            self._starts.setdefault(start, []).append((fraction, seen))
+
+    def same_run(self, cells: Mapping[str, str]) -> Seen | None:
+        """The run this row is, if seen: the same identity at the same instant."""
+        fraction = _fraction(_cell(cells, "timestamp"))
+        runs = self._runs.get(_run_key(cells), [])
+        return next((seen for f, seen in runs if _same_instant(f, fraction)), None)
+
+    def other_at_start(self, cells: Mapping[str, str]) -> str | None:
+        """Why this row cannot be of its start: a row of the same start on the same target
+        names another server, model or preset (None: none does)."""
+        start = _start_key(cells)
+        if start is None:
+            return None
+        fraction = _fraction(_cell(cells, "timestamp"))
+        mine = [_same_text(_cell(cells, c)) for c in _ONE_A_START]
+        for f, seen in self._starts.get(start, []):
+            theirs = [_same_text(_cell(seen.cells, c)) for c in _ONE_A_START]
+            if _same_instant(f, fraction) and theirs != mine:
+                server, model, preset = (_cell(seen.cells, c)[:40] for c in _ONE_A_START)
+                return (
+                    f"this run ({run_named(cells)}) {seen.where} as {server} {model} under "
+                    f"preset {preset}: one felab bench start on one target times one server, "
+                    "one model and one preset; the row was edited: delete it, or put back "
+                    "what felab bench wrote"
+                )
+        return None
