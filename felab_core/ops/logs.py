@@ -22,6 +22,7 @@ from pythonjsonlogger.json import JsonFormatter
 
 from felab_core.redact import add_secret, redact
 from felab_core.settings import Settings
+from felab_core.text import holds_hidden, is_hidden
 
 __all__ = ["add_secret", "context", "redact", "secrets_of", "setup"]
 
@@ -95,7 +96,15 @@ class TextFormatter(logging.Formatter):
             if getattr(record, k, None) is not None
         ]
         record.where = f" [{' '.join(parts)}]" if parts else ""
-        return redact(super().format(record))
+        # Celery's and kombu's own lines quote what a broker or a peer sent: its escape codes
+        # would act on the operator's terminal. Line breaks and tabs stay (a traceback's).
+        text = redact(super().format(record))
+        return "\n".join(
+            "".join("?" if is_hidden(c) and c != "\t" else c for c in line)
+            if holds_hidden(line, allowed="\t")
+            else line
+            for line in text.split("\n")
+        )
 
 
 class JsonLineFormatter(JsonFormatter):

@@ -34,3 +34,11 @@ def test_a_huge_field_is_cut_after_it_is_masked(capsys: pytest.CaptureFixture[st
 
 def test_a_short_line_is_left_whole(capsys: pytest.CaptureFixture[str]) -> None:
     assert "applied 3 events" in _logged(capsys, "applied %s events", 3)
+
+
+def test_a_peers_escape_codes_are_shown_not_obeyed(capsys: pytest.CaptureFixture[str]) -> None:
+    """Eighteenth sweep (b) M4: Celery's own retry line quoted a broker's error with its escape
+    codes, which acted on the operator's terminal; a traceback's line breaks and tabs stay."""
+    line = _logged(capsys, "Cannot connect to %s: %s\n\tretrying", "redis://h:1", "\x1b[2J\x07bad")
+    assert "\x1b" not in line and "\x07" not in line
+    assert "?[2J?bad\n\tretrying" in line
