@@ -167,6 +167,17 @@ def check_columns(columns: Sequence[str]) -> None:
             "by an older felab; import the results CSV `felab bench` wrote, or run it again into "
             "a new file with --csv"
         )
+    # A column felab never writes would be stored with every row (26 MB of one had been), and
+    # dropped without a word it could hold what its writer meant the row to say: refused.
+    extra = [c for c in columns if c not in CSV_COLUMNS]
+    if extra:
+        named = [repr(c[:32]) for c in extra[:5]]
+        shown = ", ".join(named) + (f" and {len(extra) - 5:,} more" if len(extra) > 5 else "")
+        raise Invalid(
+            f"the file has the column(s) {shown} that `felab bench` does not write: it was "
+            "edited, or joined with another table; delete those columns (felab keeps only its "
+            "own) and import it again"
+        )
 
 
 def import_results(

@@ -322,6 +322,24 @@ def test_import_refuses_a_file_lacking_any_column_felab_writes(tmp_path: Path) -
     assert numbers() == []
 
 
+def test_import_refuses_columns_felab_never_writes_naming_them(tmp_path: Path) -> None:
+    """Eighteenth sweep (a2) H7: 200 extra columns of 130,000 characters were stored with the
+    row (26 MB), and exported again."""
+    joined = tmp_path / "joined.csv"
+    extra = [f"x{i}" for i in range(7)]
+    joined.write_text(
+        ",".join([*CSV_COLUMNS, *extra])
+        + "\n"
+        + ",".join([*row("ollama", "m").values(), *["y" * 1000] * len(extra)])
+        + "\n"
+    )
+    code, out = felab("import", str(joined))
+    said = " ".join(out.split())
+    assert code == 2, out
+    assert "has the column(s) 'x0', 'x1', 'x2', 'x3', 'x4' and 2 more that `felab bench`" in said
+    assert "delete those columns" in said and count(m.BenchResult) == 0
+
+
 # ----------------------------------------------------------------------------- bad input
 
 
