@@ -199,7 +199,8 @@ def explain(exc: BaseException) -> Failure | None:
     if "sqlalchemy.exc.ArgumentError" in names:
         return Failure(
             "FELAB_DATABASE_URL is not a database URL: use "
-            "postgresql+psycopg://USER:PASSWORD@HOST:5432/NAME, or unset it for SQLite",
+            "postgresql+psycopg://USER:PASSWORD@HOST:5432/NAME, or sqlite:////ABSOLUTE/PATH.db "
+            "(four slashes), or unset it for felab's own SQLite file",
             EXIT_USAGE,
         )
     if "sqlalchemy.exc.DBAPIError" in names:

@@ -988,6 +988,7 @@ CASES: list[Case] = [
     case("db-data-dir-escape", "db status", 2, "FELAB_DATA_DIR", FELAB_DATA_DIR="{files}/d\x1b[31mx"),
     case("bench-model-at-formula", ["bench", *LOCAL.split(), "--model", "@SUM(1)"], 2, "begins with '@'"),
     case("bench-url-not-utf8", ["bench", "--url", "http://127.0.0.1:1/\udcff", "--kind", "vllm", "--no-csv", "-n", "1"], 2, "invisible or control characters"),
+    case("db-sqlite-one-slash", "db status", 2, "sqlite:////ABSOLUTE/PATH.db", FELAB_DATABASE_URL="sqlite:/relative.db"),
     case("compare-min-effect-100", "compare {files}/other.json {files}/other.json --min-effect 100", 2, "from 0 to under 100"),
 ]
 # fmt: on
