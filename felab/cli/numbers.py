@@ -90,6 +90,7 @@ from felab_core.sizing.units import (
     decimal_text,
     round_half_up,
 )
+from felab_core.text import spreadsheet_cell
 
 numbers_app = typer.Typer(
     name="numbers",
@@ -503,8 +504,14 @@ def _entered_cell(number: m.Number | None) -> Cell:
     return Cell(typed_text(number), _tps_cell(number.value).value)
 
 
-def _grid(view: DayNumbers) -> Grid:
-    """The day's table; CSV and JSON carry each figure in its own column."""
+def _grid(view: DayNumbers, *, for_spreadsheet: bool = False) -> Grid:
+    """The day's table; CSV and JSON carry each figure in its own column. `for_spreadsheet`:
+    a name a spreadsheet would run as a formula is kept as text (a model '@SUM(1+1)*cmd|...'
+    an older felab stored; eighteenth sweep, a2 M6)."""
+
+    def data(text: str | None) -> str | None:
+        return str(spreadsheet_cell(text)) if for_spreadsheet and text else text
+
     grid = Grid(
         f"Day {view.day}: your numbers",
         [
@@ -544,12 +551,12 @@ def _grid(view: DayNumbers) -> Grid:
             if check is not None
         ]
         grid.add(
-            Cell(row.field.label, row.field.label),
+            Cell(row.field.label, data(row.field.label)),
             Cell(row.field.server, row.field.server),
             _entered_cell(row.entered),
             measured,
-            Cell(preset or "", preset),
-            Cell(model or "", model),
+            Cell(preset or "", data(preset)),
+            Cell(model or "", data(model)),
             limit,
             Cell("\n".join(share) or "-", None),
             Cell("-" if pcts[0] is None else f"{pcts[0]} %", pcts[0]),
@@ -594,7 +601,7 @@ def show(
         for line in _done_lines(view.done):
             _say(console, line)
         return
-    emit(_grid(view), fmt, console)
+    emit(_grid(view, for_spreadsheet=fmt is Format.csv), fmt, console)
     notes = Console(stderr=True, highlight=False) if fmt.is_data else console
     for row in view.rows:
         for note in row.notes:

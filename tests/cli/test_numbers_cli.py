@@ -257,6 +257,28 @@ def test_import_records_measured_rows_explains_skips_and_is_idempotent(tmp_path:
     )
 
 
+def test_a_model_that_is_a_formula_is_refused_and_an_older_one_shown_as_text(
+    tmp_path: Path,
+) -> None:
+    """Eighteenth sweep (a2) M6: a model "@SUM(1+1)*cmd|' /C calc'!A0" was imported and written
+    raw into `numbers show -o csv`; '@cf/...' (Cloudflare's) is a model name."""
+    dde = "@SUM(1+1)*cmd|' /C calc'!A0"
+    csv_path = tmp_path / "dde.csv"
+    append_csv(csv_path, [row("ollama", dde)])
+    code, out = felab("import", str(csv_path))
+    assert code == 2 and "the result row's model begins with '@', a spreadsheet formula" in out
+    append_csv(cf := tmp_path / "cf.csv", [row("ollama", "@cf/meta/llama-3.1-8b")])
+    code, out = felab("import", str(cf))
+    assert code == 0, out
+    with session_scope(default_sessions()) as s:  # as an older felab had stored it
+        for number in s.scalars(select(m.Number)):
+            number.model = dde
+    code, out = felab("show", "-o", "csv")
+    assert code == 0 and f"'{dde}" in out and f",{dde}" not in out, out
+    code, out = felab("show", "-o", "json")
+    assert code == 0 and '"measured_model": "@SUM(1+1)' in out, out
+
+
 def test_import_appended_rows_adds_only_the_new_ones(tmp_path: Path) -> None:
     csv_path = tmp_path / "runs.csv"
     append_csv(csv_path, [row("ollama", "llama3.1:8b", "41.5")])
