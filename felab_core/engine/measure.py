@@ -413,6 +413,8 @@ async def _sessions_loop(
             if not tl.ok:
                 return  # a conversation cannot go on without its answer
             answer = "".join(c.text for c in tl.content_chunks())
+            # a broken server's "\ud800" cannot be sent back as UTF-8: it goes back as '?'
+            answer = answer.encode("utf-8", "replace").decode("utf-8")
             history = (*history, ("user", message), ("assistant", answer))
             size += len(message) + len(answer)
             if workload.think_time_s and turn < workload.turns:

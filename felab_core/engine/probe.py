@@ -19,7 +19,7 @@ from felab_core.bounded_get import aget_bounded
 from felab_core.engine.request_errors import connect_failure, protocol_error_text
 from felab_core.engine.server_kinds import ServerKind
 from felab_core.engine.targets import Target
-from felab_core.redact import url_without_credentials
+from felab_core.redact import redact, url_without_credentials
 from felab_core.text import formula_mark, holds_hidden
 
 PROBE_TIMEOUT_S = 3.0
@@ -65,6 +65,7 @@ def _a_name(text: str) -> bool:
         and text.strip() == text
         and not holds_hidden(text)
         and not formula_mark(text, allowed="@")  # =HYPERLINK(...) reached the results CSV
+        and redact(text) == text  # a server repeating the URL's password is no model's name
     )
 
 
@@ -82,6 +83,8 @@ def _a_version(value: object) -> str | None:
         return None  # JSON's 1e999 reads as inf: no version says that
     text = str(value).strip()
     if not text or len(text) > MAX_VERSION or holds_hidden(text) or formula_mark(text):
+        return None
+    if redact(text) != text:  # "b4000 alice:s3cretPW@host" reached the record and the CSV
         return None
     return text
 

@@ -43,7 +43,8 @@ def output_tokens(tl: RequestTimeline, api_is_ollama: bool) -> tuple[int | None,
     measurement; the chunks are counted instead, and the source says so."""
     if tl.usage and "completion_tokens" in tl.usage:
         said = tl.usage["completion_tokens"]
-        shown = sum(len(c.text.encode()) for c in tl.content_chunks())
+        # "surrogatepass": JSON's "\ud800" from a broken server is a character, not a crash
+        shown = sum(len(c.text.encode("utf-8", "surrogatepass")) for c in tl.content_chunks())
         # Text on the wire is at least one token: a count of 0 beside it is no count either;
         # and a server steps a token or more a message, so 1 beside 256 messages is none (half
         # a token a message leaves room for a character split over two).

@@ -252,3 +252,16 @@ def test_an_sse_error_event_is_the_servers_error_in_its_words(data: str, said: s
     for adapter in (chat, adapter_for(Api.OPENAI_COMPLETIONS)):
         info = adapter.interpret(Frame(data, "error"))
         assert info.error == said and not info.text
+
+
+def test_a_lone_surrogate_in_a_streams_text_is_counted_not_a_crash() -> None:
+    """Nineteenth sweep (a) H2: JSON's "\\ud800" in a chunk's content, beside a usage count,
+    stopped the run with UnicodeEncodeError (exit 70) and lost it."""
+    from felab_core.engine.timeline import Chunk, RequestTimeline
+    from felab_core.engine.token_counts import output_tokens
+
+    text = chat.interpret(Frame('{"choices": [{"delta": {"content": "a\\ud800b"}}]}')).text
+    tl = RequestTimeline(index=0)
+    tl.chunks = [Chunk(t_ns=1, nbytes=40, text=text), Chunk(t_ns=2, nbytes=40, text="c")]
+    tl.usage = {"completion_tokens": 3}
+    assert output_tokens(tl, api_is_ollama=False) == (3, "usage")

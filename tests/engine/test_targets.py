@@ -297,3 +297,16 @@ def test_a_targets_file_of_thousands_of_targets_is_refused_in_words(tmp_path: Pa
         load_targets(path)
     path.write_text("".join(entry.format(i) for i in range(256)))
     assert len(load_targets(path)) >= 256
+
+
+def test_a_version_or_model_id_repeating_the_urls_password_is_not_kept() -> None:
+    """Nineteenth sweep (a) H1: /props build_info "b4000 alice:s3cretPW@host" (a server, or a
+    proxy, repeating the URL's credentials) was written to the record and the results CSV."""
+    from felab_core.engine.probe import _a_name
+    from felab_core.redact import add_url_secrets
+
+    add_url_secrets("http://alice:s3cretPW9@127.0.0.1:1")
+    assert _a_version("b4000 alice:s3cretPW9@host") is None
+    assert _a_version("b1 s3cretPW9") is None
+    assert not _a_name("model-s3cretPW9")
+    assert _a_version("b4000-abcdef12") == "b4000-abcdef12"
