@@ -657,6 +657,10 @@ def _one_or_many(key: str, count: int) -> str:
     return " ".join(words)
 
 
+#: Names a spreadsheet opens as a table: an export (JSON) under one is read as junk.
+_TABLE_SUFFIXES = (".csv", ".tsv", ".xlsx", ".xls", ".ods")
+
+
 @_command("export")
 def export(
     file: Path = typer.Argument(..., help="Where to write the JSON ('-' prints it)."),
@@ -669,6 +673,12 @@ def export(
     cohort_id: int | None = typer.Option(None, "--cohort", help=_COHORT_HELP),
 ) -> None:
     """Everything felab holds about you, as JSON: machine, models, numbers, runs, reviews."""
+    if file.suffix.lower() in _TABLE_SUFFIXES:  # JSON under me.csv: a spreadsheet shows junk
+        err(
+            f"{file}: felab numbers export writes JSON, and the name ends in {file.suffix}; "
+            "name it .json (felab numbers show -o csv writes the day's table as CSV)"
+        )
+        raise typer.Exit(EXIT_USAGE)
     try:
         if str(file) != "-":  # also a folder that is a file, or one felab cannot write in
             check_destinations(

@@ -482,3 +482,14 @@ def test_show_in_every_format_says_the_same() -> None:
     md = [line for line in shown["md"].stdout.splitlines() if line.startswith("|")]
     assert md[1].startswith("|---|") and "| Ollama: writing speed | 44.6 tok/s |" in md[2]
     assert "Done when" in shown["json"].stderr and "Done when" not in shown["json"].stdout
+
+
+@pytest.mark.parametrize("name", ["me.csv", "me.CSV", "me.xlsx"])
+def test_export_refuses_a_table_name_for_its_json(tmp_path: Path, name: str) -> None:
+    """Eighteenth sweep (a2) L10: `numbers export me.csv` wrote JSON under a .csv name."""
+    code, out = felab("export", str(tmp_path / name))
+    said = " ".join(out.split())
+    assert code == 2 and "writes JSON, and the name ends in ." in said and "name it .json" in said
+    assert not (tmp_path / name).exists()
+    code, out = felab("export", str(tmp_path / "me.json"))
+    assert code == 0, out
