@@ -533,6 +533,13 @@ def from_gguf(path: str | Path) -> ModelShape:
             "converter that left the shape out"
         )
     n_layers = _positive_int(layers, f"{arch}.block_count", str(gguf_path))
+    for suffix in ("attention.head_count", "attention.head_count_kv"):
+        listed = key(suffix)  # a list of even counts is read as one: its length is checked here
+        if isinstance(listed, list) and len(listed) != n_layers:
+            raise SizingError(
+                f"{gguf_path}: {arch}.{suffix} lists {len(listed):,} layers' counts for "
+                f"{n_layers:,} layers; check that the file is a model's GGUF"
+            )
     assert heads is not None
     if heads_by_layer is not None:
         heads = max(heads_by_layer)
@@ -541,20 +548,19 @@ def from_gguf(path: str | Path) -> ModelShape:
     heads = _positive_int(heads, f"{arch}.attention.head_count", str(gguf_path))
     if kv_by_layer is None:  # a per-layer list may hold zeros (layers without attention)
         kv = _positive_int(kv, f"{arch}.attention.head_count_kv", str(gguf_path))
+        for layer, layer_heads in enumerate(heads_by_layer or ()):
+            if layer_heads < kv:  # [2, 0] beside 2 KV heads: a layer caching for no query head
+                raise SizingError(
+                    f"{gguf_path}: layer {layer} has {layer_heads} query heads but {kv} KV heads "
+                    "(each KV head serves one or more query heads); check that the file is a "
+                    "model's GGUF"
+                )
+            _check_groups(layer_heads, int(kv), f"{gguf_path} (layer {layer})")
     notes: list[str] = []
     if kv_by_layer is not None:
         notes.append("the number of KV heads differs from layer to layer; each layer is counted")
-        if len(kv_by_layer) != n_layers:
-            raise SizingError(
-                f"{gguf_path}: {len(kv_by_layer)} per-layer KV head counts for {n_layers} layers"
-            )
         if all(v == 0 for v in kv_by_layer):
             raise SizingError(f"{gguf_path}: every layer has zero KV heads")
-        if heads_by_layer is not None and len(heads_by_layer) != n_layers:
-            raise SizingError(
-                f"{gguf_path}: {len(heads_by_layer)} per-layer query head counts for "
-                f"{n_layers} layers"
-            )
         for layer, layer_kv in enumerate(kv_by_layer):
             layer_heads = heads_by_layer[layer] if heads_by_layer else int(heads)
             if layer_kv > layer_heads:  # 1,000 KV heads beside 8 query heads had been priced
@@ -608,11 +614,14 @@ def from_gguf(path: str | Path) -> ModelShape:
 
     n_experts = key("expert_count")
     n_used = key("expert_used_count")
-    if n_experts:
-        n_experts = _positive_int(n_experts, f"{arch}.expert_count", str(gguf_path))
-    if n_used:
-        n_used = _positive_int(n_used, f"{arch}.expert_used_count", str(gguf_path))
-    _experts_fit(n_experts or None, n_used or None, str(gguf_path))
+    if all(type(n) is int and n == 0 for n in (n_experts, n_used) if n is not None):
+        n_experts = n_used = None  # 0 (or 0 of 0): not a mixture, as llama.cpp reads it
+    else:  # 0 of 8 experts, or 2 of 0, were read as "not a mixture" without a word
+        if n_experts is not None:
+            n_experts = _positive_int(n_experts, f"{arch}.expert_count", str(gguf_path))
+        if n_used is not None:
+            n_used = _positive_int(n_used, f"{arch}.expert_used_count", str(gguf_path))
+    _experts_fit(n_experts, n_used, str(gguf_path))
     total = 0
     expert = 0
     for tensor in header.tensors:

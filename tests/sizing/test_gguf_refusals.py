@@ -148,3 +148,42 @@ def test_experts_used_past_the_experts_are_refused(tmp_path: Path) -> None:
     path = write_gguf(tmp_path / "moe.gguf", experts=8, used=100)
     assert "llama.expert_used_count" not in refusal(path)  # both are whole numbers
     assert "100 experts used per token, but the model has 8" in refusal(path)
+
+
+@pytest.mark.parametrize(
+    ("experts", "used", "says"),
+    [
+        (8, 0, "llama.expert_used_count is 0, but it must be a whole number above zero"),
+        (0, 2, "llama.expert_count is 0, but it must be a whole number above zero"),
+    ],
+)
+def test_an_expert_count_of_zero_beside_experts_is_refused(
+    tmp_path: Path, experts: int, used: int, says: str
+) -> None:
+    """Eighteenth sweep (c) L2: 0 of 8 experts (or 2 of 0) read as "not a mixture of experts"
+    without a word, where config.json refuses the same; llama.cpp refuses both too."""
+    assert says in refusal(write_gguf(tmp_path / "m.gguf", experts=experts, used=used))
+
+
+def test_zero_experts_of_zero_is_a_dense_model(tmp_path: Path) -> None:
+    """llama.cpp reads expert_count 0 with expert_used_count 0 as a dense model: so does felab."""
+    shape = from_gguf(write_gguf(tmp_path / "m.gguf", experts=0, used=0))
+    assert not shape.is_moe and shape.n_experts is None
+
+
+@pytest.mark.parametrize(
+    ("heads", "kv_heads", "says"),
+    [
+        ([4, 0], 2, "layer 1 has 0 query heads but 2 KV heads"),
+        ([4, 4, 4], 2, "llama.attention.head_count lists 3 layers' counts for 2 layers"),
+        (4, [2, 2, 2], "llama.attention.head_count_kv lists 3 layers' counts for 2 layers"),
+    ],
+    ids=["zero-head-layer", "heads-length", "kv-length"],
+)
+def test_per_layer_head_counts_are_held_to_the_layers(
+    tmp_path: Path, heads: int | list[int], kv_heads: int | list[int], says: str
+) -> None:
+    """Eighteenth sweep (c) L2: a per-layer head_count ([4, 0]) beside one KV count was read as
+    its largest, and a list of even counts was not held to the layer count."""
+    path = write_gguf(tmp_path / "m.gguf", heads=heads, kv_heads=kv_heads)  # type: ignore[arg-type]
+    assert says in refusal(path)
