@@ -415,3 +415,32 @@ def test_a_body_cut_off_or_not_decodable_is_not_called_a_connect_error(
     said = str(caught.value)
     assert said.startswith(says) and "connect error" not in said, said
     assert "answered" in said
+
+
+def test_a_lone_surrogate_in_build_info_is_shown_not_a_crash(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Eighteenth sweep (c) H3: /props build_info "\\ud800x" (a JSON escape json.loads keeps as
+    a lone surrogate) stopped `size slots --url` with exit 70 in the terminal's encoder."""
+    from typer.testing import CliRunner
+
+    from felab.cli.main import app
+
+    props = (
+        b'{"total_slots": 4, "default_generation_settings": {"n_ctx": 2048}, '
+        b'"build_info": "\\ud800x"}'
+    )
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/props":
+            return httpx.Response(200, content=props)
+        return httpx.Response(404)
+
+    monkeypatch.setattr(
+        slots_live,
+        "direct_client",
+        lambda timeout: httpx.Client(transport=httpx.MockTransport(handler)),
+    )
+    result = CliRunner().invoke(app, ["size", "slots", "--url", "http://llama"])
+    assert result.exit_code == 0, result.output
+    assert "(build ?x)" in result.output
