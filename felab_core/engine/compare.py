@@ -118,6 +118,7 @@ def _caveats(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
             va, vb = (a.get(part) or {}).get(key), (b.get(part) or {}).get(key)
             if va != vb:
                 notes.append(f"{part} {key} differs: {_shown(va)} in A, {_shown(vb)} in B")
+    notes += _replay_caveats(a.get("workload") or {}, b.get("workload") or {})
     for side, record in (("A", a), ("B", b)):
         if record.get("interrupted") is True:  # bench keeps such a run out of the results CSV
             notes.append(f"{side} was interrupted (Ctrl-C): its runs stopped short of their plan")
@@ -130,6 +131,35 @@ def _caveats(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
         ]
         notes.append(f"server differs: {said[0]} in A, {said[1]} in B")
     return notes
+
+
+#: What a replay or a conversation sends beside its preset's name (trace:NAME and sessions
+#: NxM name neither the file's contents nor the pace): two traces of one name, another
+#: --trace-speed or block size, another --think-time were compared without a word (a2 M7).
+_TRACE_KEYS = (("sha256", "trace's contents (sha256)"), ("speed", "--trace-speed"),
+               ("block_size", "--trace-block-size"))  # fmt: skip
+_SESSION_KEYS = (("sessions", "--sessions"), ("turns", "--turns"), ("think_time_s", "--think-time"))
+
+
+def _replay_caveats(wa: dict[str, Any], wb: dict[str, Any]) -> list[str]:
+    notes = []
+    ta, tb = wa.get("trace"), wb.get("trace")
+    if isinstance(ta, dict) and isinstance(tb, dict):
+        for key, what in _TRACE_KEYS:
+            va, vb = ta.get(key), tb.get(key)
+            if va != vb:
+                shown = [_shown(_short_hash(v) if key == "sha256" else v) for v in (va, vb)]
+                notes.append(f"workload {what} differs: {shown[0]} in A, {shown[1]} in B")
+    for key, flag in _SESSION_KEYS:
+        va, vb = wa.get(key), wb.get(key)
+        if va != vb:
+            notes.append(f"workload {flag} differs: {_shown(va)} in A, {_shown(vb)} in B")
+    return notes
+
+
+def _short_hash(value: Any) -> Any:
+    """A sha256 as a note shows it: its first 12 digits tell two files apart."""
+    return value[:12] + "..." if isinstance(value, str) and len(value) > 12 else value
 
 
 def _shown(value: Any) -> str:

@@ -157,3 +157,27 @@ def test_one_request_a_side_is_too_few_for_an_interval_not_unmeasured() -> None:
     ttft = _by_key(compare_records(a, b).runs[0].changes)["ttft_p50"]
     assert ttft.a is not None and ttft.b is not None
     assert ttft.verdict == "too few requests for an interval"
+
+
+def test_two_replays_or_conversations_paced_otherwise_are_said() -> None:
+    """Eighteenth sweep (a2) M7: two traces under one name (other sha256), another
+    --trace-speed or block size, another --think-time: compared without a word."""
+    trace = {"name": "t1.jsonl", "sha256": "f37bf6" + "0" * 58, "speed": 1.0, "block_size": 512}
+    runs = [(0, _requests([0.05] * 10))]
+    a = _record(runs, preset="trace:t1.jsonl", prompt_tokens=None, trace=trace)
+    other = {**trace, "sha256": "98cb23" + "1" * 58, "speed": 2.0, "block_size": 16}
+    notes = " | ".join(
+        compare_records(a, {**a, "workload": {**a["workload"], "trace": other}}).caveats
+    )
+    assert (
+        "workload trace's contents (sha256) differs: 'f37bf6000000...' in A, '98cb23111111...' in B"
+        in notes
+    )
+    assert "workload --trace-speed differs: 1.0 in A, 2.0 in B" in notes
+    assert "workload --trace-block-size differs: 512 in A, 16 in B" in notes
+    assert not compare_records(a, a).caveats
+    chat = _record([(4, _requests([0.05] * 10))], sessions=4, turns=5, think_time_s=1.0)
+    slow = {**chat, "workload": {**chat["workload"], "think_time_s": 30.0}}
+    assert (
+        "workload --think-time differs: 1.0 in A, 30.0 in B" in compare_records(chat, slow).caveats
+    )
