@@ -241,8 +241,15 @@ def _ms_percentiles(values_s: list[float], qs: tuple[int, ...]) -> list[float | 
 
 
 def client_check(
-    loop_lag_ns: list[int], metrics: list[RequestMetrics], timelines: list[RequestTimeline]
+    loop_lag_ns: list[int],
+    metrics: list[RequestMetrics],
+    timelines: list[RequestTimeline],
+    workload: Workload | None = None,
+    cap: int | None = None,
 ) -> ClientCheck:
+    """The client's own timing, and what kept requests from their send times, in the words of
+    what the run had (`workload`, `cap`: its concurrency): a trace replay had been told of a
+    --rate and a --concurrency cap it never had (eighteenth sweep, a2 L11)."""
     check = ClientCheck()
     read_lag = [x / 1e9 for t in timelines for x in t.stamp_lag_ns]
     check.read_lag_p50_ms, check.read_lag_p99_ms = _ms_percentiles(read_lag, (50, 99))
@@ -268,14 +275,27 @@ def client_check(
                 "TTFT and ITL include client delay; run fewer streams per process"
             )
     if check.schedule_lag_p99_ms is not None and check.schedule_lag_p99_ms > SCHEDULE_LAG_WARN_MS:
+        paced = (
+            "its schedule"
+            if workload is None
+            else "the trace's times"
+            if workload.trace is not None
+            else "--rate"
+        )
         check.warnings.append(
             f"requests left late (p99 {check.schedule_lag_p99_ms:.1f} ms behind schedule): the "
-            "client could not keep up with --rate, so the offered load was lower than asked"
+            f"client could not keep up with {paced}, so the offered load was lower than asked"
         )
     if check.queued_requests:
+        waited = (
+            "for a free slot under the --concurrency cap"
+            if cap is None or cap > 0
+            else "to leave after their send time (no --concurrency cap: the client was busy "
+            "starting requests)"
+        )
         check.warnings.append(
-            f"{check.queued_requests} requests waited for a free slot under the --concurrency "
-            "cap; latency from the schedule includes that wait"
+            f"{check.queued_requests} requests waited {waited}; latency from the schedule "
+            "includes that wait"
         )
     return check
 

@@ -151,9 +151,10 @@ async def _child_run(conn: Connection, order: _Order) -> _Reply | None:
         measured = await measure_run(sender, order.concurrency, order.workload, None, shard)
     is_ollama = order.target.api.value == "ollama"
     requests = [request_metrics(t, api_is_ollama=is_ollama) for t in measured.timelines]
-    return _Reply(
-        measured, requests, client_check(measured.loop_lag_ns, requests, measured.timelines)
+    check = client_check(
+        measured.loop_lag_ns, requests, measured.timelines, order.workload, order.concurrency
     )
+    return _Reply(measured, requests, check)
 
 
 def _exit_reason(proc: BaseProcess) -> str:

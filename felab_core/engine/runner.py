@@ -190,7 +190,7 @@ async def bench_target(
                 window_s=None if window is None else window["to_s"] - window["from_s"],
             )
             summary.window = window
-            check = client_check(measured.loop_lag_ns, metrics, timelines)
+            check = client_check(measured.loop_lag_ns, metrics, timelines, workload, concurrency)
             run = RunResult(concurrency, workload.rate, summary, metrics, timelines, check)
             used = max((m.index for m in run.requests), default=-1) + 1
             summary.stopped = measured.stopped

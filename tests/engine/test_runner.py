@@ -5,10 +5,13 @@ from __future__ import annotations
 import pytest
 
 from felab_core.engine.apis import Api
+from felab_core.engine.measure import client_check
+from felab_core.engine.metrics import RequestMetrics
 from felab_core.engine.probe import IdentityError
 from felab_core.engine.runner import bench_target
 from felab_core.engine.server_kinds import ServerKind
 from felab_core.engine.targets import DEFAULT_TARGETS, Target, resolve_target
+from felab_core.engine.trace import Trace, TraceRequest
 from felab_core.engine.workloads import PromptPlan, Workload, arrival_offsets_s
 from felab_core.lab.scripted_server import Script, ScriptedServer
 
@@ -241,3 +244,19 @@ async def test_a_server_that_never_answers_the_warm_up_is_not_sent_the_run() -> 
         assert len(server.log) == 1  # the warm-up only
     # thirteenth sweep: it answered, so "takes a request and never answers" misled
     assert "answered (HTTP 200) and then sent only keep-alive comments (3)" in str(no.value)
+
+
+def test_a_late_or_waiting_replay_is_told_of_what_it_had() -> None:
+    """Eighteenth sweep (a2) L11: a trace replay with no cap was told it 'could not keep up with
+    --rate' and that requests 'waited for a free slot under the --concurrency cap'."""
+    late = [
+        RequestMetrics(index=i, ok=True, error=None, dispatch_lag_s=0.5, queue_wait_s=0.01)
+        for i in range(4)
+    ]
+    trace = Trace("t.jsonl", "0" * 64, (TraceRequest(0.0, 5, 2, ()),))
+    replay = " | ".join(client_check([], late, [], Workload(trace=trace), 0).warnings)
+    assert "keep up with the trace's times" in replay and "--rate" not in replay
+    assert "4 requests waited to leave after their send time (no --concurrency cap" in replay
+    assert "free slot" not in replay
+    rate = " | ".join(client_check([], late, [], Workload(rate=5.0), 2).warnings)
+    assert "keep up with --rate" in rate and "free slot under the --concurrency cap" in rate
