@@ -188,6 +188,7 @@ async def _stream(
     most = most_messages(payload)
     most_text = most_text_chars(payload)
     text_chars = 0
+    tl.asked_tokens = asked_tokens(payload)
     async with client.stream("POST", url, json=payload, extensions={"trace": trace}) as resp:
         tl.status = resp.status_code
         tl.request_bytes = int(resp.request.headers.get("content-length") or 0)

@@ -38,8 +38,9 @@ def output_tokens(tl: RequestTimeline, api_is_ollama: bool) -> tuple[int | None,
     A server's count is believed when the text it sent could hold it: every token is at least
     one byte of text (a character of 4 bytes is at most 4 tokens), plus a few the server counts
     but does not show (the end, a stop string); and at least one token for every two messages
-    of text. A count past that (10^9 tokens after 6 chunks; 144 beside 32 bytes, when four
-    tokens a byte were allowed), or below it (0 after text, 1 after 256 messages), is no
+    of text; and no more than the request asked for (max_tokens), and one. A count past that
+    (10^9 tokens after 6 chunks; 144 beside 32 bytes, when four tokens a byte were allowed; 17
+    for --max-tokens 1), or below it (0 after text, 1 after 256 messages), is no
     measurement; the chunks are counted instead, and the source says so."""
     if tl.usage and "completion_tokens" in tl.usage:
         said = tl.usage["completion_tokens"]
@@ -49,7 +50,10 @@ def output_tokens(tl: RequestTimeline, api_is_ollama: bool) -> tuple[int | None,
         # and a server steps a token or more a message, so 1 beside 256 messages is none (half
         # a token a message leaves room for a character split over two).
         least = max(1 if shown else 0, -(-len(tl.content_chunks()) // 2))
-        if isinstance(said, int) and least <= said <= shown + UNSHOWN_TOKENS:
+        most = shown + UNSHOWN_TOKENS
+        if tl.asked_tokens is not None:  # a server stops at max_tokens (the end token aside)
+            most = min(most, tl.asked_tokens + 1)
+        if isinstance(said, int) and least <= said <= most:
             return said, (COUNT_FROM_OLLAMA if api_is_ollama else COUNT_FROM_SERVER)
         counted = len(tl.content_chunks())
         return (counted or None), COUNT_FROM_CHUNKS_DISBELIEVED

@@ -265,3 +265,17 @@ def test_a_lone_surrogate_in_a_streams_text_is_counted_not_a_crash() -> None:
     tl.chunks = [Chunk(t_ns=1, nbytes=40, text=text), Chunk(t_ns=2, nbytes=40, text="c")]
     tl.usage = {"completion_tokens": 3}
     assert output_tokens(tl, api_is_ollama=False) == (3, "usage")
+
+
+def test_an_output_count_past_the_tokens_asked_is_disbelieved() -> None:
+    """Nineteenth sweep (a) H4: completion_tokens 17 for --max-tokens 1 (one chunk of one
+    byte) was believed, and stored an output speed 17 times the real one."""
+    from felab_core.engine.timeline import Chunk, RequestTimeline
+    from felab_core.engine.token_counts import COUNT_FROM_CHUNKS_DISBELIEVED, output_tokens
+
+    tl = RequestTimeline(index=0, asked_tokens=8)
+    tl.chunks = [Chunk(t_ns=i + 1, nbytes=40, text="word ") for i in range(8)]
+    tl.usage = {"completion_tokens": 10}
+    assert output_tokens(tl, api_is_ollama=False) == (8, COUNT_FROM_CHUNKS_DISBELIEVED)
+    tl.usage = {"completion_tokens": 9}  # max_tokens and the end token
+    assert output_tokens(tl, api_is_ollama=False) == (9, "usage")
