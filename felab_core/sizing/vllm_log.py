@@ -265,31 +265,36 @@ def _infer_block_size(blocks: int, max_len: int, printed: Fraction) -> int | Non
 
 
 def _printed_concurrency_fits(
-    printed: Fraction, tokens: int | None, blocks: int | None, block_size: int | None, source: str
+    printed: Fraction,
+    length: int,
+    cache: tuple[int | None, int | None, int | None],
+    source: str,
 ) -> None:
-    """Refuse a printed concurrency the cache beside it cannot give: above one request per
-    token of the cache, or 0 for a cache that holds some (a vLLM whose cache holds no request
-    refuses to start). Both had been shown as vLLM's own figure, "the one to trust"."""
+    """Refuse a printed concurrency the cache (tokens, blocks, block size) cannot give: above
+    one request per token of it, or 0 where it holds a whole request of `length` tokens. Both
+    had been shown as vLLM's own figure, "the one to trust"."""
+    tokens, blocks, block_size = cache
     if tokens is not None:
-        cache, most = f"a cache of {whole_text(tokens)} tokens", tokens
+        words = f"a cache of {whole_text(tokens)} token{'' if tokens == 1 else 's'}"
+        least, most = tokens, tokens
     elif blocks is not None:
         size = block_size or MAX_BLOCK_SIZE
-        cache = f"{whole_text(blocks)} cache blocks of {'' if block_size else 'at most '}{size:,}"
-        cache, most = cache + " tokens", blocks * size
+        words = f"{whole_text(blocks)} cache blocks of {'' if block_size else 'at most '}"
+        words += f"{size:,} tokens"
+        least, most = blocks * (block_size or 1), blocks * size
     else:
         return
-    if printed > most or (printed == 0 and most > 0):
-        raise SizingError(
-            f"{source}: vLLM printed a maximum concurrency of {decimal_text(printed, 2)}x beside "
-            f"{cache}, "
-            + (
-                "and each request holds at least a token of it"
-                if printed
-                else "and a vLLM whose cache holds no whole request refuses to start"
-            )
-            + ": the log was edited or damaged; give the figures with --tokens (or --blocks) and "
-            "--max-len"
-        )
+    if printed > most:
+        why = "each request holds at least a token of it"
+    elif printed == 0 and least >= length:
+        why = f"it holds a whole request of {whole_text(length)} tokens"
+    else:
+        return
+    raise SizingError(
+        f"{source}: vLLM printed a maximum concurrency of {decimal_text(printed, 2)}x beside "
+        f"{words}, and {why}: the log was edited or damaged; "
+        "give the figures with --tokens (or --blocks) and --max-len"
+    )
 
 
 def parse_log(text: str | Iterable[str], source: str = "log") -> VllmReading:
@@ -365,8 +370,8 @@ def parse_log(text: str | Iterable[str], source: str = "log") -> VllmReading:
             fmt = "v1-blocks"
         occurrences = len(block_hits)
 
-    if printed is not None:
-        _printed_concurrency_fits(printed, tokens, gpu_blocks, block_size, source)
+    if printed is not None and max_len is not None:  # both from one concurrency line
+        _printed_concurrency_fits(printed, max_len, (tokens, gpu_blocks, block_size), source)
     block_size_from = "log" if block_size is not None else None
     if block_size is None and gpu_blocks is not None and printed is not None and max_len:
         block_size = _infer_block_size(gpu_blocks, max_len, printed)

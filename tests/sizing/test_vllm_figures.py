@@ -45,6 +45,8 @@ def test_a_printed_concurrency_the_cache_cannot_give_is_refused(log: str, says: 
 def test_a_true_printed_concurrency_still_reads() -> None:
     reading = vllm_log.parse_log(TOKENS + CONC.format(x="997.08"))
     assert reading.printed_concurrency is not None and reading.capacity().whole_requests == 997
+    small = vllm_log.parse_log("INFO GPU KV cache size: 5 tokens\n" + CONC.format(x="0.00"))
+    assert small.capacity().whole_requests == 0  # 5 ÷ 2,048 is 0.00x: said, not refused
 
 
 @pytest.mark.parametrize("figure", ["-1", "lots", ""])
