@@ -102,15 +102,15 @@ def reading_from_metrics(
         if spread < Fraction(1, 4):
             length = round(implied)
     gpu_blocks = label_int("num_gpu_blocks")
-    if printed is not None:
-        for count, what in ((gpu_blocks, "blocks"), (tokens, "tokens")):
-            if count is not None and printed > count:  # 9,999 requests in 8,234 blocks
-                raise BadAnswer(
-                    f"{source} reports kv_cache_max_concurrency = {str(conc_raw)[:40]} beside "
-                    f"{count:,} cache {what}, and each request holds at least one: the server's "
-                    "figures contradict each other; check the server, or size from the figures "
-                    "you trust: --tokens (or --blocks) with --max-len"
-                )
+    if printed is not None:  # the blocks where given: they are what capacity() uses
+        count, what = (gpu_blocks, "blocks") if gpu_blocks is not None else (tokens, "tokens")
+        if count is not None and printed > count:  # 9,999 requests in 8,234 blocks
+            raise BadAnswer(
+                f"{source} reports kv_cache_max_concurrency = {str(conc_raw)[:40]} beside "
+                f"{count:,} cache {what}, and each request holds at least one: the server's "
+                "figures contradict each other; check the server, or size from the figures "
+                "you trust: --tokens (or --blocks) with --max-len"
+            )
     memory = label_int("kv_cache_memory_bytes")
     return VllmReading(
         format="metrics",

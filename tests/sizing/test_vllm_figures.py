@@ -120,3 +120,15 @@ def test_a_printed_figure_the_flags_block_size_disagrees_with_is_noted() -> None
     )
     notes = reading.consistency_notes(block_size=16)
     assert any("vLLM printed 462.97x but 31,456 ÷ 512 = 61.44" in n for n in notes)
+
+
+def test_a_token_count_its_blocks_contradict_stays_a_note_beside_a_concurrency() -> None:
+    """M6's bound is on the blocks capacity() uses: a cache in tokens that the blocks
+    contradict is still the seventeenth sweep's note, not a refusal."""
+    labels = (
+        'block_size="16",num_gpu_blocks="8234",kv_cache_size_tokens="5",'
+        'kv_cache_max_concurrency="16.08"'
+    )
+    reading = vllm_live.reading_from_metrics(_info(labels), max_len=8192)
+    assert reading.capacity().whole_requests == 16
+    assert any("a cache of 5 tokens, but 8,234 blocks" in n for n in reading.consistency_notes())
