@@ -56,6 +56,7 @@ def record(n: int, ttft_s: float, seed: int, tokens: int = TOKENS) -> dict[str, 
                 "e2e_s": times[-1],
                 "writing_tps": len(gaps) / sum(gaps),
                 "output_tokens": tokens,
+                "first_chunk_tokens": 1.0,
                 "itl_s": gaps,
                 "chunk_times_s": times,
             }

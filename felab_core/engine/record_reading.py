@@ -125,6 +125,7 @@ def load_record(path: Path) -> dict[str, Any]:
                 f"{path}: run {i} says {said_ok:,} requests answered but lists {listed_ok:,}: "
                 f"requests were added to or cut from the file: {broken}"
             )
+        _check_run_bounds(path, i, run, requests, record.get("workload"))
         run["requests"] = checked_sample(path, i, requests)
     _check_workload(path, record)
     _check_words(path, record)
@@ -137,6 +138,37 @@ def load_record(path: Path) -> dict[str, Any]:
     if len(set(loads)) < len(loads):  # felab writes one run a load
         raise CompareError(f"{path}: the record holds one load more than once: {broken}")
     return record
+
+
+def _check_run_bounds(
+    path: Path, i: int, run: dict[str, Any], requests: list[Any], workload: Any
+) -> None:
+    """A run holds no more requests than its workload sent (-n, where nothing else sets the
+    count), and none lasting longer than the run: 20 requests copied 50 times and renumbered had
+    narrowed an interval, and an end-to-end of 86,399 s inside a 0.44 s run was "worse"."""
+    broken = "the file was edited or broken"
+    if isinstance(workload, dict):
+        asked = workload.get("requests")
+        counted_by_n = all(workload.get(k) is None for k in ("duration_s", "sessions", "trace"))
+        if type(asked) is int and counted_by_n and len(requests) > asked:
+            raise CompareError(
+                f"{path}: run {i} lists {len(requests):,} requests, and its workload sent "
+                f"{asked:,} (-n): requests were added to the file: {broken}"
+            )
+    summary = run.get("summary")
+    said = summary.get("duration_s") if isinstance(summary, dict) else None
+    if not finite(said) or said < 0:
+        return
+    lasted = float(said)
+    longest = max(
+        (r["e2e_s"] for r in requests if isinstance(r, dict) and finite(r.get("e2e_s"))),
+        default=0.0,
+    )
+    if longest > lasted + 1.0:  # a second for the clocks and the run's own edges
+        raise CompareError(
+            f"{path}: run {i} has a request of {longest:,.6g} s end to end in a run that lasted "
+            f"{lasted:,.6g} s: {broken}"
+        )
 
 
 #: The workload's whole-number fields and the most each may be (felab bench's own bounds).

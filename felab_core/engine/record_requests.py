@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -35,7 +35,7 @@ class CompareError(ValueError):
     """A file that is not a felab bench record, or two records with nothing to compare."""
 
 
-def finite(value: object) -> bool:
+def finite(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -145,8 +145,18 @@ def _check_tpot(where: str, request: dict[str, Any], gaps: list[Any], tokens: An
             f"{tokens or 0:,} output tokens: {broken}"
         )
     tpot = request.get("tpot_s")
-    if tpot is None or not gaps or tokens is None or first is None:
+    if tpot is None:
         return
+    if not gaps or tokens is None or first is None:  # each dropped, an edited TPOT had passed
+        raise CompareError(
+            f"{where} has tpot_s = {tpot!r} without its gaps (itl_s), output_tokens and "
+            f"first_chunk_tokens: felab writes a TPOT only beside all three, so {broken}"
+        )
+    if tpot < MOST_TPOT_OF:  # a speed no stream has (7.3 million tokens a second)
+        raise CompareError(
+            f"{where} has tpot_s = {tpot!r}: faster than {1 / MOST_TPOT_OF:,.0f} tokens a second, "
+            f"which no stream writes, so {broken}"
+        )
     after = tokens - first
     if after <= 0:
         raise CompareError(
@@ -160,6 +170,11 @@ def _check_tpot(where: str, request: dict[str, Any], gaps: list[Any], tokens: An
             f"{after:g} tokens after the first chunk ({spent / after:.6g} s a token): felab "
             f"writes TPOT as that, so {broken}"
         )
+
+
+#: The shortest TPOT a stream has: 100,000 tokens a second (felab's bound for any one stream's
+#: speed, engine/token_counts.MAX_SERVER_TPS); bench writes no faster one.
+MOST_TPOT_OF = 1e-5
 
 
 def _tpot_slack(spent: Any, gaps: Any) -> Any:
@@ -303,7 +318,10 @@ def checked_sample(path: Path, run: int, requests: list[Any]) -> Sample:
     given = np.array([f is not None for f in firsts], dtype=bool)
     if (given & ~np.isfinite(n1)).any() or ((n1 < 0) | (n1 > np.nan_to_num(n, nan=0.0))).any():
         raise broken()
-    timed = ~np.isnan(arrays["tpot_s"]) & ~np.isnan(n) & ~np.isnan(n1) & (counts > 0)
+    has_tpot = ~np.isnan(arrays["tpot_s"])
+    timed = has_tpot & ~np.isnan(n) & ~np.isnan(n1) & (counts > 0)
+    if (has_tpot & ~timed).any() or (arrays["tpot_s"] < MOST_TPOT_OF).any():
+        raise broken()
     after = np.where(timed, n - n1, 1.0)
     if (after <= 0).any() or (
         np.abs(np.where(timed, arrays["tpot_s"] * after - spent, 0.0)) > _tpot_slack(spent, counts)

@@ -28,6 +28,8 @@ def _requests(ttfts: list[float], gap: float = 0.01, tokens: int = 8) -> list[di
             "e2e_s": t + gap * (tokens - 1),
             "writing_tps": 1 / gap,
             "itl_s": [gap] * (tokens - 1),
+            "output_tokens": tokens,
+            "first_chunk_tokens": 1.0,
         }
         for i, t in enumerate(ttfts)
     ]

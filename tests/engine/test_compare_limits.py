@@ -430,3 +430,46 @@ def test_answered_requests_without_a_figure_leave_nothing_to_compare(tmp_path: P
     b = load_record(_write(tmp_path, "b.json", blank))
     with pytest.raises(CompareError, match="no figure was measured in both records"):
         compare_records(a, b)
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        # nineteenth sweep (a2) H1, H2, M1: a TPOT edited where its checks' fields were dropped
+        (lambda r: r.pop("first_chunk_tokens"), "without its gaps (itl_s), output_tokens and"),
+        (lambda r: r.update(itl_s=[]), "without its gaps (itl_s)"),
+        (lambda r: r.update(output_tokens=None), "not a share of its 0 output tokens"),
+        # (a2) H5: 262,144 tokens in 16 chunks over 0.04 s
+        (
+            lambda r: r.update(tpot_s=1.4e-7, writing_tps=1 / 1.4e-7, itl_s=[1e-7] * 7),
+            "faster than 100,000 tokens a second",
+        ),
+    ],
+    ids=["no-first-chunk", "no-gaps", "no-tokens", "millions-a-second"],
+)
+def test_a_tpot_without_what_proves_it_is_refused(tmp_path: Path, edit: Any, said: str) -> None:
+    requests = _timed()
+    for request in requests:
+        edit(request)
+    with pytest.raises(CompareError, match=re.escape(said)):
+        load_record(_write(tmp_path, "edited.json", requests))
+
+
+def test_a_run_holding_more_or_longer_requests_than_it_sent_is_refused(tmp_path: Path) -> None:
+    """Nineteenth sweep (a2) H3, H4: 20 requests copied 50 times and renumbered (the workload
+    said 20) narrowed an interval and flipped a verdict; an end-to-end of 86,399 s in a run of
+    0.44 s was compared as "worse"."""
+    record = _record([(4, _timed(30))], requests=20)
+    path = tmp_path / "copied.json"
+    path.write_text(json.dumps(record))
+    with pytest.raises(CompareError, match="run 1 lists 30 requests, and its workload sent 20"):
+        load_record(path)
+    record = _record([(4, _timed(5))], requests=5)
+    record["runs"][0]["summary"] = {"duration_s": 0.44}
+    record["runs"][0]["requests"][0]["e2e_s"] = 86_399.0
+    path.write_text(json.dumps(record))
+    with pytest.raises(CompareError, match="a request of 86,399 s end to end in a run that lasted"):
+        load_record(path)
+    record["runs"][0]["requests"][0]["e2e_s"] = 0.12
+    path.write_text(json.dumps(record))
+    assert len(load_record(path)["runs"][0]["requests"]) == 5
