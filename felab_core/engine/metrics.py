@@ -29,6 +29,7 @@ from felab_core.engine.timeline import NS, RequestTimeline
 from felab_core.engine.token_counts import (
     COUNT_FROM_CHUNKS_DISBELIEVED,
     COUNT_MIXED,
+    MAX_SERVER_TPS,
     first_chunk_tokens,
     output_tokens,
     prompt_counts,
@@ -139,8 +140,10 @@ def request_metrics(tl: RequestTimeline, *, api_is_ollama: bool = False) -> Requ
     n = m.output_tokens or 0
     n1 = m.first_chunk_tokens = first_chunk_tokens(content, n)
     if len(content) >= 2 and n - n1 > 0 and last.t_ns > first.t_ns:
-        m.tpot_s = (last.t_ns - first.t_ns) / NS / (n - n1)
-        m.writing_tps = 1.0 / m.tpot_s
+        tpot = (last.t_ns - first.t_ns) / NS / (n - n1)
+        if tpot >= 1 / MAX_SERVER_TPS:  # faster, the tokens came in one burst (a buffering
+            m.tpot_s = tpot  # proxy): no stream writes that fast, and compare refuses it
+            m.writing_tps = 1.0 / tpot
     return m
 
 

@@ -18,6 +18,7 @@ from typing import Any, TypeGuard
 
 import numpy as np
 
+from felab_core.engine.token_counts import MAX_SERVER_TPS
 from felab_core.engine.workloads import MAX_TOKENS as MAX_WORKLOAD_TOKENS
 from felab_core.sizing.units import MAX_TOKENS
 
@@ -173,8 +174,8 @@ def _check_tpot(where: str, request: dict[str, Any], gaps: list[Any], tokens: An
 
 
 #: The shortest TPOT a stream has: 100,000 tokens a second (felab's bound for any one stream's
-#: speed, engine/token_counts.MAX_SERVER_TPS); bench writes no faster one.
-MOST_TPOT_OF = 1e-5
+#: speed, engine/token_counts.MAX_SERVER_TPS); bench writes no faster one (metrics.py).
+MOST_TPOT_OF = 1 / MAX_SERVER_TPS
 
 
 def _tpot_slack(spent: Any, gaps: Any) -> Any:

@@ -345,3 +345,13 @@ def test_a_servers_timings_keep_a_few_dozen_figures() -> None:
 
     kept = _number_fields({f"k{i}": i for i in range(100_000)})
     assert kept is not None and len(kept) == 32
+
+
+def test_tokens_that_came_in_one_burst_have_no_writing_speed() -> None:
+    """Nineteenth sweep (a) M4, (a2) H5: 31 tokens in one read and the 32nd a microsecond
+    later read as a million tokens a second; no stream writes past 100,000 a second, so the
+    burst (a buffering proxy) has no writing speed, and compare refuses one."""
+    burst = request_metrics(timeline([300 + i * 1e-4 for i in range(32)], usage=32))
+    assert burst.tpot_s is None and burst.writing_tps is None and burst.ttft_s is not None
+    steady = request_metrics(timeline([300 + i * 20 for i in range(32)], usage=32))
+    assert steady.writing_tps is not None and 40 < steady.writing_tps < 60
