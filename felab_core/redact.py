@@ -72,6 +72,8 @@ def add_url_secrets(url: str) -> None:
     if not password:
         for said in {user or "", unquote(user or "")}:  # a bare user is how a key rides
             add_secret(said)
+            if said:  # httpx sends it as Basic "user:" (a server may repeat the header)
+                add_secret(base64.b64encode(f"{said}:".encode()).decode())
         return
     for said in {password, unquote(password)}:
         add_secret(said)

@@ -116,3 +116,13 @@ def test_a_bare_user_in_a_url_is_masked_as_the_key_it_usually_is() -> None:
 def test_a_bare_user_is_masked_wherever_a_server_repeats_it() -> None:
     add_url_secrets("http://q9Zt4Lx0Pw7Rk2Mn@127.0.0.1:1/v1")
     assert redact("the key q9Zt4Lx0Pw7Rk2Mn was rejected") == "the key *** was rejected"
+
+
+def test_a_bare_users_basic_header_is_masked_where_a_server_repeats_it() -> None:
+    """Nineteenth sweep (a) H5: http://TOKEN@host is sent as Basic base64("TOKEN:"), and a
+    server echoing that header had it stored unmasked in the error text."""
+    import base64
+
+    add_url_secrets("http://k7Jq2Wn9Xp4Lm1@127.0.0.1:1/v1")
+    sent = base64.b64encode(b"k7Jq2Wn9Xp4Lm1:").decode()
+    assert sent not in redact(f"unauthorized: Basic {sent} is not a key")
