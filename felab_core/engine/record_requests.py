@@ -132,6 +132,11 @@ def _check_request(path: Path, run: int, index: int, request: Any) -> None:
                 f"time from first token to end ({e2e - ttft:.6g} s, e2e_s - ttft_s): felab "
                 f"measures both on one clock, so {broken}"
             )
+    if tokens == 0 and request.get("ttft_s") is not None:  # a first token, and none written
+        raise CompareError(
+            f"{where} has a first token (ttft_s = {request.get('ttft_s')!r}) and output_tokens "
+            f"= 0: felab counts a token at least where one came, so {broken}"
+        )
     _check_tpot(where, request, gaps, tokens)
 
 
@@ -310,6 +315,9 @@ def checked_sample(path: Path, run: int, requests: list[Any]) -> Sample:
     if not _one_over(arrays["writing_tps"], arrays["tpot_s"]).all():
         raise broken()
     if (~np.isnan(arrays["writing_tps"]) & np.isnan(arrays["tpot_s"])).any():
+        raise broken()
+    zero = np.array([t == 0 for t in tokens], dtype=bool)
+    if (zero & ~np.isnan(arrays["ttft_s"])).any():
         raise broken()
     firsts = [r.get("first_chunk_tokens") for r in requests]
     if not set(map(type, firsts)) <= {float, int, type(None)}:

@@ -444,8 +444,13 @@ def test_answered_requests_without_a_figure_leave_nothing_to_compare(tmp_path: P
             lambda r: r.update(tpot_s=1.4e-7, writing_tps=1 / 1.4e-7, itl_s=[1e-7] * 7),
             "faster than 100,000 tokens a second",
         ),
+        # (a2) H7: answered requests of no tokens kept their TTFT (divided by 3: "better")
+        (
+            lambda r: r.update(output_tokens=0, tpot_s=None, writing_tps=None, itl_s=[]),
+            "and output_tokens = 0",
+        ),
     ],
-    ids=["no-first-chunk", "no-gaps", "no-tokens", "millions-a-second"],
+    ids=["no-first-chunk", "no-gaps", "no-tokens", "millions-a-second", "zero-tokens"],
 )
 def test_a_tpot_without_what_proves_it_is_refused(tmp_path: Path, edit: Any, said: str) -> None:
     requests = _timed()
