@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from felab_core.engine.framing import Frame, NDJSONDecoder, SSEDecoder
+from felab_core.redact import redact
 from felab_core.sizing.units import MAX_TOKENS
 from felab_core.text import holds_hidden
 
@@ -135,6 +136,22 @@ _MOST_TIMING = 1e12
 _MOST_TIMING_KEYS = 32
 
 
+#: A per-second figure a server may say of itself (prompt reading is far faster than writing,
+#: on the largest GPUs hundreds of thousands a second): past these it is no reading.
+_MOST_PER_SECOND = 10_000_000.0
+_LEAST_PER_SECOND = 1e-3
+
+
+def _a_figure(key: str, value: float) -> bool:
+    """Whether one timing figure can be true of one request: a speed within reach, a count of
+    tokens whole (cache_n 5.7 had been kept), 1e12 or 1e-300 tokens a second not kept."""
+    if key.endswith("_per_second"):
+        return _LEAST_PER_SECOND <= value <= _MOST_PER_SECOND
+    if key.endswith(("_n", "_count")):
+        return value.is_integer()
+    return True
+
+
 def _number_fields(obj: Any) -> dict[str, float] | None:
     """A server's timing figures that can be true (llama.cpp's `timings`, Ollama's counts):
     the record keeps them as sent, so -1e308 tokens a second never reaches it."""
@@ -149,6 +166,8 @@ def _number_fields(obj: Any) -> dict[str, float] | None:
         and math.isfinite(v)
         and 0 <= v <= _MOST_TIMING
         and not holds_hidden(str(k)[:64])  # a key with an escape code is no figure's name
+        and redact(str(k)[:64]) == str(k)[:64]  # nor one repeating the URL's password
+        and _a_figure(str(k)[:64], float(v))
     }
     return out or None
 

@@ -234,6 +234,22 @@ def test_server_timings_that_cannot_be_true_are_not_kept() -> None:
     assert got == {"predicted_n": 12.0, "predicted_ms": 250.5}  # 17th (a) L2: no escape key
 
 
+def test_timing_figures_no_request_can_have_are_not_kept() -> None:
+    """Nineteenth sweep (a) H1, H3: predicted_per_second 1e12 and 1e-300, cache_n 5.7, and a
+    key repeating the URL's password were kept in the record's server_timings."""
+    from felab_core.engine.apis import _number_fields
+    from felab_core.redact import add_url_secrets
+
+    add_url_secrets("http://bob:Zq8Wv3Kp5Rt7@127.0.0.1:1")
+    got = _number_fields(
+        {"predicted_per_second": 1e12, "prompt_per_second": 1e-300, "cache_n": 5.7,
+         "Zq8Wv3Kp5Rt7": 1, "predicted_n": 8}
+    )  # fmt: skip
+    assert got == {"predicted_n": 8.0}
+    kept = {"predicted_per_second": 41.5, "prompt_per_second": 2500.0, "cache_n": 4}
+    assert _number_fields(kept) == {k: float(v) for k, v in kept.items()}
+
+
 @pytest.mark.parametrize(
     ("data", "said"),
     [
