@@ -14,6 +14,7 @@ one token each on the usual tokenizers, as felab's synthetic prompts are.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import itertools
 import json
@@ -127,6 +128,27 @@ def _given(row: dict[str, object], names: tuple[str, ...], line: int) -> None:
         )
 
 
+#: The fields a trace line's figures are read from; others are the trace's own and left alone.
+_FIELDS = (
+    "timestamp", "created_time", "delay", "delay_ms", "input_length", "input_tokens",
+    "output_length", "output_tokens", "hash_ids",
+)  # fmt: skip
+
+
+def _no_misspelling(row: dict[str, object], line: int) -> None:
+    """Refuse a field that is one of felab's misspelled (`output_len`): it was left out without
+    a word, and every request then asked for the default 256 tokens."""
+    for key in row:
+        if key in _FIELDS:
+            continue
+        near = difflib.get_close_matches(str(key), _FIELDS, n=1, cutoff=0.75)
+        if near:
+            raise TraceError(
+                f"line {line}: {with_hidden_shown(str(key)[:40])!r} is not a field felab reads: "
+                f"did you mean {near[0]}?"
+            )
+
+
 def _int(row: dict[str, object], names: tuple[str, ...], line: int, *, needed: bool) -> int | None:
     _given(row, names, line)
     for name in names:
@@ -201,6 +223,7 @@ def parse_trace(
             ) from None
         if not isinstance(row, dict):
             raise TraceError(f'line {line_no}: expected an object such as {{"timestamp": 0, ...}}')
+        _no_misspelling(row, line_no)
         _given(row, ("timestamp", "created_time", "delay", "delay_ms"), line_no)
         stamp = _time_ms(row, ("timestamp", "created_time"), line_no)
         delay = _time_ms(row, ("delay", "delay_ms"), line_no)

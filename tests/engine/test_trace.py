@@ -61,6 +61,8 @@ def test_the_published_format_reads_with_its_aliases() -> None:
         ('{"timestamp": 0, "input_length": 2, "output_length": 4, "output_tokens": 9}', "both"),
         ('{"timestamp": 0, "created_time": 5e9, "input_length": 20}', "gives both timestamp"),
         ('{"timestamp": 10, "delay": 99999999, "input_length": 20}', "both timestamp and delay"),
+        # nineteenth sweep (a2) M2: a misspelled output_len was dropped; 256 tokens asked
+        ('{"timestamp": 0, "input_length": 5, "output_len": 4}', "did you mean output_length"),
         # (a2) L5: "", 0 or false had read as no ids; L4: 309 digits of span
         ('{"timestamp": 0, "input_length": 5, "hash_ids": ""}', "line 1: hash_ids"),
         ('{"timestamp": 0, "input_length": 5, "hash_ids": false}', "line 1: hash_ids"),
