@@ -414,6 +414,7 @@ async def _sessions_loop(
     issued = 0
 
     outgrown: list[str] = []
+    written = {"user": 0, "assistant": 0}  # characters each side put into the histories
 
     async def conversation(session: int, client: httpx.AsyncClient) -> None:
         nonlocal issued
@@ -437,6 +438,8 @@ async def _sessions_loop(
             answer = answer.encode("utf-8", "replace").decode("utf-8")
             history = (*history, ("user", message), ("assistant", answer))
             size += len(message) + len(answer)
+            written["user"] += len(message)
+            written["assistant"] += len(answer)
             if workload.think_time_s and turn < workload.turns:
                 await asyncio.sleep(workload.think_time_s)
 
@@ -448,10 +451,14 @@ async def _sessions_loop(
     await asyncio.gather(*(user() for _ in range(max(1, concurrency))))
     if not outgrown:
         return None
+    cause = (  # whichever side filled the histories: a 200,000-token prompt, or pages a turn
+        "the user's messages are long (lower --prompt-tokens or --turns)"
+        if written["user"] >= written["assistant"]
+        else "the server's answers are long for their turns (check --max-tokens and the server)"
+    )
     return (
         f"{len(outgrown):,} conversation(s) ended early ({outgrown[0]} the first): the history "
-        f"passed {MOST_HISTORY_CHARS:,} characters, more than any model's context holds; the "
-        "server's answers are long for their turns (check --max-tokens and the server)"
+        f"passed {MOST_HISTORY_CHARS:,} characters, more than any model's context holds; {cause}"
     )
 
 

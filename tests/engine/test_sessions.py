@@ -107,4 +107,5 @@ def test_a_history_past_any_context_ends_its_conversation_in_words(
     stopped = done.run["summary"]["stopped"]
     assert stopped.startswith("3 conversation(s) ended early (conversation ")
     assert "more than any model's context holds" in stopped
+    assert "the user's messages are long (lower --prompt-tokens" in stopped  # 16-token prompts
     assert "ended early" in done.output
