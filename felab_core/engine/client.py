@@ -19,7 +19,7 @@ import httpx
 
 from felab_core.bounded_get import first_bytes
 from felab_core.engine.apis import ApiAdapter, StreamProtocolError
-from felab_core.engine.framing import FrameTooLarge
+from felab_core.engine.framing import FrameTooLarge, NDJSONDecoder
 from felab_core.engine.netbackend import RX_STAMP_INFO, LeanTransport
 from felab_core.engine.request_errors import describe_error, server_error_message
 from felab_core.engine.stream_shape import (
@@ -185,6 +185,7 @@ async def _stream(
     stall_s: float,
 ) -> None:
     decoder = adapter.decoder()
+    ndjson = isinstance(decoder, NDJSONDecoder)
     most = most_messages(payload)
     most_text = most_text_chars(payload)
     text_chars = 0
@@ -281,17 +282,21 @@ async def _stream(
                         return
         except FrameTooLarge as exc:
             tl.end_ns = now_ns()
-            tl.error = not_a_stream(head, resp.headers.get("content-type", "")) or str(exc)
+            tl.error = not_a_stream(
+                head, resp.headers.get("content-type", ""), ndjson=ndjson
+            ) or str(exc)
             return
         except StreamProtocolError:
-            if not tl.chunks and not_a_stream(head, resp.headers.get("content-type", "")):
+            if not tl.chunks and not_a_stream(
+                head, resp.headers.get("content-type", ""), ndjson=ndjson
+            ):
                 tl.end_ns = now_ns()
-                tl.error = not_a_stream(head, resp.headers.get("content-type", ""))
+                tl.error = not_a_stream(head, resp.headers.get("content-type", ""), ndjson=ndjson)
                 return
             raise
         tl.end_ns = now_ns()
         if not tl.chunks:
-            wrong = not_a_stream(head, resp.headers.get("content-type", ""))
+            wrong = not_a_stream(head, resp.headers.get("content-type", ""), ndjson=ndjson)
             if wrong:
                 tl.error = wrong
                 return

@@ -53,8 +53,10 @@ def most_text_chars(payload: dict[str, Any]) -> int:
 HEAD_BYTES = 512
 
 
-def not_a_stream(head: bytes, content_type: str) -> str | None:
-    """What came back instead of a token stream, in words (None: nothing recognisable)."""
+def not_a_stream(head: bytes, content_type: str, *, ndjson: bool = False) -> str | None:
+    """What came back instead of a token stream, in words (None: nothing recognisable).
+    `ndjson`: the API reads NDJSON itself (Ollama's), so an NDJSON body is no wrong --api (two
+    objects on a line had been told "use --api ollama", which was given)."""
     text = head.lstrip().decode("utf-8", "replace")
     lowered = text[:100].lower()
     if "html" in content_type.lower() or lowered.startswith(("<!doctype", "<html", "<")):
@@ -63,15 +65,19 @@ def not_a_stream(head: bytes, content_type: str) -> str | None:
             "the address and port (a web server or a dashboard answered)"
         )
     first_line, _, rest = text.partition("\n")
-    if text.startswith("{") and (
-        "ndjson" in content_type.lower()
-        or (first_line.rstrip().endswith("}") and rest.startswith("{"))
+    if (
+        not ndjson
+        and text.startswith("{")
+        and (
+            "ndjson" in content_type.lower()
+            or (first_line.rstrip().endswith("}") and rest.startswith("{"))
+        )
     ):  # one JSON object a line, streamed: had been called "one JSON answer"
         return (
             "an NDJSON stream (one JSON object a line, as Ollama's own API sends), not the "
             "server-sent events this --api reads: use --api ollama for Ollama's /api/chat"
         )
-    if text.startswith("{") and ("json" in content_type.lower() or not content_type):
+    if not ndjson and text.startswith("{") and ("json" in content_type.lower() or not content_type):
         return (
             "not streaming: the server sent one JSON answer instead of a stream; check that "
             f"this address speaks the API asked for (--api), and that it streams: "

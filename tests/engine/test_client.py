@@ -547,3 +547,13 @@ async def test_text_far_past_the_tokens_asked_stops_the_stream() -> None:
     tl = await _raw_answer(huge * 4, hold_open=False, max_tokens=4)
     assert tl.error is not None
     assert tl.error.startswith("malformed stream: the server sent over 69,632 characters")
+
+
+async def test_two_ollama_objects_on_one_line_are_not_told_to_use_ollama() -> None:
+    """Nineteenth sweep (a) M6: with --api ollama, two JSON objects glued on one line were
+    answered "use --api ollama", the flag already given."""
+    body = b'{"message":{"content":"ab"},"done":false}{"message":{"content":"cd"},"done":true}\n'
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/x-ndjson\r\ncontent-length: %d\r\n\r\n"
+    tl = await _raw_response(head % len(body) + body, api=Api.OLLAMA)
+    assert tl.error is not None and "use --api ollama" not in tl.error, tl.error
+    assert "not JSON" in tl.error or "Extra data" in tl.error, tl.error
