@@ -112,10 +112,14 @@ def _caveats(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     notes = []
     for part, keys in (
         ("target", ("model", "api")),
-        ("workload", ("preset", "prompt_tokens", "max_tokens", "shared_prefix_tokens")),
-    ):
+        # burstiness and tools change what one rate means (a2 M5: matched by rate alone)
+        ("workload", ("preset", "prompt_tokens", "max_tokens", "shared_prefix_tokens",
+                      "burstiness", "tools")),
+    ):  # fmt: skip
         for key in keys:
             va, vb = (a.get(part) or {}).get(key), (b.get(part) or {}).get(key)
+            if key == "tools":  # records from before it was written hold none: no tools
+                va, vb = bool(va), bool(vb)
             if va != vb:
                 notes.append(f"{part} {key} differs: {_shown(va)} in A, {_shown(vb)} in B")
     notes += _replay_caveats(a.get("workload") or {}, b.get("workload") or {})

@@ -183,3 +183,16 @@ def test_two_replays_or_conversations_paced_otherwise_are_said() -> None:
     assert (
         "workload --think-time differs: 1.0 in A, 30.0 in B" in compare_records(chat, slow).caveats
     )
+
+
+def test_another_burstiness_or_tools_is_noted() -> None:
+    """Nineteenth sweep (a2) M5, M4: open-loop runs were matched by rate alone, a burstiness of
+    0.05 against 1 and a --tools run against prose compared without a word."""
+    from felab_core.engine.compare import _caveats
+
+    a = _record([(0, _requests([0.05] * 4))], burstiness=1.0)
+    b = _record([(0, _requests([0.05] * 4))], burstiness=0.05, tools=True)
+    notes = _caveats(a, b)
+    assert "workload burstiness differs: 1.0 in A, 0.05 in B" in notes
+    assert "workload tools differs: False in A, True in B" in notes
+    assert not any("tools" in n for n in _caveats(a, _record([(0, [])], burstiness=1.0)))
