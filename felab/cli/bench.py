@@ -192,6 +192,8 @@ def _print_details(outcomes: list[BenchOutcome], out: Console) -> None:
             say(f"[yellow]{esc(r.target.name)}:[/yellow] {esc(note)}")
         for run in r.runs:
             s = run.summary
+            # an open loop's load is its rate (its concurrency is a cap, 0 for none: "c=0")
+            load = f"{run.rate:g} req/s" if run.rate is not None else f"c={run.concurrency}"
             for kind, count in s.errors.items():
                 warn(f"[red]{esc(r.target.name)}: {count} failed: {esc(kind)}[/red]")
             first_error = next((m.error for m in run.requests if m.error), None)
@@ -200,7 +202,7 @@ def _print_details(outcomes: list[BenchOutcome], out: Console) -> None:
             for w in run.client.warnings:
                 say(f"[yellow]{esc(r.target.name)}: client check:[/yellow] {esc(w)}")
             if not run.client.warnings:
-                say(f"[dim]{esc(r.target.name)} c={run.concurrency}: {client_summary(run)}[/dim]")
+                say(f"[dim]{esc(r.target.name)} {load}: {client_summary(run)}[/dim]")
             for cold in s.cold_starts:
                 say(
                     f"[yellow]{esc(r.target.name)}:[/yellow] request {cold['index']} was a cold "
@@ -208,18 +210,18 @@ def _print_details(outcomes: list[BenchOutcome], out: Console) -> None:
                 )
             if run.server_metrics:
                 say(
-                    f"{esc(r.target.name)} c={run.concurrency}: the server's /metrics: "
+                    f"{esc(r.target.name)} {load}: the server's /metrics: "
                     f"{run.server_metrics['explanation']}"
                 )
             if s.cached_share is not None:
                 say(
-                    f"{esc(r.target.name)} c={run.concurrency}: prefix cache: "
+                    f"{esc(r.target.name)} {load}: prefix cache: "
                     f"{s.cached_share * 100:.0f}% of prompt tokens were cached (the server's count)"
                 )
             if s.window is not None:
                 win = s.window
                 say(
-                    f"{esc(r.target.name)} c={run.concurrency}: steady window {win['from_s']:g}-"
+                    f"{esc(r.target.name)} {load}: steady window {win['from_s']:g}-"
                     f"{win['to_s']:.1f} s: {win['kept']} requests in the figures, {win['dropped']} "
                     "sent in the ramp-up or still running in the ramp-down left out"
                     + (
@@ -239,7 +241,7 @@ def _print_details(outcomes: list[BenchOutcome], out: Console) -> None:
                 )
             if s.goodput_rps is not None:
                 say(
-                    f"{esc(r.target.name)} c={run.concurrency}: goodput {s.goodput_rps:.2f} req/s "
+                    f"{esc(r.target.name)} {load}: goodput {s.goodput_rps:.2f} req/s "
                     f"({(s.goodput_fraction or 0) * 100:.0f}% of requests met {s.slo})"
                 )
 

@@ -40,6 +40,7 @@ def test_the_ramp_is_left_out_of_the_figures(tmp_path: Path) -> None:
     assert steady["summary"]["ok"] == len(steady["requests"])  # every request still counted
     assert steady["summary"]["goodput_fraction"] > 0.95 > whole["summary"]["goodput_fraction"]
     assert "steady window 0.8-" in steady["output"]
+    assert " 40 req/s: steady window" in steady["output"]  # 19th (a) L4: was "c=0"
 
 
 def test_a_window_the_ramps_leave_empty_measured_nothing(tmp_path: Path) -> None:
