@@ -217,7 +217,7 @@ def _write_files(d: Path) -> None:
     row = dict.fromkeys(CSV_COLUMNS, "")
     row.update(
         timestamp="2026-12-01T10:00:00+00:00", host="mac", target="mlx", server="mlx",
-        model="llama-3.1-8b-4bit", api="openai-chat", preset="day2", concurrency="1",
+        model="llama-3.1-8b-4bit", api="openai-chat", preset="day2+custom", concurrency="1",
         requests="10", ok="10", failed="0", ttft_p50_s="0.2", writing_tps_p50="40",
         itl_p50_s="0.025", tpot_p50_s="0.025", e2e_p50_s="5", output_tps="40",
     )  # fmt: skip
