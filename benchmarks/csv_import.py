@@ -52,7 +52,7 @@ def write_rows(path: Path, n: int) -> None:
                 target=server,
                 server=server,
                 model=MODELS[server],
-                preset="day2",
+                preset="day2+custom",  # a -c 1,4,16 sweep is not the preset
                 concurrency=str((1, 4, 16)[step]),
                 requests="8",
                 ok="8",
