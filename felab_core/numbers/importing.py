@@ -14,9 +14,9 @@ from felab_core.db import models as m
 from felab_core.db.types import utcnow
 from felab_core.engine.results import CSV_COLUMNS
 from felab_core.errors import Invalid
-from felab_core.numbers.row_checks import ResultRow, check_result_row, row_counts
+from felab_core.numbers.row_checks import ResultRow, check_result_row
 from felab_core.numbers.row_workload import check_preset_knobs
-from felab_core.numbers.run_keys import RunIndex, first_difference, run_named
+from felab_core.numbers.run_keys import RowRun, RunIndex, first_difference, run_named
 from felab_core.numbers.verdict import judge_imports
 
 IMPORT_OUTCOMES = ("recorded", "result only", "already imported", "skipped")
@@ -180,6 +180,16 @@ def check_columns(columns: Sequence[str]) -> None:
         )
 
 
+def _stored_runs(stored_rows: Sequence[Mapping[str, str]]) -> RunIndex:
+    """The member's stored runs, each once."""
+    runs = RunIndex()
+    for cells in stored_rows:
+        stored_run = RowRun.of(cells)
+        if runs.same_run(stored_run) is None:
+            runs.add(None, stored_run)
+    return runs
+
+
 def import_results(
     session: Session,
     member: m.Member,
@@ -210,17 +220,17 @@ def import_results(
         check_columns(list(rows[0]))
     job_ids = select(m.BenchJob.id).where(m.BenchJob.member_id == member.id)
     seen: set[frozenset[tuple[str, str]]] = set()
-    # Each run stored or read so far: a run is imported once, however its row is written (H5:
-    # 44.6 and 4.46e1; eighteenth sweep: its milliseconds cut).
-    runs = RunIndex()
+    stored_rows: list[dict[str, str]] = []
     for stored in session.scalars(
         select(m.BenchResult.row).where(m.BenchResult.job_id.in_(job_ids))
     ):
         if isinstance(stored, dict):
-            stored_cells = _cells(stored)
-            seen.add(frozenset(stored_cells.items()))
-            if runs.same_run(stored_cells) is None:
-                runs.add(None, stored_cells)
+            stored_rows.append(_cells(stored))
+            seen.add(frozenset(stored_rows[-1].items()))
+    # Each run stored or read so far: a run is imported once, however its row is written (H5:
+    # 44.6 and 4.46e1; eighteenth sweep: its milliseconds cut). Made at the first row that is
+    # not stored as it is: a file imported again needs none.
+    runs: RunIndex | None = None
     planned: list[_Planned] = []
     problems: list[tuple[int, str]] = []
     judge = judge_imports(session, member)
@@ -251,19 +261,22 @@ def import_results(
         blank = _blank_timings(row) if checked.gives_writing_speed else None
         if blank is None:
             try:  # a whole run's row holds what its preset fixes (a slice of one does not)
-                check_preset_knobs(row, row_counts(row))
+                check_preset_knobs(row, checked.counts)
             except Invalid as exc:
                 blank = str(exc)
         if blank is not None:
             problems.append((line, blank))
             out.append(ImportedRow(line, server[:32], model[:80], preset[:64], "skipped", blank))
             continue
-        earlier = runs.same_run(cells)
-        differs = None if earlier is None else first_difference(earlier.cells, cells)
+        if runs is None:
+            runs = _stored_runs(stored_rows)
+        run = RowRun.of(cells)
+        earlier = runs.same_run(run)
+        differs = None if earlier is None else first_difference(earlier.row.cells, cells)
         if earlier is not None and differs is None:  # the same figures written another way
             out.append(ImportedRow(line, server, model, preset, "already imported"))
             continue
-        why = runs.other_at_start(cells)
+        why = runs.other_at_start(run)
         if earlier is not None:
             why = (
                 f"this run ({run_named(cells)}) {earlier.where} with other figures ({differs}): "
@@ -273,7 +286,7 @@ def import_results(
             problems.append((line, why))
             out.append(ImportedRow(line, server[:32], model[:80], preset[:64], "skipped", why))
             continue
-        runs.add(line, cells)
+        runs.add(line, run)
         seen.add(key)
         group = tuple(
             (row.get(c) or "").strip() for c in ("timestamp", "host", "target", "server", "preset")

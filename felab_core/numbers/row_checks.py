@@ -7,10 +7,11 @@ Shared by `felab numbers import` and the worker fleet's ingest (felab_core.numbe
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from felab_core import __version__
@@ -27,7 +28,8 @@ from felab_core.engine.workloads import (
 )
 from felab_core.errors import Invalid
 from felab_core.numbers.row_workload import check_workload
-from felab_core.text import formula_mark, holds_hidden
+from felab_core.numbers.speed_tpot import ROUNDING, check_writing_is_one_over_tpot
+from felab_core.text import FORMULA_MARKS, formula_mark, holds_hidden
 
 #: What a results row's figures may be: anything outside is a corrupted or hand-edited row,
 #: refused with its reason rather than stored (a negative speed, NaN, 1e309).
@@ -50,6 +52,8 @@ _ROW_COUNTS = {
     "warmup": (0, MAX_REQUESTS),
     "seed": (0, MAX_ROW_SEED),
 }
+#: A count this long is read without a second look at its length (MAX_ROW_SEED has 19 digits).
+_MOST_COUNT_DIGITS = min(len(str(most)) for _, most in _ROW_COUNTS.values())
 _ROW_BOUNDS = {
     **dict.fromkeys(("output_tps", "server_tps_p50", "request_tps", "goodput_rps"), MAX_ROW_TPS),
     # one stream's median: a server's own figure is held to this too (999,999 from a machine
@@ -136,6 +140,8 @@ class ResultRow:
     concurrency: int
     writing_tps_p50: float | None
     ttft_p50_s: float | None
+    #: The row's whole-number columns as read (row_counts), for checks that need them again.
+    counts: Mapping[str, int | None] = field(default_factory=dict)
 
     @property
     def gives_writing_speed(self) -> bool:
@@ -152,19 +158,7 @@ def check_result_row(row: Mapping[str, str]) -> ResultRow:
     for name, longest in _ROW_TEXT_LIMITS.items():
         if len((row.get(name) or "").strip()) > longest:
             raise Invalid(f"the result row's {name} is longer than {longest} characters")
-    for name, value in row.items():
-        if not isinstance(value, str):
-            continue
-        # Escape codes in a model name would reach terminals, chat posts and leaderboards (a
-        # U+202E shows it reversed); a leading = runs as a formula in an exported spreadsheet.
-        odd = "holds invisible or control characters" if holds_hidden(value) else ""
-        if name in _ROW_TEXT_LIMITS:  # a name's leading + - @ starts a formula too
-            mark = formula_mark(value, allowed="@" if name == "model" else "")
-        else:  # a number's sign is checked as a number below
-            mark = "=" if value.lstrip().startswith("=") else ""
-        odd = odd or (f"begins with {mark!r}, a spreadsheet formula" if mark else "")
-        if odd:
-            raise Invalid(f"the result row's {name} {odd}: felab writes none")
+    _check_cells_are_plain(row)
     if "host" in row and not (row["host"] or "").strip():
         raise Invalid("the result row's host is empty: felab writes the machine's name there")
     if "target" in row and not (row["target"] or "").strip():
@@ -190,16 +184,50 @@ def check_result_row(row: Mapping[str, str]) -> ResultRow:
             "concurrency 0 with no rate: felab writes 0 users only for requests sent at a rate "
             "(bench --rate, written beside it) or replayed from a trace; the row was edited"
         )
-    writing = _float(row, "writing_tps_p50")
-    _check_agrees(row, writing)
+    _float(row, "writing_tps_p50")  # the headline figure's fault is named first
+    _check_timestamp(row)
+    # A blank cell is None without a call: most of a row's columns are blank (60,000 rows).
+    figures = {name: _float(row, name) if row.get(name) else None for name in _ROW_BOUNDS}
+    counts = row_counts(row)
+    _check_agrees(row, figures, counts)
     return ResultRow(
         server=server,
         model=row["model"].strip(),
         preset=row["preset"].strip(),
         concurrency=concurrency,
-        writing_tps_p50=writing,
-        ttft_p50_s=_float(row, "ttft_p50_s"),
+        writing_tps_p50=figures["writing_tps_p50"],
+        ttft_p50_s=figures["ttft_p50_s"],
+        counts=counts,
     )
+
+
+def _check_cells_are_plain(row: Mapping[str, str]) -> None:
+    """No cell holds an escape code (it would reach terminals, chat posts and leaderboards: a
+    U+202E shows a model name reversed) or begins a spreadsheet formula (a leading = runs in an
+    exported sheet; a name's leading + - @ too). The whole row is looked at once first: a row
+    felab wrote has neither (60,000 rows, benchmarks/csv_import.py)."""
+    try:
+        joined = "".join(row.values())  # a CSV row's cells are text
+    except TypeError:  # a missing cell (None) or the extra cells' list
+        joined = "".join(value for value in row.values() if isinstance(value, str))
+    if joined.isprintable() and "=" not in joined:
+        for name in _ROW_TEXT_LIMITS:
+            value = row.get(name)
+            if isinstance(value, str) and value.lstrip()[:1] in FORMULA_MARKS:
+                break  # a name that may begin a formula: looked at below
+        else:
+            return
+    for name, value in row.items():
+        if not isinstance(value, str):
+            continue
+        odd = "holds invisible or control characters" if holds_hidden(value) else ""
+        if name in _ROW_TEXT_LIMITS:
+            mark = formula_mark(value, allowed="@" if name == "model" else "")
+        else:  # a number's sign is checked as a number below
+            mark = "=" if value.lstrip().startswith("=") else ""
+        odd = odd or (f"begins with {mark!r}, a spreadsheet formula" if mark else "")
+        if odd:
+            raise Invalid(f"the result row's {name} {odd}: felab writes none")
 
 
 def _preset_felab_writes(preset: str) -> bool:
@@ -223,13 +251,17 @@ def _count(row: Mapping[str, str], name: str) -> int | None:
     if not text:
         return None
     least, most = _ROW_COUNTS[name]
-    digits = text.removeprefix("-")
-    if not (digits.isascii() and digits.isdigit()):
-        raise Invalid(f"result column {name} holds {text[:40]!r}, not a whole number")
-    if text.startswith("-"):
+    if not (text.isdigit() and text.isascii()):  # as felab writes it: plain digits
+        digits = text.removeprefix("-")
+        if not (digits.isascii() and digits.isdigit()):
+            raise Invalid(f"result column {name} holds {text[:40]!r}, not a whole number")
         raise Invalid(f"result column {name} holds {text[:40]!r}: it cannot be negative")
     # By length first: int() of thousands of digits is slow, then refused.
-    value = int(digits) if len(digits.lstrip("0")) <= len(str(most)) else most + 1
+    value = (
+        int(text)
+        if len(text) <= _MOST_COUNT_DIGITS or len(text.lstrip("0")) <= len(str(most))
+        else most + 1
+    )
     if value > most:
         raise Invalid(f"result column {name} holds {text[:40]!r}, above {most:,}: not real")
     if value < least:
@@ -239,9 +271,10 @@ def _count(row: Mapping[str, str], name: str) -> int | None:
 
 def row_counts(row: Mapping[str, str]) -> dict[str, int | None]:
     """A row's whole-number columns, each within what felab writes there."""
-    return {name: _count(row, name) for name in _ROW_COUNTS}
+    return {name: _count(row, name) if row.get(name) else None for name in _ROW_COUNTS}
 
 
+@functools.lru_cache(maxsize=256)
 def _written_by_felab(version: str) -> bool:
     """A version felab writes (major.minor.patch, this one or older, or the next minor: a worker
     may be upgraded before the ingest), not 99 or 'latest'."""
@@ -253,11 +286,9 @@ def _written_by_felab(version: str) -> bool:
     return (major, minor) <= (int(ours[1]), int(ours[2]) + 1)
 
 
-def _check_agrees(row: Mapping[str, str], writing: float | None) -> None:
-    """A row felab wrote agrees with itself: a time that reads as a time (with its time zone),
-    every figure and count within what felab writes, medians no higher than their 95th
-    percentiles, an API felab speaks, requests that are ok + failed, and a writing speed that
-    is 1/TPOT (within the spread of two medians)."""
+def _check_timestamp(row: Mapping[str, str]) -> None:
+    """A start time reads as a time felab writes: with its time zone, not in the future, not
+    from before felab timed any run."""
     stamp = (row.get("timestamp") or "").strip()
     if stamp:
         try:
@@ -270,8 +301,16 @@ def _check_agrees(row: Mapping[str, str], writing: float | None) -> None:
             raise Invalid(f"timestamp {stamp[:40]!r} is in the future: no run was timed then")
         if when < FIRST_ROW_DATE:
             raise Invalid(f"timestamp {stamp[:40]!r} is from before felab timed any run")
-    # Every figure finite, not negative, within what felab can write.
-    figures = {name: _float(row, name) for name in _ROW_BOUNDS}
+
+
+def _check_agrees(
+    row: Mapping[str, str], figures: Mapping[str, float | None], counts: Mapping[str, int | None]
+) -> None:
+    """A row felab wrote agrees with itself (`figures` and `counts`: its numbers and whole
+    numbers, each already within what felab writes): medians no higher than their 95th
+    percentiles, an API felab speaks, requests that are ok + failed, and a writing speed that
+    is 1/TPOT (within the spread of two medians)."""
+    writing = figures["writing_tps_p50"]
     for metric in _PERCENTILE_PAIRS:
         p50, p95 = figures[f"{metric}_p50_s"], figures[f"{metric}_p95_s"]
         # Both are written to 6 digits: a tie may round either way.
@@ -289,7 +328,6 @@ def _check_agrees(row: Mapping[str, str], writing: float | None) -> None:
     version = (row.get("felab_version") or "").strip()
     if version and not _written_by_felab(version):
         raise Invalid(f"felab_version {version[:40]!r} is not a felab that has written rows")
-    counts = row_counts(row)
     requests, ok, failed = counts["requests"], counts["ok"], counts["failed"]
     if requests is not None and ((ok or 0) > requests or (failed or 0) > requests):
         raise Invalid(f"ok {ok} / failed {failed} of {requests} requests: more than were sent")
@@ -318,7 +356,7 @@ def _check_agrees(row: Mapping[str, str], writing: float | None) -> None:
             )
     tpot = figures["tpot_p50_s"]
     if writing is not None and tpot is not None and (writing or tpot):
-        _check_writing_is_one_over_tpot(writing, tpot, figures["tpot_p95_s"])
+        check_writing_is_one_over_tpot(writing, tpot, figures["tpot_p95_s"])
     _check_rates(row, figures, counts["max_tokens"])
     _check_what_bench_writes(row, figures, counts)
     check_workload(row, figures, counts)
@@ -399,7 +437,7 @@ def _check_rates(
     e2e = figures["e2e_p50_s"]
     if figures["rate"] is None and users.isdigit() and int(users) >= 1 and request_tps and e2e:
         most = 4 * int(users) / e2e
-        if request_tps > most * (1 + 2 * _ROUNDING):
+        if request_tps > most * (1 + 2 * ROUNDING):
             raise Invalid(
                 f"request_tps {request_tps:g} at {users} user(s) one request at a time, whose "
                 f"median request took {e2e:g} s: they finish at most about {most:.3g} a second; "
@@ -407,65 +445,8 @@ def _check_rates(
             )
     if output_tps and request_tps and max_tokens:
         each = 4 * max_tokens + 256
-        if output_tps > request_tps * each * (1 + 2 * _ROUNDING):
+        if output_tps > request_tps * each * (1 + 2 * ROUNDING):
             raise Invalid(
                 f"output_tps {output_tps:g} beside request_tps {request_tps:g}: a request of "
                 f"max_tokens {max_tokens:,} brings at most {each:,} tokens; the row was edited"
             )
-
-
-#: How far a figure in a row may be from the value felab computed: felab writes 6 significant
-#: digits (off by at most 5e-6 of the value); 1e-4 leaves room for a row kept with fewer (the
-#: fixtures' 41.5 beside 0.0241) while a writing speed edited by 0.1 tok/s still shows.
-_ROUNDING = 1e-4
-#: The most writing_tps_p50 x tpot_p50_s can be in a row without its tpot_p95_s (felab writes
-#: both; a row without it was made by hand): what runs like day2's show, 8 requests whose TPOTs
-#: spread by 10 % give at most 1.013, 4 give 1.04 (measured as _most_speed_times_tpot says).
-_MOST_WITHOUT_SPREAD = 1.05
-#: The most it can be whatever the spread: the bound this check always had (the middle two
-#: requests' TPOTs 3.7 x apart; no run of one person at a time comes near it).
-_MOST_WIDE_SPREAD = 1.5
-
-
-def _most_speed_times_tpot(tpot_p50: float, tpot_p95: float | None) -> float:
-    """The most writing_tps_p50 x tpot_p50_s can be in a row felab wrote (it is at least 1).
-
-    Each request's writing speed is 1 / its TPOT (engine.metrics.request_metrics), and both
-    medians are np.percentile's of the same requests (Stats.of). With an odd count both are one
-    request's, so the product is 1. With an even count each averages the middle two, TPOTs
-    a <= b: the TPOT median m = (a + b) / 2, the speed median (1/a + 1/b) / 2 = m / ab, so the
-    product is m^2 / ab = 1 / (1 - (d/m)^2), d = (b - a) / 2, above 1 by as much as the middle
-    two differ. b is at most the p95 (from 3 requests on; with 2, p95 = a + 0.95 (b - a)), so
-    d <= (p95 - m) / 0.9: the row's own spread bounds the product. Measured (thousands of sets
-    of 2 to 64 requests, lognormal TPOTs spread 1 % to 100 %, through Stats.of and the CSV's 6
-    digits): the product is 0.999995 to 17 (2 requests 100 % apart), never above this bound by
-    more than 5e-6 (its rounding), so no such row is refused unless above _MOST_WIDE_SPREAD;
-    day2's 8 requests at a 3 % spread give at most 1.0011. A sample row's 41.8 tok/s (TPOT
-    0.0239234 s, p95 0.0248804 s) allows 41.79 to 41.89: an edited 42, 46 or 50 is refused.
-    """
-    if tpot_p95 is None:
-        return _MOST_WITHOUT_SPREAD
-    # The median rounded up and the p95 down when written: widen the spread by their rounding.
-    m = tpot_p50 * (1 - _ROUNDING)
-    d = max(tpot_p95 * (1 + _ROUNDING) - m, 0.0) / 0.9
-    if d >= m:  # the p95 at 1.9 x the median or more: the middle two are not bounded
-        return _MOST_WIDE_SPREAD
-    return min(1 / (1 - (d / m) ** 2), _MOST_WIDE_SPREAD)
-
-
-def _check_writing_is_one_over_tpot(writing: float, tpot: float, tpot_p95: float | None) -> None:
-    """Refuse a writing speed that is not 1/TPOT within the spread of the row's two medians
-    (_most_speed_times_tpot) and the rounding of the figures (_ROUNDING)."""
-    least, most = 1 - 2 * _ROUNDING, _most_speed_times_tpot(tpot, tpot_p95) * (1 + 2 * _ROUNDING)
-    if tpot > 0 and least <= writing * tpot <= most:
-        return
-    if tpot == 0:
-        raise Invalid(
-            f"writing speed {writing:g} tok/s beside a time per token of 0 s: felab never "
-            "times a token in no time; the row was edited"
-        )
-    raise Invalid(
-        f"writing speed {writing:g} tok/s disagrees with its time per token {tpot:g} s "
-        f"(1/TPOT = {1 / tpot:.4g} tok/s; the spread of its requests allows {least / tpot:.4g} "
-        f"to {most / tpot:.4g}): the row was edited; import the file felab bench wrote"
-    )

@@ -69,10 +69,11 @@ def check_workload(
 
 def _check_token_source(row: Mapping[str, str]) -> None:
     """eval_count is what Ollama's own API counts with: an OpenAI API's row has none (L9)."""
-    api, source = ((row.get(c) or "").strip() for c in ("api", "token_source"))
-    if not api:
+    source = (row.get("token_source") or "").strip()
+    if source != COUNT_FROM_OLLAMA:
         return
-    if source == COUNT_FROM_OLLAMA and api != Api.OLLAMA.value:
+    api = (row.get("api") or "").strip()
+    if api and api != Api.OLLAMA.value:
         raise Invalid(
             f"token_source {source} beside api {api}: eval_count is Ollama's own API's count, "
             f"which felab writes only for api {Api.OLLAMA.value}; the row was edited"

@@ -4,6 +4,7 @@ each run once, refuses one run given other figures, and refuses one start given 
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Mapping
@@ -21,11 +22,15 @@ _ONE_A_START = ("server", "model", "preset")
 _FRACTION = re.compile(r":\d\d[.,](\d+)")
 
 
+@functools.lru_cache(maxsize=4096)
 def _same_text(text: str) -> str:
-    """A name as it reads: ｍｌｘ, MLX and mlx are one name."""
+    """A name as it reads: ｍｌｘ, MLX and mlx are one name (a file names a few, many times)."""
+    if text.isascii():  # NFKC leaves ASCII as it is, and casefolds it as lower() does
+        return text.lower()
     return unicodedata.normalize("NFKC", text).casefold()
 
 
+@functools.lru_cache(maxsize=4096)
 def _second(stamp: str) -> str | None:
     """A start time to the second, in UTC (None: not a time with its zone). felab writes
     milliseconds, and a spreadsheet may cut them (a2 H5: the same run stored again)."""
@@ -46,27 +51,6 @@ def _fraction(stamp: str) -> str | None:
 
 def _cell(row: Mapping[str, str], column: str) -> str:
     return (row.get(column) or "").strip()
-
-
-def _run_key(row: Mapping[str, str]) -> tuple[str, ...]:
-    """Which run a row is, to the second: the same instant in another time zone, a name in
-    capitals or full-width letters, 1 or ١ users, a rate of 2 or 2.0."""
-    stamp, host, target, server, model, preset, users, rate = (_cell(row, c) for c in RUN_COLUMNS)
-    try:
-        users = str(int(users))
-        rate = repr(float(rate)) if rate else ""
-    except ValueError:
-        pass
-    names = (_same_text(name) for name in (host, target, server, model, preset))
-    return (_second(stamp) or stamp, *names, users, rate)
-
-
-def _start_key(row: Mapping[str, str]) -> tuple[str, ...] | None:
-    """One `felab bench` start on one target (None: the row gives no time zone to read)."""
-    second = _second(_cell(row, "timestamp"))
-    if second is None:
-        return None
-    return (second, _same_text(_cell(row, "host")), _same_text(_cell(row, "target")))
 
 
 def _same_instant(one: str | None, other: str | None) -> bool:
@@ -103,11 +87,44 @@ def run_named(row: Mapping[str, str]) -> str:
 
 
 @dataclass(frozen=True)
+class RowRun:
+    """A row's cells and what tells its run, read once (a 60,000-row import looks each row up
+    twice and files it once): the same instant in another time zone, a name in capitals or
+    full-width letters, 1 or ١ users, a rate of 2 or 2.0 are one run."""
+
+    cells: Mapping[str, str]
+    #: The run, to the second: RUN_COLUMNS as read.
+    run: tuple[str, ...]
+    #: The `felab bench` start on one target (None: the row gives no time zone to read).
+    start: tuple[str, ...] | None
+    #: What a start names once (_ONE_A_START), as read.
+    named: tuple[str, ...]
+    fraction: str | None
+
+    @classmethod
+    def of(cls, cells: Mapping[str, str]) -> RowRun:
+        stamp, host, target, server, model, preset, users, rate = [
+            _cell(cells, c) for c in RUN_COLUMNS
+        ]
+        try:
+            users = str(int(users))
+            rate = repr(float(rate)) if rate else ""
+        except ValueError:
+            pass
+        second = _second(stamp)
+        host, target = _same_text(host), _same_text(target)
+        named = (_same_text(server), _same_text(model), _same_text(preset))
+        run = (second or stamp, host, target, *named, users, rate)
+        start = None if second is None else (second, host, target)
+        return cls(cells, run, start, named, _fraction(stamp))
+
+
+@dataclass(frozen=True)
 class Seen:
-    """A run already stored (line None) or on an earlier line of the file, and its cells."""
+    """A run already stored (line None) or on an earlier line of the file, and its row."""
 
     line: int | None
-    cells: Mapping[str, str]
+    row: RowRun
 
     @property
     def where(self) -> str:
@@ -118,36 +135,30 @@ class Seen:
 class RunIndex:
     """The runs stored or read so far, by run and by start."""
 
-    _runs: dict[tuple[str, ...], list[tuple[str | None, Seen]]] = field(default_factory=dict)
-    _starts: dict[tuple[str, ...], list[tuple[str | None, Seen]]] = field(default_factory=dict)
+    _runs: dict[tuple[str, ...], list[Seen]] = field(default_factory=dict)
+    _starts: dict[tuple[str, ...], list[Seen]] = field(default_factory=dict)
 
-    def add(self, line: int | None, cells: Mapping[str, str]) -> None:
-        fraction, seen = _fraction(_cell(cells, "timestamp")), Seen(line, cells)
-        self._runs.setdefault(_run_key(cells), []).append((fraction, seen))
-        start = _start_key(cells)
-        if start is not None:
-            self._starts.setdefault(start, []).append((fraction, seen))
+    def add(self, line: int | None, row: RowRun) -> None:
+        seen = Seen(line, row)
+        self._runs.setdefault(row.run, []).append(seen)
+        if row.start is not None:
+            self._starts.setdefault(row.start, []).append(seen)
 
-    def same_run(self, cells: Mapping[str, str]) -> Seen | None:
+    def same_run(self, row: RowRun) -> Seen | None:
         """The run this row is, if seen: the same identity at the same instant."""
-        fraction = _fraction(_cell(cells, "timestamp"))
-        runs = self._runs.get(_run_key(cells), [])
-        return next((seen for f, seen in runs if _same_instant(f, fraction)), None)
+        runs = self._runs.get(row.run, [])
+        return next((s for s in runs if _same_instant(s.row.fraction, row.fraction)), None)
 
-    def other_at_start(self, cells: Mapping[str, str]) -> str | None:
+    def other_at_start(self, row: RowRun) -> str | None:
         """Why this row cannot be of its start: a row of the same start on the same target
         names another server, model or preset (None: none does)."""
-        start = _start_key(cells)
-        if start is None:
+        if row.start is None:
             return None
-        fraction = _fraction(_cell(cells, "timestamp"))
-        mine = [_same_text(_cell(cells, c)) for c in _ONE_A_START]
-        for f, seen in self._starts.get(start, []):
-            theirs = [_same_text(_cell(seen.cells, c)) for c in _ONE_A_START]
-            if _same_instant(f, fraction) and theirs != mine:
-                server, model, preset = (_cell(seen.cells, c)[:40] for c in _ONE_A_START)
+        for seen in self._starts.get(row.start, []):
+            if seen.row.named != row.named and _same_instant(seen.row.fraction, row.fraction):
+                server, model, preset = (_cell(seen.row.cells, c)[:40] for c in _ONE_A_START)
                 return (
-                    f"this run ({run_named(cells)}) {seen.where} as {server} {model} under "
+                    f"this run ({run_named(row.cells)}) {seen.where} as {server} {model} under "
                     f"preset {preset}: one felab bench start on one target times one server, "
                     "one model and one preset; the row was edited: delete it, or put back "
                     "what felab bench wrote"
