@@ -5,21 +5,13 @@ ingest` print Celery's traceback and exit 0). Real redis-server, real `felab` pr
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from felab_worker.fatal import broker_fault
 from tests.e2e.fleet import FELAB, PREFIX, RedisServer, base_env
-from tests.worker.test_identity_and_start import _kill, _wait_in
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path)  # on a free port, stopped by its PID
-    yield server
-    server.stop()
+from tests.worker.processes import kill_group, start_felab, wait_in
 
 
 @pytest.mark.slow
@@ -58,27 +50,24 @@ def test_bodies_no_felab_process_wrote_are_dropped_and_the_ingest_goes_on(
     a message, and its error was fatal."""
     env = {**base_env(), **broker.env(), "FELAB_DATA_DIR": str(tmp_path / "data")}
     log = tmp_path / "ingest.log"
-    with log.open("wb") as fh:
-        proc = subprocess.Popen(
-            [FELAB, "worker", "ingest", "--loglevel", "INFO"],
-            env={**env, "FELAB_RECONCILE_EVERY_S": "0.5"},
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    proc = start_felab(
+        [FELAB, "worker", "ingest", "--loglevel", "INFO"],
+        {**env, "FELAB_RECONCILE_EVERY_S": "0.5"},
+        log,
+    )
     junk = ["notjson", "[1, 2, 3]", "5", '{"a": 1}', '{"body": "x", "properties": 5}']
     try:
-        _wait_in(log, proc, " ready.")
+        wait_in(log, proc, " ready.")
         admin = broker.client()
         for body in junk:
             admin.lpush(f"{PREFIX}ingest.inbox", body)
             admin.lpush(f"{PREFIX}pairing.inbox", body)
-        _wait_in(log, proc, "dropped a message", count=2 * len(junk))
+        wait_in(log, proc, "dropped a message", count=2 * len(junk))
         seen = log.read_text(errors="replace").count("felab.reconcile")
-        _wait_in(log, proc, "felab.reconcile", count=seen + 2)  # the beat goes on after them
+        wait_in(log, proc, "felab.reconcile", count=seen + 2)  # the beat goes on after them
         assert proc.poll() is None, log.read_text(errors="replace")
     finally:
-        _kill(proc)
+        kill_group(proc)
     out = log.read_text(errors="replace")
     assert "Traceback" not in out and "Unrecoverable error" not in out
     assert admin.llen(f"{PREFIX}ingest.inbox") == 0 and admin.llen(f"{PREFIX}pairing.inbox") == 0
@@ -97,14 +86,7 @@ def test_celerys_own_tasks_are_not_run_for_a_machine(broker: RedisServer, tmp_pa
 
     env = {**base_env(), **broker.env(), "FELAB_DATA_DIR": str(tmp_path / "data")}
     log = tmp_path / "ingest.log"
-    with log.open("wb") as fh:
-        proc = subprocess.Popen(
-            [FELAB, "worker", "ingest", "--loglevel", "INFO"],
-            env=env,
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    proc = start_felab([FELAB, "worker", "ingest", "--loglevel", "INFO"], env, log)
     forged = {
         "task": "felab.run_job",
         "args": [{"job_id": 1}],
@@ -116,13 +98,13 @@ def test_celerys_own_tasks_are_not_run_for_a_machine(broker: RedisServer, tmp_pa
     sender = Celery("hostile", broker=broker.url)
     sender.conf.broker_transport_options = {"global_keyprefix": PREFIX}
     try:
-        _wait_in(log, proc, " ready.")
+        wait_in(log, proc, " ready.")
         result = [["g1", None], [[["t1", None], None]]]  # a GroupResult as a tuple
         sender.send_task("celery.group", args=[[forged], result, "g1", []], queue="ingest.inbox")
-        _wait_in(log, proc, "refused a message on the broker: names an unknown task 'celery.group'")
+        wait_in(log, proc, "refused a message on the broker: names an unknown task 'celery.group'")
         assert proc.poll() is None
         assert "Traceback" not in log.read_text(errors="replace")
     finally:
-        _kill(proc)
+        kill_group(proc)
         sender.close()
     assert broker.client().llen(f"{PREFIX}host.7.jobs") == 0

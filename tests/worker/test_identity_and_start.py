@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -30,6 +28,7 @@ from felab_core.settings import get_settings
 from felab_worker import acl
 from felab_worker.names import Names
 from tests.e2e.fleet import FELAB, PREFIX, RedisServer, base_env, free_port
+from tests.worker.processes import kill_group, start_felab, wait_in
 
 runner = CliRunner()
 PASSWORD = "machine-pw-5ecret"
@@ -158,13 +157,6 @@ def test_a_pool_felab_cannot_run_is_refused(key_file: Path, pool: str) -> None:
 # ------------------------------------------------------------------ on a real broker
 
 
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path)  # on a free port, stopped by its PID
-    yield server
-    server.stop()
-
-
 def _paired(broker: RedisServer, tmp_path: Path, password: str = PASSWORD) -> Path:
     """Machine 1's broker user, made as the ingest makes it, and an identity file that logs in
     with `password`."""
@@ -231,20 +223,17 @@ def test_a_login_refused_just_after_a_broker_restart_gets_in_once_its_user_is_ba
     key_file = _paired(broker, tmp_path)
     acl.remove_machine(broker.client(), Names(PREFIX), 1)  # the restart's loss
     log = tmp_path / "worker.log"
-    with log.open("wb") as fh:
-        proc = subprocess.Popen(
-            [FELAB, "worker", "start", "--name", "box", "--pool", "solo", "--loglevel", "INFO"],
-            env=_env(tmp_path, key_file, **QUICK),
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    proc = start_felab(
+        [FELAB, "worker", "start", "--name", "box", "--pool", "solo", "--loglevel", "INFO"],
+        _env(tmp_path, key_file, **QUICK),
+        log,
+    )
     try:
-        _wait_in(log, proc, "trying again for up to 15 s")
+        wait_in(log, proc, "trying again for up to 15 s")
         acl.set_machine(broker.client(), Names(PREFIX), MachineCredential(1, secret_hash(PASSWORD)))
-        _wait_in(log, proc, " ready.")  # Celery's own word: it consumes its queue
+        wait_in(log, proc, " ready.")  # Celery's own word: it consumes its queue
     finally:
-        _kill(proc)
+        kill_group(proc)
     assert "error:" not in log.read_text(errors="replace")
 
 
@@ -256,22 +245,19 @@ def test_a_machine_removed_while_it_runs_stops_in_words_after_a_restarts_grace(
     pair" forever, and felab's own loops logged a warning each beat (twelfth sweep's notes)."""
     key_file = _paired(broker, tmp_path)
     log = tmp_path / "worker.log"
-    with log.open("wb") as fh:
-        proc = subprocess.Popen(
-            [FELAB, "worker", "start", "--name", "box", "--pool", "solo", "--loglevel", "INFO"],
-            env=_env(tmp_path, key_file, FELAB_WORKER_HEARTBEAT_S="1", **QUICK),
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    proc = start_felab(
+        [FELAB, "worker", "start", "--name", "box", "--pool", "solo", "--loglevel", "INFO"],
+        _env(tmp_path, key_file, FELAB_WORKER_HEARTBEAT_S="1", **QUICK),
+        log,
+    )
     try:
-        _wait_in(log, proc, " ready.")
+        wait_in(log, proc, " ready.")
         acl.remove_machine(broker.client(), Names(PREFIX), 1)  # `felab worker remove`
         removed = time.monotonic()
         code = proc.wait(60)
         took = time.monotonic() - removed
     finally:
-        _kill(proc)
+        kill_group(proc)
     out = log.read_text(errors="replace")
     assert code == 2, out
     assert 15 <= took < 40, out  # the grace a broker restart needs, then a beat or two
@@ -289,24 +275,6 @@ def test_a_machine_removed_while_it_runs_stops_in_words_after_a_restarts_grace(
     ]
     assert said_each_beat == []  # once, above; the dropped connection itself may be said once
     assert "Traceback" not in out and PASSWORD not in out
-
-
-def _wait_in(
-    log: Path, proc: subprocess.Popen[bytes], text: str, count: int = 1, timeout_s: float = 30
-) -> None:
-    """Until `text` is in the log `count` times; the process must live that long."""
-    end = time.monotonic() + timeout_s
-    while log.read_text(errors="replace").count(text) < count:
-        assert proc.poll() is None, log.read_text(errors="replace")
-        assert time.monotonic() < end, log.read_text(errors="replace")
-        time.sleep(0.2)
-
-
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    """The worker and its pool, by the process group the test started."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(10)
 
 
 @pytest.mark.slow
@@ -339,19 +307,14 @@ def test_a_broker_that_is_away_is_still_waited_for(tmp_path: Path) -> None:
         json.dumps(_identity(f"redis://felab-machine.1:{PASSWORD}@127.0.0.1:{free_port()}/0")),
     )
     log = tmp_path / "worker.log"
-    with log.open("wb") as fh:
-        proc = subprocess.Popen(
-            [FELAB, "worker", "start", "--name", "box", "--pool", "solo"],
-            env=_env(tmp_path, key_file),
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    proc = start_felab(
+        [FELAB, "worker", "start", "--name", "box", "--pool", "solo"], _env(tmp_path, key_file), log
+    )
     try:
-        _wait_in(log, proc, "Trying again")  # Celery's retries, as before the login check
+        wait_in(log, proc, "Trying again")  # Celery's retries, as before the login check
         assert "the worker waits for it" in log.read_text(errors="replace")
     finally:
-        _kill(proc)
+        kill_group(proc)
 
 
 def test_the_pairing_url_is_one_line_when_printed_to_a_file(

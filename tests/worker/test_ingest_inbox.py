@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +20,7 @@ from felab_worker.gate import refusal
 from felab_worker.ingest import create_app
 from felab_worker.transport import envelope_refusal
 from tests.e2e.fleet import FELAB, PREFIX, RedisServer, base_env, free_port
-from tests.worker.test_identity_and_start import _kill, _wait_in
+from tests.worker.processes import kill_group, start_felab, wait_in
 
 TASKS = create_app(Settings(broker_url="redis://127.0.0.1:1/0"))[0].tasks
 EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
@@ -167,13 +165,6 @@ def test_an_envelope_kombu_cannot_keep_is_refused(properties: dict[str, Any], wo
 # ----------------------------------------------------------------------------- the real ingest
 
 
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path)  # on a free port, stopped by its PID
-    yield server
-    server.stop()
-
-
 def _refused_count(port: int) -> float:
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     for line in text.splitlines():
@@ -196,14 +187,7 @@ def test_hostile_messages_are_dropped_in_one_line_and_the_ingest_goes_on(
         "FELAB_METRICS_PORT": str(metrics_port), "FELAB_METRICS_ADDR": "127.0.0.1",
     }  # fmt: skip
     log = tmp_path / "ingest.log"
-    with log.open("wb") as fh:
-        proc = subprocess.Popen(
-            [FELAB, "worker", "ingest", "--loglevel", "INFO"],
-            env=env,
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    proc = start_felab([FELAB, "worker", "ingest", "--loglevel", "INFO"], env, log)
     link = {**EMBED, "callbacks": [LINK] * 3, "chain": [LINK]}
     hostile = [
         envelope([[{"x": 1}], {}, link]),
@@ -216,20 +200,20 @@ def test_hostile_messages_are_dropped_in_one_line_and_the_ingest_goes_on(
     ]
     admin = broker.client()
     try:
-        _wait_in(log, proc, " ready.")
+        wait_in(log, proc, " ready.")
         for raw in hostile:
             admin.lpush(f"{PREFIX}ingest.inbox", json.dumps(raw))
         admin.lpush(f"{PREFIX}pairing.inbox", json.dumps(hostile[1]))
         for _ in range(3):  # more than the prefetch slots: each is taken and answered
             admin.lpush(f"{PREFIX}ingest.inbox", json.dumps(envelope()))
-        _wait_in(log, proc, NOT_AN_EVENT, count=3)
+        wait_in(log, proc, NOT_AN_EVENT, count=3)
         assert proc.poll() is None
         assert admin.hlen(f"{PREFIX}unacked") == 0  # every message acknowledged
         assert admin.llen(f"{PREFIX}ingest.inbox") == 0
         # each hostile message, and the three honest-looking ones the events layer refuses
         assert _refused_count(metrics_port) == len(hostile) + 1 + 3
     finally:
-        _kill(proc)
+        kill_group(proc)
     out = log.read_text(errors="replace")
     assert "marker.from_the_sender" not in out  # no callback was sent, so none came back
     assert "Traceback" not in out and "full contents" not in out and "evil.x" in out
