@@ -132,6 +132,14 @@ def _first(cfg: Mapping[str, Any], keys: tuple[str, ...]) -> tuple[str, Any] | N
 #: ~100 layers, ~128 heads, widths of ~30,000): past it a config is broken, not big.
 _SHAPE_LIMIT = 10_000_000
 
+#: Wider than any attention head or latent cache by far: most heads hold 64 to 256 numbers,
+#: DeepSeek's latent keys 576. A head of 9,999,999 had priced 9.54 GiB per token.
+_HEAD_LIMIT = 4_096
+
+#: Longer than any model's trained context by far: the longest today read 10,485,760 tokens
+#: (Llama 4 Scout), past the shape limit that had refused it.
+_CONTEXT_LIMIT = 100_000_000
+
 
 #: A name that reads as one of felab's own lines ("error: your disk is full").
 _SAID = re.compile(r"\s*(error|warning|note|waiting)\s*:", re.IGNORECASE)
@@ -148,18 +156,30 @@ def _shown_value(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _positive_int(value: Any, key: str, where: str) -> int:
+def _positive_int(value: Any, key: str, where: str, limit: int = _SHAPE_LIMIT) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise SizingError(
             f"{where}: {key} is {_shown_value(value)}, but it must be a whole number above zero; "
             "check that the file is the model's own config"
         )
-    if value > _SHAPE_LIMIT:
+    if value > limit:
         raise SizingError(
-            f"{where}: {key} is {value:,}, far beyond any model (at most {_SHAPE_LIMIT:,}); "
+            f"{where}: {key} is {value:,}, far beyond any model (at most {limit:,}); "
             "check that the file is the model's own config"
         )
     return value
+
+
+def _head_width(value: Any, key: str, where: str) -> int:
+    """A head's (or latent cache's) width in numbers, held to what attention heads hold."""
+    width = _positive_int(value, key, where)
+    if width > _HEAD_LIMIT:
+        raise SizingError(
+            f"{where}: {key} is {width:,} numbers per head, wider than any model's attention "
+            f"heads (most hold 64 to 256, DeepSeek's latent keys 576; felab takes at most "
+            f"{_HEAD_LIMIT:,}); check that the file is the model's own config"
+        )
+    return width
 
 
 def _experts_fit(n_experts: int | None, n_used: int | None, where: str) -> None:
@@ -285,9 +305,9 @@ def from_hf_config(source: str | Path | Mapping[str, Any], name: str | None = No
 
     hidden = _positive_int(hidden_hit[1], hidden_hit[0], where) if hidden_hit else None
     if cfg.get("head_dim") is not None:
-        head_dim = _positive_int(cfg["head_dim"], "head_dim", where)
+        head_dim = _head_width(cfg["head_dim"], "head_dim", where)
     elif cfg.get("kv_channels") is not None:
-        head_dim = _positive_int(cfg["kv_channels"], "kv_channels", where)
+        head_dim = _head_width(cfg["kv_channels"], "kv_channels", where)
     else:
         assert hidden is not None
         if hidden % n_heads:
@@ -295,13 +315,15 @@ def from_hf_config(source: str | Path | Mapping[str, Any], name: str | None = No
                 f"{where}: hidden_size {hidden} does not split evenly over {n_heads} heads and "
                 "there is no head_dim; add head_dim from the model card"
             )
-        head_dim = hidden // n_heads
+        head_dim = _head_width(
+            hidden // n_heads, f"hidden_size {hidden:,} over {n_heads} heads", where
+        )
 
     latent: int | None = None
     if cfg.get("kv_lora_rank") is not None:
-        rank = _positive_int(cfg["kv_lora_rank"], "kv_lora_rank", where)
+        rank = _head_width(cfg["kv_lora_rank"], "kv_lora_rank", where)
         rope = cfg.get("qk_rope_head_dim")
-        rope = 0 if rope in (None, 0) else _positive_int(rope, "qk_rope_head_dim", where)
+        rope = 0 if rope in (None, 0) else _head_width(rope, "qk_rope_head_dim", where)
         latent = rank + rope
         notes.append(
             "latent attention (MLA): the cache keeps one compressed vector of "
@@ -347,7 +369,9 @@ def from_hf_config(source: str | Path | Mapping[str, Any], name: str | None = No
         source=f"config.json ({with_hidden_shown(str(where))})",  # a byte not UTF-8: ?
         latent_cache_dim=latent,
         hidden_size=hidden,
-        context_length=_positive_int(ctx_hit[1], ctx_hit[0], where) if ctx_hit else None,
+        context_length=(
+            _positive_int(ctx_hit[1], ctx_hit[0], where, _CONTEXT_LIMIT) if ctx_hit else None
+        ),
         n_experts=n_experts,
         n_experts_used=n_used,
         weights_dtype=str(dtype) if dtype else None,
@@ -576,9 +600,9 @@ def from_gguf(path: str | Path) -> ModelShape:
     key_len = key("attention.key_length")
     value_len = key("attention.value_length")
     if key_len is not None:
-        key_len = _positive_int(key_len, f"{arch}.attention.key_length", str(gguf_path))
+        key_len = _head_width(key_len, f"{arch}.attention.key_length", str(gguf_path))
     if value_len is not None:
-        value_len = _positive_int(value_len, f"{arch}.attention.value_length", str(gguf_path))
+        value_len = _head_width(value_len, f"{arch}.attention.value_length", str(gguf_path))
     if key_len is None:
         if hidden is None or int(heads) == 0:
             raise SizingError(
@@ -591,17 +615,21 @@ def from_gguf(path: str | Path) -> ModelShape:
                 f"{heads} heads and there is no {arch}.attention.key_length; check that the file "
                 "is a model's GGUF"
             )
-        key_len = int(hidden) // int(heads)
+        key_len = _head_width(
+            int(hidden) // int(heads),
+            f"{arch}.embedding_length {hidden:,} over {heads} heads",
+            where,
+        )
     if value_len is None:
         value_len = key_len
 
     latent = None
     kv_rank = key("attention.kv_lora_rank")
     if kv_rank:
-        kv_rank = _positive_int(kv_rank, f"{arch}.attention.kv_lora_rank", str(gguf_path))
+        kv_rank = _head_width(kv_rank, f"{arch}.attention.kv_lora_rank", str(gguf_path))
         rope = key("rope.dimension_count") or 0
         if rope:
-            rope = _positive_int(rope, f"{arch}.rope.dimension_count", str(gguf_path))
+            rope = _head_width(rope, f"{arch}.rope.dimension_count", str(gguf_path))
         latent = kv_rank + rope
         notes.append(
             f"latent attention (MLA): llama.cpp caches {kv_rank} + {rope} numbers per layer"
@@ -643,7 +671,7 @@ def from_gguf(path: str | Path) -> ModelShape:
         name = gguf_path.stem  # a number is no name; the file's own words reach the terminal
     context = key("context_length")
     if context is not None:  # a string "lots" crashed; -1 was shown as the trained context
-        context = _positive_int(context, f"{arch}.context_length", str(gguf_path))
+        context = _positive_int(context, f"{arch}.context_length", str(gguf_path), _CONTEXT_LIMIT)
     file_type = field("general.file_type")
     shape = ModelShape(
         name=str(name),

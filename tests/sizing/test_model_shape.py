@@ -384,3 +384,41 @@ def test_a_config_key_given_twice_is_refused(tmp_path: Path) -> None:
     )
     with pytest.raises(SizingError, match="gives num_hidden_layers twice"):
         from_hf_config(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "change, said",
+    [
+        ({"head_dim": 9_999_999}, "head_dim is 9,999,999 numbers per head"),
+        ({"hidden_size": 9_999_872, "head_dim": None}, "hidden_size 9,999,872 over 32 heads"),
+        ({"kv_lora_rank": 100_000}, "kv_lora_rank is 100,000 numbers per head"),
+    ],
+)
+def test_a_head_wider_than_any_model_s_is_refused(
+    tmp_path: Path, change: dict[str, Any], said: str
+) -> None:
+    """Twentieth sweep (c) C2: a head of 9,999,999 numbers priced 9.54 GiB per token."""
+    config = {k: v for k, v in {**LLAMA_31_8B_CONFIG, **change}.items() if v is not None}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(SizingError, match=re.escape(said)):
+        from_hf_config(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps({**LLAMA_31_8B_CONFIG, "head_dim": 256}))
+    assert from_hf_config(tmp_path).head_dim_k == 256  # Gemma's width still reads
+
+
+def test_a_gguf_head_wider_than_any_model_s_is_refused(tmp_path: Path) -> None:
+    """Twentieth sweep (c) C2: key_length 9,999,999 in a GGUF was priced too."""
+    path = write_gguf(tmp_path / "wide.gguf", key_length=9_999_999)
+    with pytest.raises(SizingError, match=r"key_length is 9,999,999 numbers per head"):
+        from_gguf(path)
+
+
+def test_llama_4_scout_s_ten_million_token_context_reads(tmp_path: Path) -> None:
+    """Twentieth sweep (c) C1: Scout's published 10,485,760 was called beyond any model."""
+    config = {**LLAMA_31_8B_CONFIG, "max_position_embeddings": 10_485_760}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert from_hf_config(tmp_path).context_length == 10_485_760
+    config["max_position_embeddings"] = 10**12
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(SizingError, match="far beyond any model"):
+        from_hf_config(tmp_path)
