@@ -1,12 +1,12 @@
 """How long, and how much memory, does `felab compare` take on large records?
 
-Two synthetic `felab bench --json` records of N requests each (one run; 16 tokens a request,
-so 15 inter-token gaps, or T tokens a request for a size written NxT; chunk times as felab
-writes them; B 10 ms slower to its first token), compared by the real `felab compare` command
-in its own process: wall time and the process's peak memory (ru_maxrss), the median of
---repeat runs.
+Two synthetic `felab bench --json` records of N requests each (one run, or a sweep of L runs
+for a size written L@N; 16 tokens a request, so 15 inter-token gaps, or T tokens a request for
+a size written NxT; chunk times as felab writes them; B 10 ms slower to its first token),
+compared by the real `felab compare` command in its own process: wall time and the process's
+peak memory (ru_maxrss), the median of --repeat runs.
 
-    .venv/bin/python benchmarks/compare_large.py [--sizes 20000,200000,20x20000] [--repeat 3]
+    .venv/bin/python benchmarks/compare_large.py [--sizes 20000,20x20000,64@1000] [--repeat 3]
 
 Writes benchmarks/results/compare_large.json and prints a Markdown table for the docs.
 """
@@ -36,8 +36,11 @@ TOKENS = 16
 GAP_S = 0.01
 
 
-def record(n: int, ttft_s: float, seed: int, tokens: int = TOKENS) -> dict[str, Any]:
-    """A record shaped as felab writes one: every request with its figures and chunk times."""
+def record(
+    n: int, ttft_s: float, seed: int, tokens: int = TOKENS, loads: int = 1
+) -> dict[str, Any]:
+    """A record shaped as felab writes one: every request with its figures and chunk times, in
+    `loads` runs (a concurrency sweep 1..loads, each run the same requests)."""
     rng = random.Random(seed)
     requests = []
     for i in range(n):
@@ -66,7 +69,10 @@ def record(n: int, ttft_s: float, seed: int, tokens: int = TOKENS) -> dict[str, 
         "target": {"model": "m", "api": "openai-chat"},
         "server": {"kind": "llamacpp", "version": "b1"},
         "workload": {"preset": "sweep", "prompt_tokens": 256, "max_tokens": tokens},
-        "runs": [{"concurrency": 64, "rate": None, "requests": requests}],
+        "runs": [
+            {"concurrency": 64 if loads == 1 else users, "rate": None, "requests": requests}
+            for users in range(1, loads + 1)
+        ],
     }
 
 
@@ -91,10 +97,12 @@ def one_compare(a: Path, b: Path) -> tuple[float, float]:
     return seconds, usage.ru_maxrss / 1024
 
 
-def _size(text: str) -> tuple[int, int]:
-    """'20000' (requests of 16 tokens) or '20x20000' (20 requests of 20,000 tokens)."""
-    n, _, tokens = text.strip().partition("x")
-    return int(n), int(tokens or TOKENS)
+def _size(text: str) -> tuple[int, int, int]:
+    """'20000' (requests of 16 tokens), '20x20000' (20 requests of 20,000 tokens) or '64@1000'
+    (a 64-load sweep of 1,000 requests a load): loads, requests, tokens."""
+    loads, _, rest = text.strip().rpartition("@")
+    n, _, tokens = rest.partition("x")
+    return int(loads or 1), int(n), int(tokens or TOKENS)
 
 
 def main() -> None:
@@ -102,7 +110,8 @@ def main() -> None:
     ap.add_argument(
         "--sizes",
         default="20000,200000,20x20000",
-        help="requests per record, comma list; NxT for N requests of T tokens (16 otherwise)",
+        help="requests per record, comma list; NxT for N requests of T tokens (16 otherwise); "
+        "L@N for a sweep of L loads of N requests each",
     )
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument(
@@ -110,17 +119,20 @@ def main() -> None:
     )
     ap.add_argument("--quick", action="store_true", help="one record of 500 requests, once")
     args = ap.parse_args()
-    sizes = [(500, TOKENS), (4, 5000)] if args.quick else [_size(x) for x in args.sizes.split(",")]
+    quick = [(1, 500, TOKENS), (1, 4, 5000), (3, 200, TOKENS)]
+    sizes = quick if args.quick else [_size(x) for x in args.sizes.split(",")]
     repeat = 1 if args.quick else args.repeat
     rows = []
     with tempfile.TemporaryDirectory(prefix="felab-compare-") as tmp:
-        for n, tokens in sorted(sizes, key=lambda s: s[0] * s[1]):
-            a, b = Path(tmp) / f"a{n}x{tokens}.json", Path(tmp) / f"b{n}x{tokens}.json"
-            a.write_text(json.dumps(record(n, 0.050, 1, tokens)))
-            b.write_text(json.dumps(record(n, 0.060, 2, tokens)))
+        for loads, n, tokens in sorted(sizes, key=lambda s: s[0] * s[1] * s[2]):
+            name = f"{loads}at{n}x{tokens}.json"
+            a, b = Path(tmp) / f"a{name}", Path(tmp) / f"b{name}"
+            a.write_text(json.dumps(record(n, 0.050, 1, tokens, loads)))
+            b.write_text(json.dumps(record(n, 0.060, 2, tokens, loads)))
             runs = [one_compare(a, b) for _ in range(repeat)]
             rows.append(
                 {
+                    "loads": loads,
                     "requests_per_record": n,
                     "tokens_per_request": tokens,
                     "record_mb": round(a.stat().st_size / 1e6, 1),
@@ -136,11 +148,14 @@ def main() -> None:
     }
     print(json.dumps(result, indent=1))
     print()
-    print("| requests per record | tokens a request | record size | time (median) | peak memory |")
-    print("|---:|---:|---:|---:|---:|")
+    print(
+        "| loads | requests a load | tokens a request | record size | time (median) | peak memory |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(
-            f"| {r['requests_per_record']:,} | {r['tokens_per_request']:,} | {r['record_mb']} MB "
+            f"| {r['loads']} | {r['requests_per_record']:,} | {r['tokens_per_request']:,} "
+            f"| {r['record_mb']} MB "
             f"| {r['seconds_median']} s | {r['peak_mb']} MB |"
         )
     if not args.quick:

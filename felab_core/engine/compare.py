@@ -30,6 +30,11 @@ CONFIDENCE = 0.95
 DEFAULT_MIN_EFFECT = 0.02
 #: the most requests of one run the bootstrap resamples: its time and memory grow with them
 BOOTSTRAP_REQUESTS = 5000
+#: the most requests the bootstrap resamples over all the runs a comparison matches: a sweep
+#: of 64 loads of 1,000 requests each had taken 50 s to 120 s (nineteenth sweep, a2 H6), one
+#: bootstrap per load. Each run resamples its share, at least BOOTSTRAP_LEAST requests.
+BOOTSTRAP_BUDGET = 20_000
+BOOTSTRAP_LEAST = 300
 
 
 @dataclass(frozen=True)
@@ -314,15 +319,16 @@ def compare_runs(
     *,
     min_effect: float = DEFAULT_MIN_EFFECT,
     seed: int = 0,
+    resampled: int = BOOTSTRAP_REQUESTS,
 ) -> list[Change]:
     """Every headline figure of one run in A against the same run in B.
 
-    The figures are read from every request; the bootstrap resamples at most
-    BOOTSTRAP_REQUESTS of each run (a fixed random subset of a larger run: see
-    `bootstrap_note`), so that its time and memory do not grow with the run."""
+    The figures are read from every request; the bootstrap resamples at most `resampled`
+    requests of each run (a fixed random subset of a larger run: see `bootstrap_note`), so that
+    its time and memory do not grow with the run."""
     a = a_requests if isinstance(a_requests, Sample) else sample_of(a_requests)
     b = b_requests if isinstance(b_requests, Sample) else sample_of(b_requests)
-    sub_a, sub_b = _subsample(a, seed, 1), _subsample(b, seed, 2)
+    sub_a, sub_b = _subsample(a, seed, 1, resampled), _subsample(b, seed, 2, resampled)
     rng = np.random.default_rng(seed)
     changes = []
     for fig in FIGURES:
@@ -346,21 +352,34 @@ def compare_runs(
     return changes
 
 
-def _subsample(sample: Sample, seed: int, side: int) -> Sample:
-    if len(sample) <= BOOTSTRAP_REQUESTS:
+def _subsample(sample: Sample, seed: int, side: int, most: int) -> Sample:
+    if len(sample) <= most:
         return sample
-    pick = np.random.default_rng([seed, side]).choice(len(sample), BOOTSTRAP_REQUESTS, False)
+    pick = np.random.default_rng([seed, side]).choice(len(sample), most, False)
     return sample.take(np.sort(pick))
 
 
-def bootstrap_note(load: str, a: int, b: int) -> str | None:
+def resampled_per_run(runs: int) -> int:
+    """How many requests of each run the bootstrap resamples when a comparison matches `runs`
+    runs: BOOTSTRAP_REQUESTS, or their share of BOOTSTRAP_BUDGET when there are many."""
+    return min(BOOTSTRAP_REQUESTS, max(BOOTSTRAP_LEAST, BOOTSTRAP_BUDGET // max(1, runs)))
+
+
+def bootstrap_note(
+    load: str, a: int, b: int, resampled: int = BOOTSTRAP_REQUESTS, runs: int = 1
+) -> str | None:
     """What a comparison says when a run has more requests than the bootstrap resamples."""
-    if max(a, b) <= BOOTSTRAP_REQUESTS:
+    if max(a, b) <= resampled:
         return None
+    why = (
+        "to keep the comparison quick"
+        if resampled >= BOOTSTRAP_REQUESTS
+        else f"to keep a comparison of {runs} loads quick"
+    )
     return (
         f"{load}: the figures use all {a:,} requests of A and {b:,} of B, but the 95 % "
-        f"intervals resample a fixed random {BOOTSTRAP_REQUESTS:,} of each run that has more, "
-        "to keep the comparison quick: they are somewhat wider than all the requests would give"
+        f"intervals resample a fixed random {resampled:,} of each run that has more, "
+        f"{why}: they are somewhat wider than all the requests would give"
     )
 
 
@@ -376,6 +395,8 @@ def compare_records(
     if not (0 <= min_effect < 1) or not math.isfinite(min_effect):
         raise CompareError(f"the smallest effect worth naming must be 0-100 %, not {min_effect}")
     runs_b = {load_key(r): r for r in b["runs"]}
+    matched = sum(load_key(r) in runs_b for r in a["runs"])
+    resampled = resampled_per_run(matched)
     pairs = []
     unmatched = []
     notes = []
@@ -386,9 +407,9 @@ def compare_records(
             unmatched.append(f"{key} is only in A")
             continue
         ra, rb = _usable(run_a), _usable(run_b)
-        changes = compare_runs(ra, rb, min_effect=min_effect)
+        changes = compare_runs(ra, rb, min_effect=min_effect, resampled=resampled)
         pairs.append(RunPair(key, len(ra), len(rb), changes))
-        note = bootstrap_note(key, len(ra), len(rb))
+        note = bootstrap_note(key, len(ra), len(rb), resampled, matched)
         if note:
             notes.append(note)
     unmatched += [f"{key} is only in B" for key in runs_b]

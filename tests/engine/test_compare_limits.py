@@ -478,3 +478,24 @@ def test_a_run_holding_more_or_longer_requests_than_it_sent_is_refused(tmp_path:
     record["runs"][0]["requests"][0]["e2e_s"] = 0.12
     path.write_text(json.dumps(record))
     assert len(load_record(path)["runs"][0]["requests"]) == 5
+
+
+def test_many_loads_share_the_bootstrap_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nineteenth sweep, a2 H6: a 64-load sweep of 1,000 requests a load took 50 s to 120 s,
+    one full bootstrap per load. The loads now share BOOTSTRAP_BUDGET, and the caveats say so."""
+    from felab_core.engine import compare
+
+    assert compare.resampled_per_run(1) == BOOTSTRAP_REQUESTS
+    assert compare.resampled_per_run(64) == compare.BOOTSTRAP_BUDGET // 64 < 1000
+    assert compare.resampled_per_run(10**6) == compare.BOOTSTRAP_LEAST
+    monkeypatch.setattr(compare, "BOOTSTRAP_BUDGET", 400)
+    monkeypatch.setattr(compare, "BOOTSTRAP_LEAST", 10)
+    rng = np.random.default_rng(3)
+    runs = [(users, _requests(list(0.05 + rng.normal(0, 0.003, 150)))) for users in (1, 2, 4)]
+    slower = [(users, _requests(list(0.06 + rng.normal(0, 0.003, 150)))) for users in (1, 2, 4)]
+    comparison = compare_records(_record(runs), _record(slower))
+    notes = [c for c in comparison.caveats if "resample a fixed random 133 of each run" in c]
+    assert len(notes) == 3 and "to keep a comparison of 3 loads quick" in notes[0]
+    for pair in comparison.runs:  # the figures still use every request
+        assert (pair.requests_a, pair.requests_b) == (150, 150)
+        assert {c.figure.key: c for c in pair.changes}["ttft_p50"].verdict == "worse"
