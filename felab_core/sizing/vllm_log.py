@@ -129,13 +129,33 @@ class VllmReading:
                     "but not their size; pass "
                     "--block-size (vLLM's default is 16 tokens on NVIDIA GPUs)"
                 )
-            return capacity_from_blocks(self.gpu_blocks, bs, length, dtype)
+            return self._holds_one(capacity_from_blocks(self.gpu_blocks, bs, length, dtype))
         if self.tokens is None:
             raise SizingError(
                 "found neither the cache's blocks nor its size in tokens: give --blocks and "
                 "--block-size, or --tokens (vLLM's startup log prints them)"
             )
-        return capacity_from_tokens(self.tokens, length, bs, dtype)
+        return self._holds_one(capacity_from_tokens(self.tokens, length, bs, dtype))
+
+    def _holds_one(self, base: Capacity) -> Capacity:
+        """Refuse a cache that cannot hold one conversation of the max length: vLLM refuses to
+        start so ("0 conversations at once" had been written up from a log of 1 token). A model
+        mixing kinds of layers can count fewer tokens than its max length and still hold one
+        request; vLLM's printed concurrency of 1x or more says so, and is believed."""
+        if base.tokens >= base.max_len or (
+            self.printed_concurrency is not None and self.printed_concurrency >= 1
+        ):
+            return base
+        length = whole_text(base.max_len)
+        where = f"--max-len {length}" if self.max_len is None else f"its max model length {length}"
+        live = self.format == "metrics"
+        why = "check the server" if live else "the log was edited or is from a failed start"
+        raise SizingError(
+            f"{self.source} {'reports' if live else 'gives'} a cache of "
+            f"{whole_text(base.tokens)} token{'' if base.tokens == 1 else 's'}, which cannot "
+            f"hold one conversation of {where}: vLLM refuses to start with such a cache ({why}); "
+            "give a started server's figures with --tokens (or --blocks) and --max-len"
+        )
 
     def _block_size_fits(self, block_size: int, length: int) -> None:
         """Refuse a typed --block-size the reading contradicts: its own block size, or the one
@@ -340,8 +360,8 @@ def parse_log(text: str | Iterable[str], source: str = "log") -> VllmReading:
         max_len_cfg = found.max_len or max_len_cfg
         kv_dtype = found.kv_dtype or kv_dtype
         model_dtype = found.model_dtype or model_dtype
-        kv_memory = found.kv_memory or kv_memory
-        weights = found.weights or weights
+        kv_memory = kv_memory if found.kv_memory is None else found.kv_memory  # 0 is a figure
+        weights = weights if found.weights is None else found.weights
         version = version or found.version
 
     if not tokens_hits and not block_hits:

@@ -46,7 +46,46 @@ def test_a_true_printed_concurrency_still_reads() -> None:
     reading = vllm_log.parse_log(TOKENS + CONC.format(x="997.08"))
     assert reading.printed_concurrency is not None and reading.capacity().whole_requests == 997
     small = vllm_log.parse_log("INFO GPU KV cache size: 5 tokens\n" + CONC.format(x="0.00"))
-    assert small.capacity().whole_requests == 0  # 5 ÷ 2,048 is 0.00x: said, not refused
+    assert small.printed_concurrency == 0  # 5 ÷ 2,048 is 0.00x: read, but no started server's
+    with pytest.raises(SizingError, match="cannot hold one conversation"):
+        small.capacity()
+
+
+@pytest.mark.parametrize(
+    ("log", "says"),
+    [
+        (
+            "'max_model_len': 8192\nINFO GPU KV cache size: 1 tokens\n",
+            "a cache of 1 token, which cannot hold one conversation of its max model length 8,192",
+        ),
+        (
+            "'max_model_len': 8192\nGPU KV cache size: 100,000 tokens\n"
+            "GPU KV cache size: 5 tokens\n",
+            "a cache of 5 tokens, which cannot hold one conversation",
+        ),
+        (
+            "GPU KV cache size: 100,000 tokens\n"
+            + CONC.format(x="0.50").replace("2,048", "200,000"),
+            "a cache of 100,000 tokens, which cannot hold one conversation of its max model "
+            "length 200,000",
+        ),
+    ],
+    ids=["one-token", "last-of-two", "half-a-request"],
+)
+def test_a_cache_that_cannot_hold_one_conversation_is_refused(log: str, says: str) -> None:
+    """Sweep 20 (c) C28: "0 conversations at once" was written up from a log of 1 token; the
+    flags (--tokens 1 --max-len 8192) were refused. vLLM does not start with such a cache."""
+    with pytest.raises(SizingError, match=re.escape(says)):
+        vllm_log.parse_log(log).capacity()
+    with pytest.raises(SizingError, match="cannot hold one conversation of --max-len 8,192"):
+        vllm_log.parse_log("GPU KV cache size: 10 tokens\n").capacity(max_len=8192)
+
+
+def test_a_mixed_model_below_its_length_but_printed_at_1x_still_reads() -> None:
+    """A model mixing kinds of layers counts fewer tokens than its length and still serves:
+    vLLM's own 1x or more is believed."""
+    log = "GPU KV cache size: 1,500 tokens\n" + CONC.format(x="1.20")
+    assert vllm_log.parse_log(log).capacity().tokens == 1500
 
 
 @pytest.mark.parametrize("figure", ["-1", "lots", ""])

@@ -8,7 +8,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from fractions import Fraction
 
-from felab_core.reports.memo.fits import check_cache_fits, check_machine_memory, weights_held
+from felab_core.reports.memo.fits import (
+    check_cache_fits,
+    check_machine_memory,
+    check_reading_figures,
+    weights_held,
+)
 from felab_core.reports.memo.model import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_MAX_LEN,
@@ -209,17 +214,20 @@ def _budget(
 
 
 def _contexts(
-    inputs: MemoInputs, shape: ModelShape, max_len: int
+    inputs: MemoInputs, shape: ModelShape, max_len: int, from_log: bool = False
 ) -> tuple[tuple[int, ...], list[str]]:
     """The lengths to tabulate, always with the planned one, none past the trained context."""
     for c in (*inputs.contexts, max_len):
         if isinstance(c, bool) or not isinstance(c, int) or c <= 0:
             raise MemoError(f"context lengths are whole numbers of tokens above zero (got {c!r})")
     trained = shape.context_length
-    if trained is not None and max_len > trained:
+    if trained is not None and max_len > trained:  # a log's own length is said as the log's
+        said = f"{inputs.vllm_log}'s max model length" if from_log else "--max-len"
+        fix = "is the log of this model's server (--model)?" if from_log else "pass a --max-len"
         raise MemoError(
-            f"--max-len {whole_text(max_len)} is longer than {shape.name}'s trained context of "
-            f"{whole_text(trained)} tokens; pass a --max-len the server can be started with"
+            f"{said} {whole_text(max_len)} is longer than {shape.name}'s trained context of "
+            f"{whole_text(trained)} tokens; "
+            + (fix if from_log else f"{fix} the server can be started with")
         )
     wanted = sorted({*inputs.contexts, max_len})
     notes: list[str] = []
@@ -435,7 +443,7 @@ def _build(rows: Sequence[Mapping[str, str]], inputs: MemoInputs, source: str) -
     if inputs.vllm_log is not None and inputs.max_len is None:
         reading_len = vllm_log.parse_log_file(inputs.vllm_log).max_len
     max_len = inputs.max_len or reading_len or DEFAULT_MAX_LEN
-    contexts, context_notes = _contexts(inputs, shape, max_len)
+    contexts, context_notes = _contexts(inputs, shape, max_len, reading_len is not None)
     budget = _budget(inputs, per_token, max_len, list(machines.values()))
     if budget.reading is None and budget.base.tokens < budget.base.max_len:
         length = (  # the default is said as one: it was not typed (sixteenth sweep M8)
@@ -452,6 +460,7 @@ def _build(rows: Sequence[Mapping[str, str]], inputs: MemoInputs, source: str) -
     check_machine_memory(
         weights_held(inputs, shape, weights), budget, per_token, list(machines.values())
     )
+    check_reading_figures(budget, per_token, weights, list(machines.values()))
 
     concurrency: list[ConcurrencyRow] = []
     for ctx in contexts:

@@ -10,7 +10,15 @@ from fractions import Fraction
 from felab_core.reports.memo.model import CacheBudget, Machine, MemoError, MemoInputs
 from felab_core.sizing import kv, speed_limit
 from felab_core.sizing.model_shape import ModelShape
-from felab_core.sizing.units import as_fraction, both_ways, gb_text
+from felab_core.sizing.units import (
+    GiB,
+    as_fraction,
+    binary_size_text,
+    both_ways,
+    gb_text,
+    tidy_text,
+    whole_text,
+)
 
 # A server may spread its cache over a node of GPUs (tensor parallel); eight is the usual node.
 NODE_GPUS = 8
@@ -71,4 +79,63 @@ def check_machine_memory(
             f"{gb_text(total, 1)}, more than {chip.name} comes with ({chip.memory}): check "
             "--model-bytes, and give only the memory left for the cache after the weights"
             f"{spread}"
+        )
+
+
+#: A log's cache memory is one GPU's share: a server spread over up to this many GPUs (tensor
+#: and pipeline parallel) keeps 1/16 of each token's cache on each; past that either way the
+#: log's memory and its token count cannot both be true of this model.
+MOST_GPUS_SHARED = 16
+#: vLLM prints memory with two decimals: up to half of 0.01 GiB is its rounding.
+_PRINTED_SLACK = Fraction(GiB, 200)
+
+
+def check_reading_figures(
+    budget: CacheBudget,
+    per_token: kv.KvPerToken,
+    model_weights: Fraction,
+    machines: Sequence[Machine],
+) -> None:
+    """Refuse a vLLM log's memory figures the machine or the model rule out, rather than quote
+    them: 9,999 GiB of weights on an H100, 0.001 GiB of cache memory beside 100,000 tokens."""
+    reading = budget.reading
+    if reading is None:
+        return
+    chips = [m.chip for m in machines if m.chip is not None]
+    if len(chips) < len(machines) or any(c.family.startswith("Apple") for c in chips):
+        chips = list(speed_limit.CHIPS)  # vLLM on a Mac runs on its CPU: any size is bounded
+    biggest = max(chips, key=lambda c: c.memory_bytes)
+    fix = "the log was edited or is from another machine; give the cache with --kv-tokens"
+    one = reading.device or "GPU"
+    for what, value in (
+        ("weights took", reading.weights_bytes),
+        ("cache has", reading.kv_memory_bytes),
+    ):
+        if value is not None and value > biggest.memory_bytes:
+            raise MemoError(
+                f"{reading.source} says the {what} {gb_text(value, 2)} of one {one}'s memory, "
+                f"more than {biggest.name} comes with ({biggest.memory}): {fix}"
+            )
+    if reading.weights_bytes is not None and reading.weights_bytes * 64 < model_weights:
+        raise MemoError(  # 16 GPUs' share, at a quarter of the model file's bits
+            f"{reading.source} says the weights took {gb_text(reading.weights_bytes, 2)} of one "
+            f"{one}'s memory, and the model's are {gb_text(model_weights, 1)}, at least 1/64 "
+            f"of that on each of up to {MOST_GPUS_SHARED} GPUs: {fix}"
+        )
+    memory = reading.kv_memory_bytes
+    if memory is None:
+        return
+    tokens = budget.base.tokens
+    need = tokens * per_token.bytes
+    if memory + _PRINTED_SLACK < need / MOST_GPUS_SHARED or (
+        memory - _PRINTED_SLACK > need * MOST_GPUS_SHARED
+    ):
+        implied = (memory / tokens) if tokens else memory
+        raise MemoError(
+            f"{reading.source} gives {binary_size_text(memory)} of cache memory beside a cache "
+            f"of {whole_text(tokens)} tokens, {tidy_text(implied)} bytes a token, where "
+            f"{per_token.shape.name} takes {tidy_text(per_token.bytes)} bytes a token "
+            f"({binary_size_text(per_token.bytes)}; a share of it on each of up to "
+            f"{MOST_GPUS_SHARED} GPUs): the two figures contradict each other, or the log is "
+            "of another model (--model); give the cache with --kv-tokens or --kv-memory"
         )
