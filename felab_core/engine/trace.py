@@ -135,12 +135,38 @@ _FIELDS = (
 )  # fmt: skip
 
 
+#: Other tools' names for the figures felab reads (OpenAI's request, its usage block, AIPerf
+#: and genai-perf's traces): left out without a word, every request asked for 256 tokens (A2-4).
+_OTHER_NAMES = {
+    "max_tokens": "output_length", "max_completion_tokens": "output_length",
+    "completion_tokens": "output_length", "osl": "output_length",
+    "output_sequence_length": "output_length", "num_output_tokens": "output_length",
+    "prompt_tokens": "input_length", "isl": "input_length",
+    "input_sequence_length": "input_length", "num_input_tokens": "input_length",
+}  # fmt: skip
+
+
+_SAME_FIGURE = {
+    "output_length": ("output_length", "output_tokens"),
+    "input_length": ("input_length", "input_tokens"),
+}
+
+
 def _no_misspelling(row: dict[str, object], line: int) -> None:
-    """Refuse a field that is one of felab's misspelled (`output_len`): it was left out without
-    a word, and every request then asked for the default 256 tokens."""
+    """Refuse a field that is one of felab's misspelled (`output_len`) or named as another tool
+    names it (`max_tokens`, `osl`): it was left out without a word, and every request then
+    asked for the default 256 tokens."""
     for key in row:
         if key in _FIELDS:
             continue
+        meant = _OTHER_NAMES.get(str(key).lower())
+        if meant is not None and any(name in row for name in _SAME_FIGURE[meant]):
+            continue  # beside felab's own name for the figure it is the trace's own field
+        if meant is not None:
+            raise TraceError(
+                f"line {line}: {with_hidden_shown(str(key)[:40])!r} is not a field felab reads: "
+                f"felab reads this figure given as {meant}; rename the field"
+            )
         near = difflib.get_close_matches(str(key), _FIELDS, n=1, cutoff=0.75)
         if near:
             raise TraceError(

@@ -63,6 +63,10 @@ def test_the_published_format_reads_with_its_aliases() -> None:
         ('{"timestamp": 10, "delay": 99999999, "input_length": 20}', "both timestamp and delay"),
         # nineteenth sweep (a2) M2: a misspelled output_len was dropped; 256 tokens asked
         ('{"timestamp": 0, "input_length": 5, "output_len": 4}', "did you mean output_length"),
+        # twentieth sweep (a2) A2-4: other tools' names for the answer's length were dropped
+        ('{"timestamp": 0, "input_length": 5, "max_tokens": 4}', "given as output_length"),
+        ('{"timestamp": 0, "input_length": 5, "osl": 4}', "given as output_length"),
+        ('{"timestamp": 0, "isl": 5, "output_length": 4}', "given as input_length"),
         # (a2) L5: "", 0 or false had read as no ids; L4: 309 digits of span
         ('{"timestamp": 0, "input_length": 5, "hash_ids": ""}', "line 1: hash_ids"),
         ('{"timestamp": 0, "input_length": 5, "hash_ids": false}', "line 1: hash_ids"),
@@ -249,3 +253,12 @@ def test_a_trace_line_is_held_to_bench_s_own_token_bound() -> None:
     from felab_core.engine import trace, workloads
 
     assert trace.MAX_INPUT_TOKENS == trace.MAX_OUTPUT_TOKENS == workloads.MAX_TOKENS
+
+
+def test_another_tools_name_beside_felabs_own_is_the_traces_own_field(tmp_path: Path) -> None:
+    """A2-4's refusal is for a figure given only under another tool's name: beside felab's own
+    name for it, the other is the trace's own field and left alone."""
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"timestamp": 0, "input_length": 5, "prompt_tokens": 7, "output_length": 3}\n')
+    (request,) = load_trace(path).requests
+    assert (request.input_tokens, request.output_tokens) == (5, 3)
