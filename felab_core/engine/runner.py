@@ -85,6 +85,8 @@ async def bench_target(
     notes: list[str] = []
     if target.note:
         notes.append(target.note)
+    if workload.trace is not None and workload.trace.order_note:
+        notes.append(workload.trace.order_note)
     identity: ServerIdentity | None = None
     if check_server:
         identity = await identify(target.url)

@@ -65,6 +65,20 @@ class Trace:
     requests: tuple[TraceRequest, ...]
     block_size: int = DEFAULT_BLOCK_SIZE
     speed: float = 1.0
+    #: The first line whose time is before the line above it (None: in time order); the
+    #: requests are replayed in time order all the same, and the run's notes say so (A2-21).
+    goes_back_at: int | None = None
+
+    @property
+    def order_note(self) -> str | None:
+        """What a run of this trace says when its file was not in time order."""
+        if self.goes_back_at is None:
+            return None
+        return (
+            f"trace {self.name}: line {self.goes_back_at}'s time is before the line above it "
+            "(two traces joined, or a shuffled file?); felab replays every request in time "
+            "order, so traces laid over each other run at once"
+        )
 
     def offsets_s(self, count: int | None = None) -> list[float]:
         """Send times from the start of the run, scaled by `speed`."""
@@ -222,7 +236,7 @@ def parse_trace(
     requests: list[TraceRequest] = []
     clock_ms = 0.0
     first_ms: float | None = None
-    unordered = False
+    goes_back_at: int | None = None
     # Lines end at \n only: str.splitlines also splits at U+2028, legal inside a JSON string.
     for line_no, raw in enumerate(text.split("\n"), 1):
         raw = raw.removesuffix("\r")
@@ -258,8 +272,8 @@ def parse_trace(
         at_ms = stamp if stamp is not None else clock_ms + (delay or 0.0)
         if first_ms is None:
             first_ms = at_ms
-        if requests and at_ms < clock_ms:
-            unordered = True
+        if requests and at_ms < clock_ms and goes_back_at is None:
+            goes_back_at = line_no
         clock_ms = at_ms
         input_tokens = _int(row, ("input_length", "input_tokens"), line_no, needed=True)
         assert input_tokens is not None
@@ -284,6 +298,7 @@ def parse_trace(
         requests.append(TraceRequest(at_ms, input_tokens, output_tokens, tuple(ids)))
     if not requests:
         raise TraceError("the trace has no requests (one JSON object per line)")
+    unordered = goes_back_at is not None
     start = min(r.at_s for r in requests) if unordered else requests[0].at_s
     ordered = sorted(requests, key=lambda r: r.at_s) if unordered else requests
     rebased = tuple(
@@ -298,7 +313,7 @@ def parse_trace(
             f"milliseconds): more than a day ({MAX_SPAN_S:,} s); cut it, or replay it faster"
         )
     digest = hashlib.sha256(text.encode()).hexdigest()
-    return Trace(name, digest, rebased, block_size, speed)
+    return Trace(name, digest, rebased, block_size, speed, goes_back_at)
 
 
 def preset_name(name: str) -> str:

@@ -262,3 +262,23 @@ def test_another_tools_name_beside_felabs_own_is_the_traces_own_field(tmp_path: 
     path.write_text('{"timestamp": 0, "input_length": 5, "prompt_tokens": 7, "output_length": 3}\n')
     (request,) = load_trace(path).requests
     assert (request.input_tokens, request.output_tokens) == (5, 3)
+
+
+def test_a_trace_out_of_time_order_is_replayed_in_order_and_said(tmp_path: Path) -> None:
+    """Twentieth sweep (a2) A2-21: two traces joined (times going back at line 4) were laid
+    over each other and replayed at twice the load without a word."""
+    rows = [{"timestamp": t, "input_length": 20, "output_length": 2} for t in (0, 20, 40) * 2]
+    assert parse_trace(_jsonl(rows[:3])).goes_back_at is None
+    assert parse_trace(_jsonl(rows[:3])).order_note is None
+    path = tmp_path / "joined.jsonl"
+    path.write_text(_jsonl(rows))
+    assert load_trace(path).goes_back_at == 4
+    server = ScriptedServer(Script(persona="llamacpp", ttft_s=0.002, itl_s=0.001))
+    server.start_in_thread()
+    try:
+        record = _replay(server, path)
+    finally:
+        server.stop_thread()
+    notes = record["notes"]
+    assert isinstance(notes, list)
+    assert any("line 4's time is before the line above it" in note for note in notes), notes
