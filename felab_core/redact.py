@@ -51,6 +51,24 @@ _SAID_SECRET = re.compile(
     r"|\bsk-[A-Za-z0-9_-]{8,}",
     re.I,
 )
+#: A token recognised by its shape alone, wherever it stands (a note, a URL's path, an error
+#: body): the prefixed formats of the services a student's lab uses, each long enough that no
+#: model name, file name, hash or run id takes the shape (`meta-llama/Llama-3.1-8B`, a sha256,
+#: a uuid all stay as they are). Hugging Face (the token gated Llama needs), GitHub, AWS, Slack,
+#: Groq, NVIDIA, GitLab, Google, a Discord bot token (felab's own FELAB_DISCORD_TOKEN: a base64
+#: user id, a dot, 6-7 characters, a dot, 27 or more) and a JWT (three base64 parts from `eyJ`).
+_TOKEN_SHAPE = re.compile(
+    r"(?<![A-Za-z0-9_-])(?:"
+    r"hf_[A-Za-z0-9]{30,}"
+    r"|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}"
+    r"|(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])"
+    r"|xox[abeprs]-[A-Za-z0-9-]{10,}"
+    r"|gsk_[A-Za-z0-9]{20,}|nvapi-[A-Za-z0-9_-]{20,}|glpat-[A-Za-z0-9_-]{20,}"
+    r"|AIza[A-Za-z0-9_-]{35}"
+    r"|[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6,7}\.[A-Za-z0-9_-]{27,}"
+    r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
+    r")"
+)
 _secrets: set[str] = set()
 
 
@@ -87,6 +105,7 @@ def redact(text: str) -> str:
         text = _WORD.sub(_masked_word, text)
     text = _QUERY_SECRET.sub(r"\g<head>***", text)
     text = _SAID_SECRET.sub(_said_masked, text)
+    text = _TOKEN_SHAPE.sub("***", text)
     for secret in sorted(_secrets, key=len, reverse=True):
         text = text.replace(secret, "***")
     return text
@@ -174,11 +193,11 @@ def url_without_credentials(url: str) -> str:
     except ValueError:
         return redact(url)
     if "@" not in parts.netloc or host is None:
-        return _QUERY_SECRET.sub(r"\g<head>***", url)
+        return _tail_masked(url)
     if ":" in host:
         host = f"[{host}]"
     netloc = host + (f":{port}" if port is not None else "")
-    return _QUERY_SECRET.sub(r"\g<head>***", urlunsplit(parts._replace(netloc=netloc)))
+    return _tail_masked(urlunsplit(parts._replace(netloc=netloc)))
 
 
 def url_password_masked(url: str) -> str:
@@ -192,11 +211,39 @@ def url_password_masked(url: str) -> str:
     except ValueError:
         return redact(url)
     if password is None and parts.username is None:
-        return _QUERY_SECRET.sub(r"\g<head>***", url)
+        return _tail_masked(url)
     if ":" in host:
         host = f"[{host}]"
     user = parts.username or ""
     # http://TOKEN@host: with no password, the user is the secret (an API key) and is masked
     userinfo = "***" if password is None else f"{user}:***"
     netloc = f"{userinfo}@{host}" + (f":{port}" if port is not None else "")
-    return _QUERY_SECRET.sub(r"\g<head>***", urlunsplit(parts._replace(netloc=netloc)))
+    return _tail_masked(urlunsplit(parts._replace(netloc=netloc)))
+
+
+def _tail_masked(url: str) -> str:
+    """`url` (its user and password already dealt with) with every secret after its address
+    masked: a key in the path (`/sk-...`, `/api_key=...`, `/hf_...`), in the query, or one felab
+    knows. Every URL felab shows or stores is made by the two functions above, and both end
+    here: a key rides in a gateway's path as often as in its query."""
+    start = url.find("://")
+    start = start + 3 if start >= 0 else 0
+    cuts = [at for at in (url.find(c, start) for c in "/?#") if at >= 0]
+    cut = min(cuts, default=len(url))
+    return url[:cut] + redact(url[cut:])
+
+
+def url_query_masked(url: str) -> str:
+    """`url` with every value of its ?query and #fragment masked, whatever its name: for a
+    message refusing a URL that has one (`?access=KEY` holds a key as surely as `?api_key=`)."""
+    start = url.find("://")
+    cuts = [at for at in (url.find(c, max(start, 0)) for c in "?#") if at >= 0]
+    if not cuts:
+        return url
+    cut = min(cuts)
+    pieces = re.split(r"([?#&;])", url[cut:])
+    for i, piece in enumerate(pieces):
+        if i % 2 == 0 and piece:
+            name, equals, _ = piece.partition("=")
+            pieces[i] = f"{name}=***" if equals else "***"
+    return url[:cut] + "".join(pieces)

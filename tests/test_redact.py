@@ -126,3 +126,65 @@ def test_a_bare_users_basic_header_is_masked_where_a_server_repeats_it() -> None
     add_url_secrets("http://k7Jq2Wn9Xp4Lm1@127.0.0.1:1/v1")
     sent = base64.b64encode(b"k7Jq2Wn9Xp4Lm1:").decode()
     assert sent not in redact(f"unauthorized: Basic {sent} is not a key")
+
+
+TOKENS = [
+    "hf_AbCdEfGhIjKlMnOpQrStUvWxYz12345678",  # Hugging Face (hf_ + 34)
+    "ghp_" + "a1B2c3D4e5F6g7H8i9J0" * 2,  # GitHub
+    "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz0123",
+    "AKIAIOSFODNN7EXAMPLE",  # AWS access key id
+    "xoxb-123456789012-1234567890123-abcdefABCDEF",  # Slack
+    "MTEyMzQ1Njc4OTAxMjM0NTY3OA.GAbCdE.abcdefghijklmnopqrstuvwxyz0123456789",  # Discord bot
+    "gsk_abcdefghijklmnopqrstuvwxyz123456",  # Groq
+    "nvapi-abcdefghijklmnopqrstuvwxyz123456",  # NVIDIA
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+]
+
+
+@pytest.mark.parametrize("token", TOKENS)
+def test_a_well_known_token_is_masked_by_its_shape(token: str) -> None:
+    """Twentieth sweep, a2 A2-25: only sk-... keys were known; an hf_ token (the one gated Llama
+    needs) or felab's own Discord bot token in a note was printed and saved with each run."""
+    assert redact(f"see {token} and more") == "see *** and more"
+    assert redact(f"http://10.0.0.1:8000/{token}/v1") == "http://10.0.0.1:8000/***/v1"
+
+
+@pytest.mark.parametrize(
+    "honest",
+    [
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "Qwen/Qwen2.5-7B-Instruct-AWQ at http://127.0.0.1:8000/v1",
+        "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        "attempt 1c9e0a7b3f4d4e2a9b8c7d6e5f4a3b2c",
+        "model-00001-of-00004.safetensors",
+        "hf_transfer is on; HF_TOKEN is set; ghp_ and AKIA are prefixes",
+        "gpu-node-01.cluster.example.edu:8000",
+        "felab_core.engine.request_errors.server_error_message",
+        "2026-12-05T23:13:20.123456+00:00 vLLM 0.9.0",
+        "A1B2C3-D4E5F6-A7B8C9",
+    ],
+)
+def test_honest_names_are_not_taken_for_tokens(honest: str) -> None:
+    assert redact(honest) == honest
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        (
+            "http://127.0.0.1:41234/sk-abcdefghijklmnopqrstuvwx12345/v1",
+            "http://127.0.0.1:41234/***/v1",
+        ),
+        ("http://127.0.0.1:41002/api_key=SECRETabc123", "http://127.0.0.1:41002/api_key=***"),
+        ("http://u:pw@h:1/sk-abcdefgh12345678", "http://u:***@h:1/***"),
+        ("https://gw.example.com/openai/v1", "https://gw.example.com/openai/v1"),
+        ("http://[::1]:8080/v1", "http://[::1]:8080/v1"),
+    ],
+)
+def test_a_key_in_a_urls_path_is_masked_wherever_the_url_is_shown(url: str, shown: str) -> None:
+    """Twentieth sweep, a2 A2-6 and c C30: a key in the path went whole into the record, the
+    targets table and the size commands' errors. Both ways felab shows a URL mask it."""
+    from felab_core.redact import url_without_credentials
+
+    assert url_password_masked(url) == shown
+    assert url_without_credentials(url) == shown.replace("u:***@", "")

@@ -34,7 +34,7 @@ from pydantic import (
 from felab_core.engine.apis import Api, adapter_for
 from felab_core.engine.server_kinds import ServerKind
 from felab_core.files import MiB, NamedFileError, read_named_text
-from felab_core.redact import add_url_secrets, redact, url_as_typed_masked
+from felab_core.redact import add_url_secrets, redact, url_as_typed_masked, url_query_masked
 from felab_core.text import formula_mark, holds_hidden, with_hidden_shown
 
 
@@ -140,7 +140,9 @@ def normalize_base_url(url: str) -> str:
     if port is not None and not 1 <= port <= 65535:
         raise TargetError(f"{shown!r} has a bad port number (1-65535)")
     if parts.query or parts.fragment:
-        raise TargetError(f"{shown!r} has a ?query or #fragment: give only http://HOST:PORT")
+        raise TargetError(
+            f"{url_query_masked(shown)!r} has a ?query or #fragment: give only http://HOST:PORT"
+        )
     try:
         httpx.URL(text)
     except httpx.InvalidURL:  # fullwidth digits, 256.1.1.1: exit 70 before

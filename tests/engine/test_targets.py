@@ -310,3 +310,13 @@ def test_a_version_or_model_id_repeating_the_urls_password_is_not_kept() -> None
     assert _a_version("b1 s3cretPW9") is None
     assert not _a_name("model-s3cretPW9")
     assert _a_version("b4000-abcdef12") == "b4000-abcdef12"
+
+
+def test_a_refused_query_is_quoted_with_every_value_masked() -> None:
+    """Twentieth sweep, c C15: `?access=KEY` (a name other than api_key/token/...) was quoted
+    whole in the refusal; felab refuses any query, so no value of it need be shown."""
+    with pytest.raises(TargetError) as refused:
+        normalize_base_url("http://127.0.0.1:41001/?access=SECRETXYZ123&plain#SECRETFRAG99")
+    said = str(refused.value)
+    assert "SECRETXYZ123" not in said and "SECRETFRAG99" not in said, said
+    assert "'http://127.0.0.1:41001/?access=***&***#***' has a ?query or #fragment" in said

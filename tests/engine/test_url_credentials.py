@@ -76,3 +76,22 @@ def test_a_password_the_server_repeats_is_masked_everywhere(
     assert "refused the user and password in the URL (sent as Basic auth)" in " ".join(
         result.output.split()
     )
+
+
+def test_a_key_in_the_urls_path_is_masked_in_the_record_and_on_screen(
+    refusing_server: int, tmp_path: Path
+) -> None:
+    """Twentieth sweep, a2 A2-6: `http://HOST:PORT/sk-.../v1` (a gateway's key in the path) was
+    written whole into the --json record's url, though felab masks the same key elsewhere."""
+    key = "sk-abcdefghijklmnopqrstuvwx12345"
+    record = tmp_path / "r.json"
+    url = f"http://127.0.0.1:{refusing_server}/{key}/v1"
+    result = CliRunner().invoke(
+        app,
+        ["bench", "--url", url, "--api", "openai-chat", "--model", "m", "-n", "1",
+         "--warmup", "0", "--no-check", "--no-csv", "--json", str(record)],
+    )  # fmt: skip
+    assert record.exists(), result.output
+    stored = json.loads(record.read_text())
+    assert f"127.0.0.1:{refusing_server}/***" in json.dumps(stored), stored
+    assert key not in result.output + record.read_text()
