@@ -157,8 +157,10 @@ def memo(
     vllm_log_file: Path | None = typer.Option(
         None, "--vllm-log", help="Or a vLLM startup log: its cache size and max length."
     ),
-    kv_dtype: str = typer.Option(
-        "f16", "--kv-dtype", help="The cache type the server uses: f16, bf16, fp8, q8_0 ..."
+    kv_dtype: str | None = typer.Option(
+        None,
+        "--kv-dtype",
+        help="The cache type the server uses: f16 (the default), bf16, fp8, q8_0 ...",
     ),
     max_len: int | None = typer.Option(
         None,

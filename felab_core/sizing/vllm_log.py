@@ -32,7 +32,7 @@ from felab_core.sizing.capacity import (
 from felab_core.sizing.errors import SizingError
 from felab_core.sizing.kv import kv_dtype as kv_dtype_named
 from felab_core.sizing.units import GB, GiB, MiB, decimal_text, whole_text
-from felab_core.sizing.vllm_log_line import LINE_WORDS, read_line
+from felab_core.sizing.vllm_log_line import LINE_WORDS, OneStartup, read_line
 
 _FORMATS = {
     "v0-blocks": "vLLM V0 engine (0.2 to 0.10): '# GPU blocks: N, # CPU blocks: M'",
@@ -118,7 +118,7 @@ class VllmReading:
                 raise SizingError(  # --kv-dtype f16 beside a log of fp8 was dropped unsaid
                     f"{self.source} gives the cache type {self.kv_cache_dtype}, and --kv-dtype "
                     f"{kv_dtype.strip()[:40]} would not be how it runs: leave --kv-dtype out "
-                    "(--try-dtype shows another type as a what-if)"
+                    "(size capacity --try-dtype shows another type as a what-if)"
                 )
         dtype = dtype or (kv_dtype_named(kv_dtype).name if kv_dtype is not None else None)
         if self.gpu_blocks is not None:
@@ -333,6 +333,7 @@ def parse_log(text: str | Iterable[str], source: str = "log") -> VllmReading:
     version: str | None = None
 
     lines = text.split("\n") if isinstance(text, str) else text  # \r is a progress bar's
+    startup = OneStartup(source)
     read = 0
     for number, line in enumerate(lines, 1):
         if not any(word in line for word in LINE_WORDS):  # most of a long log: a cheap look
@@ -349,6 +350,7 @@ def parse_log(text: str | Iterable[str], source: str = "log") -> VllmReading:
             found = read_line(line)
         except SizingError as exc:
             raise SizingError(f"{source}, line {number}: {exc}") from None
+        startup.add(number, found)
         if found.tokens is not None:
             tokens_hits.append(found.tokens)
             one_line = one_line or found.conc is not None

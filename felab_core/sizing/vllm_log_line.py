@@ -186,3 +186,39 @@ def read_line(line: str) -> LogLine:
     m = _first(_VERSION_RES, line) if "version" in line or "LLM engine" in line else None
     found.version = m.group(1) if m else None
     return found
+
+
+_DTYPE_BYTES = {"auto": 2, "float16": 2, "half": 2, "bfloat16": 2, "float32": 4, "float": 4}
+
+
+def _dtype_size(value: str) -> str | int:
+    """The bytes a number of the cache takes, as far as a contradiction goes (fp8 kinds alike)."""
+    return 1 if value.startswith("fp8") else _DTYPE_BYTES.get(value, value)
+
+
+class OneStartup:
+    """The block size and cache type one startup gives (the lines since the last KV-cache line):
+    two that differ before the same cache are refused, naming both lines (block_size=16 then
+    32 before one '# GPU blocks' had used 32 without a word). A restart may change them: a
+    KV-cache line ends a startup."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.seen: dict[str, tuple[int, str, str | int]] = {}
+
+    def add(self, number: int, found: LogLine) -> None:
+        for what, value in (("block_size", found.block_size), ("kv_cache_dtype", found.kv_dtype)):
+            if value is None:
+                continue
+            key = value if isinstance(value, int) else _dtype_size(value)
+            before = self.seen.get(what)
+            if before is not None and before[2] != key:
+                raise SizingError(
+                    f"{self.source} gives {what}={before[1]} on line {before[0]:,} and "
+                    f"{what}={value} on line {number:,}, before one cache: the log was edited "
+                    "or mixes two servers; give one server's startup log, or the figures with "
+                    "--tokens (or --blocks), --block-size and --kv-dtype"
+                )
+            self.seen[what] = (number, str(value), key)
+        if found.tokens is not None or found.blocks is not None:
+            self.seen.clear()

@@ -26,7 +26,7 @@ def memo_from_log(tmp_path: Path, log: str, *flags: str) -> tuple[int, str, str]
             "--csv",
             str(SAMPLE_CSV),
             "--chip",
-            "H100",
+            "H100 SXM",
             "--model",
             "llama-3.1-8b",
             "--model-bytes",
@@ -98,3 +98,37 @@ def test_weights_the_gpu_or_model_rule_out_are_refused(
     code, _, err = memo_from_log(tmp_path, log)
     assert code == 2 and says in err, err
     assert memo_from_log(tmp_path, HEAD + "INFO Model loading took 14.99 GiB\n" + TOKENS)[0] == 0
+
+
+FP8 = (
+    "INFO Initializing a V1 LLM engine (v0.9.1) with config: dtype=torch.bfloat16, "
+    "max_seq_len=8192, kv_cache_dtype=fp8, block_size=16\n" + TOKENS
+)
+
+
+def test_a_kv_dtype_the_log_contradicts_is_refused_as_size_capacity_does(tmp_path: Path) -> None:
+    """C20: --kv-dtype f16 beside a log of fp8 was dropped without a word (the memo said fp8)."""
+    code, _, err = memo_from_log(tmp_path, FP8, "--kv-dtype", "f16")
+    assert code == 2 and "gives the cache type fp8, and --kv-dtype f16 would not be" in err, err
+    for agreeing in (("--kv-dtype", "fp8"), ()):
+        code, _, err = memo_from_log(tmp_path, FP8, *agreeing)
+        assert code == 0, err
+        assert "| KV cache type | fp8 |" in (tmp_path / "m.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("lines", "says"),
+    [
+        ("block_size=16\nblock_size=32\n", "block_size=16 on line 3 and block_size=32 on line 4"),
+        (
+            "kv_cache_dtype=fp8, dtype=torch.bfloat16\nkv_cache_dtype=auto\n",
+            "kv_cache_dtype=fp8 on line 3 and kv_cache_dtype=auto on line 4",
+        ),
+    ],
+)
+def test_two_block_sizes_or_cache_types_for_one_cache_are_refused(
+    tmp_path: Path, lines: str, says: str
+) -> None:
+    """C11: the last was used without a word (blocks of 32 gave 160,000 tokens, 16 80,000)."""
+    code, _, err = memo_from_log(tmp_path, HEAD + lines + "INFO # GPU blocks: 5000\n")
+    assert code == 2 and says in err, err

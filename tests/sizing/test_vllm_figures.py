@@ -171,3 +171,15 @@ def test_a_token_count_its_blocks_contradict_stays_a_note_beside_a_concurrency()
     reading = vllm_live.reading_from_metrics(_info(labels), max_len=8192)
     assert reading.capacity().whole_requests == 16
     assert any("a cache of 5 tokens, but 8,234 blocks" in n for n in reading.consistency_notes())
+
+
+def test_a_restart_may_change_the_block_size_but_one_startup_may_not() -> None:
+    """Sweep 20 (c) C11: block_size=16 then 32 before one '# GPU blocks' used 32 unsaid; a
+    restart with another --block-size is still read (its last cache)."""
+    blocks = "INFO # GPU blocks: 5000, # CPU blocks: 100\n"
+    restart = vllm_log.parse_log("block_size=16\n" + blocks + "block_size=32\n" + blocks)
+    assert (restart.block_size, restart.capacity(max_len=8192).tokens) == (32, 160_000)
+    with pytest.raises(SizingError, match="block_size=16 on line 1 and block_size=32 on line 2"):
+        vllm_log.parse_log("block_size=16\nblock_size=32\n" + blocks)
+    same = vllm_log.parse_log("kv_cache_dtype=fp8\nkv_cache_dtype=fp8_e4m3\n" + blocks)
+    assert same.kv_cache_dtype == "fp8_e4m3"  # two names of one size: no contradiction

@@ -200,7 +200,7 @@ def _budget(
         )
     assert inputs.vllm_log is not None
     reading = vllm_log.parse_log_file(inputs.vllm_log)
-    base = reading.capacity(block_size=bs, max_len=max_len)
+    base = reading.capacity(block_size=bs, max_len=max_len, kv_dtype=inputs.kv_dtype)
     if base.kv_dtype is None:
         base = replace(base, kv_dtype=dtype)
     return CacheBudget(
@@ -437,7 +437,7 @@ def _build(rows: Sequence[Mapping[str, str]], inputs: MemoInputs, source: str) -
         )
     timing.sort(key=lambda r: (r.host, _server_rank(r.server)))
 
-    per_token = kv.kv_bytes_per_token(shape, inputs.kv_dtype)
+    per_token = kv.kv_bytes_per_token(shape, inputs.kv_dtype or "f16")
     per_token_fp8 = kv.kv_bytes_per_token(shape, "fp8")
     reading_len = None
     if inputs.vllm_log is not None and inputs.max_len is None:

@@ -100,7 +100,7 @@ class MemoInputs:
     bits_per_weight: str | None = None
     contexts: tuple[int, ...] = DEFAULT_CONTEXTS
     max_len: int | None = None
-    kv_dtype: str = "f16"
+    kv_dtype: str | None = None  # f16 unless given; a vLLM log's own type is checked against it
     kv_memory: str | int | Fraction | None = None
     kv_tokens: int | None = None
     blocks: int | None = None
