@@ -230,7 +230,7 @@ def test_charts_for_several_machines(tmp_path: Path) -> None:
     other = [dict(r, host="lab-h100", server="vllm", target="vllm") for r in rows[-1:]]
     inputs = replace(
         MAC_INPUTS,
-        machines=(parse_machine("studio-mbp.local=M4 Pro"), parse_machine("lab-h100=H100")),
+        machines=(parse_machine("studio-mbp.local=M4 Pro"), parse_machine("lab-h100=H100 SXM")),
     )
     memo = build_memo(rows + other, inputs, source=SOURCE)
     assert [m.label for m in memo.machines] == ["H100 SXM", "M4 Pro"]

@@ -83,7 +83,7 @@ def test_weights_and_cache_beyond_the_chips_memory_are_refused() -> None:
 def test_a_gpu_that_cannot_hold_them_points_to_the_total_bandwidth() -> None:
     inputs = replace(
         MAC_INPUTS,
-        machines=(MachineSpec(chip="H100"),),
+        machines=(MachineSpec(chip="H100 SXM"),),
         model="llama-3.1-70b",
         model_bytes="140GB",
         kv_memory=None,

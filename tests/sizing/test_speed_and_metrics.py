@@ -43,7 +43,13 @@ def test_every_chip_has_a_source_and_a_positive_bandwidth() -> None:
 
 @pytest.mark.parametrize(
     ("chip", "about"),
-    [("M4", 24), ("M4 Max", 111), ("H100", 682), ("DGX Spark", 56), ("RTX 5090", 365)],
+    [
+        ("M4", 24),
+        ("M4 Max (16-core CPU)", 111),
+        ("H100 SXM", 682),
+        ("DGX Spark", 56),
+        ("RTX 5090", 365),
+    ],
 )
 def test_ceilings_match_the_figures_people_cite(chip: str, about: int) -> None:
     assert round(_limit(chip).tokens_per_second) == about
@@ -308,7 +314,22 @@ def test_a_mean_first_token_longer_than_the_window_is_not_used() -> None:
 
 def test_small_weights_are_divided_in_a_unit_that_is_not_zero() -> None:
     """Eighteenth sweep (c) L1: felab's own tiny model read "3,350 GB/s ÷ 0.00 GB"."""
-    tiny = _limit("H100", 689_408).explanation
+    tiny = _limit("H100 SXM", 689_408).explanation
     assert "3,350 GB/s ÷ 689.41 kB = about 4,859,242 tokens per second" in tiny, tiny
     assert "0.00 GB" not in tiny
-    assert "÷ 500 MB = about 6,700" in _limit("H100", 500_000_000).explanation
+    assert "÷ 500 MB = about 6,700" in _limit("H100 SXM", 500_000_000).explanation
+
+
+@pytest.mark.parametrize(
+    ("name", "variants"),
+    [("M4 Max", ("14-core", "16-core")), ("h100", ("SXM", "PCIe", "NVL")), ("A100", ("40GB",))],
+)
+def test_a_name_that_fits_several_chips_is_refused_with_them(
+    name: str, variants: tuple[str, ...]
+) -> None:
+    """Twentieth sweep (c) C32: 'M4 Max' was read as the 16-core one (546 GB/s), though the
+    14-core one reads 410: a student on it got a speed limit a third too high."""
+    with pytest.raises(SizingError, match="chips of different speeds") as caught:
+        speed_limit.find_chip(name)
+    assert all(v in str(caught.value) for v in variants)
+    assert speed_limit.find_chip("M4 Max (14-core CPU)").bandwidth_gb_s == 410
