@@ -32,7 +32,12 @@ from felab_core.sizing.capacity import (
 from felab_core.sizing.errors import SizingError
 from felab_core.sizing.kv import kv_dtype as kv_dtype_named
 from felab_core.sizing.units import GB, GiB, MiB, decimal_text, whole_text
-from felab_core.sizing.vllm_log_line import LINE_WORDS, OneStartup, read_line
+from felab_core.sizing.vllm_log_line import (
+    LINE_WORDS,
+    OneStartup,
+    check_memory_figures,
+    read_line,
+)
 
 _FORMATS = {
     "v0-blocks": "vLLM V0 engine (0.2 to 0.10): '# GPU blocks: N, # CPU blocks: M'",
@@ -392,6 +397,7 @@ def parse_log(text: str | Iterable[str], source: str = "log") -> VllmReading:
             fmt = "v1-blocks"
         occurrences = len(block_hits)
 
+    check_memory_figures(source, device, (weights, kv_memory))
     if printed is not None and max_len is not None:  # both from one concurrency line
         _printed_concurrency_fits(printed, max_len, (tokens, gpu_blocks, block_size), source)
     block_size_from = "log" if block_size is not None else None

@@ -222,3 +222,26 @@ class OneStartup:
             self.seen[what] = (number, str(value), key)
         if found.tokens is not None or found.blocks is not None:
             self.seen.clear()
+
+
+def check_memory_figures(
+    source: str, device: str | None, figures: tuple[Fraction | None, Fraction | None]
+) -> None:
+    """Refuse weights or cache memory past what the largest accelerator in felab's table comes
+    with: 'Model loading took 9999 GiB' had been quoted as 10,736.34 GB on one GPU. A CPU
+    server's memory is not bounded here."""
+    if device is not None and device.upper() == "CPU":
+        return
+    from felab_core.sizing.speed_limit import CHIPS  # the chip table, read only here
+
+    biggest = max(
+        (c for c in CHIPS if not c.family.startswith("Apple")), key=lambda c: c.memory_bytes
+    )
+    for what, value in zip(("weights took", "cache has"), figures, strict=True):
+        if value is not None and value > biggest.memory_bytes:
+            raise SizingError(
+                f"{source} says the {what} {float(value / GB):,.2f} GB of one {device or 'GPU'}'s "
+                f"memory, more than the largest in felab's table comes with ({biggest.name}, "
+                f"{biggest.memory}): the log was edited or damaged; give the figures with "
+                "--tokens (or --blocks) and --max-len"
+            )

@@ -183,3 +183,14 @@ def test_a_restart_may_change_the_block_size_but_one_startup_may_not() -> None:
         vllm_log.parse_log("block_size=16\nblock_size=32\n" + blocks)
     same = vllm_log.parse_log("kv_cache_dtype=fp8\nkv_cache_dtype=fp8_e4m3\n" + blocks)
     assert same.kv_cache_dtype == "fp8_e4m3"  # two names of one size: no contradiction
+
+
+@pytest.mark.parametrize(
+    "line", ["Model loading took 9999 GiB", "Available KV cache memory: 9999 GiB"]
+)
+def test_memory_past_any_accelerator_is_refused(line: str) -> None:
+    """Sweep 20 (c) C31: 'Model loading took 9999 GiB' was quoted as 10,736.34 GB on a GPU."""
+    with pytest.raises(SizingError, match=re.escape("10,736.34 GB of one GPU's memory, more than")):
+        vllm_log.parse_log(f"INFO {line}\n" + TOKENS)
+    cpu = vllm_log.parse_log(f"INFO {line}\nINFO CPU KV cache size: 100,000 tokens\n")
+    assert cpu.device == "CPU"  # a CPU server's memory is not bounded by the chip table
