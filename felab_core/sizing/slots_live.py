@@ -101,6 +101,12 @@ def read_slots(
             raise BadAnswer(
                 f"{shown}/props answered HTTP {status} (a server error): check the server's log"
             )
+        if status in (401, 403):  # llama-server --api-key guards /props too (C13)
+            raise BadAnswer(
+                f"{shown}/props answered HTTP {status}: the server wants an API key "
+                "(llama-server --api-key), and felab sends none to read its seats; give them "
+                "as its command line does: felab size slots -c N -np SEATS"
+            )
         if status != 200:
             raise _not_llama(shown, f"GET /props answered HTTP {status}")
         if not isinstance(props, dict):

@@ -89,3 +89,12 @@ def test_slots_not_enabled_is_still_no_fault() -> None:
         "http://llama", client=httpx.Client(transport=httpx.MockTransport(handler))
     )
     assert (live.total_slots, live.slots_endpoint) == (4, False)
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_props_behind_an_api_key_says_so(status: int) -> None:
+    """Twentieth sweep (c) C13: llama-server --api-key answers /props with 401, which was "does
+    not look like llama-server" (exit 2) with advice about vLLM and Ollama."""
+    client = _server("/props", lambda: httpx.Response(status, json={"error": "Invalid API Key"}))
+    with pytest.raises(BadAnswer, match=f"answered HTTP {status}: the server wants an API key"):
+        slots_live.read_slots("http://llama", client=client)
