@@ -15,6 +15,7 @@ URLs its owner wrote down here, never one that arrives from chat.
 
 from __future__ import annotations
 
+import difflib
 import re
 import tomllib
 from dataclasses import dataclass, replace
@@ -210,6 +211,16 @@ class _TargetsFile(BaseModel):
     targets: dict[str, _TargetEntry] = Field(default_factory=dict)
 
 
+def _unknown_key(loc: tuple[int | str, ...]) -> str:
+    """What an unknown key in a targets file is, with the key felab reads that it is nearest."""
+    top = len(loc) == 1  # beside [targets], not in a [targets.NAME] table
+    keys = ["targets"] if top else list(_TargetEntry.model_fields)
+    near = difflib.get_close_matches(str(loc[-1]), keys, n=1, cutoff=0.6)
+    where = "the file" if top else "a target"
+    said = f"not a key of {where} ({', '.join(keys)})"
+    return f"{said}: did you mean {near[0]}?" if near else said
+
+
 def load_targets(path: Path | None) -> dict[str, Target]:
     """The built-in targets, with a targets file's entries laid over them."""
     targets = dict(DEFAULT_TARGETS)
@@ -229,7 +240,9 @@ def load_targets(path: Path | None) -> dict[str, Target]:
         first = exc.errors()[0]
         # a key is the file's words: an escape code in it must not reach the terminal
         where = ".".join(with_hidden_shown(str(p))[:64] for p in first["loc"])
-        raise TargetError(f"targets file {path}: {where}: {first['msg']}") from None
+        # pydantic's "Extra inputs are not permitted" names no key felab reads
+        said = _unknown_key(first["loc"]) if first["type"] == "extra_forbidden" else first["msg"]
+        raise TargetError(f"targets file {path}: {where}: {said}") from None
     if len(parsed.targets) > MOST_TARGETS:
         raise TargetError(
             f"targets file {path} names {len(parsed.targets):,} targets; a targets file holds at "

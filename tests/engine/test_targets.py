@@ -320,3 +320,25 @@ def test_a_refused_query_is_quoted_with_every_value_masked() -> None:
     said = str(refused.value)
     assert "SECRETXYZ123" not in said and "SECRETFRAG99" not in said, said
     assert "'http://127.0.0.1:41001/?access=***&***#***' has a ?query or #fragment" in said
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('[targets.x]\nmodle = "m"\n', "targets.x.modle: not a key of a target (kind, url, api, "
+         "model, note): did you mean model?"),
+        ('[target.x]\nurl = "http://127.0.0.1:9"\n', "target: not a key of the file (targets): "
+         "did you mean targets?"),
+        ('[targets.x]\nzzz = 1\n', "targets.x.zzz: not a key of a target (kind, url, api, model, "
+         "note)"),
+    ],
+)  # fmt: skip
+def test_an_unknown_key_names_the_keys_and_the_nearest(
+    tmp_path: Path, text: str, said: str
+) -> None:
+    """Twentieth sweep (a2) A2-22: pydantic's "Extra inputs are not permitted" named no key."""
+    path = tmp_path / "targets.toml"
+    path.write_text(text)
+    with pytest.raises(TargetError) as caught:
+        load_targets(path)
+    assert str(caught.value).endswith(said)
