@@ -288,3 +288,43 @@ def test_a_model_named_with_math_marks_is_charted_as_text(tmp_path: Path) -> Non
     )  # fmt: skip
     assert code == 0, err
     assert (tmp_path / "m-speed.png").is_file()
+
+
+def test_a_rows_model_and_version_are_text_not_markdown(tmp_path: Path) -> None:
+    """Sweep 20 (c) C17: a server's model "[click](http://evil.example/x)" became a live link in
+    the memo, and a version "9.9 | **impossible**" a bold verdict; they are escaped as
+    `size kv -o md` escapes a cell."""
+    rows = list(csv.DictReader(SAMPLE_CSV.open(encoding="utf-8")))
+    for row in rows:  # every run of the servers: the memo shows each one's newest
+        row["model"] = "[click](http://evil.example/x) ![i](http://evil.example/i.png) <b>"
+        row["server_version"] = "9.9 | **impossible**"
+    edited = tmp_path / "results.csv"
+    with edited.open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    result = runner.invoke(
+        app,
+        [
+            "memo",
+            "--csv",
+            str(edited),
+            "--chip",
+            "M4 Pro",
+            "--model",
+            "llama-3.1-8b",
+            "--model-bytes",
+            "4.9GB",
+            "--kv-memory",
+            "16GiB",
+            "--no-charts",
+            "-o",
+            "-",
+        ],
+        env=WIDE,
+    )
+    assert result.exit_code == 0, result.stderr
+    text = result.stdout
+    assert "\\[click\\](http://evil.example/x) !\\[i\\](http://evil.example/i.png) \\<b\\>" in text
+    assert "9.9 \\| \\*\\*impossible\\*\\*" in text
+    assert "](http" not in text.replace("\\](http", "")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from fractions import Fraction
@@ -17,10 +18,19 @@ from felab_core.sizing.units import (
     tidy_text,
     whole_text,
 )
+from felab_core.text import literal
+
+#: A pipe not escaped already (a CSV field comes through literal(), which escapes its own).
+_BARE_PIPE = re.compile(r"(?<!\\)\|")
+
+
+def _field(text: str) -> str:
+    """A CSV field (as the servers answered) as text: no link, image, emphasis or HTML."""
+    return literal(text).replace("<", "\\<")
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return _BARE_PIPE.sub(r"\\|", text).replace("\n", " ")
 
 
 def _table(head: Sequence[str], rows: Sequence[Sequence[str]], right: Iterable[int] = ()) -> str:
@@ -128,10 +138,10 @@ def _timing(memo: Memo, chart: str | None) -> list[str]:
     ]
     rows = [
         [
-            r.host,
-            r.server_label + (f" {r.server_version}" if r.server_version else ""),
-            r.model or "-",
-            r.preset or "-",
+            _field(r.host),  # "[x](http://...)" from a server's answer is shown as text
+            r.server_label + (f" {_field(r.server_version)}" if r.server_version else ""),
+            _field(r.model) if r.model else "-",
+            _field(r.preset) if r.preset else "-",
             r.users_text,
             _when_text(r.measured_at),
             decimal_text(r.writing_tps, 1) if r.writing_tps is not None else "-",
