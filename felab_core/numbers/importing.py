@@ -270,13 +270,13 @@ def import_results(
             continue
         if runs is None:
             runs = _stored_runs(stored_rows)
-        run = RowRun.of(cells)
+        run = RowRun.of(cells, checked.lasted_s)
         earlier = runs.same_run(run)
         differs = None if earlier is None else first_difference(earlier.row.cells, cells)
         if earlier is not None and differs is None:  # the same figures written another way
             out.append(ImportedRow(line, server, model, preset, "already imported"))
             continue
-        why = runs.other_at_start(run)
+        why = runs.other_at_start(run) or runs.overlapping(run)
         if earlier is not None:
             why = (
                 f"this run ({run_named(cells)}) {earlier.where} with other figures ({differs}): "

@@ -27,8 +27,9 @@ from felab_core.engine.workloads import (
     PRESETS,
 )
 from felab_core.errors import Invalid
+from felab_core.numbers.row_rates import check_rates, run_length
 from felab_core.numbers.row_workload import check_workload
-from felab_core.numbers.speed_tpot import ROUNDING, check_writing_is_one_over_tpot
+from felab_core.numbers.speed_tpot import check_writing_is_one_over_tpot
 from felab_core.text import FORMULA_MARKS, formula_mark, holds_hidden
 
 #: What a results row's figures may be: anything outside is a corrupted or hand-edited row,
@@ -142,6 +143,8 @@ class ResultRow:
     ttft_p50_s: float | None
     #: The row's whole-number columns as read (row_counts), for checks that need them again.
     counts: Mapping[str, int | None] = field(default_factory=dict)
+    #: How long the run lasted: ok / request_tps (None: the row gives neither, or 0).
+    lasted_s: float | None = None
 
     @property
     def gives_writing_speed(self) -> bool:
@@ -198,6 +201,7 @@ def check_result_row(row: Mapping[str, str]) -> ResultRow:
         writing_tps_p50=figures["writing_tps_p50"],
         ttft_p50_s=figures["ttft_p50_s"],
         counts=counts,
+        lasted_s=run_length(figures, counts),
     )
 
 
@@ -357,8 +361,8 @@ def _check_agrees(
     tpot = figures["tpot_p50_s"]
     if writing is not None and tpot is not None and (writing or tpot):
         check_writing_is_one_over_tpot(writing, tpot, figures["tpot_p95_s"])
-    _check_rates(row, figures, counts["max_tokens"])
     _check_what_bench_writes(row, figures, counts)
+    check_rates(row, figures, counts)
     check_workload(row, figures, counts)
 
 
@@ -419,34 +423,3 @@ def _check_what_bench_writes(
         raise Invalid(
             f"prompt_tokens_server {prompt:g}: a prompt is a token at least; the row was edited"
         )
-
-
-def _check_rates(
-    row: Mapping[str, str], figures: Mapping[str, float | None], max_tokens: int | None
-) -> None:
-    """A run's throughputs agree with its requests (seventeenth sweep, a2 H8: 1,000 req/s at
-    one user whose median request took 6 s, and 100,000 tok/s beside 0.16 req/s of 256-token
-    answers, had been stored).
-
-    Users one request at a time finish at most users / mean E2E a second, and at least half
-    of the requests take the median or longer, so the mean is at least half the median: 4 x
-    users / E2E p50 leaves room for a ramp. A request's tokens are at most what felab lets one
-    stream send (four messages a token asked, and 256)."""
-    request_tps, output_tps = figures["request_tps"], figures["output_tps"]
-    users = (row.get("concurrency") or "").strip()
-    e2e = figures["e2e_p50_s"]
-    if figures["rate"] is None and users.isdigit() and int(users) >= 1 and request_tps and e2e:
-        most = 4 * int(users) / e2e
-        if request_tps > most * (1 + 2 * ROUNDING):
-            raise Invalid(
-                f"request_tps {request_tps:g} at {users} user(s) one request at a time, whose "
-                f"median request took {e2e:g} s: they finish at most about {most:.3g} a second; "
-                "the row was edited"
-            )
-    if output_tps and request_tps and max_tokens:
-        each = 4 * max_tokens + 256
-        if output_tps > request_tps * each * (1 + 2 * ROUNDING):
-            raise Invalid(
-                f"output_tps {output_tps:g} beside request_tps {request_tps:g}: a request of "
-                f"max_tokens {max_tokens:,} brings at most {each:,} tokens; the row was edited"
-            )

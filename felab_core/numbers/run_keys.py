@@ -4,6 +4,7 @@ each run once, refuses one run given other figures, and refuses one start given 
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 import unicodedata
@@ -20,6 +21,9 @@ RUN_COLUMNS = ("timestamp", "host", "target", "server", "model", "preset", "conc
 #: found, the model and the preset once a target (a2 H9: one start stored as vLLM and Ollama).
 _ONE_A_START = ("server", "model", "preset")
 _FRACTION = re.compile(r":\d\d[.,](\d+)")
+#: How far two starts on one target may seem to overlap and still be one run after another:
+#: their milliseconds, a length read back from 6 digits, the wall clock against the run's own.
+_OVERLAP_SLACK_S, _OVERLAP_SLACK_SHARE = 0.05, 0.01
 
 
 @functools.lru_cache(maxsize=4096)
@@ -31,16 +35,26 @@ def _same_text(text: str) -> str:
 
 
 @functools.lru_cache(maxsize=4096)
-def _second(stamp: str) -> str | None:
-    """A start time to the second, in UTC (None: not a time with its zone). felab writes
-    milliseconds, and a spreadsheet may cut them (a2 H5: the same run stored again)."""
+def _instant(stamp: str) -> tuple[str, float] | None:
+    """A start time to the second, in UTC, and as seconds since 1970 (None: not a time with
+    its zone). felab writes milliseconds, and a spreadsheet may cut them (a2 H5: the same run
+    stored again)."""
     try:
         when = datetime.fromisoformat(stamp)
     except ValueError:
         return None
     if when.tzinfo is None:
         return None
-    return when.astimezone(UTC).replace(microsecond=0).isoformat()
+    return when.astimezone(UTC).replace(microsecond=0).isoformat(), when.timestamp()
+
+
+def _lasted(cells: Mapping[str, str]) -> float | None:
+    """A stored row's run length (ok / request_tps), None when it gives none."""
+    try:
+        ok, request_tps = int(_cell(cells, "ok")), float(_cell(cells, "request_tps"))
+    except ValueError:
+        return None
+    return ok / request_tps if ok > 0 and 0 < request_tps < float("inf") else None
 
 
 def _fraction(stamp: str) -> str | None:
@@ -100,9 +114,14 @@ class RowRun:
     #: What a start names once (_ONE_A_START), as read.
     named: tuple[str, ...]
     fraction: str | None
+    #: When the run began (seconds since 1970; None: no time with its zone) and how long it
+    #: lasted (ok / request_tps; None: the row gives neither).
+    began: float | None = None
+    lasted: float | None = None
 
     @classmethod
-    def of(cls, cells: Mapping[str, str]) -> RowRun:
+    def of(cls, cells: Mapping[str, str], lasted: float | None = None) -> RowRun:
+        """`lasted`: the run's length when the row's figures were read already (a new row)."""
         stamp, host, target, server, model, preset, users, rate = [
             _cell(cells, c) for c in RUN_COLUMNS
         ]
@@ -111,12 +130,15 @@ class RowRun:
             rate = repr(float(rate)) if rate else ""
         except ValueError:
             pass
-        second = _second(stamp)
+        instant = _instant(stamp)
+        second, began = (None, None) if instant is None else instant
         host, target = _same_text(host), _same_text(target)
         named = (_same_text(server), _same_text(model), _same_text(preset))
         run = (second or stamp, host, target, *named, users, rate)
         start = None if second is None else (second, host, target)
-        return cls(cells, run, start, named, _fraction(stamp))
+        if lasted is None and began is not None:
+            lasted = _lasted(cells)
+        return cls(cells, run, start, named, _fraction(stamp), began, lasted)
 
 
 @dataclass(frozen=True)
@@ -132,17 +154,77 @@ class Seen:
 
 
 @dataclass
+class _Start:
+    """One `felab bench` start on one target: its first row, and how long its runs (one a
+    load, one after another) lasted together at the least."""
+
+    seen: Seen
+    lasted: float
+
+
+def _one_start(one: RowRun, other: RowRun) -> bool:
+    """Two rows begin together: the same instant, or one second and a time cut to it."""
+    return (
+        one.start is not None
+        and other.start is not None
+        and one.start[0] == other.start[0]
+        and _same_instant(one.fraction, other.fraction)
+    )
+
+
+@dataclass
 class RunIndex:
-    """The runs stored or read so far, by run and by start."""
+    """The runs stored or read so far, by run, by start, and by when each target was busy."""
 
     _runs: dict[tuple[str, ...], list[Seen]] = field(default_factory=dict)
     _starts: dict[tuple[str, ...], list[Seen]] = field(default_factory=dict)
+    #: Each (host, target)'s starts: their instants in order, and each start.
+    _busy: dict[tuple[str, ...], tuple[list[float], dict[float, _Start]]] = field(
+        default_factory=dict
+    )
 
     def add(self, line: int | None, row: RowRun) -> None:
         seen = Seen(line, row)
         self._runs.setdefault(row.run, []).append(seen)
         if row.start is not None:
             self._starts.setdefault(row.start, []).append(seen)
+        if row.start is not None and row.began is not None:
+            began, starts = self._busy.setdefault(row.start[1:], ([], {}))
+            start = starts.get(row.began)
+            if start is None:
+                if began and began[-1] > row.began:
+                    bisect.insort(began, row.began)
+                else:  # a file in time order: appended
+                    began.append(row.began)
+                start = starts[row.began] = _Start(seen, 0.0)
+            start.lasted += row.lasted or 0.0
+
+    def overlapping(self, row: RowRun) -> str | None:
+        """Why this row cannot be a run of its own (A2-7: one run's row copied 50 times, its
+        start moved 1 ms each): `felab bench` times one target's runs one after another, so a
+        start on the same host and target inside another's runs is that run with its time
+        changed (None: it begins after the one before ended, and ends before the next)."""
+        if row.start is None or row.began is None:
+            return None
+        busy = self._busy.get(row.start[1:])
+        if busy is None:
+            return None
+        began, starts = busy
+        at = bisect.bisect_left(began, row.began)
+        mine = starts.get(row.began)
+        lasted = (0.0 if mine is None else mine.lasted) + (row.lasted or 0.0)
+        if at > 0:
+            before = starts[began[at - 1]]
+            if not _one_start(before.seen.row, row) and _overlap(
+                began[at - 1], before.lasted, row.began
+            ):
+                return _inside(row, before, row.began - began[at - 1])
+        after_at = at + (mine is not None)
+        if after_at < len(began):
+            after = starts[began[after_at]]
+            if not _one_start(after.seen.row, row) and _overlap(row.began, lasted, began[after_at]):
+                return _runs_into(row, after, lasted, began[after_at] - row.began)
+        return None
 
     def same_run(self, row: RowRun) -> Seen | None:
         """The run this row is, if seen: the same identity at the same instant."""
@@ -164,3 +246,31 @@ class RunIndex:
                     "what felab bench wrote"
                 )
         return None
+
+
+def _overlap(began: float, lasted: float, next_began: float) -> bool:
+    slack = _OVERLAP_SLACK_S + _OVERLAP_SLACK_SHARE * lasted
+    return began + lasted > next_began + slack
+
+
+_ONE_AFTER_ANOTHER = (
+    "one felab bench on one target times its runs one after another, so this is that run "
+    "copied with its time changed; delete the copy, or put back what felab bench wrote"
+)
+
+
+def _inside(row: RowRun, before: _Start, after_s: float) -> str:
+    return (
+        f"this run ({run_named(row.cells)}) begins {after_s:.3g} s after the run that "
+        f"{before.seen.where} ({run_named(before.seen.row.cells)}), which lasted about "
+        f"{before.lasted:.4g} s on the same host and target (ok / request_tps): "
+        f"{_ONE_AFTER_ANOTHER}"
+    )
+
+
+def _runs_into(row: RowRun, after: _Start, lasted: float, before_s: float) -> str:
+    return (
+        f"this run ({run_named(row.cells)}) lasted about {lasted:.4g} s (ok / request_tps), "
+        f"but the run that {after.seen.where} ({run_named(after.seen.row.cells)}) began "
+        f"{before_s:.3g} s after it on the same host and target: {_ONE_AFTER_ANOTHER}"
+    )

@@ -465,17 +465,18 @@ def test_two_runs_of_one_second_are_two_runs(db: Session, student: m.Member) -> 
     """A sweep's steps share their start: each is kept; and two starts of one second (--repeat
     on a fast server) are told apart by their milliseconds."""
     start = "2026-03-03T10:00:00.152+00:00"
+    fast = {  # two requests of 0.1 s, a run of 0.25 s: two starts fit in one second (A2-7)
+        **{"preset": "day2+custom", "timestamp": start, "requests": "2", "ok": "2"},
+        **{"max_tokens": "32", "ttft_p50_s": "0.011", "ttft_p95_s": "0.012"},
+        **{"tpot_p50_s": "0.00241", "tpot_p95_s": "0.00262", "writing_tps_p50": "415"},
+        **{"itl_p50_s": "0.0024", "itl_p95_s": "0.0031", "e2e_p50_s": "0.1", "e2e_p95_s": "0.11"},
+        **{"output_tps": "250", "request_tps": "8"},
+    }
+    no_writing_speed = ("writing_tps_p50", "tpot_p50_s", "tpot_p95_s")
     rows = [
-        _changed(preset="day2+custom", timestamp=start),
-        _changed(
-            preset="day2+custom",
-            timestamp=start,
-            concurrency="4",
-            writing_tps_p50="",
-            tpot_p50_s="",
-            tpot_p95_s="",
-        ),
-        _changed(preset="day2+custom", timestamp=start.replace(".152", ".907"), ok="7", failed="1"),
+        _changed(**fast),
+        _changed(**{**fast, "concurrency": "4", **dict.fromkeys(no_writing_speed, "")}),
+        _changed(**{**fast, "timestamp": start.replace(".152", ".907"), "ok": "1", "failed": "1"}),
     ]
     report = import_results(db, student, rows)
     assert [r.outcome for r in report.rows] == ["recorded", "result only", "recorded"]

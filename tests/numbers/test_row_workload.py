@@ -133,10 +133,12 @@ def test_a_run_with_its_milliseconds_cut_is_the_run_already_imported(
     """H5: the key compares the start to the second; a cut time read as another run."""
     first = _changed(timestamp="2026-03-03T10:00:00.152+00:00")
     import_results(db, student, [first])
-    report = import_results(db, student, [_changed(timestamp=stamp)])
-    if stamp.endswith(".000Z"):  # its own milliseconds, other than .152: another start
-        assert [r.outcome for r in report.rows] == ["recorded"]
+    if stamp.endswith(".000Z"):  # its own milliseconds, other than .152: another start, but
+        # one that runs 51 s into the run begun 0.152 s after it on the same target (A2-7)
+        with pytest.raises(Invalid, match=r"lasted about 50.96 s \(ok / request_tps\), but"):
+            import_results(db, student, [_changed(timestamp=stamp)])
         return
+    report = import_results(db, student, [_changed(timestamp=stamp)])
     assert [r.outcome for r in report.rows] == ["already imported"]
     edited = _changed(timestamp=stamp, writing_tps_p50="41.7")
     with pytest.raises(Invalid, match="was already imported with other figures"):
