@@ -86,8 +86,9 @@ class Snapshot:
         return self.values.get(name)
 
 
-def parse_metrics(text: str, taken_at: float | None = None) -> Snapshot:
-    """Parse Prometheus text from llama-server or vLLM into a snapshot of felab's counters."""
+def parse_metrics(text: str, taken_at: float | None = None, source: str = "/metrics") -> Snapshot:
+    """Parse Prometheus text from llama-server or vLLM into a snapshot of felab's counters
+    (`source`: the address it came from, for a message)."""
     text = text.removeprefix("\ufeff")  # a byte-order mark is no part of the first line
     if text.lstrip()[:1] == "<":
         raise Unreachable(
@@ -104,10 +105,11 @@ def parse_metrics(text: str, taken_at: float | None = None) -> Snapshot:
         )
     try:
         families = list(text_string_to_metric_families(text))
-    except (ValueError, TypeError) as exc:
-        raise SizingError(
-            "the /metrics text could not be parsed as Prometheus format: "
-            f"{with_hidden_shown(str(exc)[:120])}"
+    except (ValueError, TypeError):  # the server's fault, as a NaN counter is (exit 3)
+        raise BadAnswer(
+            f"{source} answered text that is not Prometheus text (the metrics format vLLM and "
+            "llama-server write): the server's answer is broken; check the address and the "
+            "server"
         ) from None
     samples = [s for fam in families for s in fam.samples]
     names = {s.name for s in samples}
@@ -181,7 +183,7 @@ def scrape(base_url: str, client: httpx.Client | None = None, timeout: float = 5
             "figures there (llama-server needs --metrics, SGLang --enable-metrics; vLLM serves "
             "them by default, so for vLLM check that this is the server's own address)"
         )
-    return parse_metrics(response.text, taken_at=taken)
+    return parse_metrics(response.text, taken_at=taken, source=url_password_masked(url))
 
 
 #: Past these a server's /metrics say nothing true of a run: one stream (as engine.token_counts'

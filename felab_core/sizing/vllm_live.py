@@ -34,7 +34,7 @@ def reading_from_metrics(
     metrics_text: str, max_len: int | None = None, source: str = "/metrics"
 ) -> VllmReading:
     """The cache facts in vLLM's `vllm:cache_config_info` labels (blocks, block size, dtype ...)."""
-    snap = parse_metrics(metrics_text)
+    snap = parse_metrics(metrics_text, source=source)
     if snap.engine != VLLM:
         raise SizingError(f"{source} is not vLLM's (it has {snap.engine} metrics)")
     info = snap.info

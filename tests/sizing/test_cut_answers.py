@@ -98,3 +98,17 @@ def test_props_behind_an_api_key_says_so(status: int) -> None:
     client = _server("/props", lambda: httpx.Response(status, json={"error": "Invalid API Key"}))
     with pytest.raises(BadAnswer, match=f"answered HTTP {status}: the server wants an API key"):
         slots_live.read_slots("http://llama", client=client)
+
+
+@pytest.mark.parametrize(
+    "body", ["garbage {{{ not prometheus\n", 'vllm:cache_config_info{block_size="16" 1.0\n']
+)
+def test_metrics_that_are_not_prometheus_text_are_the_servers_fault(body: str) -> None:
+    """Sweep 20 (c) C19: exit 2 (fix the input) with "could not convert string to float:
+    '{{{'", and no address; a NaN counter on the same endpoint was already exit 3."""
+    answer = httpx.Response(200, text=body)
+    with pytest.raises(BadAnswer) as caught:
+        vllm_live.read_live_vllm("http://vllm", client=_server("/metrics", lambda: answer))
+    said = str(caught.value)
+    assert said.startswith("http://vllm/metrics answered text that is not Prometheus text"), said
+    assert "float" not in said
