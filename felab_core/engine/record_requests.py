@@ -30,6 +30,11 @@ MOST_GAPS = 4 * MAX_WORKLOAD_TOKENS + 256
 #: end-to-end less its TTFT; gaps sent from another machine are whole microseconds, so each
 #: may be off by half of one.
 _GAP_ROUNDING_S = 1e-6
+#: The least a first token or a whole request takes: one round trip over a connection is tens
+#: of microseconds (numbers import holds its rows to the same floor); 1e-300 s had been "better".
+LEAST_REQUEST_S = 1e-6
+#: Times that are at least LEAST_REQUEST_S when given.
+_ROUND_TRIPS = ("ttft_s", "e2e_s")
 
 
 class CompareError(ValueError):
@@ -55,7 +60,9 @@ def cut(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _check_request(path: Path, run: int, index: int, request: Any) -> None:
+def _check_request(
+    path: Path, run: int, index: int, request: Any, most_gaps: int = MOST_GAPS
+) -> None:
     """A request's times are seconds, finite and not negative, and the end comes no sooner
     than the first token; `ok` and `cold` are true or false; a token count is a whole number.
     Anything else is not a measurement (an edited or broken file), and a comparison would
@@ -83,6 +90,12 @@ def _check_request(path: Path, run: int, index: int, request: Any) -> None:
     itl = request.get("itl_s")
     if itl is not None and not isinstance(itl, list):
         raise CompareError(f"{where} has itl_s that is not a list")
+    chunks = request.get("counted_chunks")
+    if chunks is not None and (type(chunks) is not int or not 0 <= chunks <= MOST_GAPS + 1):
+        raise CompareError(
+            f"{where} has counted_chunks = {cut(chunks)}, not a count of chunks (a whole number, "
+            f"0 to {MOST_GAPS + 1:,}): {broken}"
+        )
     values = [(k, request.get(k)) for k in SCALARS]
     values += [("itl_s", v) for v in itl or []]
     for key, value in values:
@@ -94,6 +107,19 @@ def _check_request(path: Path, run: int, index: int, request: Any) -> None:
             raise CompareError(
                 f"{where} has {key} = {value!r}, not {what} felab measures: {broken}"
             )
+        if key in _ROUND_TRIPS and value < LEAST_REQUEST_S:
+            raise CompareError(
+                f"{where} has {key} = {value!r}: no request of felab's is timed under "
+                f"{LEAST_REQUEST_S:g} s (one round trip over a connection takes longer), so "
+                f"{broken}"
+            )
+    ttft, e2e = request.get("ttft_s"), request.get("e2e_s")
+    timed = ttft is not None or itl or request.get("tpot_s") is not None
+    if request.get("ok") is True and e2e is None and timed:
+        raise CompareError(  # a TTFT of 86,000 s with no end had been compared as "worse"
+            f"{where} is answered, with a first token (ttft_s = {ttft!r}), but has no e2e_s: "
+            f"felab times the end of every answer, so {broken}"
+        )
     tpot, speed = request.get("tpot_s"), request.get("writing_tps")
     if speed is not None and tpot is None:  # 9,999,999 tok/s with no TPOT had been "better"
         raise CompareError(
@@ -119,10 +145,15 @@ def _check_request(path: Path, run: int, index: int, request: Any) -> None:
             f"time, so {broken}"
         )
     gaps = itl or []
-    if len(gaps) > MOST_GAPS:
+    if chunks is not None and len(gaps) > max(chunks - 1, 0):
+        raise CompareError(  # zeros appended to itl_s had made ITL "0.00 ms, better"
+            f"{where} has {len(gaps):,} inter-token gaps and counted_chunks = {chunks:,}: felab "
+            f"times one gap between each two chunks ({max(chunks - 1, 0):,}), so {broken}"
+        )
+    if len(gaps) > most_gaps:
         raise CompareError(
             f"{where} has {len(gaps):,} inter-token gaps: felab ends a stream long before "
-            f"({MOST_GAPS:,}: four messages a token of the most --max-tokens), so {broken}"
+            f"({most_gaps:,}: four messages a token of --max-tokens, and 256), so {broken}"
         )
     if gaps and ttft is not None and e2e is not None:
         spent = math.fsum(gaps)
@@ -245,15 +276,16 @@ def sample_of(requests: Sequence[dict[str, Any]]) -> Sample:
     )
 
 
-def checked_sample(path: Path, run: int, requests: list[Any]) -> Sample:
-    """The usable requests of one run as a Sample, once every request is checked.
+def checked_sample(path: Path, run: int, requests: list[Any], most_gaps: int = MOST_GAPS) -> Sample:
+    """The usable requests of one run as a Sample, once every request is checked; a request
+    has at most `most_gaps` gaps (fewer where the workload asked fewer tokens).
 
     The checks run over whole columns; only when one fails is the run walked request by
     request, for the first broken one to be named as `_check_request` says it."""
 
     def broken() -> CompareError:
         for j, request in enumerate(requests, 1):
-            _check_request(path, run, j, request)
+            _check_request(path, run, j, request, most_gaps)
         return CompareError(f"{path}: run {run} has a request felab did not write")
 
     if not all(type(r) is dict for r in requests):
@@ -293,6 +325,7 @@ def checked_sample(path: Path, run: int, requests: list[Any]) -> Sample:
             present = np.array([v is not None for v in column], dtype=bool)
             most = 86_400 if key.endswith("_s") else 10_000_000
             least = math.ulp(0) if key in _ABOVE_ZERO else 0
+            least = LEAST_REQUEST_S if key in _ROUND_TRIPS else least
             shown = values[present]
             if not (np.isfinite(shown).all() and (shown >= least).all() and (shown < most).all()):
                 raise broken()
@@ -305,7 +338,18 @@ def checked_sample(path: Path, run: int, requests: list[Any]) -> Sample:
     if (arrays["tpot_s"] > e2e - ttft + EPSILON_S).any():  # NaN compares false
         raise broken()
     counts = np.array([len(g) if g else 0 for g in itls], dtype=np.int64)
-    if counts.size and counts.max() > MOST_GAPS:
+    if counts.size and counts.max() > most_gaps:
+        raise broken()
+    timed = ~np.isnan(ttft) | ~np.isnan(arrays["tpot_s"]) | (counts > 0)
+    if (np.array(oks, dtype=bool) & np.isnan(e2e) & timed).any():  # an answer has an end
+        raise broken()
+    chunks = [r.get("counted_chunks") for r in requests]
+    if not set(map(type, chunks)) <= {int, type(None)}:
+        raise broken()
+    if any(c is not None and not 0 <= c <= MOST_GAPS + 1 for c in chunks):
+        raise broken()
+    told = np.array([MOST_GAPS + 1 if c is None else c for c in chunks], dtype=np.int64)
+    if (counts > np.maximum(told - 1, 0)).any():  # one gap between each two chunks
         raise broken()
     spent = np.bincount(
         np.repeat(np.arange(len(requests)), counts), arrays["itl_s"], minlength=len(requests)

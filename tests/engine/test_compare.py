@@ -41,8 +41,17 @@ def _record(runs: list[tuple[int, list[dict[str, Any]]]], **workload: Any) -> di
         "target": {"model": "m", "api": "openai-chat"},
         "server": {"kind": "llamacpp", "version": "b1"},
         "workload": {"preset": "sweep", "prompt_tokens": 256, "max_tokens": 8, **workload},
-        "runs": [{"concurrency": c, "rate": None, "requests": reqs} for c, reqs in runs],
+        "runs": [
+            {"concurrency": c, "rate": None, "requests": reqs, "summary": _summary(reqs)}
+            for c, reqs in runs
+        ],
     }
+
+
+def _summary(requests: list[dict[str, Any]]) -> dict[str, Any]:
+    """What bench writes beside every run that compare reads: how long it lasted (here as if
+    one stream had sent the requests back to back)."""
+    return {"duration_s": sum(r.get("e2e_s") or 0.0 for r in requests)}
 
 
 def _by_key(changes: list[Any]) -> dict[str, Any]:
