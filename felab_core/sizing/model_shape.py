@@ -57,6 +57,11 @@ class ModelShape:
     #: Where weights_bytes was summed from ("the tensors listed in ..."), for a refusal to name
     #: the file at fault: a folder's safetensors, not its config.json, list the tensors.
     weights_from: str | None = None
+    #: Why the weights beside a config cannot be read (Git LFS pointers): said when they are
+    #: needed, so the KV cache, which needs none, is still priced.
+    weights_unreadable: str | None = None
+    #: Files beside the config that hold a second copy of the weights and were left out.
+    weights_left_out: str | None = None
 
     @property
     def is_moe(self) -> bool:
@@ -383,11 +388,17 @@ def from_hf_config(source: str | Path | Mapping[str, Any], name: str | None = No
 
 
 def _with_safetensors_weights(shape: ModelShape, folder: Path) -> ModelShape:
-    files = sorted(folder.glob("*.safetensors"))
+    from felab_core.sizing.safetensors_header import tensor_bytes
+    from felab_core.sizing.weight_files import safetensors_files
+
+    chosen = safetensors_files(folder)  # one copy of the weights, all of its shards
+    files = list(chosen.files)
     if not files:
         return shape
-    from felab_core.sizing.safetensors_header import tensor_bytes
-
+    if chosen.note:
+        shape = replace(shape, notes=(*shape.notes, chosen.note), weights_left_out=chosen.note)
+    if chosen.unreadable:
+        return replace(shape, weights_unreadable=chosen.unreadable)
     sizes = tensor_bytes(files)
     total = sum(sizes.values())
     expert = sum(b for n, b in sizes.items() if _EXPERT_SAFETENSORS.search(n))
@@ -461,6 +472,11 @@ def from_gguf(path: str | Path) -> ModelShape:
             head = fh.read(8)
     except OSError as exc:
         raise SizingError(f"cannot read {gguf_path}: {exc.strerror or exc}") from None
+    if head[:4] != b"GGUF" and _is_lfs_pointer(gguf_path):
+        raise SizingError(
+            f"{gguf_path} is a Git LFS pointer, not the model (git clone without git-lfs leaves "
+            "these): run `git lfs pull` in its folder, or download the .gguf file itself"
+        )
     if head[:4] != b"GGUF":  # a JSON, safetensors or text file: say so, not the reader's error
         raise SizingError(
             f"{gguf_path} is not a GGUF file (it does not start with GGUF), so felab cannot read "
@@ -514,6 +530,18 @@ def from_gguf(path: str | Path) -> ModelShape:
                 f"{gguf_path}: {with_hidden_shown(str(exc))}; the file is damaged or not a model"
             ) from None
 
+    split = field("split.count")  # gguf-split: shard 1 holds the shape, all hold tensors
+    shards = [gguf_path]
+    if type(split) is int and split > 1:
+        if field("split.no") not in (0, None):
+            raise SizingError(
+                f"{gguf_path} is shard {int(field('split.no')) + 1:,} of a GGUF split into "
+                f"{split:,} files: give the first shard (NAME-00001-of-{split:05d}.gguf), and "
+                "felab reads the rest beside it"
+            )
+        from felab_core.sizing.weight_files import gguf_shards
+
+        shards = gguf_shards(gguf_path, split)
     arch = field("general.architecture")
     if arch is None:
         raise SizingError(
@@ -652,11 +680,13 @@ def from_gguf(path: str | Path) -> ModelShape:
     _experts_fit(n_experts, n_used, str(gguf_path))
     total = 0
     expert = 0
-    for tensor in header.tensors:
-        size = int(tensor.n_bytes)
-        total += size
-        if _EXPERT_GGUF.search(tensor.name + "."):
-            expert += size
+    for shard in shards:
+        tensors = header.tensors if shard == gguf_path else _shard_tensors(shard)
+        for tensor in tensors:
+            size = int(tensor.n_bytes)
+            total += size
+            if _EXPERT_GGUF.search(tensor.name + "."):
+                expert += size
     if not total:  # shape keys but no weights: a vocabulary-only file, or a header copied alone
         notes.append(
             "the file lists no tensors (or only empty ones), so its weights' size is unknown (a "
@@ -690,10 +720,21 @@ def from_gguf(path: str | Path) -> ModelShape:
         weights_bytes=total or None,
         weights_dtype=_gguf_file_type_name(file_type),
         notes=tuple(notes),
-        weights_from=f"the tensors listed in {with_hidden_shown(str(gguf_path))}",
+        weights_from=f"the tensors listed in {with_hidden_shown(str(gguf_path))}"
+        + (f" and the {len(shards) - 1:,} shards beside it" if len(shards) > 1 else ""),
     )
     active = _active_bytes(total, expert, shape) if total else None
     return replace(shape, active_weights_bytes=active)
+
+
+def _is_lfs_pointer(path: Path) -> bool:
+    from felab_core.sizing.weight_files import LFS_POINTER
+
+    try:
+        with path.open("rb") as fh:
+            return fh.read(len(LFS_POINTER)) == LFS_POINTER
+    except OSError:
+        return False
 
 
 def _gguf_file_type_name(file_type: Any) -> str | None:
@@ -718,10 +759,29 @@ def _check_groups(n_heads: int, n_kv: int, where: str) -> None:
         )
 
 
-def gguf_file_bytes(path: str | Path) -> int:
-    """The file's size on disk: what the course divides the bandwidth by (4.9 GB)."""
+def _shard_tensors(path: Path) -> list[Any]:
+    """The tensors of one further shard of a split GGUF."""
+    from felab_core.sizing.gguf_header import GGUFHeaderError, read_header
+
     try:
-        return Path(path).stat().st_size
+        refuse_special(path, what=".gguf shard")  # a FIFO would be waited on for good
+        return list(read_header(path).tensors)
+    except NamedFileError as exc:
+        raise SizingError(str(exc)) from None
+    except (GGUFHeaderError, OSError) as exc:
+        raise SizingError(
+            f"cannot read {with_hidden_shown(str(path))}, a shard of a split GGUF: "
+            f"{with_hidden_shown(str(exc))}; download it again"
+        ) from None
+
+
+def gguf_file_bytes(path: str | Path) -> int:
+    """The file's size on disk, all shards of a split GGUF together: what the course divides
+    the bandwidth by (4.9 GB). The first of three shards had been taken for the model."""
+    from felab_core.sizing.weight_files import gguf_shards
+
+    try:
+        return sum(shard.stat().st_size for shard in gguf_shards(Path(path)))
     except OSError as exc:
         raise SizingError(f"cannot read {path}: {exc.strerror or exc}") from None
 
@@ -1026,9 +1086,10 @@ def weights_summary(shape: ModelShape) -> str:
     read = shape.weights_read_per_token()
     if read is None:
         return "weight bytes unknown"
+    left_out = f" ({shape.weights_left_out})" if shape.weights_left_out else ""
     if shape.is_moe and shape.weights_bytes is not None:
         return (
             f"{both_ways(read)} of the {both_ways(shape.weights_bytes)} of weights are read per "
-            f"token ({shape.n_experts_used} of {shape.n_experts} experts)"
+            f"token ({shape.n_experts_used} of {shape.n_experts} experts){left_out}"
         )
-    return f"{both_ways(read)} of weights, all read for every token"
+    return f"{both_ways(read)} of weights, all read for every token{left_out}"
