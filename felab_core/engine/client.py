@@ -226,8 +226,12 @@ async def _stream(
         net = resp.extensions.get("network_stream")
         kernel_stamps = net is not None and net.get_extra_info(RX_STAMP_INFO) is not None
         head = b""
-        last_message_ns = now_ns()  # bytes that hold no message (keep-alive comments) are no
-        try:  # progress: a queue that only pings stalls like a silent one
+        # Bytes that hold no message (keep-alive comments), and messages that carry nothing
+        # (`data: {}`, empty deltas, role-only chunks, `event: ping`), are no progress: a queue
+        # that only pings stalls like a silent one.
+        last_message_ns = now_ns()
+        empty_messages = 0
+        try:
             async for piece in resp.aiter_raw():
                 seen = now_ns()
                 # The kernel's arrival stamp of the read that completed this piece, if any.
@@ -237,7 +241,6 @@ async def _stream(
                     head += piece[: HEAD_BYTES - len(head)]
                 messages = 0
                 for frame in decoder.feed(piece):
-                    messages += 1
                     if tl.done:  # 3,000 chunks after [DONE] had read as "did not stop"
                         tl.error = (
                             f"malformed stream: the server kept sending after its end marker "
@@ -246,6 +249,10 @@ async def _stream(
                         tl.end_ns = t
                         return
                     info = adapter.interpret(frame)
+                    if _carries_something(info):
+                        messages += 1
+                    else:
+                        empty_messages += 1
                     _record(adapter, tl, frame.data, t, info)
                     text_chars += len(info.text)
                     if text_chars > most_text:  # 60 "tokens" of 15 MB each took 2.7 GB
@@ -265,12 +272,16 @@ async def _stream(
                         return
                 if messages:
                     last_message_ns = seen
+                    empty_messages = 0
                 else:  # counted now: a request that then times out still says what came
                     tl.sse_comments = getattr(decoder, "comments", 0)
                     if seen - last_message_ns > stall_s * 1e9:
                         tl.end_ns = seen
                         what = (  # comments, or parts of a message that never ends
-                            "only keep-alive comments, no message,"
+                            f"only messages that carry nothing ({empty_messages:,} empty "
+                            "chunks or pings: no text, usage or end),"
+                            if empty_messages
+                            else "only keep-alive comments, no message,"
                             if tl.sse_comments
                             else "bytes but no whole message (a line dripped a piece at a time?)"
                         )
@@ -331,6 +342,20 @@ async def _stream(
                 "empty answer: the stream ended without a single token, so there is nothing to "
                 "time (a model that stops at once, or a server that generates nothing)"
             )
+
+
+def _carries_something(info: Any) -> bool:
+    """Whether a message moves the answer on: text, a tool call, usage, timings, an end or an
+    error. `data: {}`, an empty delta, a role-only chunk or a ping carries none of them."""
+    return bool(
+        info.text
+        or info.tool_call
+        or info.usage
+        or info.timings
+        or info.finish_reason
+        or info.error
+        or info.done
+    )
 
 
 def _record(adapter: ApiAdapter, tl: RequestTimeline, data: str, t: int, info: Any) -> None:

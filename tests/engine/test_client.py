@@ -466,6 +466,15 @@ def test_a_hang_up_before_any_answer_is_not_mid_stream() -> None:
         (b": ping\n\n", "stalled: only keep-alive comments, no message,"),
         # eighteenth sweep (a) L6: a line dripped a byte at a time was called keep-alive
         (b"d", "stalled: bytes but no whole message (a line dripped"),
+        # twentieth sweep (a) A22: messages that carry nothing reset the stall clock, and a
+        # run hung to --timeout
+        (b"data: {}\n\n", "stalled: only messages that carry nothing"),
+        (b'data: {"choices":[{"delta":{}}]}\n\n', "stalled: only messages that carry nothing"),
+        (
+            b'data: {"choices":[{"delta":{"role":"assistant","content":""}}]}\n\n',
+            "stalled: only messages that carry nothing",
+        ),
+        (b'event: ping\ndata: {"type":"ping"}\n\n', "stalled: only messages that carry nothing"),
     ],
 )
 async def test_keep_alive_comments_alone_are_a_stall(piece: bytes, said: str) -> None:
