@@ -172,24 +172,63 @@ def _number_fields(obj: Any) -> dict[str, float] | None:
     return out or None
 
 
+#: finish_reason values that say the server cut the answer (vLLM's "abort" for a request its
+#: engine aborted, "error" from gateways): not the model's own end, so no answer to time.
+_CUT_SHORT_REASONS = frozenset({"abort", "error"})
+
+
+def _stream_error(obj: dict[str, Any]) -> str | None:
+    """The server's error, in its words, in the shapes servers put in a stream: {"error": ...}
+    (OpenAI, vLLM, llama.cpp), {"object": "error", "message": ...} (SGLang's ErrorResponse,
+    vLLM before it nested one), {"detail": ...} alone (FastAPI's)."""
+    if obj.get("error") not in (None, "", {}):  # "error": null beside a token is no error
+        return _error_text(obj["error"])
+    if obj.get("object") == "error":
+        said = obj.get("message")
+        return _error_text(said) if said not in (None, "") else json.dumps(obj)[:300]
+    if "choices" not in obj and obj.get("detail") not in (None, "", {}):
+        return _error_text(obj["detail"])
+    return None
+
+
+def _first_choice(choices: list[Any]) -> dict[str, Any] | None:
+    """Choice 0, the one felab asks for (n=1): a server that streams others (index 1, ...)
+    would have its choices counted as one answer of twice the tokens."""
+    for choice in choices:
+        if not isinstance(choice, dict):
+            raise StreamProtocolError("a choice is not an object")
+        index = choice.get("index", 0)
+        if isinstance(index, int) and not isinstance(index, bool) and index != 0:
+            raise StreamProtocolError(
+                f"the server streamed choice index {index}, and felab asks for one choice "
+                "(index 0): its choices would be counted as one answer; check the server's "
+                "n or best_of settings"
+            )
+    return choices[0] if choices else None
+
+
 def _openai_common(obj: dict[str, Any], text_of: Any) -> FrameInfo:
     info = FrameInfo()
-    if obj.get("error") not in (None, "", {}):  # "error": null beside a token is no error
-        info.error = _error_text(obj["error"])
+    if (error := _stream_error(obj)) is not None:
+        info.error = error
         return info
     choices = obj.get("choices")
     if choices is not None and not isinstance(choices, list):
         raise StreamProtocolError(f"'choices' is not a list: {str(choices)[:80]!r}")
-    if choices:
-        choice = choices[0]
-        if not isinstance(choice, dict):
-            raise StreamProtocolError("a choice is not an object")
+    choice = _first_choice(choices) if choices else None
+    if choice is not None:
         info.text = text_of(choice)
         delta = choice.get("delta")
         info.tool_call = isinstance(delta, dict) and bool(_tool_call_text(delta.get("tool_calls")))
         reason = choice.get("finish_reason")
         if isinstance(reason, str):
             info.finish_reason = reason
+            if reason in _CUT_SHORT_REASONS:
+                info.error = (
+                    f"the answer ended with finish_reason {reason!r}: the server cut it short "
+                    "(an aborted or failed request), so it is not timed as an answer; check "
+                    "the server's log"
+                )
     info.usage = _usage(obj)
     info.timings = _number_fields(obj.get("timings"))  # llama.cpp's own decode timings
     return info

@@ -295,3 +295,47 @@ def test_an_output_count_past_the_tokens_asked_is_disbelieved() -> None:
     assert output_tokens(tl, api_is_ollama=False) == (8, COUNT_FROM_CHUNKS_DISBELIEVED)
     tl.usage = {"completion_tokens": 9}  # max_tokens and the end token
     assert output_tokens(tl, api_is_ollama=False) == (9, "usage")
+
+
+@pytest.mark.parametrize(
+    ("obj", "said"),
+    [
+        # SGLang's ErrorResponse, and vLLM's before it nested one (twentieth sweep (a) A27)
+        ({"object": "error", "message": "engine dead", "code": 500}, "engine dead"),
+        ({"object": "error", "type": "BadRequestError", "code": 400}, "BadRequestError"),
+        ({"detail": "Not authenticated"}, "Not authenticated"),  # FastAPI's
+    ],
+)
+def test_an_error_object_in_the_stream_is_the_servers_error(obj: object, said: str) -> None:
+    for adapter in (chat, completions):
+        info = adapter.interpret(frame(obj))
+        assert info.error is not None and said in info.error, info
+
+
+def test_a_chunk_with_choices_and_a_detail_key_is_no_error() -> None:
+    info = chat.interpret(frame({"detail": "x", "choices": [{"delta": {"content": "Hi"}}]}))
+    assert (info.text, info.error) == ("Hi", None)
+
+
+@pytest.mark.parametrize("index", [1, 2])
+def test_a_choice_other_than_the_first_is_refused_not_counted(index: int) -> None:
+    """Twentieth sweep (a) A13: choices 0 and 1 interleaved were counted as one answer of twice
+    the tokens, and a stream of index 1 alone was counted too."""
+    chunk = {"choices": [{"index": index, "delta": {"content": "t"}}]}
+    with pytest.raises(StreamProtocolError, match=f"choice index {index}"):
+        chat.interpret(frame(chunk))
+    both = {"choices": [{"index": 0, "delta": {"content": "t"}}, {"index": index, "text": "u"}]}
+    with pytest.raises(StreamProtocolError, match="felab asks for one choice"):
+        completions.interpret(frame(both))
+    assert chat.interpret(frame({"choices": [{"index": 0, "delta": {"content": "t"}}]})).text
+
+
+@pytest.mark.parametrize(("reason", "fails"), [("abort", True), ("error", True), ("length", False)])
+def test_an_answer_the_server_cut_short_is_an_error(reason: str, fails: bool) -> None:
+    """Twentieth sweep (a) A28: finish_reason "abort" (vLLM's for a request its engine aborted)
+    was timed as a good answer."""
+    info = chat.interpret(frame({"choices": [{"delta": {}, "finish_reason": reason}]}))
+    assert info.finish_reason == reason
+    assert (info.error is not None) is fails
+    if fails:
+        assert info.error is not None and f"finish_reason {reason!r}" in info.error
