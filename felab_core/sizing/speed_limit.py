@@ -333,6 +333,38 @@ def weights_for(shape: ModelShape, bits_per_weight: Fraction | None = None) -> t
     )
 
 
+def active_share(shape: ModelShape) -> Fraction | None:
+    """The share of a mixture of experts' weights one token reads, from its tensors (GGUF,
+    safetensors) or the table's parameter counts; None for a dense model or when unknown."""
+    if not shape.is_moe:
+        return None
+    if shape.active_weights_bytes is not None and shape.weights_bytes:
+        share = shape.active_weights_bytes / shape.weights_bytes
+    elif shape.params_active and shape.params_total:
+        share = Fraction(shape.params_active, shape.params_total)
+    else:
+        return None
+    return share if 0 < share < 1 else None
+
+
+def file_read_per_token(shape: ModelShape, file_bytes: Fraction, what: str) -> tuple[Fraction, str]:
+    """Bytes one token reads from a model file of `file_bytes` (`what` says which file): all of
+    it for a dense model, the active experts' share for a mixture of experts, as `weights_for`
+    reads a GGUF's or safetensors' tensors. The memo divided by the whole file: 4-10x low."""
+    share = active_share(shape)
+    if share is None:
+        if shape.is_moe:
+            return file_bytes, (
+                f"{what}; a mixture of experts reads only its active experts, and their share "
+                "is unknown here, so this speed limit is on the low side"
+            )
+        return file_bytes, what
+    return file_bytes * share, (
+        f"{what}, of which a token reads the active experts' share: {shape.n_experts_used} of "
+        f"{shape.n_experts} experts, {decimal_text(share * 100, 1)} % of the weights"
+    )
+
+
 @dataclass(frozen=True)
 class Ceiling:
     """The most tokens per second one conversation can see on a machine."""

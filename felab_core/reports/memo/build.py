@@ -122,10 +122,14 @@ def _weights(inputs: MemoInputs, shape: ModelShape) -> tuple[Fraction, str]:
         problem = file_size_problem(inputs.model, int(weights)) if inputs.model else None
         if problem:
             raise MemoError(problem)
-        return weights, f"the {gb_text(weights, 1)} model file, as given"
+        return speed_limit.file_read_per_token(
+            shape, weights, f"the {gb_text(weights, 1)} model file, as given"
+        )
     if inputs.gguf is not None:
         size = gguf_file_bytes(inputs.gguf)
-        return Fraction(size), f"the GGUF file's size on disk, {both_ways(size)}"
+        return speed_limit.file_read_per_token(
+            shape, Fraction(size), f"the GGUF file's size on disk, {both_ways(size)}"
+        )
     bits = as_fraction(inputs.bits_per_weight) if inputs.bits_per_weight else None
     try:
         return speed_limit.weights_for(shape, bits)

@@ -41,7 +41,10 @@ def check_cache_fits(memory: Fraction, machines: Sequence[Machine]) -> None:
 def weights_held(inputs: MemoInputs, shape: ModelShape, weights: Fraction) -> Fraction:
     """The weights the machine holds in memory: the file's size when given, else all the model's
     weights (a mixture of experts keeps every expert, though a token reads only a few)."""
-    if inputs.model_bytes is not None or inputs.gguf is not None or not shape.is_moe:
+    if inputs.model_bytes is not None or inputs.gguf is not None:
+        share = speed_limit.active_share(shape)  # weights: the share of the file a token reads
+        return weights / share if share else weights
+    if not shape.is_moe:
         return weights
     if shape.weights_bytes:
         return Fraction(shape.weights_bytes)
