@@ -49,7 +49,7 @@ from felab_core.engine.results import (
     UnreadableResults,
     check_destinations,
     default_csv,
-    read_table,
+    read_table_lines,
 )
 from felab_core.errors import Invalid
 from felab_core.files import (
@@ -386,7 +386,7 @@ def import_cmd(
             )
         raise typer.Exit(EXIT_USAGE)
     try:
-        columns, rows = read_table(path)
+        columns, rows, lines = read_table_lines(path)
         check_columns(columns)
     except UnreadableResults as exc:
         advice = ": save it as UTF-8 (CSV UTF-8)" if exc.not_utf8 else ""
@@ -405,7 +405,9 @@ def import_cmd(
     with service_errors(), session_scope(sessions()) as s:
         member = member_for(s, member_id, cohort_id)
         with _late_bar("checking and storing rows") as tick:
-            report = import_results(s, member, rows, skip_invalid=skip_invalid, progress=tick)
+            report = import_results(
+                s, member, rows, skip_invalid=skip_invalid, progress=tick, lines=lines
+            )
         day_number = numbers_day(s, member, datetime.now(UTC))
         status = done_when(s, member, day_number) if day_number is not None else None
     _import_summary(console, path, report)

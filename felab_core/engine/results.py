@@ -306,7 +306,15 @@ class UnreadableResults(ValueError):
 
 
 def read_table(path: Path) -> tuple[list[str], list[dict[str, str]]]:
-    """The header and rows of a results CSV from anywhere (a spreadsheet, an old felab, a hand).
+    """The header and rows of a results CSV from anywhere (read_table_lines, without lines)."""
+    columns, rows, _ = read_table_lines(path)
+    return columns, rows
+
+
+def read_table_lines(path: Path) -> tuple[list[str], list[dict[str, str]], list[int]]:
+    """The header and rows of a results CSV from anywhere (a spreadsheet, an old felab, a hand),
+    and the line each row ends on (blank lines are skipped, and a spreadsheet leaves some:
+    the row after them is not on line index + 2, A2-19).
 
     A spreadsheet's byte-order mark is not a column; the first byte that is not UTF-8 is counted
     from the start of the file; what the csv module refuses (a cell past its size limit, say) and
@@ -336,7 +344,10 @@ def read_table(path: Path) -> tuple[list[str], list[dict[str, str]]]:
                 f"has {len(columns):,} columns: felab writes {len(CSV_COLUMNS)} (and reads at "
                 f"most {MAX_CSV_COLUMNS}); is this the right file?"
             )
-        rows = list(reader)
+        rows, lines = [], []
+        for row in reader:
+            rows.append(row)
+            lines.append(reader.line_num)
     except csv.Error as exc:
         line = reader.reader.line_num  # the DictReader's own count lags a row behind
         if "field larger than field limit" in str(exc):
@@ -359,7 +370,7 @@ def read_table(path: Path) -> tuple[list[str], list[dict[str, str]]]:
             f"has a header that names {', '.join(twice)} twice: felab writes each column "
             "once; remove the extra column"
         )
-    for line, row in enumerate(rows, start=2):
+    for line, row in zip(lines, rows, strict=True):
         extra = row.pop(None, None)  # csv's key for extra cells
         if extra is not None or None in row.values():  # more or fewer cells than the header
             cells = sum(v is not None for v in row.values()) + len(extra or [])
@@ -367,7 +378,7 @@ def read_table(path: Path) -> tuple[list[str], list[dict[str, str]]]:
                 f"line {line}: {cells} cells where the header has {len(columns)}: the row is "
                 "cut short or has extra cells; fix or remove it"
             )
-    return columns, rows
+    return columns, rows, lines
 
 
 def _clean(obj: Any) -> Any:

@@ -198,6 +198,7 @@ def import_results(
     now: datetime | None = None,
     skip_invalid: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    lines: Sequence[int] | None = None,
 ) -> ImportReport:
     """Record the rows of a results CSV written by `felab bench` as the member's measured runs.
 
@@ -214,6 +215,8 @@ def import_results(
     unless `skip_invalid`, when such rows are skipped with their reason. Rows are written in
     bulk (three statements, not three per row): 60,000 rows take seconds, not minutes
     (benchmarks/csv_import.py). `progress(done, total)` is called as rows are checked.
+    `lines`: the line of the file each row is on (read_table_lines; else row i is on line
+    i + 2, as in a file without blank lines).
     """
     when_now = now or utcnow()
     if rows:
@@ -239,7 +242,7 @@ def import_results(
     for index, row in enumerate(rows):
         if progress is not None and index % _PROGRESS_EVERY == 0:
             progress(index, total)
-        line = index + 2
+        line = index + 2 if lines is None else lines[index]
         server = (row.get("server") or "").strip()
         model = (row.get("model") or "").strip()
         preset = (row.get("preset") or "").strip()
