@@ -285,11 +285,39 @@ def _unlike_the_run(rates: ServerRates, summary: RunSummary) -> str | None:
             f"one stream's speed would be {stream:.3g} tokens a second, where felab timed "
             f"{seen:.3g}"
         )
+    if (counted := _fewer_than_received(rates, summary)) is not None:
+        return counted
     ttft = rates.mean_ttft_seconds
     if ttft is not None and ttft > rates.seconds + 1.0:
         return (
             f"the mean time to first token would be {ttft:.3g} s, between looks "
             f"{rates.seconds:.3g} s apart"
+        )
+    return None
+
+
+#: How far under the tokens felab received a server's own count may fall (chunks counted as
+#: tokens where a server sent no usage, a character split over two chunks).
+_COUNTED_SHARE = 0.9
+
+
+def _fewer_than_received(rates: ServerRates, summary: RunSummary) -> str | None:
+    """Why the counters cannot be this server's, or None: a server writes every token felab
+    received, and reads a prompt for every answer (llama.cpp evaluates one token of a prompt it
+    has all cached). Counters that did not move (a stale page, another process's, a proxy's
+    cached copy) had been saved as "wrote 0 tokens, 0.0 tok/s" beside 24 tokens received."""
+    received = summary.output_tokens
+    written = rates.generation_tokens
+    if received and written is not None and written < received * _COUNTED_SHARE:
+        return (
+            f"the server would have written {written:,.0f} tokens, where felab received "
+            f"{received:,} from it: a stale or cached /metrics page, or another process's "
+            "counters"
+        )
+    if summary.ok and rates.prompt_tokens == 0:
+        return (
+            f"the server would have read no prompt tokens, where felab had {summary.ok:,} "
+            "prompts answered: a stale or cached /metrics page, or another process's counters"
         )
     return None
 

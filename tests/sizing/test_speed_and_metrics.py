@@ -282,6 +282,41 @@ def test_counters_that_contradict_the_run_felab_timed_are_not_used(
     assert says in kept["explanation"] and "stream_tps" not in kept
 
 
+def _received(tokens_each: int, requests: int = 3) -> Any:
+    """The summary of a run whose streams felab received this many tokens each from."""
+    from felab_core.engine.metrics import RequestMetrics, summarize
+
+    done = [RequestMetrics(i, True, None, output_tokens=tokens_each) for i in range(requests)]
+    return summarize(done, duration_s=1.0)
+
+
+@pytest.mark.parametrize(
+    ("after", "says"),
+    [
+        (
+            _llama(10, 0.01, 100, 1.0, at=5.3),
+            "would have written 0 tokens, where felab received 24",
+        ),
+        (_llama(20, 0.02, 105, 1.05, at=5.3), "would have written 5 tokens, where felab received"),
+        (_llama(10, 0.01, 124, 1.2, at=5.3), "would have read no prompt tokens"),
+    ],
+)
+def test_counters_that_did_not_count_the_run_are_not_the_servers(
+    after: metrics_scrape.Snapshot, says: str
+) -> None:
+    """Twentieth sweep (a) A01: counters that did not move while felab received 24 tokens
+    were saved as "the server wrote 0 tokens, 0.0 tok/s"; 5 written for 24 received too."""
+    from felab_core.engine.runner import _server_rates
+
+    kept = _server_rates(_llama(10, 0.01, 100, 1.0, at=5.0), after, _received(8))
+    assert kept is not None and "do not fit this run" in kept["explanation"], kept
+    assert says in kept["explanation"] and "generation_tokens" not in kept
+    honest = _server_rates(
+        _llama(10, 0.01, 100, 1.0, at=5.0), _llama(310, 0.31, 124, 1.2, at=5.3), _received(8)
+    )
+    assert honest is not None and honest["generation_tokens"] == 24
+
+
 def test_counters_that_went_down_are_said_not_dropped() -> None:
     """Eighteenth sweep (a) L2: a counter lower after the run than before (a restart) left the
     record's server_metrics empty without a word."""
