@@ -347,10 +347,9 @@ def active_share(shape: ModelShape) -> Fraction | None:
     return share if 0 < share < 1 else None
 
 
-def file_read_per_token(shape: ModelShape, file_bytes: Fraction, what: str) -> tuple[Fraction, str]:
-    """Bytes one token reads from a model file of `file_bytes` (`what` says which file): all of
-    it for a dense model, the active experts' share for a mixture of experts, as `weights_for`
-    reads a GGUF's or safetensors' tensors. The memo divided by the whole file: 4-10x low."""
+def read_of_file(shape: ModelShape, file_bytes: Fraction, what: str) -> tuple[Fraction, str]:
+    """Bytes a token reads from a model file (`what` names it): all, or a mixture of experts'
+    active share, as weights_for reads tensors (the memo had divided by the whole file)."""
     share = active_share(shape)
     if share is None:
         if shape.is_moe:

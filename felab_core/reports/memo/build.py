@@ -43,6 +43,7 @@ from felab_core.sizing.model_shape import (
     gguf_file_bytes,
     resolve_shape,
 )
+from felab_core.sizing.speed_limit import read_of_file  # a mixture of experts: the active share
 from felab_core.sizing.units import (
     GB,
     MB,
@@ -114,22 +115,17 @@ def _weights(inputs: MemoInputs, shape: ModelShape) -> tuple[Fraction, str]:
         if weights < MB:
             raise MemoError(
                 f"--model-bytes {inputs.model_bytes} is only {tidy_text(weights)} "
-                f"{'byte' if weights == 1 else 'bytes'}; write "
-                "the unit, e.g. --model-bytes 4.9GB"
+                f"{'byte' if weights == 1 else 'bytes'}; write the unit, e.g. --model-bytes 4.9GB"
             )
         # A model from the table has a known size: a file 1000x too small (1MB for an 8B model)
         # would raise the speed limit 1000x and hide every impossible figure.
         problem = file_size_problem(inputs.model, int(weights)) if inputs.model else None
         if problem:
             raise MemoError(problem)
-        return speed_limit.file_read_per_token(
-            shape, weights, f"the {gb_text(weights, 1)} model file, as given"
-        )
+        return read_of_file(shape, weights, f"the {gb_text(weights, 1)} model file, as given")
     if inputs.gguf is not None:
-        size = gguf_file_bytes(inputs.gguf)
-        return speed_limit.file_read_per_token(
-            shape, Fraction(size), f"the GGUF file's size on disk, {both_ways(size)}"
-        )
+        size = Fraction(gguf_file_bytes(inputs.gguf))
+        return read_of_file(shape, size, f"the GGUF file's size on disk, {both_ways(size)}")
     bits = as_fraction(inputs.bits_per_weight) if inputs.bits_per_weight else None
     try:
         return speed_limit.weights_for(shape, bits)
