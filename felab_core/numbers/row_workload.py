@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from felab_core.engine.apis import Api
 from felab_core.engine.token_counts import COUNT_FROM_OLLAMA, TEMPLATE_TOKENS
-from felab_core.engine.workloads import MAX_TOKENS, PRESETS
+from felab_core.engine.workloads import DEFAULT_PROMPT, MAX_TOKENS, PRESETS, TOOL_PROMPT
 from felab_core.errors import Invalid
 
 #: The least a first token or a whole request can take: one round trip over a connection is
@@ -31,6 +31,8 @@ _LEAST_SECONDS = {
 #: the JSON, a tool's schema): a server counts at most a token a byte, plus its template.
 _PROMPT_BYTES_A_TOKEN = 16
 _REQUEST_BYTES = 4096
+#: The prompt felab sends when no --prompt-tokens is given, with its nonce ([request N xxxxxx]).
+_DEFAULT_PROMPT_BYTES = max(len(p.encode()) for p in (DEFAULT_PROMPT, TOOL_PROMPT)) + 40
 #: The characters of answer a turn may bring (stream_shape.most_text_chars) and the history a
 #: conversation may reach before it ends early (measure.MOST_HISTORY_CHARS).
 _ANSWER_CHARS_A_TOKEN, _ANSWER_CHARS_MORE = 1024, 65_536
@@ -97,14 +99,19 @@ def _check_server_prompt(
     10 tokens beside a server's 100,000 had been stored (L9). A conversation resends its
     history, so its prompts grow with the turns: not checked."""
     said, asked = figures["prompt_tokens_server"], counts["prompt_tokens"]
-    if said is None or asked is None or _sessions((row.get("preset") or "").strip()):
-        return
-    most = _PROMPT_BYTES_A_TOKEN * asked + _REQUEST_BYTES + TEMPLATE_TOKENS
+    preset = (row.get("preset") or "").strip()
+    if said is None or _sessions(preset) or (asked is None and preset.startswith("trace:")):
+        return  # a trace's requests carry its own lengths
+    if asked is None:  # felab's fixed prompt (A2-12: 999,999,999 had been stored beside it)
+        most = _DEFAULT_PROMPT_BYTES + _REQUEST_BYTES + TEMPLATE_TOKENS
+        prompt = f"prompt_tokens blank (felab's own prompt of {_DEFAULT_PROMPT_BYTES} bytes)"
+    else:
+        most = _PROMPT_BYTES_A_TOKEN * asked + _REQUEST_BYTES + TEMPLATE_TOKENS
+        prompt = f"prompt_tokens {asked:,}"
     if said > most:
         raise Invalid(
-            f"prompt_tokens_server {said:g} beside prompt_tokens {asked:,}: a prompt of "
-            f"{asked:,} tokens is counted as at most about {most:,} by any server; the row "
-            "was edited"
+            f"prompt_tokens_server {said:g} beside {prompt}: such a prompt is counted as at "
+            f"most about {most:,} tokens by any server; the row was edited"
         )
 
 

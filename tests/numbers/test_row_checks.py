@@ -277,7 +277,10 @@ def test_a_row_no_felab_run_writes_is_refused_naming_its_column(
     + [
         {"preset": "trace:mooncake.jsonl"},
         {"preset": "trace:my day (2).jsonl"},
-        {"prompt_tokens_server": "1.23457e+06"},  # a mean of over a million, as felab writes it
+        {  # a mean of over a million, as felab writes it
+            **{"prompt_tokens_server": "1.23457e+06", "prompt_tokens": "100000"},
+            "preset": "day2+custom",
+        },
         {"prompt_tokens_server": "40.5", "prompt_tokens": "40", "shared_prefix_tokens": "8"},
         {"seed": str(2**63 - 1), "warmup": "10000", "max_tokens": str(MAX_TOKENS)},
         {"ttft_p50_s": "0.245"},  # a median equal to its 95th percentile: one request

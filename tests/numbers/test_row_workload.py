@@ -34,7 +34,12 @@ from tests.numbers.test_row_checks import BENCH_ROW, _changed
         ({"token_source": "eval_count"}, "token_source eval_count beside api openai-chat"),
         (
             {"prompt_tokens": "10", "prompt_tokens_server": "100000"},
-            "prompt_tokens_server 100000 beside prompt_tokens 10",
+            "prompt_tokens_server 100000 beside prompt_tokens 10: such a prompt is counted",
+        ),
+        (  # A2-12: felab's own prompt when prompt_tokens is blank
+            {"prompt_tokens_server": "999999999"},
+            "prompt_tokens_server 1e+09 beside prompt_tokens blank (felab's own prompt of 211 "
+            "bytes): such a prompt is counted as at most about 8,403 tokens by any server",
         ),
     ],
 )
@@ -51,6 +56,8 @@ def test_a_row_bench_cannot_write_is_refused(cells: dict[str, str], said: str) -
         {"api": "ollama", "token_source": "eval_count"},
         {"api": "ollama", "token_source": "usage"},  # the sample CSV's, kept
         {"prompt_tokens": "10", "prompt_tokens_server": "4000", "preset": "day2+custom"},
+        {"prompt_tokens_server": "4000"},  # felab's own prompt, under a long template
+        {"preset": "trace:day.jsonl", "prompt_tokens_server": "100000"},  # the trace's lengths
         {  # a history resent
             "preset": "sessions 8x4",
             **{"requests": "32", "ok": "32", "prompt_tokens_server": "100000"},
