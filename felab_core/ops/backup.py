@@ -12,16 +12,11 @@ from __future__ import annotations
 import shutil
 import sqlite3
 import subprocess
-import tempfile
-from functools import lru_cache
 from pathlib import Path
-from urllib.parse import quote
 
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError
 
 from felab_core.engine.results import ResultsFileError, check_destinations
-from felab_core.errors import Invalid
 from felab_core.files import (
     SQLITE_DATABASE,
     NamedFileError,
@@ -29,12 +24,8 @@ from felab_core.files import (
     make_folder_for,
     refuse_special,
 )
+from felab_core.ops.backup_checks import BackupError, check_sqlite_backup
 from felab_core.redact import redact
-from felab_core.text import with_hidden_shown
-
-
-class BackupError(Invalid):
-    """A backup or restore could not be made; the message says why and what to do."""
 
 
 class BackupUnreachable(BackupError):
@@ -65,218 +56,6 @@ def _sqlite_path(url: str) -> Path:
     if database is None:
         raise BackupError("an in-memory SQLite database cannot be backed up")
     return database
-
-
-def _open_read_only(path: Path) -> sqlite3.Connection:
-    """`path` opened read-only: a backup is read, never changed, by checking it."""
-    return sqlite3.connect(f"file:{quote(str(path.absolute()), safe='/')}?mode=ro", uri=True)
-
-
-def _schema_of(con: sqlite3.Connection) -> dict[str, set[str]]:
-    """Each table's columns."""
-    tables = [
-        row[0]
-        for row in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
-    ]
-    return {
-        t: {row[1] for row in con.execute(f"PRAGMA table_info({_quoted(t)})").fetchall()}
-        for t in tables
-    }
-
-
-def _quoted(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _indexes_of(con: sqlite3.Connection) -> frozenset[tuple[str, str]]:
-    """Each index's name and its SQL, spaces folded (SQLite's own, for a UNIQUE, has none)."""
-    rows = con.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index'").fetchall()
-    return frozenset((str(name), " ".join(str(sql or "").split())) for name, sql in rows)
-
-
-@lru_cache(maxsize=4)
-def _expected(revision: str) -> tuple[dict[str, frozenset[str]], frozenset[tuple[str, str]]]:
-    """The tables and columns, and the indexes, felab's migrations make up to `revision` (on
-    a scratch file; kept, since this felab's migrations make the same every time)."""
-    from felab_core.db.session import make_engine, upgrade
-
-    with tempfile.TemporaryDirectory(prefix="felab-restore-") as scratch:
-        engine = make_engine(f"sqlite:///{Path(scratch) / 'expected.db'}")
-        try:
-            upgrade(engine, revision)
-        finally:
-            engine.dispose()
-        con = _open_read_only(Path(scratch) / "expected.db")
-        try:
-            tables = {t: frozenset(columns) for t, columns in _schema_of(con).items()}
-            return tables, _indexes_of(con)
-        finally:
-            con.close()
-
-
-def check_sqlite_backup(source: Path) -> str:
-    """Check an SQLite backup before anything is replaced with it: SQLite's integrity check
-    passes, its schema revision is one this felab knows, and it holds every table and column
-    felab's migrations make up to that revision. Its revision; BackupError saying what is
-    wrong otherwise."""
-    not_felab = f"{source} is not a felab SQLite backup: give the file `felab db backup` wrote"
-    try:
-        con = _open_read_only(source)
-    except sqlite3.Error:
-        raise BackupError(not_felab) from None
-    try:
-        try:
-            problems = [row[0] for row in con.execute("PRAGMA integrity_check(5)").fetchall()]
-        except sqlite3.DatabaseError as exc:
-            if "not a database" in str(exc) or "encrypted" in str(exc):
-                raise BackupError(not_felab) from None
-            problems = [str(exc)]
-        if problems != ["ok"]:
-            said = str(problems[0] if problems else "no answer")
-            first = " ".join(said.replace("*** in database main ***", "").split())[:200]
-            raise BackupError(
-                f"{source} is damaged (SQLite's integrity check: {first}): nothing was "
-                "replaced; restore from another backup"
-            )
-        try:
-            held = _schema_of(con)
-            if "alembic_version" not in held:
-                raise BackupError(f"{not_felab} (it has no alembic_version table)")
-            added = con.execute(  # felab makes none: a trigger would run on felab's next write
-                "SELECT type, name FROM sqlite_master WHERE type IN ('trigger', 'view') LIMIT 3"
-            ).fetchall()
-            if added:
-                shown = ", ".join(
-                    f"{kind} {with_hidden_shown(str(name))[:40]}" for kind, name in added
-                )
-                raise BackupError(
-                    f"{source} holds what felab's schema never makes ({shown}): it was changed "
-                    "after `felab db backup` wrote it; nothing was replaced, restore another backup"
-                )
-            revisions = [row[0] for row in con.execute("SELECT version_num FROM alembic_version")]
-            indexes = _indexes_of(con)
-        except sqlite3.DatabaseError as exc:
-            raise BackupError(f"{source} cannot be read ({exc}): restore another backup") from None
-    finally:
-        con.close()
-    if len(revisions) != 1 or not isinstance(revisions[0], str):
-        raise BackupError(
-            f"{not_felab} (its alembic_version holds {len(revisions)} revisions, not one)"
-        )
-    revision = revisions[0]
-    from felab_core.db.session import known_revisions
-
-    if revision not in known_revisions():
-        raise BackupError(
-            f"{source} is at schema revision {revision[:40]!r}, which this felab does not know "
-            "(made by a newer felab?): upgrade felab first, then restore it; nothing was replaced"
-        )
-    missing = []
-    expected, expected_indexes = _expected(revision)
-    for table, columns in sorted(expected.items()):
-        if table not in held:
-            missing.append(f"table {table}")
-        else:
-            missing += [f"{table}.{c}" for c in sorted(columns - held[table])]
-    if missing:
-        shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
-        raise BackupError(
-            f"{source} lacks what felab's schema {revision} has ({shown}): it was changed "
-            "after `felab db backup` wrote it; nothing was replaced, restore another backup"
-        )
-    _check_rows(source, held, expected)
-    extra = sorted(name for name, sql in indexes - expected_indexes)
-    if extra:  # a UNIQUE index of its own had let each member record one number, ever
-        shown = ", ".join(f"index {with_hidden_shown(name)[:40]}" for name in extra[:3])
-        raise BackupError(
-            f"{source} holds what felab's schema never makes ({shown}): it was changed after "
-            "`felab db backup` wrote it; nothing was replaced, restore another backup"
-        )
-    return revision
-
-
-def _check_rows(
-    source: Path, held: dict[str, set[str]], expected: dict[str, frozenset[str]]
-) -> None:
-    """Refuse a backup holding what felab's schema never makes (a table or column of its own),
-    rows pointing at missing rows, or a value felab cannot read back (felab_core.db.readable):
-    each had been restored silently, and every command then stopped on an unexpected error."""
-    added = [t for t in held if t not in expected and not t.startswith("sqlite_")]
-    added += [f"{t}.{c}" for t in expected if t in held for c in sorted(held[t] - expected[t])]
-    if added:
-        shown = ", ".join(with_hidden_shown(a)[:60] for a in sorted(added)[:3])
-        problem = f"holds what felab's schema never makes ({shown})"
-    else:
-        try:
-            problem = _broken_links(source) or _unreadable(source) or _unusable_words(source)
-        except (sqlite3.Error, DBAPIError) as exc:
-            raise BackupError(f"{source} cannot be read ({exc}): restore another backup") from None
-    if problem:
-        raise BackupError(
-            f"{source} {problem}: it was changed after `felab db backup` wrote it, or is "
-            "damaged; nothing was replaced, restore another backup"
-        )
-
-
-def _broken_links(source: Path) -> str:
-    """SQLite's foreign key check, in words: the first row pointing at a missing row."""
-    con = _open_read_only(source)
-    try:
-        broken = con.execute("PRAGMA foreign_key_check").fetchmany(1)
-        if not broken:
-            return ""
-        child, rowid, parent, fk = broken[0]
-        links = con.execute(f"PRAGMA foreign_key_list({_quoted(child)})").fetchall()
-        column = next((link[3] for link in links if link[0] == fk), "?")
-    finally:
-        con.close()
-    return f"holds rows pointing at missing rows ({child}.{column} of row {rowid}: not in {parent})"
-
-
-def _unreadable(source: Path) -> str:
-    """The first values felab could not read back from the backup, in words."""
-    from sqlalchemy import create_engine
-
-    from felab_core.db.readable import unreadable_values
-
-    engine = create_engine("sqlite://", creator=lambda: _open_read_only(source))
-    try:
-        with engine.connect() as conn:
-            found = unreadable_values(conn, limit=3)
-    finally:
-        engine.dispose()
-    if not found:
-        return ""
-    return "holds values felab cannot use: " + "; ".join(map(str, found))
-
-
-#: Words felab checks whenever it stores them, and the check: a backup's value that fails one
-#: was restored, and `felab status` then stopped asking for "an IANA name" no one had given.
-_WORD_CHECKS = (("cohorts", "timezone"), ("members", "timezone"), ("workers", "name"))
-
-
-def _unusable_words(source: Path) -> str:
-    """The first stored word felab would have refused when it was written, in words."""
-    from felab_core.content.calendar import zone
-    from felab_core.jobs.keys import check_worker_name
-
-    check = {"timezone": zone, "name": check_worker_name}
-    con = _open_read_only(source)
-    try:
-        for table, column in _WORD_CHECKS:
-            query = f"SELECT id, {_quoted(column)} FROM {_quoted(table)} ORDER BY id"
-            for row_id, word in con.execute(query):
-                try:
-                    check[column](str(word))
-                except Invalid:
-                    shown = with_hidden_shown(repr(str(word)[:40]))
-                    return (
-                        f"holds values felab cannot use: {table}.{column} of row {row_id} "
-                        f"({shown}, which felab refuses when it is given)"
-                    )
-    finally:
-        con.close()
-    return ""
 
 
 def _same_file(a: Path, b: Path) -> bool:

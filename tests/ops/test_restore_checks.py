@@ -21,6 +21,7 @@ from felab_core.db import models as m
 from felab_core.db.session import make_engine, session_factory, session_scope, upgrade
 from felab_core.numbers.recording import create_job, record_entered
 from felab_core.ops.backup import BackupError, backup, check_sqlite_backup, restore
+from felab_core.ops.backup_checks import _parts
 from felab_core.people.members import add_member, create_cohort, set_hardware
 from felab_core.settings import get_settings
 
@@ -198,6 +199,25 @@ def test_nothing_is_backed_up_from_a_database_that_is_not_there(tmp_path: Path) 
         ),
         ("CREATE TABLE extra (x)", "never makes (extra)"),
         ("ALTER TABLE members ADD COLUMN note TEXT", "never makes (members.note)"),
+        # twentieth sweep (b) B2: nonsense fleet rows had been restored
+        (
+            "INSERT INTO workers (member_id, name, status, created_at) "
+            "VALUES (1, 'mac', 'banana', '2026-03-02 09:00:00')",
+            "workers row 1 (status",
+        ),
+        (
+            "INSERT INTO bench_jobs (member_id, server, preset, status, created_at, "
+            "progress_done, progress_total) VALUES (1, 'ollama', 'quick', 'ready', "
+            "'2026-03-02 09:00:00', -5, 3)",
+            "bench_jobs row 1 (progress_done",
+        ),
+        (
+            "INSERT INTO bench_jobs (id, member_id, server, preset, status, created_at) VALUES "
+            "(7, 1, 'ollama', 'quick', 'ready', '2026-03-02 09:00:00'); INSERT INTO "
+            "bench_results (job_id, server, model, preset, concurrency, writing_tps_p50, row, "
+            "created_at) VALUES (7, 'ollama', 'm', 'quick', 1, -1e9, '{}', '2026-03-02 09:00:00')",
+            "bench_results row 1 (writing_tps_p50",
+        ),
     ],
 )
 def test_a_backup_felab_could_not_read_is_refused(
@@ -207,7 +227,7 @@ def test_a_backup_felab_could_not_read_is_refused(
     unexpected error (exit 70), or showed a machine of -5 GB/s."""
     changed = _copy(good, "changed.db")
     con = sqlite3.connect(changed)
-    con.execute(change)
+    con.executescript(change)
     con.commit()
     con.close()
     _refused(live, changed, re.escape(says) + ".*: it was changed after .* nothing was replaced")
@@ -267,3 +287,34 @@ def test_a_worker_name_felab_refuses_is_refused_in_a_backup(live: str, tmp_path:
     con.commit()
     con.close()
     _refused(live, named, r"workers\.name of row 1 \('\\x1b\[31mRED")
+
+
+@pytest.mark.parametrize(
+    ("remake", "says"),
+    [
+        ("ck_cohorts_advance", "table cohorts"),  # its CHECK dropped
+        ("uq_cohorts_guild_id_channel_id", "table cohorts"),  # its UNIQUE dropped
+    ],
+)
+def test_a_table_made_without_its_checks_is_refused(
+    live: str, good: Path, remake: str, says: str
+) -> None:
+    """Twentieth sweep (b) B1: cohorts re-created without a CHECK or a UNIQUE passed (only
+    columns and extra indexes were compared), with rows breaking them (advance 'banana'), and
+    the live database kept the weakened table."""
+    changed = _copy(good, "weakened.db")
+    con = sqlite3.connect(changed)
+    (sql,) = con.execute("SELECT sql FROM sqlite_master WHERE name = 'cohorts'").fetchone()
+    sql = " ".join(sql.split())
+    (part,) = [p for p in _parts(sql) if p.startswith(f"CONSTRAINT {remake} ")]
+    weakened = sql.replace(f", {part}", "")
+    assert weakened != sql
+    con.executescript(
+        "PRAGMA foreign_keys = OFF; PRAGMA legacy_alter_table = ON;"
+        "ALTER TABLE cohorts RENAME TO cohorts_old;"
+        f"{weakened};"
+        "INSERT INTO cohorts SELECT * FROM cohorts_old; DROP TABLE cohorts_old;"
+    )
+    con.commit()
+    con.close()
+    _refused(live, changed, re.escape(says) + ".*: it was changed after .* nothing was replaced")
