@@ -28,6 +28,7 @@ from felab_core.engine.stream_shape import (
     most_messages,
     most_text_chars,
     not_a_stream,
+    prompt_bytes,
     shown_text,
 )
 from felab_core.engine.timeline import Chunk, RequestTimeline
@@ -190,6 +191,7 @@ async def _stream(
     most_text = most_text_chars(payload)
     text_chars = 0
     tl.asked_tokens = asked_tokens(payload)
+    tl.prompt_bytes = prompt_bytes(payload)
     async with client.stream("POST", url, json=payload, extensions={"trace": trace}) as resp:
         tl.status = resp.status_code
         tl.request_bytes = int(resp.request.headers.get("content-length") or 0)

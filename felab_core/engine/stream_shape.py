@@ -37,6 +37,16 @@ def asked_tokens(payload: dict[str, Any]) -> int | None:
     return None
 
 
+def prompt_bytes(payload: dict[str, Any]) -> int:
+    """The UTF-8 bytes of the newest prompt text the request sends (the last message of a
+    chat, or a completion's prompt): text every server reads anew, cache or not."""
+    said: Any = payload.get("prompt")
+    messages = payload.get("messages")
+    if isinstance(messages, list) and messages and isinstance(messages[-1], dict):
+        said = messages[-1].get("content")
+    return len(said.encode("utf-8", "surrogatepass")) if isinstance(said, str) else 0
+
+
 def most_messages(payload: dict[str, Any]) -> int:
     """Messages a stream may send before it counts as one that never ends: four a token asked
     (a role, usage and empty deltas come too), and room for the rest."""

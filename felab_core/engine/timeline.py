@@ -48,6 +48,7 @@ class RequestTimeline:
     sse_comments: int = 0
     usage_tokens_seen: int = 0  # running completion_tokens from per-chunk usage
     request_bytes: int = 0  # the body sent: a prompt's tokens are at most its bytes
+    prompt_bytes: int = 0  # the UTF-8 bytes of the newest prompt text: its tokens' least
     asked_tokens: int | None = None  # the most output tokens the request asked for
     # Per read: how long after the kernel got the bytes felab's loop got to them (0 without
     # kernel stamps). The client's own lag, kept out of the arrival times but reported.

@@ -92,13 +92,28 @@ TEMPLATE_TOKENS = 4096
 MOST_BYTES_A_TOKEN = 1024
 
 
+#: The most bytes of prompt text one token stands for, on average over a prompt: text
+#: tokenizes at about 4 bytes a token, felab's own words at about 5 (one token each), and
+#: even long runs of spaces or code leave a prompt far below 16 bytes a token.
+MOST_PROMPT_BYTES_A_TOKEN = 16
+
+
+def least_prompt_tokens(tl: RequestTimeline) -> int:
+    """The fewest tokens the prompt felab sent can be: its newest prompt text at 16 bytes a
+    token at most (10 tokens for a prompt of 2,000, 9.9 kB, had been stored), else the whole
+    request at 1,024 bytes a token."""
+    if tl.prompt_bytes:
+        return max(1, tl.prompt_bytes // MOST_PROMPT_BYTES_A_TOKEN)
+    return max(1, tl.request_bytes // MOST_BYTES_A_TOKEN) if tl.request_bytes else 1
+
+
 def prompt_counts(tl: RequestTimeline) -> tuple[int | None, int | None]:
     """The prompt's tokens and how many of them the server's cache served, where they can be
     true of the request felab sent: a token is at least one byte of it (999,999,999 for a
-    short prompt had been stored, and printed as "100 % cached"), and at most 1,024 (20 for a
-    prompt of 8,000 tokens, 30 kB, had been stored)."""
+    short prompt had been stored, and printed as "100 % cached"), and at most 16 bytes of its
+    prompt text (least_prompt_tokens)."""
     most = tl.request_bytes + TEMPLATE_TOKENS if tl.request_bytes else None
-    least = max(1, tl.request_bytes // MOST_BYTES_A_TOKEN) if tl.request_bytes else 1
+    least = least_prompt_tokens(tl)
     prompt = cached = None
     if tl.usage:
         prompt, cached = tl.usage.get("prompt_tokens"), tl.usage.get("cached_tokens")

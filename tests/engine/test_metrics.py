@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -194,6 +196,27 @@ def test_a_prompt_count_far_below_the_request_sent_is_not_believed() -> None:
     assert (m.prompt_tokens, m.cached_tokens) == (None, None)
     tl.usage = {"completion_tokens": 2, "prompt_tokens": 29}  # 30,000 // 1,024
     assert request_metrics(tl).prompt_tokens == 29
+
+
+def test_a_prompt_count_far_below_the_prompt_text_is_not_believed() -> None:
+    """Twentieth sweep (a) A21: 10 prompt tokens for --prompt-tokens 2000 (9.9 kB of request)
+    were stored, since a token could stand for 1,024 bytes; no tokenizer averages past 16
+    bytes a token over a prompt, and felab's own words are about 5."""
+    from felab_core.engine.stream_shape import prompt_bytes
+    from felab_core.engine.words import synthetic_words
+
+    text = synthetic_words(random.Random(1), 2000)
+    payload = {"messages": [{"role": "user", "content": "earlier"}, {"content": text}]}
+    tl = timeline([100, 110], usage=2)
+    tl.request_bytes, tl.prompt_bytes = len(text) + 200, prompt_bytes(payload)
+    assert tl.prompt_bytes == len(text) and 9_000 < len(text) < 12_000
+    tl.usage = {"completion_tokens": 2, "prompt_tokens": 10}
+    assert request_metrics(tl).prompt_tokens is None
+    tl.usage = {"completion_tokens": 2, "prompt_tokens": 2003}  # a tokenizer's own count
+    assert request_metrics(tl).prompt_tokens == 2003
+    tl.usage = {"completion_tokens": 2, "prompt_tokens": len(text) // 16}
+    assert request_metrics(tl).prompt_tokens == len(text) // 16
+    assert prompt_bytes({"prompt": "é" * 10}) == 20 and prompt_bytes({"messages": []}) == 0
 
 
 def test_a_cache_count_that_is_not_whole_is_not_kept() -> None:
