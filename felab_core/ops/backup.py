@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 import sqlite3
 import subprocess
+import time
 from pathlib import Path
 
 from sqlalchemy.engine import make_url
@@ -180,15 +181,11 @@ def backup(url: str, to: Path, *, force: bool = False) -> Path:
     if database is not None:
         if not database.is_file():  # connecting would make an empty one, and back that up
             raise BackupError(f"the database {database} does not exist: nothing to back up")
-        source = sqlite3.connect(database)
-        target = sqlite3.connect(partial)
         try:
-            source.backup(target)
-            target.execute(f"PRAGMA application_id = {BACKUP_APPLICATION_ID}")
-            target.commit()
-        finally:
-            target.close()
-            source.close()
+            _copy_sqlite(database, partial, BACKUP_APPLICATION_ID, locked=database)
+        except BackupError:
+            partial.unlink(missing_ok=True)
+            raise
         partial.replace(to)
         return to
     if backend == "postgresql":
@@ -211,6 +208,60 @@ def backup(url: str, to: Path, *, force: bool = False) -> Path:
         partial.replace(to)
         return to
     raise BackupError(f"felab backs up SQLite and PostgreSQL, not {backend}")
+
+
+#: How long a backup or restore waits for a database another process holds locked (a long
+#: write of the bot or the ingest, a sqlite3 shell left open): SQLite's copy had retried
+#: forever, in silence (twentieth sweep, b B20).
+LOCK_WAIT_S = 30.0
+
+
+class _StillLocked(Exception):
+    pass
+
+
+def _copy_sqlite(source: Path, target: Path, application_id: int, *, locked: Path) -> None:
+    """SQLite's online backup of `source` into `target`, marked with `application_id`; the
+    database `locked` names is the one a lock is blamed on."""
+    busy_since: list[float] = []
+
+    def progress(status: int, remaining: int, total: int) -> None:
+        if status not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+            busy_since.clear()
+            return
+        busy_since.append(busy_since[0] if busy_since else time.monotonic())
+        if time.monotonic() - busy_since[0] > LOCK_WAIT_S:
+            raise _StillLocked
+
+    src = sqlite3.connect(source, timeout=LOCK_WAIT_S)
+    dst = sqlite3.connect(target, timeout=LOCK_WAIT_S)
+    try:
+        src.backup(dst, pages=1024, progress=progress, sleep=0.1)
+        dst.execute(f"PRAGMA application_id = {application_id}")
+        dst.commit()
+    except _StillLocked:
+        raise BackupUnreachable(_locked(locked)) from None
+    except sqlite3.OperationalError as exc:
+        said = str(exc)
+        if "locked" in said or "busy" in said:
+            raise BackupUnreachable(_locked(locked)) from None
+        if "readonly" in said or "unable to open" in said:
+            raise BackupError(
+                f"cannot write {target} ({said}): check that you may write the file and its "
+                "folder; nothing was replaced"
+            ) from None
+        raise BackupError(f"SQLite could not copy {source} to {target}: {said}") from None
+    finally:
+        dst.close()
+        src.close()
+
+
+def _locked(database: Path) -> str:
+    return (
+        f"the database {database} stayed locked by another process for {LOCK_WAIT_S:.0f} s (a "
+        "long write of the bot or the ingest, a sqlite3 shell left open?): nothing was "
+        "written; try again when it is idle"
+    )
 
 
 def check_source(source: Path, url: str) -> None:
@@ -250,15 +301,8 @@ def restore(url: str, source: Path) -> None:
             )
         check_sqlite_backup(source)  # before anything is replaced
         target.parent.mkdir(parents=True, exist_ok=True)
-        src = sqlite3.connect(source)
-        dst = sqlite3.connect(target)
-        try:
-            src.backup(dst)
-            dst.execute("PRAGMA application_id = 0")  # the live database, no longer a backup
-            dst.commit()
-        finally:
-            dst.close()
-            src.close()
+        # application_id 0: the live database, no longer a backup
+        _copy_sqlite(source, target, 0, locked=target)
         return
     if backend == "postgresql":
         out = subprocess.run(

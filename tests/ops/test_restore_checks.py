@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import shutil
 import sqlite3
+import time as clock
 from collections.abc import Iterator
 from datetime import date, time
 from pathlib import Path
@@ -20,7 +21,13 @@ from felab_core.content.store import load_folder
 from felab_core.db import models as m
 from felab_core.db.session import make_engine, session_factory, session_scope, upgrade
 from felab_core.numbers.recording import create_job, record_entered
-from felab_core.ops.backup import BackupError, backup, check_sqlite_backup, restore
+from felab_core.ops.backup import (
+    BackupError,
+    BackupUnreachable,
+    backup,
+    check_sqlite_backup,
+    restore,
+)
 from felab_core.ops.backup_checks import _parts
 from felab_core.people.members import add_member, create_cohort, set_hardware
 from felab_core.settings import get_settings
@@ -318,3 +325,26 @@ def test_a_table_made_without_its_checks_is_refused(
     con.commit()
     con.close()
     _refused(live, changed, re.escape(says) + ".*: it was changed after .* nothing was replaced")
+
+
+def test_a_database_locked_by_another_process_is_waited_on_then_named(
+    live: str, good: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Twentieth sweep (b) B20: with another process holding SQLite's write lock, db backup
+    and db restore waited in silence for good (SQLite's copy retries a busy database)."""
+    from felab_core.ops import backup as backup_module
+
+    monkeypatch.setattr(backup_module, "LOCK_WAIT_S", 0.5)
+    holder = sqlite3.connect(_live_file(live), isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        started = clock.monotonic()
+        with pytest.raises(BackupUnreachable, match="stayed locked by another process"):
+            backup(live, tmp_path / "while-locked.db")
+        assert not (tmp_path / "while-locked.db").exists()
+        with pytest.raises(BackupUnreachable, match="stayed locked by another process"):
+            restore(live, good)
+        assert clock.monotonic() - started < 20
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
