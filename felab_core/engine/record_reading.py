@@ -22,6 +22,7 @@ from felab_core.engine.record_requests import (
     finite,
 )
 from felab_core.engine.record_runs import check_run_bounds
+from felab_core.engine.trace import MAX_LINES, MAX_SPAN_S
 from felab_core.engine.workloads import (
     MAX_BURSTINESS,
     MAX_DURATION_S,
@@ -34,6 +35,8 @@ from felab_core.engine.workloads import MAX_TOKENS as MAX_WORKLOAD_TOKENS
 from felab_core.files import GiB, NamedFileError, read_named_text
 from felab_core.json_keys import KeyTwice, once
 
+#: --trace-speed's bounds (engine/trace.check_replay_knobs).
+MIN_SPEED, MAX_SPEED = 0.001, 1000.0
 #: The most runs one record holds: a -c list takes at most 64 values.
 MOST_RUNS = 64
 #: The most values (numbers and fields, counted by their commas) a record may hold: Python's
@@ -140,7 +143,14 @@ def load_record(path: Path) -> dict[str, Any]:
     loads = [load_key(run) for run in record["runs"]]
     if len(set(loads)) < len(loads):  # felab writes one run a load
         raise CompareError(f"{path}: the record holds one load more than once: {broken}")
+    replayed = (record.get("workload") or {}).get("trace") is not None
     for i, run, requests in kept:
+        users = run.get("concurrency")
+        if run.get("rate") is None and not replayed and (users is None or users < 1):
+            raise CompareError(  # shown as "None streams" / "0 streams"
+                f"{path}: run {i} has concurrency {users!r} and no rate: felab bench runs each "
+                f"load at 1 or more streams, at a rate, or as a trace's replay: {broken}"
+            )
         check_run_bounds(path, i, run, requests, record)
     return record
 
@@ -197,6 +207,7 @@ def _check_workload(path: Path, record: dict[str, Any]) -> None:
                 f"{path}: workload {key} is {cut(value)}, not a figure felab bench takes (0 "
                 f"to {top:,}): {broken}"
             )
+    _check_trace(path, workload.get("trace"))
     listed = workload.get("concurrency")
     if listed is None:
         return
@@ -211,6 +222,55 @@ def _check_workload(path: Path, record: dict[str, Any]) -> None:
         raise CompareError(
             f"{path}: the runs were at concurrency {sorted(c for c in run_loads if c is not None)} "
             f"but the workload lists {cut(listed)}: {broken}"
+        )
+
+
+#: The figures of a replayed trace bench writes, each a whole number within these bounds.
+_TRACE_COUNTS = {
+    "requests": (1, MAX_LINES), "with_hash_ids": (0, MAX_LINES), "block_size": (1, 65_536),
+}  # fmt: skip
+
+
+def _check_trace(path: Path, trace: Any) -> None:
+    """The trace a workload replayed, as bench writes it (name, sha256, requests, block size,
+    speed, span): a string, a NaN speed or a hash that is no sha256 had been taken as is."""
+    broken = "the file was edited or broken"
+    if trace is None:
+        return
+    if not isinstance(trace, dict):
+        raise CompareError(
+            f"{path}: workload trace is {cut(trace)}, not the mapping felab bench writes for a "
+            f"replayed trace (name, sha256, requests, ...): {broken}"
+        )
+    name, digest = trace.get("name"), trace.get("sha256")
+    if name is not None and (not isinstance(name, str) or len(name) > _MOST_WORDS):
+        raise CompareError(
+            f"{path}: workload trace name is {cut(name)}, not a file's name: {broken}"
+        )
+    if digest is not None and not (
+        isinstance(digest, str) and len(digest) == 64 and set(digest) <= set("0123456789abcdef")
+    ):
+        raise CompareError(
+            f"{path}: workload trace sha256 is {cut(digest)}, not a sha256 (64 hex digits): "
+            f"{broken}"
+        )
+    for key, (least, most) in _TRACE_COUNTS.items():
+        value = trace.get(key)
+        if value is not None and (type(value) is not int or not least <= value <= most):
+            raise CompareError(
+                f"{path}: workload trace {key} is {cut(value)}, not a count felab bench writes "
+                f"({least} to {most:,}): {broken}"
+            )
+    speed, span = trace.get("speed"), trace.get("span_s")
+    if speed is not None and not (_number(speed) and MIN_SPEED <= speed <= MAX_SPEED):
+        raise CompareError(
+            f"{path}: workload trace speed is {cut(speed)}, not a --trace-speed ({MIN_SPEED:g} "
+            f"to {MAX_SPEED:g}): {broken}"
+        )
+    if span is not None and not (_number(span) and 0 <= span <= MAX_SPAN_S / MIN_SPEED):
+        raise CompareError(
+            f"{path}: workload trace span_s is {cut(span)}, not a trace's length in seconds "
+            f"(0 to {MAX_SPAN_S / MIN_SPEED:,.0f}): {broken}"
         )
 
 
