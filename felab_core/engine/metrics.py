@@ -30,6 +30,7 @@ from felab_core.engine.token_counts import (
     COUNT_FROM_CHUNKS_DISBELIEVED,
     COUNT_MIXED,
     MAX_SERVER_TPS,
+    believable_timings,
     first_chunk_tokens,
     output_tokens,
     prompt_counts,
@@ -112,8 +113,8 @@ def request_metrics(tl: RequestTimeline, *, api_is_ollama: bool = False) -> Requ
     m.dispatch_lag_s = _s(tl.scheduled_ns, tl.started_ns)
     m.queue_wait_s = _s(tl.started_ns, tl.dispatched_ns)
     m.e2e_from_schedule_s = _s(tl.scheduled_ns, tl.end_ns)
-    m.server_tps = server_writing_tps(tl.server_timings)
-    m.server_timings = tl.server_timings
+    m.server_timings = believable_timings(tl)
+    m.server_tps = server_writing_tps(m.server_timings)
     if tl.server_timings and tl.server_timings.get("load_duration"):
         load_s = tl.server_timings["load_duration"] / NS
         # A load is believed only when it fits before the first token that waited for it,

@@ -44,15 +44,7 @@ def output_tokens(tl: RequestTimeline, api_is_ollama: bool) -> tuple[int | None,
     measurement; the chunks are counted instead, and the source says so."""
     if tl.usage and "completion_tokens" in tl.usage:
         said = tl.usage["completion_tokens"]
-        # "surrogatepass": JSON's "\ud800" from a broken server is a character, not a crash
-        shown = sum(len(c.text.encode("utf-8", "surrogatepass")) for c in tl.content_chunks())
-        # Text on the wire is at least one token: a count of 0 beside it is no count either;
-        # and a server steps a token or more a message, so 1 beside 256 messages is none (half
-        # a token a message leaves room for a character split over two).
-        least = max(1 if shown else 0, -(-len(tl.content_chunks()) // 2))
-        most = shown + UNSHOWN_TOKENS
-        if tl.asked_tokens is not None:  # a server stops at max_tokens (the end token aside)
-            most = min(most, tl.asked_tokens + 1)
+        least, most = _output_bounds(tl)
         if isinstance(said, int) and least <= said <= most:
             return said, (COUNT_FROM_OLLAMA if api_is_ollama else COUNT_FROM_SERVER)
         counted = len(tl.content_chunks())
@@ -61,6 +53,20 @@ def output_tokens(tl: RequestTimeline, api_is_ollama: bool) -> tuple[int | None,
     if counted:
         return counted, COUNT_FROM_CHUNKS
     return None, None
+
+
+def _output_bounds(tl: RequestTimeline) -> tuple[int, int]:
+    """The fewest and the most output tokens the stream felab read can hold."""
+    # "surrogatepass": JSON's "\ud800" from a broken server is a character, not a crash
+    shown = sum(len(c.text.encode("utf-8", "surrogatepass")) for c in tl.content_chunks())
+    # Text on the wire is at least one token: a count of 0 beside it is no count either;
+    # and a server steps a token or more a message, so 1 beside 256 messages is none (half
+    # a token a message leaves room for a character split over two).
+    least = max(1 if shown else 0, -(-len(tl.content_chunks()) // 2))
+    most = shown + UNSHOWN_TOKENS
+    if tl.asked_tokens is not None:  # a server stops at max_tokens (the end token aside)
+        most = min(most, tl.asked_tokens + 1)
+    return least, most
 
 
 #: The fastest one stream a server could report writing (speculative decoding on the largest
@@ -149,3 +155,35 @@ def server_speed_fits(tps: float | None, tokens: int | None, e2e_s: float | None
     if tps is None or not tokens or tokens < 2 or not e2e_s:
         return True
     return (tokens - 1) / tps <= 2 * e2e_s
+
+
+#: A server's own counts of a request's prompt (llama.cpp's timings, Ollama's final line) and
+#: of its answer: each faces the bounds the same answer's usage does.
+_PROMPT_COUNTS = ("prompt_n", "prompt_eval_count", "cache_n")
+_OUTPUT_COUNTS = ("predicted_n", "eval_count")
+
+
+def believable_timings(tl: RequestTimeline) -> dict[str, float] | None:
+    """The server's timing figures that can be true of the request felab sent and the answer
+    it read: a prompt count past the request's bytes (prompt_n 10^11 for 100 bytes) or past
+    the same answer's believed usage (5,000 beside 40), an output count the text cannot hold
+    (predicted_n 250 beside 4 chunks), or one stream's speed past any (10^7 tokens a second)
+    is left out; the record had kept each as sent."""
+    timings = tl.server_timings
+    if not timings:
+        return timings
+    least_out, most_out = _output_bounds(tl)
+    most_prompt = tl.request_bytes + TEMPLATE_TOKENS if tl.request_bytes else None
+    believed, _ = prompt_counts(tl)
+    if believed is not None:
+        most_prompt = believed
+    kept = {}
+    for key, value in timings.items():
+        if key in _PROMPT_COUNTS and most_prompt is not None and value > most_prompt:
+            continue
+        if key in _OUTPUT_COUNTS and not least_out <= value <= most_out:
+            continue
+        if key == "predicted_per_second" and value > MAX_SERVER_TPS:
+            continue
+        kept[key] = value
+    return kept or None

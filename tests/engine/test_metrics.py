@@ -122,10 +122,36 @@ def test_server_timings_are_kept_beside_the_client_figures() -> None:
     tl = timeline([600, 610, 620], usage=3, end_ms=2600)  # the load came before the first token
     tl.server_timings = {"predicted_per_second": 71.5}
     assert request_metrics(tl).server_tps == 71.5
-    tl.server_timings = {"eval_count": 100, "eval_duration": 2e9, "load_duration": 5e8}
+    tl.server_timings = {"eval_count": 3, "eval_duration": 6e7, "load_duration": 5e8}
     m = request_metrics(tl)
     assert m.server_tps == pytest.approx(50.0)
     assert m.server_load_s == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize(
+    ("timings", "left_out"),
+    [
+        ({"prompt_n": 1e11, "predicted_n": 3.0}, "prompt_n"),  # 10^11 for a 400-byte request
+        ({"prompt_n": 5000.0, "cache_n": 0.0}, "prompt_n"),  # beside usage's 40 prompt tokens
+        ({"cache_n": 4000.0, "prompt_n": 10.0}, "cache_n"),
+        ({"predicted_n": 250.0, "predicted_ms": 30.0}, "predicted_n"),  # beside 3 chunks
+        ({"eval_count": 0.0, "prompt_eval_count": 40.0}, "eval_count"),
+        ({"predicted_per_second": 1e7, "prompt_n": 40.0}, "predicted_per_second"),
+    ],
+)
+def test_server_timings_that_cannot_be_true_of_the_request_are_left_out(
+    timings: dict[str, float], left_out: str
+) -> None:
+    """Twentieth sweep (a) A03: llama.cpp timings with prompt_n 10^11 for a ~100-byte
+    prompt, or 5,000 beside the same answer's usage of 40, were written into every request."""
+    tl = timeline([100, 110, 120], usage=3)
+    tl.request_bytes = 400
+    tl.usage = {"completion_tokens": 3, "prompt_tokens": 40}
+    tl.server_timings = timings
+    kept = request_metrics(tl).server_timings
+    assert kept == {k: v for k, v in timings.items() if k != left_out}
+    tl.server_timings = {"prompt_n": 30.0, "cache_n": 10.0, "predicted_n": 3.0}
+    assert request_metrics(tl).server_timings == tl.server_timings
 
 
 @pytest.mark.parametrize(
