@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import shutil
 import sqlite3
+import subprocess
 import time as clock
 from collections.abc import Iterator
 from datetime import date, time
@@ -348,3 +349,15 @@ def test_a_database_locked_by_another_process_is_waited_on_then_named(
     finally:
         holder.execute("ROLLBACK")
         holder.close()
+
+
+def test_a_database_felab_cannot_write_is_said_in_words(live: str, good: Path) -> None:
+    """Twentieth sweep (b) B22: restoring into a database no one may write (chattr +i: the
+    tests run as root) was 'a bug in felab', exit 70."""
+    target = _live_file(live)
+    if subprocess.run(["chattr", "+i", str(target)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not available on this file system")
+    try:
+        _refused(live, good, "cannot write .*attempt to write a readonly database.*nothing was")
+    finally:
+        subprocess.run(["chattr", "-i", str(target)], check=True)
