@@ -20,6 +20,9 @@ class FrameTooLarge(Exception):
     """The body sent more than MAX_FRAME_BYTES without ending a line or an event."""
 
 
+_BOM = "\ufeff".encode()
+
+
 class _Lines:
     """Complete lines from pieces; the unfinished rest kept as a list until a break arrives."""
 
@@ -87,18 +90,24 @@ class SSEDecoder:
     joined with newlines; an event is dispatched on a blank line.
     """
 
-    __slots__ = ("_data", "_data_size", "_event", "_lines", "comments")
+    __slots__ = ("_data", "_data_size", "_event", "_lines", "_started", "comments")
 
     def __init__(self) -> None:
         self._lines = _Lines()
         self._data: list[str] = []
         self._data_size = 0
         self._event: str | None = None
+        self._started = False
         self.comments = 0
 
     def feed(self, chunk: bytes) -> list[Frame]:
         frames: list[Frame] = []
         for raw in self._lines.feed(chunk):
+            if not self._started:
+                # The stream's one leading byte-order mark is no part of its first field (the
+                # SSE rules strip it): "\ufeffdata" had lost the first event, and its token.
+                self._started = True
+                raw = raw.removeprefix(_BOM)
             if not raw:
                 if self._data:
                     frames.append(Frame("\n".join(self._data), self._event))

@@ -117,3 +117,14 @@ def test_sse_round_trips_any_data_lines(values: list[str], cuts: list[int]) -> N
     frames = feed_all(SSEDecoder(), _splits(body, cuts))
     # An event whose only data line is empty still counts as data ("").
     assert [f.data for f in frames] == values
+
+
+def test_a_leading_byte_order_mark_is_not_part_of_the_first_field() -> None:
+    """Twentieth sweep (a) A04: a stream opening with U+FEFF lost its first event (the field
+    read as "\\ufeffdata"), and the first token's time was taken from the second."""
+    body = "\ufeffdata: a\n\ndata: b\n\n".encode()
+    for cut in range(len(body) + 1):
+        frames = feed_all(SSEDecoder(), [body[:cut], body[cut:]])
+        assert [f.data for f in frames] == ["a", "b"], cut
+    later = "data: a\n\n\ufeffdata: b\n\n".encode()  # only the stream's first one is stripped
+    assert [f.data for f in feed_all(SSEDecoder(), [later])] == ["a"]
