@@ -43,12 +43,14 @@ def record(
     `loads` runs (a concurrency sweep 1..loads, each run the same requests)."""
     rng = random.Random(seed)
     requests = []
+    ends: list[float] = []
     for i in range(n):
         first = ttft_s + rng.gauss(0, 0.003)
         gaps = [GAP_S + rng.gauss(0, 0.0005) for _ in range(tokens - 1)]
         times = [first]
         for g in gaps:
             times.append(times[-1] + g)
+        ends.append(times[-1])
         requests.append(
             {
                 "index": i,
@@ -64,14 +66,21 @@ def record(
                 "chunk_times_s": times,
             }
         )
+    busy = sum(ends)  # a run lasts as long as its streams took,
+    longest = max(ends)  # and at least its longest request
     return {
         "schema": SCHEMA,
         "target": {"model": "m", "api": "openai-chat"},
         "server": {"kind": "llamacpp", "version": "b1"},
         "workload": {"preset": "sweep", "prompt_tokens": 256, "max_tokens": tokens},
         "runs": [
-            {"concurrency": 64 if loads == 1 else users, "rate": None, "requests": requests}
-            for users in range(1, loads + 1)
+            {
+                "concurrency": streams,
+                "rate": None,
+                "requests": requests,
+                "summary": {"ok": n, "duration_s": max(busy / streams, longest)},
+            }
+            for streams in ([64] if loads == 1 else range(1, loads + 1))
         ],
     }
 
