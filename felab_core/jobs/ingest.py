@@ -25,6 +25,7 @@ from felab_core.jobs.fleet import clean_targets
 from felab_core.jobs.keys import verify
 from felab_core.jobs.lifecycle import TERMINAL, finish, lose, start
 from felab_core.jobs.messages import JobMessage
+from felab_core.jobs.result_checks import check_record, check_rows_are_the_jobs
 from felab_core.jobs.result_store import checked_rows, store_result
 from felab_core.jobs.spread import follow_slice, store_slice
 from felab_core.jobs.workload import progress_total, too_large_reason
@@ -265,11 +266,15 @@ def _finished(
                 store_slice(session, job, body, now)
             else:
                 record = body.get("record")
+                rows = checked_rows(body)
+                check_rows_are_the_jobs(job, rows)
+                if isinstance(record, dict):
+                    check_record(job, record, rows)
                 store_result(
                     session,
                     job,
                     worker.name,
-                    checked_rows(body),
+                    rows,
                     record if isinstance(record, dict) else None,
                     now,
                 )

@@ -131,7 +131,9 @@ def _fill_fleet(db: Session, student: m.Member, other: m.Member) -> None:
     issue_pair_code(db, student, "spare")
     job = queue_bench_job(db, student, worker, "mlx", "quick").job
     row = {"server": "mlx", "model": "m", "preset": "quick", "concurrency": "1"}
-    record = {"runs": [{"concurrency": 1, "requests": [{"ok": True, "writing_tps": 50.0}]}]}
+    request = {"index": 0, "ok": True, "ttft_s": 0.1, "e2e_s": 0.5, "tpot_s": 0.02,
+               "writing_tps": 50.0, "output_tokens": 16}  # fmt: skip
+    record = {"runs": [{"concurrency": 1, "summary": {"duration_s": 1.0}, "requests": [request]}]}
     body = {"rows": [row | {"writing_tps_p50": "50"}], "record": record}
     ev = event(
         worker.id, "result", at=NOW.timestamp(), job_id=job.id, attempt=job.attempt, body=body

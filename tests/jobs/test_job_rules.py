@@ -407,7 +407,7 @@ def test_a_forged_speed_fails_the_job_not_the_board(
     """F12/F14: 999,999 tok/s from a machine was stored and posted unflagged (above what the
     judge reads); 1e-07 was shown as 0.0."""
     ident = _paired(db, student)
-    job = queue_bench_job(db, student, _worker(db, ident), "mlx", now=NOW, settings=S).job
+    job = queue_bench_job(db, student, _worker(db, ident), "mlx", "quick", now=NOW, settings=S).job
     ev = event(
         ident.worker_id, "result", at=NOW.timestamp(), job_id=job.id, attempt=job.attempt,
         body={"rows": [_row(tps)]},
@@ -420,7 +420,7 @@ def test_a_forged_speed_fails_the_job_not_the_board(
 def test_a_rows_made_up_keys_are_not_kept(db: Session, student: m.Member) -> None:
     """F13: '=HYPERLINK(...)' and escape codes as keys became the posted CSV's header."""
     ident = _paired(db, student)
-    job = queue_bench_job(db, student, _worker(db, ident), "mlx", now=NOW, settings=S).job
+    job = queue_bench_job(db, student, _worker(db, ident), "mlx", "quick", now=NOW, settings=S).job
     row = {
         **_row(),
         '=HYPERLINK("http://evil","x")': "1",

@@ -40,11 +40,12 @@ ROW = {
 }
 
 
-def _record(speeds: list[float]) -> dict[str, object]:
+def _record(speeds: list[float], users: int = 1) -> dict[str, object]:
     return {
         "runs": [
             {
-                "concurrency": 1,
+                "concurrency": users,
+                "summary": {"duration_s": 10.0},
                 "requests": [
                     {"index": i, "ok": True, "writing_tps": v, "output_tokens": 8, "tpot_s": 1 / v,
                      "ttft_s": 0.2, "e2e_s": 0.2 + 8 / v}
@@ -55,11 +56,11 @@ def _record(speeds: list[float]) -> dict[str, object]:
     }  # fmt: skip
 
 
-def _job(db: Session, member: m.Member) -> tuple[Identity, m.BenchJob]:
+def _job(db: Session, member: m.Member, preset: str = "quick") -> tuple[Identity, m.BenchJob]:
     code = issue_pair_code(db, member, "studio", now=NOW)
     key = new_private_key()
     w = redeem_pair_code(db, code, Identity(0, "studio", key).public_key, now=NOW)
-    job = queue_bench_job(db, member, w, "mlx", "quick", now=NOW).job
+    job = queue_bench_job(db, member, w, "mlx", preset, now=NOW).job
     return Identity(w.id, "studio", key), job
 
 
@@ -133,13 +134,14 @@ def test_the_same_job_renders_the_same_bytes(db: Session, student: m.Member) -> 
 
 
 def test_a_multi_turn_job_shows_its_cache_beside_ttft(db: Session, student: m.Member) -> None:
-    ident, job = _job(db, student)
-    row = {**ROW, "preset": "chat", "cached_share": "0.7125", "ttft_p50_by_turn_ms": "15/17/16"}
-    body = {"rows": [row], "record": _record([44.0, 45.0])}
+    ident, job = _job(db, student, "chat")
+    row = {**ROW, "preset": "chat", "concurrency": "4", "cached_share": "0.7125",
+           "ttft_p50_by_turn_ms": "15/17/16"}  # fmt: skip
+    body = {"rows": [row], "record": _record([44.0, 45.0], users=4)}
     assert ingest_event(db, _result(ident, job, body), now=NOW).accepted
     text = render_job(db, job).text
     assert (
-        "1 users: 71% of prompt tokens came from the prefix cache; TTFT p50 by turn 15 → 17 → 16 ms"
+        "4 users: 71% of prompt tokens came from the prefix cache; TTFT p50 by turn 15 → 17 → 16 ms"
         in text
     )
 
