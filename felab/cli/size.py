@@ -229,6 +229,8 @@ def kv_command(
     _say(notes, per.explanation)
     if memory is not None:
         _say(notes, memory.explanation)
+        if beyond := kv.past_trained_context(memory.tokens, shape):
+            _say(notes, beyond)
 
 
 # ---------------------------------------------------------------- capacity

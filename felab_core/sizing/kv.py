@@ -201,6 +201,18 @@ class KvMemory:
         )
 
 
+def past_trained_context(tokens: int, shape: ModelShape) -> str | None:
+    """What pricing more tokens than the model was trained on says (C3): a server holds at
+    most that many in one sequence unless it stretches the context (RoPE scaling)."""
+    if not shape.context_length or tokens <= shape.context_length:
+        return None
+    return (
+        f"{tokens:,} tokens is longer than {shape.name} reads ({shape.context_length:,} "
+        "tokens): one sequence holds at most that unless the server stretches the context "
+        "(RoPE scaling); more tokens are many sequences (slots, concurrent requests)"
+    )
+
+
 def kv_memory(tokens: int, per_token: KvPerToken) -> KvMemory:
     """Memory the cache needs for `tokens` tokens (llama.cpp reserves all of -c at startup)."""
     require_whole("the number of tokens", tokens, "Give the cache length, for example -c 8192.")

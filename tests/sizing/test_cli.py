@@ -220,3 +220,13 @@ def test_capacity_refuses_a_kv_dtype_its_log_contradicts(tmp_path: Path) -> None
     assert code == 2 and "--kv-dtype f16 would not be how it runs" in out, out
     code, out = size("capacity", "--vllm-log", str(log))
     assert code == 0 and "as started (fp8)" in out, out
+
+
+def test_kv_past_the_trained_context_says_so() -> None:
+    """Twentieth sweep (c) C3: a billion tokens of Llama 3.1 8B were priced without a word,
+    where `size limit --context` refuses past the trained context."""
+    past = runner.invoke(app, ["size", "kv", "--model", "llama-3.1-8b", "-c", "1000000000"])
+    assert past.exit_code == 0, past.output
+    assert "is longer than Llama 3.1 8B reads (131,072 tokens)" in past.output
+    within = runner.invoke(app, ["size", "kv", "--model", "llama-3.1-8b", "-c", "8192"])
+    assert "is longer than" not in within.output
