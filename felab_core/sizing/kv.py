@@ -181,6 +181,12 @@ def kv_bytes_per_token(
     return KvPerToken(shape=shape, key_dtype=k, value_dtype=v, bytes=total)
 
 
+#: More memory than any one machine has (eight of the largest accelerators hold 2.3 TB, the
+#: largest CPU servers a few TB of RAM): a cache past it is a slip in a count, or a server's
+#: figure that cannot be real.
+MOST_MACHINE_BYTES = Fraction(16 * 2**40)
+
+
 @dataclass(frozen=True)
 class KvMemory:
     """Cache memory for a number of tokens, shown in both unit systems."""
@@ -193,12 +199,19 @@ class KvMemory:
     def explanation(self) -> str:
         mib, binary = mib_text(self.bytes), binary_size_text(self.bytes)
         also = f" ({binary})" if binary != mib else ""  # 125 MiB twice said nothing
-        return (
+        said = (
             f"{whole_text(self.tokens)} tokens x "
             f"{binary_size_text(self.per_token.bytes)} per token "
             f"= {mib}{also} = {gb_text(self.bytes)} "
             f"of cache for {self.per_token.shape.name}."
         )
+        if self.bytes > MOST_MACHINE_BYTES:  # C23: 119 TiB priced without a word
+            said += (
+                f" No machine holds that ({binary_size_text(MOST_MACHINE_BYTES)} is already "
+                "more than the largest servers have): check the token count (-c) or the "
+                "server's figures."
+            )
+        return said
 
 
 def past_trained_context(tokens: int, shape: ModelShape) -> str | None:

@@ -230,3 +230,14 @@ def test_kv_past_the_trained_context_says_so() -> None:
     assert "is longer than Llama 3.1 8B reads (131,072 tokens)" in past.output
     within = runner.invoke(app, ["size", "kv", "--model", "llama-3.1-8b", "-c", "8192"])
     assert "is longer than" not in within.output
+
+
+def test_a_cache_no_machine_holds_is_said() -> None:
+    """Twentieth sweep (c) C23: 119 TiB of cache for one seat was priced without a word."""
+    out = runner.invoke(
+        app, ["size", "slots", "-c", "1000000000", "-np", "1", "--model", "llama-3.1-8b"]
+    )
+    assert out.exit_code == 0, out.output
+    assert "119.21 TiB" in out.output and "No machine holds that" in out.output
+    honest = runner.invoke(app, ["size", "kv", "--model", "llama-3.1-8b", "-c", "131072"])
+    assert "No machine holds that" not in honest.output
