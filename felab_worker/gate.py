@@ -136,3 +136,13 @@ class GatedConsumer(Consumer):  # type: ignore[misc]  # Celery is untyped
 def gated(app: Any) -> None:
     """Make `app`'s workers take their messages through the gate."""
     app.conf.worker_consumer = f"{__name__}:GatedConsumer"
+
+
+def only_felab_tasks(app: Any) -> None:
+    """Drop Celery's built-in tasks (celery.chain, .group, .map, .chord_unlock,
+    .backend_cleanup ...): whoever may push to a queue may name one, and the worker would run
+    it, or send on what the message held to any queue it knows. felab uses none of them; a
+    message naming one is refused as an unknown task (the gate above)."""
+    app.finalize(auto=True)
+    for name in [n for n in app.tasks if not n.startswith("felab.")]:
+        del app.tasks[name]

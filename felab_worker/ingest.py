@@ -47,7 +47,7 @@ from felab_core.settings import Settings
 from felab_worker.acl import Synced
 from felab_worker.app import server_app
 from felab_worker.dispatch import Dispatcher
-from felab_worker.gate import gated
+from felab_worker.gate import gated, only_felab_tasks
 
 log = logging.getLogger("felab.ingest")
 
@@ -218,16 +218,6 @@ def create_app(settings: Settings) -> tuple[Celery, Ingest]:
         except TRANSIENT as exc:
             log.warning("reconciler skipped a beat: the database is away (%s)", exc)
 
-    _only_felab_tasks(app)
+    only_felab_tasks(app)
     gated(app)
     return app, state
-
-
-def _only_felab_tasks(app: Celery) -> None:
-    """Drop Celery's built-in tasks (celery.chain, .group, .map, .chord_unlock ...): any machine
-    may push a message to the inbox naming one, and the ingest, which publishes as the broker's
-    admin, would then send whatever the message held to any queue, or retry for good. felab uses
-    none of them; a message naming one is refused as an unknown task (felab_worker.gate)."""
-    app.finalize(auto=True)
-    for name in [n for n in app.tasks if not n.startswith("felab.")]:
-        del app.tasks[name]

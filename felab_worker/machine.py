@@ -39,6 +39,7 @@ from felab_core.settings import Settings
 from felab_worker.app import machine_app, soft_time_limit, worker_args
 from felab_worker.broker import Store, broker_url, make_store
 from felab_worker.fatal import broker_fault, kept_fatal
+from felab_worker.gate import gated, only_felab_tasks
 from felab_worker.login import (
     BrokerRefused,
     RefusalWatch,
@@ -234,6 +235,10 @@ def configure(identity: Identity, key_file: Path, settings: Settings) -> Runtime
     url = identity.broker_url or broker_url(settings)
     app = machine_app(settings, url, identity.worker_id)
     app.task(name="felab.run_job", base=RunJobTask)(run_job)
+    # the owner's (or admin's) own pushes to this queue: a callback, an eta or a built-in task
+    # is refused in one line, as the ingest refuses them (a traceback had been printed)
+    only_felab_tasks(app)
+    gated(app)
     spool = Spool(state_folder(key_file))
     spool.forget_cancels()
     _runtime = Runtime(

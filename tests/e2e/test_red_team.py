@@ -338,7 +338,8 @@ def test_a_server_task_pushed_at_a_machine_or_the_inbox_does_nothing(cohort: Coh
     ingest = fleet.ingest
     assert ingest is not None
     wait_for(lambda: "a reconcile asked for between beats was skipped" in ingest.text(), 20, "skip")
-    # A student worker registers only its own task: the ingest's is unknown there.
+    # A student worker registers only its own task: the ingest's is unknown there, refused in
+    # one line by the gate the ingest has (sweep 20, b, B10).
     mal.lpush(
         NAMES.key(NAMES.jobs_queue(cohort.mal_worker)),
         _celery_message("felab.ingest", {}).replace(
@@ -346,7 +347,8 @@ def test_a_server_task_pushed_at_a_machine_or_the_inbox_does_nothing(cohort: Coh
         ),
     )
     log = fleet.tmp / "student-mal-box.log"
-    wait_for(lambda: "unregistered task of type 'felab.ingest'" in log.read_text(), 20, "refusal")
+    refusal = "refused a message on the broker: names an unknown task 'felab.ingest' (dropped)"
+    wait_for(lambda: refusal in log.read_text(), 20, "refusal")
 
 
 # ----------------------------------------------------------------------------- replay
@@ -406,7 +408,8 @@ def test_an_impossible_speed_is_flagged_and_not_ranked(cohort: Cohort) -> None:
     requests = [{"index": i, **fake, "ttft_s": 0.01, "e2e_s": 0.02} for i in range(3)]
     row = {"server": "mlx", "model": "tiny", "preset": "quick", "concurrency": "1", "ok": "3",
            "failed": "0", "writing_tps_p50": "99999.0", "ttft_p50_s": "0.01"}  # fmt: skip
-    body = {"rows": [row], "record": {"runs": [{"concurrency": 1, "requests": requests}]}}
+    run = {"concurrency": 1, "summary": {"duration_s": 1.0}, "requests": requests}
+    body = {"rows": [row], "record": {"runs": [run]}}
     Dispatcher(fleet.settings()).app.send_task(
         "felab.ingest",
         args=[me.sign(event(me.worker_id, "result", job_id=job_id, attempt=attempt, body=body))],
