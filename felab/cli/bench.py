@@ -35,6 +35,7 @@ from felab.cli.output import (
     print_table,
     text,
 )
+from felab.cli.stopping import sigterm_as_ctrl_c
 from felab.cli.waiting import SilenceNotice
 from felab_core.engine.apis import Api
 from felab_core.engine.bench import BenchOutcome, run_bench, save_outcomes
@@ -70,7 +71,7 @@ METRICS_HELP = """\
 [bold]N[/bold]     the server's usage, else Ollama's eval_count, else counted chunks (token_source).
 
 Exit codes: 0 all requests ok, 1 some failed, 2 bad usage, 3 a target could not be timed,
-130 interrupted (Ctrl-C once keeps what finished; twice stops at once).
+130 interrupted (Ctrl-C or SIGTERM once keeps what finished; twice stops at once).
 """
 
 console = Console(highlight=False)  # a server's or a file's words are shown as written
@@ -246,6 +247,7 @@ def _print_details(outcomes: list[BenchOutcome], out: Console) -> None:
                 )
 
 
+@sigterm_as_ctrl_c()  # `timeout`, `kill`, a CI limit: keep what finished, as Ctrl-C does
 def bench(
     targets: list[str] = typer.Argument(
         None,

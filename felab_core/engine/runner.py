@@ -214,7 +214,7 @@ async def bench_target(
             notes.append(f"{label}: {run.partial}; these figures are not the whole run")
         if interrupted:
             notes.append(
-                f"interrupted: {len(run.requests)} requests finished before Ctrl-C; "
+                f"interrupted: {len(run.requests)} requests finished before Ctrl-C (or SIGTERM); "
                 "later runs were not started"
             )
             break

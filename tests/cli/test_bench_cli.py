@@ -152,8 +152,10 @@ def test_results_go_to_felab_results_dir(
     assert (tmp_path / "elsewhere" / "01-latency.csv").exists()
 
 
-def test_ctrl_c_keeps_what_finished_and_leaves_the_csv_alone(tmp_path: Path) -> None:
-    """A real `felab bench` process, interrupted the way a terminal does it (SIGINT)."""
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
+def test_ctrl_c_keeps_what_finished_and_leaves_the_csv_alone(tmp_path: Path, signame: str) -> None:
+    """A real `felab bench` process, interrupted the way a terminal does it (SIGINT), or by
+    `kill`, `timeout` or a CI limit (SIGTERM), which had ended it with nothing written (A15)."""
     import signal
     import subprocess
     import sys
@@ -185,7 +187,7 @@ def test_ctrl_c_keeps_what_finished_and_leaves_the_csv_alone(tmp_path: Path) -> 
         deadline = time.monotonic() + 20
         while len(server.log) < 5 and time.monotonic() < deadline:
             time.sleep(0.05)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(getattr(signal, signame))
         out, _ = proc.communicate(timeout=20)
     finally:
         server.stop_thread()
