@@ -29,6 +29,7 @@ from felab_core.sizing.speed_limit import (
     check_speed,
     find_chip,
 )
+from felab_core.sizing.units import decimal_size_text
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,8 @@ def speed_limit_for(
     chip = find_chip(member.chip) if member.chip else None
     try:
         reads = bytes_per_token(
-            row.model_bytes, weights_note=f"{row.model}, a {row.model_bytes / 1e9:.1f} GB file"
+            row.model_bytes,
+            weights_note=f"{row.model}, a {decimal_size_text(row.model_bytes)} file",
         )
         return ceiling(bandwidth, reads, chip)
     except SizingError as exc:

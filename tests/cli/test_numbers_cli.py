@@ -493,3 +493,11 @@ def test_export_refuses_a_table_name_for_its_json(tmp_path: Path, name: str) -> 
     assert not (tmp_path / name).exists()
     code, out = felab("export", str(tmp_path / "me.json"))
     assert code == 0, out
+
+
+def test_a_small_model_file_is_said_in_its_own_unit() -> None:
+    """Twentieth sweep (a2) A2-14: a 1 MB model read 'a 0.0 GB file' in its speed limit."""
+    assert felab("machine", "--chip", "M4 Pro")[0] == 0
+    code, out = felab("model", "vllm", "--name", "tiny", "--bytes", "1MB")
+    assert code == 0, out
+    assert "Weights: tiny, a 1 MB file." in out and "0.0 GB" not in out
