@@ -307,7 +307,8 @@ def parse_trace(
     )
     span_s = rebased[-1].at_s / speed
     if span_s > MAX_SPAN_S:
-        spans = f"{span_s:,.0f}" if span_s < 1e12 else f"{span_s:.3g}"  # 1e308: not 309 digits
+        # 1e308: not 309 digits; 86,400.001 s is not "86,400 s, more than 86,400 s" (A2-5)
+        spans = f"{span_s:,.3f}".rstrip("0").rstrip(".") if span_s < 1e12 else f"{span_s:.3g}"
         raise TraceError(
             f"the trace spans {spans} s at --trace-speed {speed:g} (its timestamps are "
             f"milliseconds): more than a day ({MAX_SPAN_S:,} s); cut it, or replay it faster"

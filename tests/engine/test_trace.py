@@ -74,6 +74,10 @@ def test_the_published_format_reads_with_its_aliases() -> None:
             '{"timestamp": 0, "input_length": 5}\n{"timestamp": 1e308, "input_length": 5}',
             "spans 1e",
         ),
+        (  # twentieth sweep (a2) A2-5: "spans 86,400 s ... more than a day (86,400 s)"
+            '{"timestamp": 0, "input_length": 5}\n{"timestamp": 86400001, "input_length": 5}',
+            "spans 86,400.001 s",
+        ),
     ],
 )
 def test_a_bad_trace_is_refused_naming_its_line(line: str, said: str) -> None:
