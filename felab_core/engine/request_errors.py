@@ -44,6 +44,12 @@ _STATUS_ADVICE = {
     "behind it up, or busy?",
 }
 
+#: A bare 404: the address felab posted to is not an endpoint of this server.
+_NO_SUCH_PATH = (
+    "the server has no endpoint at the path felab posted to: give its base address as --url "
+    "(http://HOST:PORT, without a path such as /v1/models), and the --api it serves"
+)
+
 #: An HTML page's start (a proxy's or a web server's error page) and its <title>.
 _HTML_START = re.compile(r"\s*(<!doctype html|<html|<head|<body|<title)", re.IGNORECASE)
 _HTML_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
@@ -82,6 +88,8 @@ def server_error_message(
             message = str(err)
     said = f"HTTP {status}: {shown_text(message) or '(empty body)'}"
     advice = _REFUSED_LOGIN if status == 401 and sent_login else _STATUS_ADVICE.get(status)
+    if status == 404 and message.strip(" .").lower() in ("", "not found", "404 not found"):
+        advice = _NO_SUCH_PATH  # the path itself, not a model (Ollama's 404 names the model)
     wait = shown_text(retry_after or "", 40)
     # seconds up to a day, or an HTTP date: anything else (-5, twenty digits) is not repeated
     seconds_ok = wait.isdigit() and int(wait) <= 86_400

@@ -94,6 +94,32 @@ _ENDPOINT_SUFFIXES = (
 )
 
 
+#: Endpoints a person curls first (and so pastes): no base address ends in one, and felab would
+#: post to /v1/models/v1/chat/completions and be told only "HTTP 404: Not Found".
+_OTHER_ENDPOINTS = (
+    "/v1/models",
+    "/models",
+    "/v1/embeddings",
+    "/health",
+    "/healthz",
+    "/metrics",
+    "/props",
+    "/slots",
+    "/version",
+    "/get_server_info",
+    "/get_model_info",
+    "/api/tags",
+    "/api/version",
+    "/api/ps",
+    "/api/show",
+    "/docs",
+)
+
+#: A %-escape of a letter, digit or -._~: no path needs one, and the server sees it as typed
+#: (/v%31 reached the server as /v%31/v1/chat/completions, not /v1/...).
+_NEEDLESS_ESCAPE = re.compile(r"%(?:[46][1-9A-Fa-f]|[57][0-9Aa]|3[0-9]|2[Dd]|2[Ee]|5[Ff]|7[Ee])")
+
+
 #: Longer than any server's base address, path and all (browsers stop near 2,000 too).
 MAX_URL_CHARS = 2048
 
@@ -158,6 +184,12 @@ def normalize_base_url(url: str) -> str:
             f"{shown!r} has a . or .. in its path: give the server's own base address, such "
             "as http://HOST:PORT or http://HOST:PORT/v1"
         )
+    if escape := _NEEDLESS_ESCAPE.search(path):
+        raise TargetError(
+            f"{shown!r} writes {escape.group()!r} in its path for a plain letter, digit or "
+            "-._~, which the server does not read as that character: type it plainly, as "
+            "http://HOST:PORT or http://HOST:PORT/v1"
+        )
     for suffix in _ENDPOINT_SUFFIXES:
         if path.endswith(suffix):
             path = path[: -len(suffix)]
@@ -166,6 +198,12 @@ def normalize_base_url(url: str) -> str:
         raise TargetError(
             f"{shown!r} ends in an endpoint path twice (such as /v1/v1): give the server's "
             "base address once, such as http://HOST:PORT/v1"
+        )
+    if other := next((e for e in _OTHER_ENDPOINTS if path.lower().endswith(e)), None):
+        raise TargetError(
+            f"{shown!r} ends in {other}, an endpoint of the server, not its base address: "
+            f"felab adds the API's own path itself, so give the address without {other}, "
+            "such as http://HOST:PORT or http://HOST:PORT/v1"
         )
     return f"{parts.scheme}://{parts.netloc}{path}"
 

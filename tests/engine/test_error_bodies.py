@@ -51,3 +51,16 @@ def test_a_long_page_is_cut_before_it_is_redacted() -> None:
     assert time.monotonic() - started < 10
     assert shown.startswith("<html>xxx") and len(shown) == 300
     assert shown_text("db password=letmein here") == "db password=*** here"
+
+
+def test_a_bare_404_says_the_path_is_not_the_servers() -> None:
+    """Twentieth sweep (a) A08: a FastAPI 404 said only "HTTP 404: Not Found"; a 404 that names
+    what is missing (Ollama's model) keeps its own words."""
+    from felab_core.engine.request_errors import server_error_message
+
+    said = server_error_message(404, b'{"detail":"Not Found"}')
+    assert said.startswith("HTTP 404: Not Found; the server has no endpoint at the path")
+    assert "base address" in said
+    assert (
+        server_error_message(404, b'{"error":"model x not found"}') == "HTTP 404: model x not found"
+    )

@@ -342,3 +342,22 @@ def test_an_unknown_key_names_the_keys_and_the_nearest(
     with pytest.raises(TargetError) as caught:
         load_targets(path)
     assert str(caught.value).endswith(said)
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("http://127.0.0.1:8000/v1/models", "ends in /v1/models, an endpoint of the server"),
+        ("http://127.0.0.1:8000/v1/models/", "ends in /v1/models"),
+        ("http://127.0.0.1:8000/health", "ends in /health"),
+        ("http://127.0.0.1:8000/metrics", "ends in /metrics"),
+        ("http://127.0.0.1:8000/v%31", "writes '%31' in its path for a plain letter"),
+    ],
+)
+def test_a_url_ending_in_another_endpoint_is_refused(url: str, said: str) -> None:
+    """Twentieth sweep (a) A08: --url .../v1/models was taken as a base, felab posted to
+    /v1/models/v1/chat/completions and said only "HTTP 404: Not Found"."""
+    with pytest.raises(TargetError, match=said):
+        normalize_base_url(url)
+    assert normalize_base_url("http://h:1/my-models/v1") == "http://h:1/my-models"
+    assert normalize_base_url("http://h:1/a%20b") == "http://h:1/a%20b"
