@@ -227,6 +227,32 @@ def _one_over(speed: Any, tpot: Any) -> Any:
     return ~(off > _SPEED_TIMES_TPOT_SLACK)
 
 
+#: Requests with this many gaps or more (not all equal) that match in TTFT, end and every gap
+#: are one request copied: clocks tick in nanoseconds (microseconds from another machine), so
+#: two real ones never agree in all of them.
+_COPY_GAPS = 3
+
+
+def _check_copies(path: Path, run: int, requests: list[dict[str, Any]]) -> None:
+    """No request is another's copy under a new index: 20 copies of the fastest request,
+    renumbered 0..19, had turned "worse" verdicts into "within noise"."""
+    seen: dict[tuple[Any, ...], int] = {}
+    for j, r in enumerate(requests, 1):
+        gaps = r.get("itl_s") or []
+        if len(gaps) < _COPY_GAPS or r.get("ttft_s") is None or r.get("e2e_s") is None:
+            continue
+        if len(set(gaps)) == 1:  # made, not measured (a test's even stream): no copy to tell
+            continue
+        key = (r["ttft_s"], r["e2e_s"], *gaps)
+        first = seen.setdefault(key, j)
+        if first != j:
+            raise CompareError(
+                f"{path}: run {run}, request {j} has the same first token, end and {len(gaps):,} "
+                f"gaps as request {first}, to the last digit: a request copied under another "
+                "index (copies would narrow its intervals): the file was edited or broken"
+            )
+
+
 @dataclass(frozen=True)
 class Sample:
     """The numbers a comparison needs from the successful, warm requests of one run, as
@@ -380,6 +406,7 @@ def checked_sample(path: Path, run: int, requests: list[Any], most_gaps: int = M
         np.abs(np.where(timed, arrays["tpot_s"] * after - spent, 0.0)) > _tpot_slack(spent, counts)
     ).any():
         raise broken()
+    _check_copies(path, run, requests)
     # as bench's own figures: warm, and inside the steady window (--ramp-up/--ramp-down)
     usable = np.array(oks, dtype=bool) & ~np.array(
         [c is True or w is True for c, w in zip(colds, outside, strict=True)], dtype=bool

@@ -161,3 +161,18 @@ def test_gaps_beyond_the_chunks_counted_or_the_tokens_asked_are_refused(
         _refused(tmp_path, record, "request 4 has 407 inter-token gaps: felab ends a stream long")
     else:
         assert len(_load(tmp_path, record)["runs"][0]["requests"]) == 20
+
+
+def test_the_fastest_request_copied_under_new_indexes_is_refused(tmp_path: Path) -> None:
+    """A2-2 (fourth way): all 20 requests made copies of the fastest, indexes 0..19, kept the
+    count within every bound and turned "worse" verdicts into "within noise"."""
+    record = _run()
+    requests = record["runs"][0]["requests"]
+    for j, request in enumerate(requests):
+        gaps = [0.01 + 1e-6 * (j + 1)] + [0.01 + 2e-6 * k for k in range(6)]  # each its own
+        request.update(itl_s=gaps, e2e_s=0.05 + sum(gaps), tpot_s=sum(gaps) / 7)
+        request["writing_tps"] = 1 / request["tpot_s"]
+    assert len(_load(tmp_path, record)["runs"][0]["requests"]) == 20
+    for j in range(1, len(requests)):
+        requests[j] = {**copy.deepcopy(requests[0]), "index": j}
+    _refused(tmp_path, record, "request 2 has the same first token, end and 7 gaps as request 1")
