@@ -70,7 +70,8 @@ def against_record(
     median = statistics.median(speeds)
     if abs(median - tps) > RECORD_TOLERANCE * max(median, tps):
         return (
-            f"the row says {tps:.1f} tokens/s, its own requests give {median:.1f} (median): "
+            f"the row says {_speed(tps)} tokens/s, its own requests give {_speed(median)} "
+            "(median): "
             "the figures do not agree"
         )
     for r in good:
@@ -202,3 +203,8 @@ def approve(session: Session, instructor: m.Member, number_id: int) -> m.Number:
     )
     session.flush()
     return number
+
+
+def _speed(tps: float) -> str:
+    """A speed as a note shows it: 301 digits of a forged 1e300 are '1e+300' (b B5)."""
+    return f"{tps:,.1f}" if abs(tps) < 1e7 else f"{tps:.3g}"

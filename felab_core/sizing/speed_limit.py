@@ -322,7 +322,7 @@ def weights_for(shape: ModelShape, bits_per_weight: Fraction | None = None) -> t
         )
     if not 1 <= bits_per_weight <= 32:
         raise SizingError(
-            f"--bits-per-weight {tidy_text(bits_per_weight)} is out of range: weights take 1 to "
+            f"--bits-per-weight {float(bits_per_weight):g} is out of range: weights take 1 to "
             "32 bits (16 for BF16, 8 for Q8_0, about 4.5 for Q4_K_M)"
         )
     weights = Fraction(params) * bits_per_weight / 8

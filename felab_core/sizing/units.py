@@ -245,8 +245,9 @@ def both_ways(value: Number) -> str:
     frac = Fraction(value)
     dec = decimal_size_text(frac)
     binary = binary_size_text(frac)
-    if abs(frac) < MB:
-        return f"{tidy_text(frac)} bytes ({binary})"
+    if abs(frac) < MB:  # "1,000 bytes (1,000 bytes)" said it twice (c C22)
+        plain = f"{tidy_text(frac)} bytes"
+        return plain if binary == plain else f"{plain} ({binary})"
     return f"{dec} = {binary}"
 
 

@@ -104,3 +104,10 @@ def test_speeds_that_waited_for_the_limit_are_judged_once_it_is_known(
     assert (sound.verdict, fast.verdict, partial.verdict) == ("ok", "flagged", "unverified")
     assert "1 ok (ranked), 1 above the speed limit" in rejudged_text(changed)
     assert rejudge_waiting(db, student) == []  # judged once
+
+
+def test_a_forged_speed_in_a_note_is_not_hundreds_of_digits() -> None:
+    """Twentieth sweep (b) B5: a request record of 1e300 tok/s put 301 digits in the note."""
+    from felab_core.numbers.verdict import _speed
+
+    assert _speed(1e300) == "1e+300" and _speed(44.56) == "44.6" and _speed(12345.0) == "12,345.0"

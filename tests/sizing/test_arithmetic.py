@@ -272,3 +272,19 @@ def test_a_negative_size_is_said_without_trailing_decimals() -> None:
 
     with pytest.raises(SizingError, match=r"\(got -4,900,000,000\)"):
         require_positive("the bytes of weights", Fraction(-4_900_000_000))
+
+
+def test_a_small_size_is_said_once_and_a_tiny_bit_width_as_typed() -> None:
+    """Twentieth sweep (c) C22: '1,000 bytes (1,000 bytes)'; C4: --bits-per-weight 0.0001 was
+    refused as '0 is out of range'."""
+    from felab_core.sizing.units import both_ways
+
+    assert both_ways(1000) == "1,000 bytes" and both_ways(0) == "0 bytes"
+    assert both_ways(2048) == "2,048 bytes (2 KiB)"
+    from typer.testing import CliRunner
+
+    from felab.cli.main import app
+
+    args = ["size", "limit", "--chip", "H100 SXM", "--model", "llama-3.1-8b"]
+    out = CliRunner().invoke(app, [*args, "--bits-per-weight", "0.0001"])
+    assert out.exit_code == 2 and "--bits-per-weight 0.0001 is out of range" in out.output
