@@ -5,6 +5,8 @@ model, only the active experts), plus the KV cache of the conversation so far. S
 stream's writing speed is at most bandwidth ÷ bytes read per token. A measured or typed speed is
 shown as a share of that ceiling; a speed above it is physically impossible, and the likely cause
 is named.
+
+Long because the bandwidth table (every chip with its published figure and source) lives here.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from felab_core.sizing.units import (
     decimal_text,
     gb_text,
     require_positive,
+    require_speed,
     tidy_text,
     whole_text,
 )
@@ -496,5 +499,5 @@ class SpeedCheck:
 def check_speed(measured_tokens_per_s: int | float | str | Fraction, limit: Ceiling) -> SpeedCheck:
     """Report a writing speed as a share of the ceiling, flagging one above it as impossible."""
     measured = as_fraction(measured_tokens_per_s)
-    require_positive("the measured writing speed", measured, "Give tokens per second, e.g. 44.6.")
+    require_speed("the measured writing speed", measured, "Give tokens per second, e.g. 44.6.")
     return SpeedCheck(measured=measured, ceiling=limit)

@@ -124,6 +124,21 @@ def require_positive(what: str, value: int | Fraction | float, hint: str = "") -
         raise SizingError(f"{what} must be more than zero (got {shown}).{extra}")
 
 
+#: The slowest writing speed felab reads as one (a token every 1,000 s): less shows as 0.0
+#: tokens per second, "0 % of the limit" (c C24: 1e-30 had been taken).
+LEAST_SPEED = Fraction(1, 1000)
+
+
+def require_speed(what: str, value: Fraction, hint: str = "") -> None:
+    """Refuse a writing speed of zero or less, or too slow to show (LEAST_SPEED)."""
+    require_positive(what, value, hint)
+    if value < LEAST_SPEED:
+        raise SizingError(
+            f"{what} of {float(value):g} tokens per second is less than one token every "
+            f"{float(1 / LEAST_SPEED):,.0f} s, which shows as 0.0.{' ' + hint if hint else ''}"
+        )
+
+
 def require_whole(what: str, value: int, hint: str = "") -> int:
     """Refuse counts that are not whole positive numbers (blocks, layers, tokens)."""
     if isinstance(value, bool) or not isinstance(value, int):

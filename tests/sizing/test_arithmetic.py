@@ -288,3 +288,16 @@ def test_a_small_size_is_said_once_and_a_tiny_bit_width_as_typed() -> None:
     args = ["size", "limit", "--chip", "H100 SXM", "--model", "llama-3.1-8b"]
     out = CliRunner().invoke(app, [*args, "--bits-per-weight", "0.0001"])
     assert out.exit_code == 2 and "--bits-per-weight 0.0001 is out of range" in out.output
+
+
+def test_a_measured_speed_that_shows_as_zero_is_refused() -> None:
+    """Twentieth sweep (c) C24: --measured 1e-30 read '0.0 tokens per second is 0 %'."""
+    from typer.testing import CliRunner
+
+    from felab.cli.main import app
+
+    args = ["size", "limit", "--bandwidth", "273", "--model", "llama-3.1-8b"]
+    args += ["--bits-per-weight", "4.5", "--measured"]
+    out = CliRunner().invoke(app, [*args, "1e-30"])
+    assert out.exit_code == 2 and "less than one token every 1,000 s" in out.output
+    assert CliRunner().invoke(app, [*args, "0.5"]).exit_code == 0
