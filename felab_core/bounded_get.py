@@ -111,9 +111,18 @@ async def aget_bounded(
     cut = False
     status: int | None = None
     headers: httpx.Headers | None = None
+    connected = False
+
+    async def trace(event: str, _info: object) -> None:
+        nonlocal connected
+        # a new connection's TCP handshake done, or a pooled one's request on its way
+        connected = connected or event.startswith(
+            ("connection.connect_tcp.complete", "http11.", "http2.")
+        )
+
     try:
         async with asyncio.timeout(deadline_s):
-            async with client.stream("GET", url) as resp:
+            async with client.stream("GET", url, extensions={"trace": trace}) as resp:
                 status, headers = resp.status_code, resp.headers
                 async for piece in resp.aiter_bytes():
                     body += piece
@@ -121,6 +130,8 @@ async def aget_bounded(
                         cut = True
                         break
     except TimeoutError:
+        if not connected:  # not even the TCP connection was made: no server said anything
+            raise httpx.ConnectTimeout(f"no connection to {url} within {deadline_s:g} s") from None
         if status is None or headers is None:  # not even the headers came whole in time
             raise httpx.ReadTimeout(f"no answer from {url} within {deadline_s:g} s") from None
         cut = True

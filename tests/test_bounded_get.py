@@ -147,3 +147,30 @@ def test_sizing_reads_go_straight_to_the_server_never_through_a_proxy(
         metrics.shutdown()
         proxy.shutdown()
     assert seen == []
+
+
+class _Silent(httpx.AsyncBaseTransport):
+    """A transport that never answers; `connects` says whether its TCP handshake is done."""
+
+    def __init__(self, connects: bool) -> None:
+        self.connects = connects
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        import asyncio
+
+        trace = request.extensions.get("trace")
+        if self.connects and trace is not None:
+            await trace("connection.connect_tcp.complete", {})
+        await asyncio.sleep(60)
+        raise AssertionError("the deadline should have come first")
+
+
+async def test_a_connection_never_made_is_a_connect_timeout_not_a_silent_server() -> None:
+    """Twentieth sweep (a) A07: a host whose connect never completed (a dropped SYN, an IPv6
+    zone id) was said to have "taken the connection but sent no whole answer"."""
+    async with httpx.AsyncClient(transport=_Silent(connects=False)) as client:
+        with pytest.raises(httpx.ConnectTimeout, match="no connection to"):
+            await aget_bounded(client, "http://h:1/", deadline_s=0.2)
+    async with httpx.AsyncClient(transport=_Silent(connects=True)) as client:
+        with pytest.raises(httpx.ReadTimeout, match="no answer from"):
+            await aget_bounded(client, "http://h:1/", deadline_s=0.2)

@@ -117,9 +117,13 @@ async def identify(base_url: str, *, wait_s: float = PROBE_TIMEOUT_S) -> ServerI
             hint = (
                 "; if it speaks plain HTTP, use http:// instead of https://"
                 if base_url.startswith("https://")
-                else ": is the host up, and the port open?"
+                else ""
             )
-            raise IdentityError(f"no connection to {shown} within {wait_s:g} s{hint}") from None
+            raise IdentityError(
+                f"no connection to {shown} within {wait_s:g} s: the connection was never made "
+                "(a wrong host or address, a host that is down, or a firewall dropping the "
+                f"packets): check the host and port{hint}"
+            ) from None
         except httpx.ReadTimeout:
             shown = url_without_credentials(base_url)
             tls = (  # a plain-HTTP server reads a TLS hello as a request's start, and waits

@@ -361,3 +361,19 @@ def test_a_url_ending_in_another_endpoint_is_refused(url: str, said: str) -> Non
         normalize_base_url(url)
     assert normalize_base_url("http://h:1/my-models/v1") == "http://h:1/my-models"
     assert normalize_base_url("http://h:1/a%20b") == "http://h:1/a%20b"
+
+
+async def test_a_connection_never_made_is_said_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Twentieth sweep (a) A07: a connect that never completed was worded as a host that
+    "took the connection but sent no whole answer" (is it HTTP, has it finished starting?)."""
+    import httpx
+
+    from felab_core.engine import probe
+
+    async def never(*_args: object, **_kw: object) -> None:
+        raise httpx.ConnectTimeout("no connection")
+
+    monkeypatch.setattr(probe, "aget_bounded", never)
+    with pytest.raises(IdentityError, match="the connection was never made") as err:
+        await identify("http://[fe80::1%25lo]:47641")
+    assert "took the connection" not in str(err.value) and "firewall" in str(err.value)
