@@ -457,6 +457,13 @@ def parse_log_file(path: str | Path) -> VllmReading:
             raise SizingError(f"{log} does not exist: give the vLLM log (its startup is enough)")
         cut: list[int] = []
         with log.open("rb") as fh:
+            if fh.read(2) in (b"\xff\xfe", b"\xfe\xff"):  # c C29: every line read as noise
+                raise SizingError(
+                    f"{log} is UTF-16 text (as PowerShell's > writes it), not UTF-8: save it as "
+                    "UTF-8 (PowerShell: ... | Out-File -Encoding utf8), or run the server with "
+                    "2>&1 | tee vllm.log from a Unix shell"
+                )
+            fh.seek(0)
             try:
                 reading = parse_log(_log_lines(fh, cut), source=str(log))
             except SizingError as exc:

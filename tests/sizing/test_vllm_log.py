@@ -392,3 +392,12 @@ def test_a_max_len_other_than_the_logs_is_refused_not_made_the_start(tmp_path: P
     assert reading.capacity(max_len=8192).max_len == 8192
     with pytest.raises(SizingError, match="says the server runs --max-model-len 8,192"):
         reading.capacity(max_len=4096)
+
+
+def test_a_utf16_log_is_named_as_such(tmp_path: Path) -> None:
+    """Twentieth sweep (c) C29: PowerShell's > writes UTF-16, and the log's lines read as
+    noise: 'no KV-cache lines ... a log cut short or from another server'."""
+    log = tmp_path / "vllm.log"
+    log.write_text("INFO GPU KV cache size: 1,000 tokens\n", encoding="utf-16")
+    with pytest.raises(SizingError, match=r"is UTF-16 text .* save it as UTF-8"):
+        vllm_log.parse_log_file(log)
