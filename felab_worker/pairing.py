@@ -15,7 +15,7 @@ from typing import Any
 
 from felab_core.errors import Forbidden, Invalid, ServiceError
 from felab_core.jobs.handshake import answer_id, check_code_shape, make_request, open_sealed
-from felab_core.jobs.keys import Identity, new_private_key
+from felab_core.jobs.keys import Identity, check_identity_destination, new_private_key
 from felab_core.jobs.run import target_names
 from felab_core.settings import Settings
 from felab_worker.answers import BrokerUnusable, failure, shown
@@ -193,6 +193,7 @@ def _unreachable(exc: BaseException) -> bool:
 def pair_machine(settings: Settings, code: str, *, timeout_s: float = 30.0) -> Identity:
     """Redeem `code` for this machine; the identity returned is not saved yet."""
     check_code_shape(code)
+    check_identity_destination(settings.worker_key_file, settings.data_dir)
     url = broker_url(settings)
     key = new_private_key()
     request = make_request(code, key, target_names(settings.targets_file))

@@ -24,7 +24,7 @@ from felab.cli.lazy import Entry, lazy_group
 from felab.cli.output import LogLevel
 from felab_core.errors import ServiceError
 from felab_core.jobs.handshake import check_code_shape
-from felab_core.jobs.keys import Identity, check_worker_name
+from felab_core.jobs.keys import Identity, check_identity_destination, check_worker_name
 from felab_core.settings import Settings, get_settings
 
 SERVER_COMMANDS = {
@@ -178,6 +178,7 @@ def pair(
 
     try:
         check_code_shape(code)  # a typo is said before the wait, not after it
+        check_identity_destination(settings.worker_key_file, settings.data_dir)
     except ServiceError as exc:
         err(str(exc))
         raise typer.Exit(EXIT_USAGE) from None
@@ -204,7 +205,15 @@ def pair(
         unusable = isinstance(exc, BrokerUnreachable | BrokerUnusable)  # nothing to retype
         raise typer.Exit(EXIT_UNREACHABLE if unusable else EXIT_USAGE) from None
     path = key_file(settings, identity.name)
-    identity.save(path)
+    try:
+        identity.save(path)
+    except OSError as exc:  # checked before the code was sent: changed since
+        err(
+            f"the code was used: this machine is paired as {identity.name}, but its key could "
+            f"not be saved in {path} ({exc.strerror or exc}): make that folder writable, then "
+            "ask for a new code and pair again (the new pairing replaces this one)"
+        )
+        raise typer.Exit(EXIT_USAGE) from None
     console.print(
         f"paired as {identity.name} (worker {identity.worker_id}); key and broker user kept in "
         f"{path}. Start it with: felab worker start --name {identity.name}"

@@ -13,6 +13,7 @@ import binascii
 import json
 import os
 import re
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -237,3 +238,48 @@ def _shown(value: Any) -> str:
     """A JSON value as the file holds it, cut short."""
     text = json.dumps(value)
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+#: Said with every refusal before a pairing request is sent.
+_UNSPENT = "the pairing code was not used"
+
+
+def check_identity_destination(path: Path | None, folder: Path) -> None:
+    """Before a pairing code is spent: the identity can be written (in `path`'s folder, else
+    `folder`), and `path`, when a file is there, is an earlier felab identity. The code had
+    been redeemed first and the key then lost to a folder that could not be written, and a
+    file of notes named by FELAB_WORKER_KEY_FILE replaced by the identity (sweep 20, b)."""
+    where = path.parent if path is not None else folder
+    if path is not None:
+        try:
+            there = refuse_special(path, what="worker identity", to_write=True)
+        except NamedFileError as exc:
+            raise Invalid(f"{exc} (FELAB_WORKER_KEY_FILE): {_UNSPENT}") from None
+        problem = None if there is None else _identity_problem(path)
+        if problem is not None:
+            raise Invalid(
+                f"{path} (FELAB_WORKER_KEY_FILE) is not a felab worker identity ({problem}), "
+                "and pairing would replace it: set FELAB_WORKER_KEY_FILE to a new file, or "
+                f"move this one away; {_UNSPENT}"
+            )
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".felab-probe-", dir=where)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise Invalid(
+            f"cannot write this machine's identity in {where} ({exc.strerror or exc}): make the "
+            "folder writable, or set FELAB_DATA_DIR (or FELAB_WORKER_KEY_FILE) to one you can "
+            f"write; {_UNSPENT}"
+        ) from None
+
+
+def _identity_problem(path: Path) -> str | None:
+    try:
+        data = json.loads(read_named_text(path, what="worker identity", limit=64 * 1024))
+    except NamedFileError as exc:
+        return str(exc)
+    except (ValueError, RecursionError):
+        return "it is not JSON"
+    return field_problem(data)
