@@ -341,6 +341,12 @@ def from_hf_config(source: str | Path | Mapping[str, Any], name: str | None = No
     n_experts = _positive_int(experts_hit[1], experts_hit[0], where) if experts_hit else None
     n_used = _positive_int(used_hit[1], used_hit[0], where) if used_hit else None
     _experts_fit(n_experts, n_used, where)
+    if n_experts and n_experts > 1 and n_used is None:  # c C6: read as dense without a word
+        notes.append(
+            f"{experts_hit[0] if experts_hit else 'experts'} says {n_experts} experts, but no "
+            f"key says how many a token uses ({', '.join(_EXPERT_USED_KEYS)}): the weights a "
+            "token reads are taken as all of them, an upper bound"
+        )
     if uses_sliding_window(cfg):
         notes.append(
             "some layers use a sliding window and keep fewer tokens; figures here are the "

@@ -422,3 +422,17 @@ def test_llama_4_scout_s_ten_million_token_context_reads(tmp_path: Path) -> None
     (tmp_path / "config.json").write_text(json.dumps(config))
     with pytest.raises(SizingError, match="far beyond any model"):
         from_hf_config(tmp_path)
+
+
+def test_experts_without_a_count_a_token_uses_are_said(tmp_path: Path) -> None:
+    """Twentieth sweep (c) C6: num_local_experts 8 without num_experts_per_tok was read as a
+    dense model without a word."""
+    (tmp_path / "config.json").write_text(
+        json.dumps({**LLAMA_31_8B_CONFIG, "num_local_experts": 8})
+    )
+    shape = from_hf_config(tmp_path)
+    assert "num_local_experts says 8 experts, but no key says how many a token uses" in (
+        shape.describe()
+    )
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA_31_8B_CONFIG))
+    assert "experts" not in from_hf_config(tmp_path).describe()
