@@ -17,10 +17,17 @@ from felab_core.engine.client import ClientLimits
 from felab_core.engine.event_loop import run_sync
 from felab_core.engine.metrics import RunSummary, Stats
 from felab_core.engine.probe import IdentityError
-from felab_core.engine.rate_search import Bound, Probe, SearchResult, find_max_rate
+from felab_core.engine.rate_search import (
+    Bound,
+    Probe,
+    ProbeInterrupted,
+    SearchResult,
+    find_max_rate,
+)
 from felab_core.engine.runner import bench_target
 from felab_core.engine.targets import Target
 from felab_core.engine.workloads import Workload
+from felab_core.failures import EXIT_INTERRUPTED
 
 EXIT_NOT_FOUND = 4
 
@@ -82,11 +89,16 @@ def search_rate(
             stop_when_saturated=True,  # a probe past the knee ends early instead of queueing
         )
         result = await bench_target(target, at, limits=limits, check_server=check_server)
+        if result.interrupted or not result.runs:  # a cut probe is no evidence about its rate
+            raise ProbeInterrupted(rate)
         run = result.runs[0]
         first_errors[rate] = next((m.error for m in run.requests if m.error), None)
         return run.summary
 
+    done: list[Probe] = []
+
     def said(p: Probe) -> None:
+        done.append(p)
         verdict = "passed" if p.passed else "missed: " + "; ".join(p.misses)
         notes.print(f"probe {p.rate:g} req/s: {verdict}", soft_wrap=True)
 
@@ -95,6 +107,10 @@ def search_rate(
     except IdentityError as exc:
         notes.print(f"[red]{esc(target.name)}: not timed:[/red] {esc(str(exc))}", soft_wrap=True)
         raise typer.Exit(3) from None
+    except KeyboardInterrupt:  # stopped between probes (while felab asked the server)
+        result = SearchResult(None, done, interrupted_at=0.0)
+    if result.interrupted_at is not None:
+        _interrupted(result, bounds, fmt, console, notes)
     emit(probes_grid(result, bounds), fmt, console)
     if result.failing is not None:
         failing = result.failing
@@ -119,3 +135,21 @@ def search_rate(
         f"{best.rate:.3g} req/s[/bold]{more} (it finished {best.summary.request_tps:.3g} req/s)",
         soft_wrap=True,
     )
+
+
+def _interrupted(
+    result: SearchResult, bounds: tuple[Bound, ...], fmt: Format, console: Console, notes: Console
+) -> None:
+    """A search the user stopped: the probes that finished, and no verdict (exit 130)."""
+    if result.probes:
+        emit(probes_grid(result, bounds), fmt, console)
+    at = f" during the probe at {result.interrupted_at:g} req/s" if result.interrupted_at else ""
+    finished = len(result.probes)
+    notes.print(
+        f"[yellow]interrupted{at}:[/yellow] the search stopped (Ctrl-C or SIGTERM) after "
+        f"{finished} finished probe{'' if finished == 1 else 's'}"
+        + (" (the table)" if finished else "")
+        + "; a search cut short gives no answer: run it again and let it end.",
+        soft_wrap=True,
+    )
+    raise typer.Exit(EXIT_INTERRUPTED)

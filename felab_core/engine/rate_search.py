@@ -36,6 +36,11 @@ class ObjectiveError(ValueError):
     """An objective felab cannot read."""
 
 
+class ProbeInterrupted(Exception):
+    """`run_at` raises it when its probe was stopped (Ctrl-C, SIGTERM): the search ends there,
+    with no verdict, since a cut probe says nothing about its rate."""
+
+
 @dataclass(frozen=True, slots=True)
 class Bound:
     metric: str  # ttft, itl, tpot, e2e
@@ -134,6 +139,8 @@ class SearchResult:
     #: The last probe, where two in a row had every request fail before any passed: a server
     #: that answers none at half the rate either has an error to fix, not a rate to find.
     failing: Probe | None = None
+    #: The rate whose probe was stopped (Ctrl-C): the search ended there, with no answer.
+    interrupted_at: float | None = None
 
 
 def _answered_none(probe: Probe) -> bool:
@@ -155,13 +162,43 @@ async def find_max_rate(
     max_probes: int = 12,
     on_probe: Callable[[Probe], None] | None = None,
 ) -> SearchResult:
-    """Search the rate: double while probes pass, then bisect the gap to `precision`."""
+    """Search the rate: double while probes pass, then bisect the gap to `precision`.
+
+    A probe stopped by the user (`run_at` raises ProbeInterrupted) ends the search: the result
+    holds the probes that finished, `interrupted_at` its rate, and no best rate.
+    """
+    try:
+        return await _search(run_at, bounds, start, ceiling, floor, precision, max_probes, on_probe)
+    except _Stopped as stopped:
+        return SearchResult(None, stopped.probes, interrupted_at=stopped.rate)
+
+
+class _Stopped(Exception):
+    def __init__(self, rate: float, probes: list[Probe]) -> None:
+        super().__init__(rate)
+        self.rate, self.probes = rate, probes
+
+
+async def _search(
+    run_at: Callable[[float], Awaitable[RunSummary]],
+    bounds: tuple[Bound, ...],
+    start: float,
+    ceiling: float,
+    floor: float,
+    precision: float,
+    max_probes: int,
+    on_probe: Callable[[Probe], None] | None,
+) -> SearchResult:
     if not (0 < floor <= start <= ceiling) or not (0 < precision < 1) or max_probes < 1:
         raise ObjectiveError("the search needs 0 < floor <= start <= ceiling and 0 < precision < 1")
     probes: list[Probe] = []
 
     async def probe(rate: float) -> Probe:
-        result = judge(rate, await run_at(rate), bounds)
+        try:
+            summary = await run_at(rate)
+        except ProbeInterrupted:
+            raise _Stopped(rate, probes) from None
+        result = judge(rate, summary, bounds)
         probes.append(result)
         if on_probe:
             on_probe(result)

@@ -12,7 +12,12 @@ from typer.testing import CliRunner
 
 from felab.cli.main import app
 from felab_core.engine.metrics import RunSummary, Stats
-from felab_core.engine.rate_search import ObjectiveError, find_max_rate, parse_objective
+from felab_core.engine.rate_search import (
+    ObjectiveError,
+    ProbeInterrupted,
+    find_max_rate,
+    parse_objective,
+)
 from felab_core.lab.scripted_server import Script, ScriptedServer
 
 runner = CliRunner()
@@ -187,3 +192,50 @@ def test_a_probe_that_sends_one_request_is_not_said_to_finish_many(tmp_path: Pat
     assert run["summary"]["ok"] == 1
     assert run["summary"]["duration_s"] >= 1.0
     assert run["summary"]["request_tps"] <= 1.0
+
+
+def test_a_stopped_probe_ends_the_search_with_no_verdict() -> None:
+    """Twentieth sweep (a) A29: Ctrl-C cut a probe, the search took the cut probe as a miss
+    and went on for minutes to a verdict. Now it ends there, with the probes that finished."""
+    asked: list[float] = []
+
+    async def run_at(rate: float) -> RunSummary:
+        asked.append(rate)
+        if rate >= 4:
+            raise ProbeInterrupted(rate)
+        return _summary(rate, 0.1)
+
+    result = asyncio.run(find_max_rate(run_at, parse_objective("ttft_p95=500ms"), start=1))
+    assert asked == [1, 2, 4]
+    assert result.interrupted_at == 4 and result.best is None
+    assert [p.rate for p in result.probes] == [1, 2]
+
+
+def test_ctrl_c_stops_a_running_search_at_once(tmp_path: Path) -> None:
+    """A real `felab bench --find-max-rate` process, sent SIGINT in its first probe: it stops
+    within seconds, says it was interrupted, gives no highest rate, exit 130."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    server = ScriptedServer(Script(persona="llamacpp", itl_s=0.01)).start_in_thread()
+    cmd = [sys.executable, "-m", "felab", "bench", "llamacpp", "--url", server.base_url,
+           "--find-max-rate", "ttft_p95=1s", "--duration", "3", "--warmup", "0", "--no-csv",
+           "--max-tokens", "5"]  # fmt: skip
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 20
+        while not server.log and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        began = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+        took = time.monotonic() - began
+    finally:
+        server.stop_thread()
+    assert proc.returncode == 130, out
+    assert "interrupted during the probe at 1 req/s" in out
+    assert "highest rate" not in out and "no rate down to" not in out
+    assert took < 2.5, out  # the probe lasts 3 s; the search had run on for 28-143 s
