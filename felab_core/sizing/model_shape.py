@@ -24,6 +24,7 @@ from typing import Any
 from felab_core.files import MiB, NamedFileError, broken_link, read_named_text, refuse_special
 from felab_core.json_keys import KeyTwice, once
 from felab_core.sizing.errors import SizingError
+from felab_core.sizing.model_names import NAME_ROUNDING, params_in_name, table_names
 from felab_core.sizing.units import both_ways, decimal_size_text, tidy_text
 from felab_core.text import holds_hidden, with_hidden_shown
 
@@ -1047,13 +1048,19 @@ _FILE_BITS_LOW, _FILE_BITS_HIGH = Fraction(14, 10), Fraction(34)
 
 
 def file_size_problem(name: str, size_bytes: int) -> str | None:
-    """Why a file of `size_bytes` cannot hold `name`, a model from the table; None when it
-    can, or when the table does not know the name. A size typed 1000x off (1MB for an 8B
+    """Why a file of `size_bytes` cannot hold `name`, a model from the table (by its key, tag
+    or Hugging Face id) or one whose name gives its size; None when it can, or when neither
+    says. A size typed 1000x off (1MB for an 8B
     model) would raise the speed limit 1000x and hide every impossible figure."""
-    try:
-        shape = known_model(name)
-    except SizingError:
-        return None
+    shape = None
+    for each in table_names(name):  # a Hugging Face id too, as vLLM and mlx_lm report it
+        try:
+            shape = known_model(each)
+            break
+        except SizingError:
+            continue
+    if shape is None:
+        return _named_size_problem(name, size_bytes)
     params = shape.params_total
     if not params:
         return None
@@ -1066,6 +1073,23 @@ def file_size_problem(name: str, size_bytes: int) -> str | None:
         f"weights make files of {decimal_size_text(low)} to {decimal_size_text(high)} (1.4 to "
         f"34 bits a weight), and this is {float(bits):.3g} bits a weight; write the size "
         "`ollama list` or `ls -l` shows, such as 4.9GB"
+    )
+
+
+def _named_size_problem(name: str, size_bytes: int) -> str | None:
+    """A model outside the table whose name gives its size (mystery-7b, Qwen2.5-0.5B): a file
+    past 34 bits for each of its weights, with room for the name's rounding, is not it."""
+    params = params_in_name(name)
+    if params is None:
+        return None
+    most = params * NAME_ROUNDING * float(_FILE_BITS_HIGH) / 8
+    if size_bytes <= most:
+        return None
+    return (
+        f"{decimal_size_text(size_bytes)} cannot hold {name[:80]}: its name says about "
+        f"{params / 1e9:g}B weights, which make files of at most about "
+        f"{decimal_size_text(int(most))} (34 bits a weight); write the size `ollama list` or "
+        "`ls -l` shows, such as 4.9GB"
     )
 
 
