@@ -61,6 +61,31 @@ def resolve_model(target: Target, identity: ServerIdentity | None) -> str | None
     return None
 
 
+def _same_model(a: str, b: str) -> bool:
+    """One id either way: case aside, or a path and its file name (`/models/q.gguf`, q.gguf)."""
+    a, b = a.casefold(), b.casefold()
+    return a == b or a.rsplit("/", 1)[-1] == b.rsplit("/", 1)[-1]
+
+
+def served_instead(target: Target, identity: ServerIdentity | None) -> tuple[str, str] | None:
+    """(the model the server serves, a note) when --model names one it does not.
+
+    llama-server answers with the one model it loaded whatever a request names, so a row filed
+    under --model would give a 0.5B model's speed a 70B name: the server's own id is kept.
+    """
+    if not (target.model and identity and target.kind.traits.ignores_model_name):
+        return None
+    if len(identity.models) != 1 or _same_model(identity.models[0], target.model):
+        return None
+    served = identity.models[0]
+    return served, (
+        f"{target.kind.label} answers with the one model it loaded, whatever a request names: "
+        f"its /v1/models lists {served!r}, not the model given ({target.model!r}): the "
+        f"figures are filed under {served!r}, the model that answered. To have them named "
+        "otherwise, start llama-server with --alias NAME"
+    )
+
+
 async def bench_target(
     target: Target,
     workload: Workload,
@@ -94,6 +119,10 @@ async def bench_target(
         if note:
             notes.append(note)
     model = resolve_model(target, identity)
+    instead = served_instead(target, identity)
+    if instead is not None:
+        model, said = instead
+        notes.append(said)
     if target.kind.traits.needs_model and not model:
         notes.append("no model name known: set one with --model or in the targets file")
     if not target.model and model and identity and len(identity.models) > 1:

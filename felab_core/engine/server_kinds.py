@@ -57,6 +57,9 @@ class KindTraits:
     api: Api = Api.OPENAI_CHAT
     default_model: str | None = None  # what the default target sends when none is named
     needs_model: bool = False  # a request must name a model (else the server refuses it)
+    #: Answers with the one model it loaded whatever a request names (llama-server); a server
+    #: that lists several (llama.cpp's router) does follow the name.
+    ignores_model_name: bool = False
     force_length: dict[str, object] = field(default_factory=dict)  # write exactly max_tokens
     per_chunk_usage: bool = False  # can put usage on every chunk (vLLM's continuous stats)
     metrics: bool = False  # publishes Prometheus counters at /metrics
@@ -73,6 +76,7 @@ TRAITS: dict[ServerKind, KindTraits] = {
         8080,
         force_length={"ignore_eos": True},
         metrics=True,
+        ignores_model_name=True,
         lab=LabStart("-m", "gguf", startup_timeout_s=60.0),
     ),
     ServerKind.MLX: KindTraits(

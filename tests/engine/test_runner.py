@@ -260,3 +260,21 @@ def test_a_late_or_waiting_replay_is_told_of_what_it_had() -> None:
     assert "free slot" not in replay
     rate = " | ".join(client_check([], late, [], Workload(rate=5.0), 2).warnings)
     assert "keep up with --rate" in rate and "free slot under the --concurrency cap" in rate
+
+
+async def test_llamacpp_timed_under_a_name_it_does_not_serve_is_filed_under_its_own() -> None:
+    """Twentieth sweep (a) A09: llama-server answers with the model it loaded whatever the
+    request names; `--model llama-3.1-70b` filed a small model's speed under a 70B name."""
+    from dataclasses import replace
+
+    script = Script(persona="llamacpp", model="qwen2.5-0.5b-q4.gguf")
+    async with ScriptedServer(script) as server:
+        workload = Workload(requests=1, warmup=0, max_tokens=4)
+        wrong = replace(target_for(server), model="llama-3.1-70b")
+        result = await bench_target(wrong, workload)
+        right = await bench_target(replace(wrong, model="/models/Qwen2.5-0.5B-q4.gguf"), workload)
+    assert result.model == "qwen2.5-0.5b-q4.gguf"
+    assert result.to_json()["target"]["model"] == "qwen2.5-0.5b-q4.gguf"
+    assert any("not the model given ('llama-3.1-70b')" in n for n in result.notes), result.notes
+    assert right.model == "/models/Qwen2.5-0.5B-q4.gguf"  # the same file, named by its path
+    assert not any("not the model given" in n for n in right.notes)
