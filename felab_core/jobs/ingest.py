@@ -107,7 +107,9 @@ def _heartbeat(session: Session, worker: m.Worker, body: Any) -> Ingested:
     worker.running_job_id = None
     if running is not None:
         job = session.get(m.BenchJob, running)
-        if job is not None and job.worker_id == worker.id:
+        # only a job still to be done there: a finished one named as running had shown the
+        # machine busy on it in `felab status` (sweep 20, b, B17)
+        if job is not None and job.worker_id == worker.id and job.status in ("queued", "running"):
             worker.running_job_id = job.id
     session.flush()
     return Ingested(True)

@@ -13,7 +13,7 @@ from felab_core.db.types import utcnow
 from felab_core.engine.server_kinds import ServerKind
 from felab_core.engine.workloads import Workload
 from felab_core.errors import Forbidden, Invalid, NotFound
-from felab_core.jobs.fleet import NAME, ago, check_target, is_online, may_use
+from felab_core.jobs.fleet import NAME, ago, check_target, is_online, may_use, worker_targets
 from felab_core.jobs.lifecycle import TERMINAL, Send, finish, new_attempt, send_after_commit
 from felab_core.jobs.messages import JobMessage
 from felab_core.jobs.workload import Limits, job_workload
@@ -76,9 +76,13 @@ def check_job(
     return workload
 
 
-def server_for(target: str) -> str:
-    """The server kind a job expects from its target's name: a kind's own name (mlx), else any
-    OpenAI-compatible server."""
+def server_for(target: str, reported: dict[str, str] | None = None) -> str:
+    """The server kind a job expects of its target: the kind its machine reported for that
+    name (`reported`, its targets file's), else a kind's own name (mlx), else any
+    OpenAI-compatible server. A target 'llama' its machine called llamacpp had been 'openai',
+    and a row of any kind was then stored for it (sweep 20, b, B8)."""
+    if reported and target in reported:
+        return reported[target]
     kind = target.lower()
     return kind if kind in {k.value for k in ServerKind} else ServerKind.OPENAI.value
 
@@ -105,7 +109,7 @@ def queue_bench_job(
     now = now or utcnow()
     params = dict(params or {})
     check_job(session, member, worker, target, preset, params, s, now)
-    server = server_for(target)
+    server = server_for(target, worker_targets(worker))
     job = m.BenchJob(
         member_id=worker.member_id,
         requested_by_id=member.id,

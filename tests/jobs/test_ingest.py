@@ -118,3 +118,16 @@ def test_a_progress_total_the_job_did_not_ask_for_is_refused(
         res = ingest_event(db, ident.sign(ev), now=NOW + timedelta(seconds=1))
         assert not res.accepted and "it asked for 3" in res.reason
     assert (job.progress_done, job.progress_total) == (0, None)
+
+
+def test_a_heartbeat_naming_a_finished_job_shows_the_machine_idle(
+    db: Session, student: m.Member
+) -> None:
+    """Sweep 20 (b) B17: a failed job named as running showed the machine busy on it."""
+    ident, w, job = _machine(db, student)
+    beat = ident.sign(event(w.id, "heartbeat", at=AT, body={"seq": 1, "running": job.id}))
+    assert ingest_event(db, beat, now=NOW).accepted and w.running_job_id == job.id
+    ingest_event(db, _result(ident, job, {"rows": []}), now=NOW)  # refused: the job fails
+    assert job.status == "failed"
+    beat = ident.sign(event(w.id, "heartbeat", at=AT, body={"seq": 2, "running": job.id}))
+    assert ingest_event(db, beat, now=NOW).accepted and w.running_job_id is None

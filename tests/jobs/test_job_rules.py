@@ -242,7 +242,7 @@ def test_workers_report_their_targets_and_a_missing_one_is_refused_at_queue_time
     ident = Identity(w.id, "mac", key)
     assert worker_targets(w) == {"gpu": "vllm", "mlx": "mlx"}
     q = queue_bench_job(db, student, w, "gpu", now=NOW, settings=S)
-    assert q.job.target == "gpu" and q.job.server == "openai"
+    assert q.job.target == "gpu" and q.job.server == "vllm"  # its machine's word (B8)
     with pytest.raises(Invalid) as refused:
         queue_bench_job(db, student, w, "llamacpp", now=NOW, settings=S)
     assert "your machine mac has no target llamacpp; it has: gpu, mlx" in str(refused.value)

@@ -98,6 +98,20 @@ def test_a_record_felab_could_not_write_fails_the_job_undrawn(
     assert job.chart_png is None and job.record is None
 
 
+def test_a_row_of_another_kind_than_its_machine_reported_fails_the_job(
+    db: Session, student: m.Member
+) -> None:
+    """Sweep 20 (b) B8: target 'llama', reported llamacpp by its machine, was stored as mlx."""
+    key = new_private_key()
+    code = issue_pair_code(db, student, "mac", now=NOW)
+    pub = Identity(0, "mac", key).public_key
+    w = redeem_pair_code(db, code, pub, targets={"llama": "llamacpp"}, now=NOW)
+    job = queue_bench_job(db, student, w, "llama", "quick", now=NOW).job
+    assert job.server == "llamacpp"
+    _send(db, Identity(w.id, "mac", key), job, {"rows": [{**ROW, "target": "llama"}]})
+    assert job.error is not None and "asked for llamacpp but the row measured mlx" in job.error
+
+
 def test_an_honest_runs_result_passes(tmp_path: Path) -> None:
     srv = ScriptedServer(Script(persona="mlx", ttft_s=0.005, itl_s=0.002)).start_in_thread()
     tf = tmp_path / "targets.toml"
