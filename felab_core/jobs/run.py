@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from felab_core.engine.bench import run_bench
 from felab_core.engine.event_loop import run_sync
@@ -29,6 +31,7 @@ from felab_core.errors import ServiceError
 from felab_core.jobs.clock import SAME_CLOCK, ClockOffset, local_start_ns, measure_offset
 from felab_core.jobs.messages import JobMessage, event
 from felab_core.jobs.workload import Limits, job_workload, too_large_reason
+from felab_core.redact import url_without_credentials
 
 T = TypeVar("T")
 Emit = Callable[[dict[str, Any]], None]  # sends an unsigned event (the caller signs it)
@@ -57,6 +60,25 @@ REQUEST_FIELDS = (
 CANCEL_POLL_S = 0.2
 
 
+log = logging.getLogger("felab.worker")
+
+
+def without_address(text: str, target: Target) -> str:
+    """`text` with `target`'s address (its URL, host and port) said as the target's name: a
+    job's reason and its requests' errors reach the database and chat, and the address stays
+    on the machine (a failure had posted an internal host name and port to the cohort)."""
+    shown = f"the url of target {target.name!r} (in your targets file)"
+    forms = set()
+    for url in (target.url, url_without_credentials(target.url)):
+        parts = urlsplit(url)
+        forms |= {url, url.rstrip("/"), f"{parts.scheme}://{parts.netloc}", parts.netloc}
+        bare = parts.netloc.rsplit("@", 1)[-1]
+        forms |= {f"{parts.scheme}://{bare}", bare}
+    for form in sorted(filter(None, forms), key=len, reverse=True):
+        text = text.replace(form, shown)
+    return text
+
+
 def _clean(obj: Any) -> Any:
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
@@ -75,9 +97,13 @@ def result_record(result: TargetResult) -> dict[str, Any]:
     record.pop("warmup", None)
     for run in record["runs"]:
         run["requests"] = [
-            {k: (r.get(k)[:300] if k == "error" and r.get(k) else r.get(k)) for k in REQUEST_FIELDS}
+            {
+                k: (without_address(r[k], result.target)[:300] if k == "error" and r.get(k)
+                    else r.get(k))
+                for k in REQUEST_FIELDS
+            }
             for r in run["requests"]
-        ]
+        ]  # fmt: skip
     cleaned: dict[str, Any] = json.loads(json.dumps(_clean(record)))
     return cleaned
 
@@ -226,7 +252,14 @@ def execute(
     def send(kind: str, body: dict[str, Any]) -> None:
         emit(event(msg.worker_id, kind, job_id=msg.job_id, attempt=msg.attempt, body=body))
 
+    target: Target | None = None
+
     def fail(reason: str) -> None:
+        if target is not None:
+            said = without_address(reason, target)
+            if said != reason:  # the address is the machine's own: its log keeps it
+                log.warning("job %s failed: %s", msg.job_id, reason)
+            reason = said
         send("failed", {"reason": reason})
 
     try:

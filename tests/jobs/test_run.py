@@ -119,3 +119,24 @@ def test_a_chat_job_reports_its_cache_and_ttft_by_turn(tmp_path: Path) -> None:
     (run,) = last["body"]["record"]["runs"]
     assert {r["turn"] for r in run["requests"]} == {1, 2, 3, 4, 5}
     assert all(r["cached_tokens"] is not None for r in run["requests"])
+
+
+def test_a_failure_names_the_target_never_its_address(tmp_path: Path) -> None:
+    """Sweep 20 (b) B26: 'nothing listens at http://127.0.0.1:PORT' (or an internal host name)
+    went from the machine's targets file to the database and the cohort's channel."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed once the block ends: nothing listens there
+    tf = tmp_path / "targets.toml"
+    tf.write_text(
+        f'[targets.llama]\nurl = "http://tok:S3CRET@127.0.0.1:{port}"\nmodel = "tiny"\n'
+        'kind = "llamacpp"\n'
+    )
+    events: list[dict[str, Any]] = []
+    msg = JobMessage(job_id=1, attempt="a1", worker_id=7, target="llama", preset="quick")
+    execute(msg, targets_file=tf, limits=LIMITS, emit=events.append, time_limit_s=30)
+    reason = events[-1]["body"]["reason"]
+    assert events[-1]["kind"] == "failed" and "target 'llama'" in reason, reason
+    assert "127.0.0.1" not in reason and str(port) not in reason and "S3CRET" not in reason
