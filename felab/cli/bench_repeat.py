@@ -9,13 +9,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import typer
 from rich.console import Console
+from rich.markup import escape as esc
 
 from felab.cli.bench_plan import repeat_path
 from felab.cli.output import Column, Format, Grid, emit, number, text
 from felab_core.engine.bench import BenchOutcome, save_outcomes
 from felab_core.engine.measure import RunResult
-from felab_core.engine.repeats import intervals
+from felab_core.engine.repeats import intervals, measured
+from felab_core.failures import EXIT_INTERRUPTED
 
 
 def _load(run: RunResult) -> str:
@@ -86,7 +89,63 @@ def run_repeats(
         path = repeat_path(json_path, k)
         for written in save_outcomes(outcomes, csv_path=csv_path, json_path=path):
             notes.print(f"repeat {k}: wrote {written}", soft_wrap=True, markup=False)
-        if any(o.error or (o.result and o.result.interrupted) for o in outcomes):
+        _say_failures(k, outcomes, notes)
+        if any(o.result and o.result.interrupted for o in outcomes):
+            _interrupted(k, times, repeats, fmt, console, notes)
+        if any(o.error for o in outcomes):
             break
     emit(interval_grid(repeats), fmt, console)
     return repeats
+
+
+def _say_failures(k: int, outcomes: list[BenchOutcome], notes: Console) -> None:
+    """What a single run says of its failures, for one repeat; and a repeat left out."""
+    for outcome in outcomes:
+        name = esc(outcome.target.name)
+        if outcome.error:
+            notes.print(f"[red]repeat {k}: {name}: not timed:[/red] {esc(outcome.error)}")
+            continue
+        result = outcome.result
+        if result is None:
+            continue
+        for run in result.runs:
+            for kind, count in run.summary.errors.items():
+                notes.print(f"[red]repeat {k}: {name}: {count} failed: {esc(kind)}[/red]")
+            first_error = next((m.error for m in run.requests if m.error), None)
+            if first_error:
+                notes.print(f"  first error: {esc(first_error)}", soft_wrap=True)
+            if not measured(run.summary) and not result.interrupted:
+                notes.print(
+                    f"[yellow]repeat {k}: {name} {_load(run)}: no request succeeded, so this "
+                    "repeat is left out of the means and intervals below[/yellow]",
+                    soft_wrap=True,
+                )
+
+
+def _interrupted(
+    k: int,
+    times: int,
+    repeats: list[list[BenchOutcome]],
+    fmt: Format,
+    console: Console,
+    notes: Console,
+) -> None:
+    """Ctrl-C (or SIGTERM) in repeat k: the cut repeat is in no figure; exit 130."""
+    finished = sum(
+        len(run.requests) for o in repeats[-1] if o.result is not None for run in o.result.runs
+    )
+    whole = repeats[:-1]
+    notes.print(
+        f"[yellow]interrupted:[/yellow] repeat {k} of {times} was stopped (Ctrl-C or SIGTERM) "
+        f"after {finished} requests finished; it is left out of the figures and the results CSV "
+        "(its --json file keeps it)"
+        + (
+            f"; the table is over the {len(whole)} whole repeats"
+            if len(whole) >= 2
+            else "; fewer than 2 whole repeats, so there is no interval to give"
+        ),
+        soft_wrap=True,
+    )
+    if len(whole) >= 2:
+        emit(interval_grid(whole), fmt, console)
+    raise typer.Exit(EXIT_INTERRUPTED)

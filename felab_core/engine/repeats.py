@@ -80,11 +80,19 @@ class Interval:
         return self.half_width / abs(self.mean)
 
 
+def measured(summary: RunSummary) -> bool:
+    """A repeat with no request that succeeded measured nothing: its 0 tok/s is not a draw of
+    the server's speed, and averaged in it had dragged every mean down without a word."""
+    return summary.ok > 0
+
+
 def intervals(summaries: Sequence[RunSummary]) -> list[Interval]:
-    """Every headline figure over the repeats of one run (one load, one target)."""
+    """Every headline figure over the repeats of one run (one load, one target), leaving out
+    a repeat in which no request succeeded."""
     out = []
+    kept = [s for s in summaries if measured(s)]
     for h in HEADLINES:
-        values = [h.read(s) for s in summaries]
+        values = [h.read(s) for s in kept]
         finite = tuple(v for v in values if v is not None and math.isfinite(v))
         out.append(Interval(h, finite))
     return out
