@@ -39,17 +39,20 @@ class IdentityError(Exception):
     """The server cannot be reached, or it is not the kind the target names."""
 
 
-async def _get_json(client: httpx.AsyncClient, url: str) -> tuple[Any, httpx.Headers | None]:
+async def _get_json(
+    client: httpx.AsyncClient, url: str
+) -> tuple[Any, httpx.Headers | None, int | None]:
+    """The JSON a 200 carried (or None), the headers, and the status (None: no answer)."""
     try:
         resp = await aget_bounded(client, url, deadline_s=PROBE_TIMEOUT_S)
     except httpx.HTTPError:
-        return None, None
+        return None, None, None
     if resp.status_code != 200:
-        return None, resp.headers
+        return None, resp.headers, resp.status_code
     try:
-        return resp.json(), resp.headers
+        return resp.json(), resp.headers, resp.status_code
     except ValueError:
-        return None, resp.headers
+        return None, resp.headers, resp.status_code
 
 
 #: The longest model name believed from a server (felab's own limit for a row's model).
@@ -155,9 +158,18 @@ async def identify(base_url: str, *, wait_s: float = PROBE_TIMEOUT_S) -> ServerI
             raise IdentityError(f"cannot reach {shown}: {type(exc).__name__}: {why}") from None
         names = ("/props", "/api/version", "/get_server_info", "/version", "/v1/models")
         results = await asyncio.gather(*(_get_json(client, base_url + n) for n in names))
-    (props, _), (ollama_v, _), (sgl_info, _), (version, _), (models, model_headers) = results
+    (props, _, _), (ollama_v, _, _), (sgl_info, _, _), (version, _, _), models_got = results
+    models, model_headers, _ = models_got
     ids, owners = _owned_by(models)
     server_header = (model_headers or root.headers).get("server", "")
+    owned = {_OWNER_KINDS[o] for o in owners if o in _OWNER_KINDS}
+    unconfirmed = "no identity endpoint answered"
+    if len(owned) > 1:  # a list owned by two engines says neither: it is no evidence
+        both = " and ".join(sorted(k.label for k in owned))
+        unconfirmed = f"its /v1/models names models owned by both {both}, so neither"
+        owned = set()
+    version_v = _a_version(version.get("version")) if isinstance(version, dict) else None
+    has_version = isinstance(version, dict) and "version" in version
 
     llama_keys = ("total_slots", "default_generation_settings")
     if isinstance(props, dict) and any(k in props for k in llama_keys):
@@ -174,17 +186,23 @@ async def identify(base_url: str, *, wait_s: float = PROBE_TIMEOUT_S) -> ServerI
             ServerKind.OLLAMA, _a_version(ollama_v["version"]), "/api/version answered", ids
         )
     sglang_keys = ("model_path", "tokenizer_path", "served_model_name")
-    if (isinstance(sgl_info, dict) and any(k in sgl_info for k in sglang_keys)) or (
-        "sglang" in owners
-    ):
-        v = _a_version(version.get("version")) if isinstance(version, dict) else None
-        return ServerIdentity(ServerKind.SGLANG, v, "/get_server_info answered", ids)
-    if "vllm" in owners or (isinstance(version, dict) and "version" in version):
-        v = _a_version(version.get("version")) if isinstance(version, dict) else None
-        return ServerIdentity(ServerKind.VLLM, v, "/version answered, models owned by vllm", ids)
-    if "llamacpp" in owners:
+    sglang_info = isinstance(sgl_info, dict) and any(k in sgl_info for k in sglang_keys)
+    if sglang_info or ServerKind.SGLANG in owned:
+        said = "/get_server_info answered" if sglang_info else "models owned by sglang"
+        return ServerIdentity(ServerKind.SGLANG, version_v, said, ids)
+    if ServerKind.VLLM in owned or has_version:
+        said = ", ".join(
+            what
+            for what, seen in (
+                ("/version answered", has_version),
+                ("models owned by vllm", ServerKind.VLLM in owned),
+            )
+            if seen
+        )
+        return ServerIdentity(ServerKind.VLLM, version_v, said, ids)
+    if ServerKind.LLAMACPP in owned:
         return ServerIdentity(ServerKind.LLAMACPP, None, "models owned by llamacpp", ids)
-    if owners & {"library", "ollama"}:
+    if ServerKind.OLLAMA in owned:
         return ServerIdentity(ServerKind.OLLAMA, None, "models owned by library", ids)
     if ids and not owners and server_header.startswith("BaseHTTP"):
         return ServerIdentity(
@@ -196,7 +214,27 @@ async def identify(base_url: str, *, wait_s: float = PROBE_TIMEOUT_S) -> ServerI
             f"{shown} answers with an HTML page (a web server or a dashboard), not an LLM "
             "server's API: check the address and port"
         )
-    return ServerIdentity(None, None, "no identity endpoint answered", ids)
+    refused = sorted({status for _, _, status in results if status in (401, 403)})
+    if refused and not ids:
+        statuses = " or ".join(f"HTTP {s}" for s in refused)
+        return ServerIdentity(
+            None,
+            None,
+            f"its identity endpoints answered {statuses}: they want credentials felab does "
+            "not send",
+            ids,
+        )
+    return ServerIdentity(None, None, unconfirmed, ids)
+
+
+#: Who a /v1/models entry's owned_by names, as a kind.
+_OWNER_KINDS = {
+    "vllm": ServerKind.VLLM,
+    "sglang": ServerKind.SGLANG,
+    "llamacpp": ServerKind.LLAMACPP,
+    "library": ServerKind.OLLAMA,
+    "ollama": ServerKind.OLLAMA,
+}
 
 
 def check_identity(target: Target, ident: ServerIdentity) -> str | None:
