@@ -7,9 +7,7 @@ load, says how the workloads differ before any figure, and draws the chart when 
 from __future__ import annotations
 
 import os
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 import typer
@@ -18,6 +16,7 @@ from rich.markup import escape as esc
 
 from felab.cli.errors import EXIT_USAGE, err
 from felab.cli.output import Column, Format, Grid, emit, format_option, number, text
+from felab.cli.output import slow_note as _slow_note
 from felab_core.engine.compare import DEFAULT_MIN_EFFECT, Comparison, compare_records
 from felab_core.engine.record_reading import load_record
 from felab_core.engine.record_requests import CompareError
@@ -26,19 +25,6 @@ from felab_core.files import COMPARE_CHART, NamedFileError
 from felab_core.text import loose_number_problem, with_hidden_shown
 
 _STYLE = {"better": "green", "worse": "red"}
-
-
-@contextmanager
-def _slow_note(say: Callable[[str], None], what: str, after_s: float = 1.0) -> Iterator[None]:
-    """Say what is being done, on stderr, only when it takes longer than a second: a record of
-    a million requests takes a while to read, and silence looks like a hang."""
-    timer = threading.Timer(after_s, say, (what,))
-    timer.daemon = True
-    timer.start()
-    try:
-        yield
-    finally:
-        timer.cancel()
 
 
 def _read(path: Path, say: Callable[[str], None]) -> dict[str, object]:

@@ -13,7 +13,9 @@ import csv
 import io
 import json
 import re
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import IO
@@ -227,3 +229,17 @@ def emit(grids: Grid | Sequence[Grid], fmt: Format, console: Console | None = No
     else:
         out.write(json_text(many))
     out.flush()
+
+
+@contextmanager
+def slow_note(say: Callable[[str], None], what: str, after_s: float = 1.0) -> Iterator[None]:
+    """Say what is being done, on stderr, only when it takes longer than a second: a record of
+    a million requests takes a while to read, a backup of millions of reviews a while to
+    check, and silence looks like a hang."""
+    timer = threading.Timer(after_s, say, (what,))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()

@@ -128,3 +128,30 @@ def test_a_bug_with_readable_values_is_still_a_bug(
     done = runner.invoke(app, ["numbers", "machine", "--bandwidth", "200"])
     assert done.exit_code == 70, done.output
     assert "unexpected error (ValueError: a bug)" in _flat(done.stderr)
+
+
+def test_a_long_restore_says_what_it_is_doing(
+    data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Twentieth sweep (b) B18: a restore of 358 MB checked its rows for 33 s in silence; past a
+    second it says, on stderr, what it is doing."""
+    import time
+    from functools import partial
+
+    import felab.cli.db as db_cli
+    import felab_core.ops.backup as backups
+    from felab.cli.output import slow_note
+
+    _with_a_cohort(data_dir)
+    assert runner.invoke(app, ["db", "backup", str(tmp_path / "b.bak")]).exit_code == 0
+    checked = backups.check_sqlite_backup
+
+    def slow_check(source: Path) -> str:
+        time.sleep(0.5)
+        return checked(source)
+
+    monkeypatch.setattr(backups, "check_sqlite_backup", slow_check)
+    monkeypatch.setattr(db_cli, "slow_note", partial(slow_note, after_s=0.05))
+    out = runner.invoke(app, ["db", "restore", str(tmp_path / "b.bak"), "--yes"])
+    assert out.exit_code == 0, out.output
+    assert "checking " in out.output and "before anything is replaced" in out.output
