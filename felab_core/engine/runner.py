@@ -289,7 +289,7 @@ async def _metrics_snapshot(target: Target, notes: list[str]) -> Snapshot | None
     if not target.kind.traits.metrics:
         return None
     try:
-        return await asyncio.to_thread(scrape, target.url)
+        return await asyncio.to_thread(scrape, target.url, kind=target.kind.value)
     except SizingError as exc:
         note = f"no server-side figures: {exc}"
         if note not in notes:

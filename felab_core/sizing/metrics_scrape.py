@@ -163,8 +163,19 @@ def parse_metrics(text: str, taken_at: float | None = None, source: str = "/metr
     )
 
 
-def scrape(base_url: str, client: httpx.Client | None = None, timeout: float = 5.0) -> Snapshot:
-    """GET {base_url}/metrics and parse it; say plainly when the endpoint is off."""
+#: A server kind's name (server_kinds.ServerKind) -> the engine whose counters it serves.
+_KIND_ENGINES = {"llamacpp": LLAMA_CPP, "vllm": VLLM}
+
+
+def scrape(
+    base_url: str,
+    client: httpx.Client | None = None,
+    timeout: float = 5.0,
+    *,
+    kind: str | None = None,
+) -> Snapshot:
+    """GET {base_url}/metrics and parse it; say plainly when the endpoint is off. With `kind`
+    (the server's kind, as ServerKind names it), counters of another engine are refused."""
     url = base_url.rstrip("/") + "/metrics"
     own = client is None
     http = client or direct_client(timeout)
@@ -177,13 +188,27 @@ def scrape(base_url: str, client: httpx.Client | None = None, timeout: float = 5
     finally:
         if own:
             http.close()
+    if response.status_code in (401, 403):  # behind a key or a login: not switched off
+        raise SizingError(
+            f"{url_password_masked(url)} answered HTTP {response.status_code}: the server "
+            "wants credentials for its /metrics, which felab does not send (an API key, or a "
+            "login in front of it); its own figures are left out"
+        )
     if response.status_code != 200:
         raise SizingError(
             f"{url_password_masked(url)} answered HTTP {response.status_code}: no Prometheus "
             "figures there (llama-server needs --metrics, SGLang --enable-metrics; vLLM serves "
             "them by default, so for vLLM check that this is the server's own address)"
         )
-    return parse_metrics(response.text, taken_at=taken, source=url_password_masked(url))
+    snap = parse_metrics(response.text, taken_at=taken, source=url_password_masked(url))
+    expected = _KIND_ENGINES.get(kind or "")
+    if expected is not None and snap.engine != expected:
+        raise SizingError(  # one record would say llama.cpp and keep "the vllm server" figures
+            f"{url_password_masked(url)} serves {snap.engine}'s counters, but the server is "
+            f"{expected} by its answers or --kind: two servers behind one address (a proxy?), "
+            "so its figures are not used; time the server directly"
+        )
+    return snap
 
 
 #: Past these a server's /metrics say nothing true of a run: one stream (as engine.token_counts'
