@@ -365,8 +365,13 @@ def resolve_target(
             base = replace(base, url=normalize_base_url(url), note=None)
         if api is not None:
             base = replace(base, api=api)
-        if kind is not None:
-            base = replace(base, kind=kind)
+        if kind is not None and kind is not base.kind:  # the row would be filed under both
+            raise TargetError(
+                f"the target {name!r} is {base.kind.label}, but --kind {kind.value} says "
+                f"{kind.label}: --kind names the server of a --url given without a target "
+                f"name; time it as `felab bench {kind.value} --url ...` (or a targets file's "
+                "entry of that kind), or drop --kind"
+            )
     if model is not None:
         base = replace(base, model=check_model_name(model, "--model"))
     if url is not None:

@@ -377,3 +377,12 @@ async def test_a_connection_never_made_is_said_so(monkeypatch: pytest.MonkeyPatc
     with pytest.raises(IdentityError, match="the connection was never made") as err:
         await identify("http://[fe80::1%25lo]:47641")
     assert "took the connection" not in str(err.value) and "firewall" in str(err.value)
+
+
+def test_a_named_target_given_another_kind_is_refused() -> None:
+    """Twentieth sweep (a) A33: `felab bench vllm --kind ollama` stored a row named vllm with
+    server ollama, without a word."""
+    with pytest.raises(TargetError, match="the target 'vllm' is vLLM, but --kind ollama"):
+        resolve_target("vllm", targets=DEFAULT_TARGETS, kind=ServerKind.OLLAMA)
+    same = resolve_target("vllm", targets=DEFAULT_TARGETS, kind=ServerKind.VLLM)
+    assert same.kind is ServerKind.VLLM
