@@ -25,6 +25,11 @@ CERT_FILE = "redis.pem"
 KEY_FILE = "redis.key"
 
 
+class CAFileError(Invalid):
+    """FELAB_BROKER_CA_FILE names no CA certificate: a setting to fix (exit 2), though it is
+    met while reaching the broker."""
+
+
 class TLSFolderError(ValueError):
     """The folder holds part of a CA felab cannot use; the message says what to do."""
 
@@ -97,21 +102,21 @@ def read_ca_file(path: Path) -> list[x509.Certificate]:
     try:
         data = read_named_bytes(path, what="CA certificate (ca.pem)", limit=MiB)
     except NamedFileError as exc:
-        raise Invalid(f"{exc} (FELAB_BROKER_CA_FILE)") from None
+        raise CAFileError(f"{exc} (FELAB_BROKER_CA_FILE)") from None
     if b"PRIVATE KEY" in data:
-        raise Invalid(
+        raise CAFileError(
             f"{path} holds a private key: FELAB_BROKER_CA_FILE must name the CA certificate "
             f"({CA_FILE}), never a key"
         )
     not_pem = f"{path} is not a PEM certificate: FELAB_BROKER_CA_FILE must name {CA_FILE}"
     if b"-----BEGIN CERTIFICATE-----" not in data:
-        raise Invalid(not_pem)
+        raise CAFileError(not_pem)
     try:
         certs = x509.load_pem_x509_certificates(data)
     except ValueError:
-        raise Invalid(not_pem) from None
+        raise CAFileError(not_pem) from None
     if not all(is_ca(c) for c in certs):  # redis.pem: TLS would trust no broker with it
-        raise Invalid(
+        raise CAFileError(
             f"{path} is the server's certificate, not the CA: give {CA_FILE} (FELAB_BROKER_CA_FILE)"
         )
     return certs

@@ -79,14 +79,17 @@ def status(
             failed = EXIT_UNREACHABLE if isinstance(fault, BrokerUnusable) else EXIT_USAGE
         else:
             from felab_worker.pairing import BrokerNotRedis
+            from felab_worker.tls import CAFileError
 
             said = with_hidden_shown(redact(str(exc)))
             said = said if len(said) <= 400 else said[:400] + "..."
+            failed = EXIT_UNREACHABLE
             if isinstance(exc, BrokerNotRedis):  # reached: its words say what answered
                 broker = said
+            elif isinstance(exc, CAFileError):  # nothing was tried: a setting to fix (B6)
+                broker, failed = f"bad setting: {said}", EXIT_USAGE
             else:
                 broker = f"not reached: {said}" if said else f"not reached ({type(exc).__name__})"
-            failed = EXIT_UNREACHABLE
     if as_json:
         typer.echo(json.dumps({**fleet.to_json(), "broker": broker}))
     else:

@@ -166,3 +166,18 @@ def test_worker_pair_with_a_broker_that_is_not_redis_is_exit_3(tmp_path: Path) -
         code, out, took = _felab(pairing, "worker", "pair", "--code", "A" * 18, "--timeout", "2")
     assert code == 3 and took < 4, (took, out)
     assert "did not take the pairing request within 2 s" in " ".join(out.split())
+
+
+@pytest.mark.parametrize("ca", ["garbage.pem", "missing.pem", "folder", "/dev/null"])
+def test_status_with_a_bad_ca_file_says_the_setting_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ca: str
+) -> None:
+    """Twentieth sweep (b) B6: a CA file that is none had been "broker: not reached", exit 3,
+    as if Redis were down; nothing was tried, the setting is wrong."""
+    (tmp_path / "garbage.pem").write_text("garbage\n")
+    (tmp_path / "folder").mkdir()
+    monkeypatch.setenv("FELAB_BROKER_CA_FILE", str(tmp_path / ca))
+    code, out, _ = _felab("rediss://admin:pw@127.0.0.1:41999/0", "status")
+    assert code == 2, out
+    assert "broker: bad setting: " in out and "FELAB_BROKER_CA_FILE" in out
+    assert "not reached" not in out
