@@ -16,7 +16,11 @@ from typing import Any
 import httpx
 
 from felab_core.bounded_get import aget_bounded
-from felab_core.engine.request_errors import connect_failure, protocol_error_text
+from felab_core.engine.request_errors import (
+    connect_failure,
+    protocol_error_text,
+    unread_http,
+)
 from felab_core.engine.server_kinds import ServerKind
 from felab_core.engine.targets import Target
 from felab_core.redact import redact, url_without_credentials
@@ -141,6 +145,8 @@ async def identify(base_url: str, *, wait_s: float = PROBE_TIMEOUT_S) -> ServerI
             ) from None
         except httpx.RemoteProtocolError as exc:  # reached: what came back is not HTTP as sent
             shown = url_without_credentials(base_url)
+            if unread := unread_http(exc, shown):
+                raise IdentityError(unread) from None
             raise IdentityError(
                 f"not HTTP: {shown} answered with broken HTTP ({protocol_error_text(exc)}); "
                 "check the port, or what sits in front of the server"

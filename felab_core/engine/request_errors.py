@@ -165,6 +165,8 @@ def connect_failure(exc: BaseException, host: str) -> str:
             f"cut off: {host} answered, then closed the connection before the whole body it "
             "announced had come; is the server restarting, or a proxy in between?"
         )
+    if unread := unread_http(exc, host):
+        return unread
     if isinstance(exc, httpx.RemoteProtocolError | httpx.LocalProtocolError):
         return f"not HTTP: {host} answered with something other than HTTP ({text}); check the port"
     return f"connect error: {host}: {text}"
@@ -186,6 +188,27 @@ def protocol_error_text(exc: BaseException) -> str:
     """What the HTTP parser refused, in one short ASCII line (not a Python bytearray's repr)."""
     shown = re.sub(r"bytearray\(b('.*?')\)", r"\1", str(exc))[:160]
     return shown.encode("ascii", "backslashreplace").decode()
+
+
+#: HTTP that came whole from the right port but uses what felab's HTTP client does not read:
+#: "did not answer with an HTTP response; check the port" had been the wrong lead.
+_UNREAD_HTTP = {
+    "only transfer-encoding: chunked is supported": (
+        "it answered in HTTP, but with a Transfer-Encoding other than chunked (gzip, chunked?), "
+        "which felab does not read: a compressing proxy in between? time the server directly, "
+        "or turn that compression off"
+    ),
+    "receive buffer too long": (
+        "it answered in HTTP, but its status line and headers run past 100 kB, more than felab "
+        "reads: a proxy or gateway adding huge headers (cookies?)? time the server directly"
+    ),
+}
+
+
+def unread_http(exc: BaseException, host: str) -> str | None:
+    """Words for HTTP that felab's client cannot read (not "not HTTP"), or None."""
+    said = _UNREAD_HTTP.get(str(exc).strip().lower())
+    return f"unreadable HTTP: {host}: {said}" if said else None
 
 
 def describe_error(exc: BaseException, url: str, tl: RequestTimeline, limits: Waits) -> str:
@@ -222,6 +245,8 @@ def describe_error(exc: BaseException, url: str, tl: RequestTimeline, limits: Wa
         text = str(exc)
         if tl.status is None and "disconnected without sending" in text.lower():
             return _HUNG_UP.format(host=host)  # no stream began: not "mid-stream"
+        if unread := unread_http(exc, host):
+            return unread
         if tl.status is None and "disconnected" not in text.lower():
             # No response came: h11 refused what came instead (a status line of "abc").
             return (
