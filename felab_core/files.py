@@ -258,3 +258,18 @@ def refuse_overwrite(
             f"already exists and is not {writes}: the {what} would replace it; move it aside "
             "or give another name",
         )
+
+
+def expand_home(value: object) -> object:
+    """A path setting's leading ~ expanded, as a shell would have: an .env file, Compose or
+    systemd expand none, and FELAB_DATA_DIR='~/felab' had made a folder named '~' in whatever
+    folder the command ran in (twentieth sweep, b B21)."""
+    if not (isinstance(value, str) and value.startswith("~")):
+        return value
+    try:
+        return str(Path(value).expanduser())
+    except RuntimeError:  # ~name of no user, or no home to expand ~ to
+        head = with_hidden_shown(value.split("/")[0][:40])
+        raise ValueError(
+            f"starts with {head}, a home folder felab cannot find: write the full path"
+        ) from None

@@ -15,6 +15,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from felab_core.files import expand_home as _home
 from felab_core.text import holds_hidden, loose_number_problem
 
 
@@ -310,7 +311,7 @@ class Settings(BaseSettings):
                 "holds control or invisible characters (a pasted line?): give the folder's path "
                 "plainly"
             )
-        return value
+        return _home(value)
 
     @field_validator(
         "database_url",
@@ -337,7 +338,7 @@ class Settings(BaseSettings):
                 "ends in '/', a folder's mark, but there is no such folder: name the file "
                 "without the '/'"
             )
-        return value
+        return _home(value)
 
     @field_validator("database_url")
     @classmethod

@@ -188,3 +188,29 @@ def test_write_whole_leaves_the_old_file_when_the_write_fails(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["memo.md"]
     write_whole(path, "from \udcffhf\n")
     assert path.read_text() == "from ?hf\n"
+
+
+@pytest.mark.parametrize(
+    ("variable", "field"),
+    [
+        ("FELAB_DATA_DIR", "data_dir"),
+        ("FELAB_CACHE_DIR", "cache_dir"),
+        ("FELAB_TARGETS_FILE", "targets_file"),
+        ("FELAB_BROKER_CA_FILE", "broker_ca_file"),
+    ],
+)
+def test_a_path_settings_leading_tilde_is_the_home_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str, field: str
+) -> None:
+    """Twentieth sweep (b) B21: FELAB_DATA_DIR='~/felab' (an .env file expands nothing) had
+    made a folder named '~' wherever the command ran."""
+    from pydantic import ValidationError
+
+    from felab_core.settings import Settings
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv(variable, "~/felab")
+    assert getattr(Settings(), field) == tmp_path / "felab"
+    monkeypatch.setenv(variable, "~no-such-user-here/felab")
+    with pytest.raises(ValidationError, match="~no-such-user-here, a home folder felab cannot"):
+        Settings()
