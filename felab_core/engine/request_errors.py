@@ -145,6 +145,12 @@ def connect_failure(exc: BaseException, host: str) -> str:
             f"connection refused: nothing listens at {host}; start the server (`felab serve` "
             "starts llama.cpp, MLX or vLLM; `ollama serve` starts Ollama) or check the port"
         )
+    if code == errno.EINVAL or "[errno 22]" in lowered:  # the kernel refused the address itself
+        return (
+            f"bad address: this machine cannot connect to {host} at all (an IPv6 link-local "
+            "address whose %zone names an interface this machine lacks?): give an address "
+            "of the server that this machine reaches, such as its IPv4 address or host name"
+        )
     unresolved = "name" in lowered and ("resolution" in lowered or "known" in lowered)
     if unresolved or "nodename" in lowered:
         return f"DNS failure: cannot resolve the host in {host}; check the URL"

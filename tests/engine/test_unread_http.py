@@ -47,3 +47,14 @@ def test_a_request_answered_in_unread_http_says_so() -> None:
     exc = httpx.RemoteProtocolError("Only Transfer-Encoding: chunked is supported")
     text = describe_error(exc, "http://h:1/v1/chat/completions", RequestTimeline(0), ClientLimits())
     assert text.startswith("unreadable HTTP: h:1: it answered in HTTP"), text
+
+
+def test_an_address_the_kernel_refuses_is_said_so() -> None:
+    """Twentieth sweep (a) A07 (low part): http://[fe80::1%25eth0]:PORT with --no-check said
+    "connect error: ...: [Errno 22] Invalid argument"."""
+    import httpx
+
+    from felab_core.engine.request_errors import connect_failure
+
+    said = connect_failure(httpx.ConnectError("[Errno 22] Invalid argument"), "[fe80::1%25eth0]:1")
+    assert said.startswith("bad address: this machine cannot connect to [fe80::1%25eth0]:1")
