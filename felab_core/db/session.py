@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from felab_core.files import NamedFileError, make_folder_for, refuse_special
 from felab_core.settings import get_settings
-from felab_core.text import holds_hidden
+from felab_core.text import holds_hidden, with_hidden_shown
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -495,19 +495,45 @@ def refuse_foreign(
     engine: Engine, current: str | None = None, tables: list[str] | None = None
 ) -> None:
     """Refuse a database that holds tables but no felab schema (no alembic_version): another
-    program's file, which felab must never write its tables into."""
+    program's file, which felab must never write its tables into. Also one whose alembic_version
+    names a revision but that holds none of felab's tables (another Alembic program's file), or,
+    at the latest revision, lacks some of them: each had been "made by a newer felab? upgrade
+    felab" or "schema current" (twentieth sweep, b B19)."""
+    from felab_core.db.models import Base
+
     if current is None:
         current = current_revision(engine)
-    if current is not None:
-        return
     tables = inspect(engine).get_table_names() if tables is None else tables
-    tables = [t for t in tables if t != "alembic_version"]  # felab's own, downgraded to base
-    if tables:
-        shown = ", ".join(sorted(tables)[:5]) + (" ..." if len(tables) > 5 else "")
+    others = sorted(t for t in tables if t != "alembic_version" and t not in Base.metadata.tables)
+    shown = ", ".join(with_hidden_shown(t)[:40] for t in others[:5])
+    shown += " ..." if len(others) > 5 else ""
+    where = engine.url.render_as_string(hide_password=True)
+    if current is None:
+        held = sorted(t for t in tables if t != "alembic_version")  # felab's own, at base
+        if held:
+            listed = ", ".join(held[:5]) + (" ..." if len(held) > 5 else "")
+            raise DatabaseError(
+                f"the database {where} holds another program's tables ({listed}) and no felab "
+                "schema; felab keeps its own: point FELAB_DATABASE_URL at a new file or an "
+                "empty database"
+            )
+        return
+    ours = [t for t in tables if t in Base.metadata.tables]
+    revision = with_hidden_shown(current)[:40]
+    if others and not ours:
         raise DatabaseError(
-            f"the database {engine.url.render_as_string(hide_password=True)} holds another "
-            f"program's tables ({shown}) and no felab schema; felab keeps its own: point "
-            "FELAB_DATABASE_URL at a new file or an empty database"
+            f"the database {where} holds another program's tables ({shown}) and its own "
+            f"schema version {revision}, none of felab's: it is not felab's database; point "
+            "FELAB_DATABASE_URL / FELAB_DATA_DIR at felab's own database, a new file or an "
+            "empty database"
+        )
+    missing = sorted(set(Base.metadata.tables) - set(tables))
+    if current == head_revision() and missing:
+        lacks = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
+        raise DatabaseError(
+            f"the database {where} is at schema {revision} but lacks felab's tables ({lacks}): "
+            "changed by hand, or not felab's; restore a backup (`felab db restore FILE --yes`), "
+            "or point FELAB_DATABASE_URL / FELAB_DATA_DIR at felab's own database"
         )
 
 
@@ -522,6 +548,8 @@ def ensure_schema(engine: Engine, *, auto_upgrade: bool | None = None) -> None:
         auto_upgrade = engine.dialect.name == "sqlite"
     current = current_revision(engine)
     if current == head_revision():
+        if engine.dialect.name == "sqlite":  # "current", yet without felab's tables (B19)
+            refuse_foreign(engine, current)
         return
     tables = inspect(engine).get_table_names()
     if auto_upgrade:

@@ -163,7 +163,13 @@ def check_sqlite_backup(source: Path) -> str:
             f"{not_felab} (its alembic_version holds {len(revisions)} revisions, not one)"
         )
     revision = revisions[0]
+    from felab_core.db.models import Base
     from felab_core.db.session import known_revisions
+
+    others = sorted(t for t in held if t != "alembic_version" and not t.startswith("sqlite_"))
+    if others and not any(t in Base.metadata.tables for t in held):  # another Alembic program's
+        shown = ", ".join(with_hidden_shown(t)[:40] for t in others[:3])  # (B19)
+        raise BackupError(f"{not_felab} (it holds {shown}, none of felab's tables)")
 
     if revision not in known_revisions():
         raise BackupError(

@@ -155,3 +155,33 @@ def test_a_long_restore_says_what_it_is_doing(
     out = runner.invoke(app, ["db", "restore", str(tmp_path / "b.bak"), "--yes"])
     assert out.exit_code == 0, out.output
     assert "checking " in out.output and "before anything is replaced" in out.output
+
+
+@pytest.mark.parametrize(
+    ("revision", "orders", "says"),
+    [
+        ("abc123def", True, "holds another program's tables (orders) and its own schema version"),
+        ("0014", True, "holds another program's tables (orders) and its own schema version"),
+        ("0014", False, "is at schema 0014 but lacks felab's tables (bench_jobs"),
+    ],
+)
+@pytest.mark.parametrize("args", [["db", "status"], ["db", "upgrade"], ["status"]])
+def test_another_alembic_programs_database_is_not_felabs(
+    data_dir: Path, revision: str, orders: bool, says: str, args: list[str]
+) -> None:
+    """Twentieth sweep (b) B19: another Alembic program's file had been "made by a newer
+    felab? upgrade felab", and one at felab's revision with none of its tables "current"."""
+    import sqlite3
+
+    from felab_core.db.session import head_revision
+
+    assert head_revision() == "0014"  # the cases above name the latest revision
+    data_dir.mkdir(parents=True)
+    with sqlite3.connect(data_dir / "felab.db") as con:
+        con.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) PRIMARY KEY)")
+        con.execute("INSERT INTO alembic_version VALUES (?)", (revision,))
+        if orders:
+            con.execute("CREATE TABLE orders (id INTEGER)")
+    done = runner.invoke(app, args)
+    assert done.exit_code == 2, done.output
+    assert says in _flat(done.output) and "newer felab" not in done.output

@@ -145,6 +145,19 @@ def test_a_newer_schema_is_refused(live: str, good: Path) -> None:
     _refused(live, future, "made by a newer felab")
 
 
+def test_another_alembic_programs_file_is_no_felab_backup(live: str, tmp_path: Path) -> None:
+    """Twentieth sweep (b) B19: it had been "made by a newer felab? upgrade felab first"."""
+    other = tmp_path / "other.db"
+    con = sqlite3.connect(other)
+    con.executescript(
+        "CREATE TABLE alembic_version (version_num VARCHAR(32) PRIMARY KEY); "
+        "INSERT INTO alembic_version VALUES ('abc123def'); CREATE TABLE orders (id INTEGER);"
+    )
+    con.commit()
+    con.close()
+    _refused(live, other, r"not a felab SQLite backup.*\(it holds orders, none of felab's tables")
+
+
 def test_no_schema_version_is_no_felab_backup(live: str, good: Path) -> None:
     bare = _copy(good, "bare.db")
     con = sqlite3.connect(bare)
