@@ -66,7 +66,12 @@ def setup(
     `felab worker pair --code CODE`."""
     from redis.exceptions import RedisError
 
-    from felab_core.jobs.pairing import machine_credentials, pairing_password, pairing_secret_hash
+    from felab_core.jobs.pairing import (
+        check_credentials,
+        machine_credentials,
+        pairing_password,
+        pairing_secret_hash,
+    )
     from felab_worker.answers import BrokerUnusable, failure
     from felab_worker.broker import is_redis, with_credentials
     from felab_worker.dispatch import Dispatcher
@@ -96,6 +101,7 @@ def setup(
         # password made just now is rolled back, not left behind.
         password = pairing_password(session, rotate=rotate_pairing)
         pairing_hash = pairing_secret_hash(session)
+        check_credentials(session)  # a hash Redis refuses is the database's, not the port's
         machines = machine_credentials(session)
         try:
             synced = dispatcher.sync_users(pairing_hash, machines)

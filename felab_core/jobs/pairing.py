@@ -9,6 +9,7 @@ once, before it expires; the request that redeems it must prove it came from the
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -26,6 +27,7 @@ from felab_core.jobs.handshake import check_request, code_secret, lookup_of
 from felab_core.jobs.keys import check_worker_name, load_public_key
 from felab_core.jobs.lifecycle import TERMINAL, finish
 from felab_core.settings import Settings, get_settings
+from felab_core.text import with_hidden_shown
 
 hash_code = code_secret  # what the pair_codes table keeps of a code
 
@@ -147,6 +149,10 @@ def redeem_pair_request(
     return Paired(worker, new_broker_secret(session, worker, now=now), row.code_hash)
 
 
+#: A broker password's hash as Redis's ACL takes it (`#<hash>`): SHA-256, 64 lower-case hex.
+SECRET_HASH = re.compile(r"[0-9a-f]{64}")
+
+
 def secret_hash(password: str) -> str:
     """What is kept of a broker password: SHA-256, the form Redis's ACL accepts as `#<hash>`."""
     return hashlib.sha256(password.encode()).hexdigest()
@@ -207,6 +213,9 @@ def pairing_secret_hash(session: Session) -> str:
     pairing_password(session)
     row = session.scalar(select(m.BrokerUser).where(m.BrokerUser.role == "pairing"))
     assert row is not None
+    if not SECRET_HASH.fullmatch(row.secret_hash or ""):  # changed by hand: made again from
+        row.secret_hash = secret_hash(row.shared_secret or "")  # the password it hashes
+        session.flush()
     return row.secret_hash
 
 
@@ -224,7 +233,33 @@ def machine_credentials(session: Session) -> list[MachineCredential]:
         .where(m.BrokerUser.role == "machine", m.Worker.status == "paired")
         .order_by(m.BrokerUser.worker_id)
     ).all()
-    return [MachineCredential(int(wid), h) for wid, h in rows if wid is not None]
+    # a hash Redis would refuse (a database changed by hand) had failed every machine's user
+    # with it, blamed on the broker's port: that machine alone is left out (it cannot log in;
+    # `felab broker setup` names it, check_credentials)
+    return [
+        MachineCredential(int(wid), h)
+        for wid, h in rows
+        if wid is not None and SECRET_HASH.fullmatch(str(h))
+    ]
+
+
+def check_credentials(session: Session) -> None:
+    """Refuse a paired machine whose stored broker password hash Redis could not take (not
+    SHA-256 hex: a database changed by hand, twentieth sweep b B12), naming the machine."""
+    rows = session.execute(
+        select(m.Worker.id, m.Worker.name, m.BrokerUser.id, m.BrokerUser.secret_hash)
+        .join(m.Worker, m.Worker.id == m.BrokerUser.worker_id)
+        .where(m.BrokerUser.role == "machine", m.Worker.status == "paired")
+        .order_by(m.BrokerUser.worker_id)
+    ).all()
+    for worker_id, name, row_id, stored in rows:
+        if not SECRET_HASH.fullmatch(str(stored)):
+            raise Invalid(
+                f"machine {with_hidden_shown(str(name))[:40]} (worker {worker_id})'s stored "
+                f"broker password hash (broker_users row {row_id}) is not SHA-256 hex: the "
+                "database was changed by hand; remove the machine (`felab worker remove`) and "
+                "pair it again, or restore another backup"
+            )
 
 
 def remove_worker(session: Session, member: m.Member, worker: m.Worker) -> None:

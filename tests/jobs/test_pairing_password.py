@@ -8,10 +8,22 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
 from felab_core.db import models as m
 from felab_core.db.session import make_engine, session_factory, session_scope, upgrade
-from felab_core.jobs.pairing import pairing_password, pairing_secret_hash, secret_hash
+from felab_core.errors import Invalid
+from felab_core.jobs.keys import new_private_key, public_key_text
+from felab_core.jobs.pairing import (
+    check_credentials,
+    issue_pair_code,
+    machine_credentials,
+    new_broker_secret,
+    pairing_password,
+    pairing_secret_hash,
+    redeem_pair_code,
+    secret_hash,
+)
 from tests.db_support import BACKENDS, empty_database_url
 
 
@@ -52,3 +64,26 @@ def test_racing_first_uses_agree_on_one_password(backend: str, tmp_path: Path) -
     finally:
         engine.dispose()
         drop()
+
+
+def _key() -> str:
+    return public_key_text(new_private_key())
+
+
+def test_a_broker_password_hash_redis_would_refuse_is_named(db: Session, student: m.Member) -> None:
+    """Twentieth sweep (b) B12: a restored database with a machine's secret_hash 'zz' had failed
+    `felab broker setup` as "not Redis's answer: is FELAB_BROKER_URL's port Redis's?", and
+    every beat of the ingest's user sync; the pairing row's is made again from its password."""
+    good = redeem_pair_code(db, issue_pair_code(db, student, "good-mac"), _key())
+    bad = redeem_pair_code(db, issue_pair_code(db, student, "bad-mac"), _key())
+    new_broker_secret(db, good)
+    new_broker_secret(db, bad)
+    pairing_password(db)
+    for row in db.scalars(select(m.BrokerUser)):
+        if row.worker_id == bad.id or row.role == "pairing":
+            row.secret_hash = "zz"
+    db.flush()
+    assert [c.worker_id for c in machine_credentials(db)] == [good.id]
+    with pytest.raises(Invalid, match=r"machine bad-mac \(worker \d+\)'s stored broker password"):
+        check_credentials(db)
+    assert pairing_secret_hash(db) == secret_hash(pairing_password(db))

@@ -239,6 +239,12 @@ def test_nothing_is_backed_up_from_a_database_that_is_not_there(tmp_path: Path) 
             "created_at) VALUES (7, 'ollama', 'm', 'quick', 1, -1e9, '{}', '2026-03-02 09:00:00')",
             "bench_results row 1 (writing_tps_p50",
         ),
+        # twentieth sweep (b) B12: Redis refuses '#zz', and `broker setup` blamed the port
+        (
+            "INSERT INTO broker_users (role, secret_hash, shared_secret, created_at) "
+            "VALUES ('pairing', 'zz', 'pw', '2026-03-02 09:00:00')",
+            "broker_users row 1 (secret_hash, not SHA-256 hex",
+        ),
     ],
 )
 def test_a_backup_felab_could_not_read_is_refused(
