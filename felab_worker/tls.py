@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
@@ -145,6 +146,7 @@ def make_certificates(folder: Path, hosts: list[str], *, days: int = 3650) -> Ma
     """
     folder.mkdir(parents=True, exist_ok=True)
     if all((folder / f).exists() for f in (CA_FILE, CERT_FILE, KEY_FILE)):
+        _check_kept(folder)
         return Made(folder, False, tuple(h for h in hosts if h not in named_hosts(folder)))
     now = dt.datetime.now(dt.UTC)
     kept = _existing_ca(folder)
@@ -179,6 +181,48 @@ def make_certificates(folder: Path, hosts: list[str], *, days: int = 3650) -> Ma
     if not kept:
         _write(folder / CA_FILE, ca.public_bytes(pem), 0o644)
     return Made(folder, True, kept_ca=kept is not None)
+
+
+def _check_kept(folder: Path) -> None:
+    """Refuse TLS files that are kept but unusable: a ca.pem or redis.pem that is no PEM
+    certificate, a redis.key that is not redis.pem's key, a redis.pem the ca.pem beside it did
+    not sign. Each had been "kept the TLS files", exit 0 (twentieth sweep, b B13, B14), and
+    Redis or every student's TLS then failed."""
+    anew = f"move {folder} aside to start anew (students would then need its new {CA_FILE})"
+    again = (
+        f"delete {folder / CERT_FILE} and {folder / KEY_FILE} and run this again (the CA is "
+        f"kept, so students keep their {CA_FILE})"
+    )
+    try:
+        ca = x509.load_pem_x509_certificate((folder / CA_FILE).read_bytes())
+    except (OSError, ValueError):
+        raise TLSFolderError(
+            f"{folder / CA_FILE} is not a PEM certificate: put the CA's own {CA_FILE} back, or "
+            f"{anew}"
+        ) from None
+    if not is_ca(ca):
+        raise TLSFolderError(
+            f"{folder / CA_FILE} is not a CA's certificate (a server's?): put the CA's own "
+            f"{CA_FILE} back, or {anew}"
+        )
+    try:
+        cert = x509.load_pem_x509_certificate((folder / CERT_FILE).read_bytes())
+    except (OSError, ValueError):
+        raise TLSFolderError(f"{folder / CERT_FILE} is not a PEM certificate: {again}") from None
+    try:
+        key = serialization.load_pem_private_key((folder / KEY_FILE).read_bytes(), None)
+        matches = key.public_key() == cert.public_key()
+    except (OSError, ValueError, TypeError):
+        raise TLSFolderError(f"{folder / KEY_FILE} is not a PEM private key: {again}") from None
+    if not matches:
+        raise TLSFolderError(f"{folder / KEY_FILE} is not the key of {CERT_FILE}: {again}")
+    try:
+        cert.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, InvalidSignature):
+        raise TLSFolderError(
+            f"{folder / CERT_FILE} was not signed by the {CA_FILE} beside it, so no student's "
+            f"{CA_FILE} trusts it: {again}"
+        ) from None
 
 
 def _new_ca(now: dt.datetime, days: int) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:

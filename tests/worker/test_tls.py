@@ -3,6 +3,7 @@ certificate does not name is said (seventh sweep: it was silently left out)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,32 @@ def test_the_ca_file_is_the_ca_certificate_and_nothing_else(tmp_path: Path) -> N
         with pytest.raises(Invalid, match=says) as caught:
             read_ca_file(folder / name)
         assert "FELAB_BROKER_CA_FILE" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("broken", "says"),
+    [
+        ("ca.pem", "ca.pem is not a PEM certificate: put the CA's own ca.pem back"),
+        ("redis.pem", "redis.pem is not a PEM certificate: delete"),
+        ("redis.key", "redis.key is not a PEM private key: delete"),
+        ("other-key", "redis.key is not the key of redis.pem: delete"),
+        ("server-as-ca", "ca.pem is not a CA's certificate"),
+        ("other-ca", "redis.pem was not signed by the ca.pem beside it"),
+    ],
+)
+def test_kept_files_that_are_unusable_are_refused(tmp_path: Path, broken: str, says: str) -> None:
+    """Twentieth sweep (b) B13, B14: a garbage ca.pem or redis.pem had been "kept the TLS
+    files", exit 0 (or "kept" and then "does not name redis ...")."""
+    folder, other = tmp_path / "tls", tmp_path / "other"
+    make_certificates(folder, ["redis"])
+    make_certificates(other, ["redis"])
+    if broken == "other-key":
+        (folder / "redis.key").write_bytes((other / "redis.key").read_bytes())
+    elif broken == "server-as-ca":
+        (folder / "ca.pem").write_bytes((folder / "redis.pem").read_bytes())
+    elif broken == "other-ca":
+        (folder / "ca.pem").write_bytes((other / "ca.pem").read_bytes())
+    else:
+        (folder / broken).write_text("garbage\n")
+    with pytest.raises(TLSFolderError, match=re.escape(says)):
+        make_certificates(folder, ["redis"])
