@@ -352,8 +352,8 @@ def _out_of_bounds(source: Path) -> str:
                     f"SELECT id FROM {_quoted(table)} WHERE {bad} ORDER BY id LIMIT 1"
                 ).fetchone()
             except sqlite3.OperationalError as exc:
-                if "no such column" in str(exc):  # an older revision, before the column
-                    continue
+                if "no such column" in str(exc) or "no such table" in str(exc):
+                    continue  # an older revision, before the column or the table
                 raise
             if found is not None:
                 return (
