@@ -916,7 +916,7 @@ CASES: list[Case] = [
     case("compare-server-escape", "compare {files}/server-escape.json {files}/other.json", 2, "server version is 'xxxx"),
     case("compare-server-string", "compare {files}/server-string.json {files}/other.json", 2, "server is 'vllm 0.6', not a mapping"),
     case("compare-gaps-past-e2e", "compare {files}/gaps-past-e2e.json {files}/other.json", 2, "add up to 40 s, longer than its time from first token to end (0.2 s"),
-    case("targets-key-escape", "targets --targets-file {files}/targets-key-escape.toml", 2, "targets.x.f?[31moo: extra inputs"),
+    case("targets-key-escape", "targets --targets-file {files}/targets-key-escape.toml", 2, "targets.x.f?[31moo: not a key of a target"),
     case("compare-key-twice", "compare {files}/key-twice.json {files}/key-twice.json", 2, "holds the key 'ttft_s' twice"),
     case("compare-chart-device", "compare {files}/other.json {files}/other.json --chart /dev/null", 2, "is not a regular file"),
     case("compare-file-slash", "compare {files}/other.json/ {files}/other.json", 2, "other.json is a file: name it"),
