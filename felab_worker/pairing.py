@@ -12,6 +12,7 @@ import re
 import threading
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 from felab_core.errors import Forbidden, Invalid, ServiceError
 from felab_core.jobs.handshake import answer_id, check_code_shape, make_request, open_sealed
@@ -35,6 +36,11 @@ from felab_worker.names import PAIRING_QUEUE, Names
 
 class PairingError(ServiceError):
     """Pairing did not complete; the message says what to check."""
+
+
+class BrokerRefusedUser(PairingError):
+    """The broker was reached and refused the URL's user or password (exit code 2: a setting
+    to fix, not a Redis to start)."""
 
 
 class BrokerUnreachable(PairingError):
@@ -71,6 +77,12 @@ def check_reachable(
         pong = client.ping()
     except redis.exceptions.NoPermissionError:
         return  # Redis answered: a pairing user may not be allowed PING
+    except redis.exceptions.AuthenticationError:  # reached: it refused the user (b B7)
+        user = urlsplit(url).username or "default"
+        raise BrokerRefusedUser(
+            f"the broker at {redacted(url)} refused user {user!r} (a wrong password, or the "
+            "user is off): check the user and password in the broker URL"
+        ) from None
     except redis.exceptions.ResponseError as exc:
         if "DB index" in str(exc):  # SELECT on connecting: the URL's /N is past the last one
             raise PairingError(

@@ -78,7 +78,7 @@ def status(
             broker = f"reached, but {fault}"
             failed = EXIT_UNREACHABLE if isinstance(fault, BrokerUnusable) else EXIT_USAGE
         else:
-            from felab_worker.pairing import BrokerNotRedis
+            from felab_worker.pairing import BrokerNotRedis, BrokerRefusedUser
             from felab_worker.tls import CAFileError
 
             said = with_hidden_shown(redact(str(exc)))
@@ -88,6 +88,8 @@ def status(
                 broker = said
             elif isinstance(exc, CAFileError):  # nothing was tried: a setting to fix (B6)
                 broker, failed = f"bad setting: {said}", EXIT_USAGE
+            elif isinstance(exc, BrokerRefusedUser):  # reached: the password is wrong (B7)
+                broker, failed = said, EXIT_USAGE
             else:
                 broker = f"not reached: {said}" if said else f"not reached ({type(exc).__name__})"
     if as_json:

@@ -181,3 +181,22 @@ def test_status_with_a_bad_ca_file_says_the_setting_exit_2(
     assert code == 2, out
     assert "broker: bad setting: " in out and "FELAB_BROKER_CA_FILE" in out
     assert "not reached" not in out
+
+
+def test_a_wrong_broker_password_is_said_as_refused_not_unreached(tmp_path: Path) -> None:
+    """Twentieth sweep (b) B7: Redis refusing the URL's password read 'could not reach the
+    broker ... is Redis running?' (exit 3), from `status` and `broker setup` alike."""
+    from tests.e2e.fleet import RedisServer
+
+    (tmp_path / "redis").mkdir()
+    server = RedisServer(tmp_path / "redis")
+    try:
+        wrong = server.url.replace(server.password, "not-the-password")
+        for args in (["status"], ["broker", "setup"]):
+            code, out, _ = _felab(wrong, *args)
+            flat = " ".join(out.split())
+            assert code == 2, out
+            assert "refused user 'admin' (a wrong password, or the user is off)" in flat
+            assert "not reached" not in flat and "not-the-password" not in flat
+    finally:
+        server.stop()
