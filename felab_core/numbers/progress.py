@@ -93,7 +93,8 @@ def done_when(session: Session, member: m.Member, day_number: int) -> DoneWhenSt
 
     Servers name one model differently (llama3.1:8b, Llama-3.1-8B-Instruct-4bit): runs count as
     the same model when the member gave those servers' models the same label, or when the names
-    are equal. Typed-in figures never count: they are listed as entered only.
+    are equal. Typed-in figures never count (they are listed as entered only), nor do measured
+    ones flagged for review until an instructor approves them.
     """
     day = day_for_number(session, day_number)
     spec = (day.done_when or {}) if day is not None else {}
@@ -110,7 +111,12 @@ def done_when(session: Session, member: m.Member, day_number: int) -> DoneWhenSt
     }
     rows = session.execute(
         select(
-            m.Number.server, m.Number.preset, m.Number.model, m.Number.value, m.Number.source
+            m.Number.server,
+            m.Number.preset,
+            m.Number.model,
+            m.Number.value,
+            m.Number.source,
+            m.Number.verdict,
         ).where(
             m.Number.member_id == member.id,
             m.Number.metric == metric,
@@ -119,9 +125,13 @@ def done_when(session: Session, member: m.Member, day_number: int) -> DoneWhenSt
     ).all()
     groups: dict[tuple[str, str], dict[str, float]] = {}
     entered: set[str] = set()
-    for server, preset, model, value, source in rows:
+    held: set[str] = set()  # flagged, waiting for an instructor (b B15: they had counted)
+    for server, preset, model, value, source, verdict in rows:
         if source != "measured":
             entered.add(server)
+            continue
+        if verdict == "flagged":
+            held.add(server)
             continue
         key = (preset or "", labels.get((server, model or ""), model or ""))
         best = groups.setdefault(key, {})
@@ -152,6 +162,12 @@ def done_when(session: Session, member: m.Member, day_number: int) -> DoneWhenSt
         parts.append(
             f"; {', '.join(elsewhere)} measured with another preset or model name: runs count "
             "together when they share a preset and each server's model carries the same label"
+        )
+    waiting = [s for s in missing if s in held]
+    if waiting:
+        parts.append(
+            f"; the measured figures of {', '.join(waiting)} are flagged for review and count "
+            "once an instructor approves them"
         )
     if entered_only:
         parts.append(
@@ -261,6 +277,8 @@ class FieldRow:
         for what, check in (("entered", self.entered_check), ("measured", self.measured_check)):
             if check is not None and check.verdict in _VERDICT_FLAGS:
                 out.append(f"{what}: {_VERDICT_FLAGS[check.verdict]}")
+        if self.measured is not None and self.measured.verdict == "flagged":
+            out.append("measured: flagged for review")
         if self.entered is not None and self.measured is None:
             out.append("typed in only")
         return tuple(out)
@@ -274,6 +292,12 @@ class FieldRow:
         for what, check in (("Entered", self.entered_check), ("Measured", self.measured_check)):
             if check is not None and check.verdict in _VERDICT_FLAGS:
                 out.append(f"{what}: {check.explanation}")
+        if self.measured is not None and self.measured.verdict == "flagged":
+            why = self.measured.verdict_note or "it is not what felab expected"
+            out.append(
+                f"Measured: flagged for an instructor's review ({why}); it does not count for "
+                "the day until approved"
+            )
         return tuple(out)
 
 

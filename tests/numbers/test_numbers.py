@@ -529,3 +529,27 @@ def test_a_speed_in_another_base_is_said_so(typed: str) -> None:
     """Seventeenth sweep (b) L3: 0x10 was "unknown unit 'x10'"."""
     with pytest.raises(Invalid, match="is a number in another base"):
         parse_speed(typed)
+
+
+def test_a_flagged_measured_figure_is_marked_and_does_not_count_until_approved(
+    db: Session, student: m.Member, day2: None
+) -> None:
+    """Twentieth sweep (b) B15: a measured figure flagged for review (its request records
+    disagreed) showed with an empty Flags column and ticked the day's "done when"."""
+    for server in ("ollama", "llamacpp", "mlx"):
+        _measure(db, student, server, "llama3.1:8b")
+    assert done_when(db, student, 2).done
+    flagged = db.scalars(
+        select(m.Number).where(m.Number.member_id == student.id, m.Number.server == "mlx")
+    ).one()
+    flagged.verdict, flagged.verdict_note = "flagged", "the figures do not agree"
+    db.flush()
+    status = done_when(db, student, 2)
+    assert not status.done and status.missing == ("mlx",)
+    assert "mlx are flagged for review and count once an instructor approves" in status.message
+    (mlx,) = [r for r in day_numbers(db, student, 2).rows if r.measured is flagged]
+    assert "measured: flagged for review" in mlx.flags
+    assert any("the figures do not agree" in note for note in mlx.notes)
+    flagged.verdict = "approved"
+    db.flush()
+    assert done_when(db, student, 2).done
