@@ -386,3 +386,19 @@ def summarize(
         summary.goodput_rps = good / span
         summary.goodput_fraction = good / len(counted) if counted else None
     return summary
+
+
+def one_read_note(metrics: list[RequestMetrics]) -> str | None:
+    """What a run says when every answer of several tokens arrived in one read (a buffering
+    proxy, a server that sends its whole answer at once): no time per token can be read, and
+    TPOT and writing speed show '-' without a word otherwise (twentieth sweep, a A32)."""
+    long = [r for r in metrics if r.ok and not r.cold and (r.output_tokens or r.counted_chunks) > 1]
+    if not long or any(r.tpot_s is not None for r in long):
+        return None
+    if not all(len(set(r.chunk_times_s)) <= 1 for r in long):
+        return None
+    return (
+        f"every token of the {len(long)} answer(s) of more than one token arrived in one read: "
+        "something buffers the stream (a proxy, or a server that sends its answer whole), so "
+        "no time per token or writing speed can be read; time the server directly"
+    )

@@ -29,6 +29,7 @@ from felab_core.engine.metrics import (
     SLO,
     RequestMetrics,
     RunSummary,
+    one_read_note,
     request_metrics,
     summarize,
 )
@@ -229,6 +230,8 @@ async def bench_target(
                 notes.append(f"{label}: {measured.stopped}")
             if workload.tools and (prose := _answers_without_a_call(timelines)):
                 notes.append(f"{label}: {prose}")
+            if buffered := one_read_note(metrics):
+                notes.append(f"{label}: {buffered}")
         prompts_used += used
         busy = box_note(box_before, read_box())
         if busy is not None:

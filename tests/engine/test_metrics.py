@@ -404,3 +404,21 @@ def test_tokens_that_came_in_one_burst_have_no_writing_speed() -> None:
     assert burst.tpot_s is None and burst.writing_tps is None and burst.ttft_s is not None
     steady = request_metrics(timeline([300 + i * 20 for i in range(32)], usage=32))
     assert steady.writing_tps is not None and 40 < steady.writing_tps < 60
+
+
+def test_answers_that_arrived_in_one_read_are_said() -> None:
+    """Twentieth sweep (a) A32: 50 tokens sent as one body showed TPOT and writing speed '-'
+    with no word, where a compressed stream is named."""
+    from felab_core.engine.metrics import RequestMetrics, one_read_note
+
+    def answer(times: list[float], tpot: float | None) -> RequestMetrics:
+        return RequestMetrics(
+            0, True, None, ttft_s=0.1, tpot_s=tpot, output_tokens=len(times),
+            counted_chunks=len(times), chunk_times_s=times,
+        )  # fmt: skip
+
+    buffered = [answer([0.1] * 50, None), answer([0.2] * 50, None)]
+    note = one_read_note(buffered)
+    assert note is not None and "of the 2 answer(s)" in note and "arrived in one read" in note
+    assert one_read_note([answer([0.1, 0.12, 0.14], 0.02)]) is None  # streamed
+    assert one_read_note([answer([0.1], None)]) is None  # one token: nothing to time
