@@ -422,3 +422,17 @@ def test_answers_that_arrived_in_one_read_are_said() -> None:
     assert note is not None and "of the 2 answer(s)" in note and "arrived in one read" in note
     assert one_read_note([answer([0.1, 0.12, 0.14], 0.02)]) is None  # streamed
     assert one_read_note([answer([0.1], None)]) is None  # one token: nothing to time
+
+
+def test_a_one_token_answer_has_no_time_per_token_to_miss() -> None:
+    """Twentieth sweep (a) A19: three answered one-token replies made 'goodput 0.00 req/s (0%
+    of requests met tpot<=0.001s)'; an answer of several tokens without a TPOT still misses."""
+    from felab_core.engine.metrics import RequestMetrics
+
+    slo = SLO(tpot_s=0.001)
+    one = RequestMetrics(0, True, None, ttft_s=0.1, output_tokens=1, counted_chunks=1)
+    assert slo.met_by(one)
+    several = RequestMetrics(1, True, None, ttft_s=0.1, output_tokens=50, counted_chunks=50)
+    assert not slo.met_by(several)
+    failed = RequestMetrics(2, False, "boom", output_tokens=0)
+    assert not slo.met_by(failed)
