@@ -22,8 +22,15 @@ runner = CliRunner()
 WIDE = {"COLUMNS": "200"}
 
 
-def memo_cli(*args: str) -> tuple[int, str, str]:
-    result = runner.invoke(app, ["memo", "--csv", str(SAMPLE_CSV), *args], env=WIDE)
+#: The sample Mac's flags: M4 Pro, Llama 3.1 8B of 4.9 GB, 16 GiB of cache.
+MAC_FLAGS = (
+    "--chip", "M4 Pro", "--model", "llama-3.1-8b", "--model-bytes", "4.9GB",
+    "--kv-memory", "16GiB",
+)  # fmt: skip
+
+
+def memo_cli(*args: str, csv_path: Path = SAMPLE_CSV) -> tuple[int, str, str]:
+    result = runner.invoke(app, ["memo", "--csv", str(csv_path), *args], env=WIDE)
     return result.exit_code, result.stdout, result.stderr
 
 
@@ -176,28 +183,10 @@ def test_a_cell_past_the_csv_limit_names_its_line(tmp_path: Path) -> None:
 def test_the_cli_says_not_utf8_with_exit_2(tmp_path: Path) -> None:
     path = tmp_path / "random.csv"
     path.write_bytes(b"\xbe" + bytes(range(256)))
-    result = runner.invoke(
-        app,
-        [
-            "memo",
-            "--csv",
-            str(path),
-            "--out",
-            "-",
-            "--chip",
-            "M4 Pro",
-            "--model",
-            "llama-3.1-8b",
-            "--model-bytes",
-            "4.9GB",
-            "--kv-memory",
-            "16GiB",
-        ],
-        env=WIDE,
-    )
-    assert result.exit_code == 2
-    assert "is not UTF-8 text (byte 0)" in result.stderr
-    assert "codec" not in result.stderr
+    code, _, stderr = memo_cli("--out", "-", *MAC_FLAGS, csv_path=path)
+    assert code == 2
+    assert "is not UTF-8 text (byte 0)" in stderr
+    assert "codec" not in stderr
 
 
 MEMO_FLAGS = ("--chip", "M2 Ultra", "--model", "llama-3.1-8b", "--model-bytes", "4.9GB",
@@ -303,28 +292,8 @@ def test_a_rows_model_and_version_are_text_not_markdown(tmp_path: Path) -> None:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    result = runner.invoke(
-        app,
-        [
-            "memo",
-            "--csv",
-            str(edited),
-            "--chip",
-            "M4 Pro",
-            "--model",
-            "llama-3.1-8b",
-            "--model-bytes",
-            "4.9GB",
-            "--kv-memory",
-            "16GiB",
-            "--no-charts",
-            "-o",
-            "-",
-        ],
-        env=WIDE,
-    )
-    assert result.exit_code == 0, result.stderr
-    text = result.stdout
+    code, text, stderr = memo_cli(*MAC_FLAGS, "--no-charts", "-o", "-", csv_path=edited)
+    assert code == 0, stderr
     assert "\\[click\\](http://evil.example/x) !\\[i\\](http://evil.example/i.png) \\<b\\>" in text
     assert "9.9 \\| \\*\\*impossible\\*\\*" in text
     assert "](http" not in text.replace("\\](http", "")
