@@ -406,3 +406,18 @@ def one_read_note(metrics: list[RequestMetrics]) -> str | None:
         "something buffers the stream (a proxy, or a server that sends its answer whole), so "
         "no time per token or writing speed can be read; time the server directly"
     )
+
+
+def past_length_note(metrics: list[RequestMetrics], max_tokens: int) -> str | None:
+    """What a run says when answers ran past the max_tokens asked (one more is the end of the
+    turn): the server ignores the length, so its per-token figures are not of the workload the
+    record names (twentieth sweep, a A18: 40 tokens for --max-tokens 2, without a word)."""
+    answered = [r for r in metrics if r.ok and r.output_tokens]
+    over = [r.output_tokens or 0 for r in answered if (r.output_tokens or 0) > max_tokens + 1]
+    if not over:
+        return None
+    return (
+        f"{len(over)} of {len(answered)} answers ran past the max_tokens {max_tokens:,} asked "
+        f"(up to {max(over):,} tokens): the server ignores the length asked (a proxy rewriting "
+        "the request? a server setting?), so these figures are not of the workload named"
+    )

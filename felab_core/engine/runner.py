@@ -30,6 +30,7 @@ from felab_core.engine.metrics import (
     RequestMetrics,
     RunSummary,
     one_read_note,
+    past_length_note,
     request_metrics,
     summarize,
 )
@@ -232,6 +233,9 @@ async def bench_target(
                 notes.append(f"{label}: {prose}")
             if buffered := one_read_note(metrics):
                 notes.append(f"{label}: {buffered}")
+            asked = None if workload.trace else workload.max_tokens  # a trace's lines set theirs
+            if asked is not None and (longer := past_length_note(metrics, asked)):
+                notes.append(f"{label}: {longer}")
         prompts_used += used
         busy = box_note(box_before, read_box())
         if busy is not None:

@@ -436,3 +436,16 @@ def test_a_one_token_answer_has_no_time_per_token_to_miss() -> None:
     assert not slo.met_by(several)
     failed = RequestMetrics(2, False, "boom", output_tokens=0)
     assert not slo.met_by(failed)
+
+
+def test_answers_past_the_length_asked_are_said() -> None:
+    """Twentieth sweep (a) A18: 40 tokens for --max-tokens 2 were stored without a word."""
+    from felab_core.engine.metrics import RequestMetrics, past_length_note
+
+    def answer(tokens: int) -> RequestMetrics:
+        return RequestMetrics(0, True, None, ttft_s=0.1, output_tokens=tokens)
+
+    note = past_length_note([answer(40), answer(3), answer(2)], 2)
+    assert note is not None and note.startswith("1 of 3 answers ran past the max_tokens 2")
+    assert "up to 40 tokens" in note
+    assert past_length_note([answer(3), answer(2)], 2) is None  # one more: the end of the turn
