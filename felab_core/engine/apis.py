@@ -253,6 +253,11 @@ def _openai_extra(req: GenerationRequest, body: dict[str, Any]) -> dict[str, Any
 def _chat_text(choice: dict[str, Any]) -> str:
     delta = choice.get("delta")
     if delta is None:
+        if isinstance(choice.get("text"), str) and choice["text"]:  # A14: was "empty answer"
+            raise StreamProtocolError(
+                "the server streams 'text' (the completions API), and --api openai-chat reads "
+                "delta.content: use --api openai-completions"
+            )
         return ""
     if not isinstance(delta, dict):
         raise StreamProtocolError("'delta' is not an object")
@@ -262,6 +267,10 @@ def _chat_text(choice: dict[str, Any]) -> str:
         value = delta.get(key)
         if isinstance(value, str):
             parts.append(value)
+        elif isinstance(value, list):  # content as a list of parts, [{"type": "text", ...}]
+            parts += [
+                v["text"] for v in value if isinstance(v, dict) and isinstance(v.get("text"), str)
+            ]
     parts.extend(_tool_call_text(delta.get("tool_calls")))
     return "".join(parts)
 
@@ -288,7 +297,31 @@ def _tool_call_text(calls: object) -> list[str]:
 
 def _completion_text(choice: dict[str, Any]) -> str:
     text = choice.get("text")
+    delta = choice.get("delta")
+    if text is None and isinstance(delta, dict) and delta.get("content"):  # A14
+        raise StreamProtocolError(
+            "the server streams delta.content (the chat API), and --api openai-completions "
+            "reads 'text': use --api openai-chat"
+        )
     return text if isinstance(text, str) else ""
+
+
+#: The event names of streaming APIs felab does not time (A14: they read as "truncated").
+_OTHER_STREAMS = {
+    "message_start": "Anthropic's Messages API",
+    "content_block_delta": "Anthropic's Messages API",
+    "response.created": "OpenAI's Responses API",
+    "response.output_text.delta": "OpenAI's Responses API",
+}
+
+
+def _other_stream(frame: Frame) -> None:
+    """Refuse a stream of another API, by its event names, in words."""
+    if frame.event in _OTHER_STREAMS:
+        raise StreamProtocolError(
+            f"this is {_OTHER_STREAMS[frame.event]} stream (event: {frame.event}), which felab "
+            "does not time: point --url at the server's OpenAI-compatible /v1 endpoint"
+        )
 
 
 class _OpenAIBase:
@@ -325,6 +358,7 @@ class OpenAIChat(_OpenAIBase):
             return FrameInfo(done=True)
         if (error := _error_event(frame)) is not None:
             return error
+        _other_stream(frame)
         return _openai_common(_loads(frame.data), _chat_text)
 
 
@@ -340,6 +374,7 @@ class OpenAICompletions(_OpenAIBase):
             return FrameInfo(done=True)
         if (error := _error_event(frame)) is not None:
             return error
+        _other_stream(frame)
         return _openai_common(_loads(frame.data), _completion_text)
 
 

@@ -339,3 +339,17 @@ def test_an_answer_the_server_cut_short_is_an_error(reason: str, fails: bool) ->
     assert (info.error is not None) is fails
     if fails:
         assert info.error is not None and f"finish_reason {reason!r}" in info.error
+
+
+def test_a_stream_of_another_api_names_the_api_to_use() -> None:
+    """Twentieth sweep (a) A14: each of these read as "empty answer" or "truncated", which
+    blamed the model or the connection where the --api (or the endpoint) was wrong."""
+    with pytest.raises(StreamProtocolError, match="use --api openai-completions"):
+        chat.interpret(frame({"choices": [{"index": 0, "text": "a"}]}))
+    with pytest.raises(StreamProtocolError, match="use --api openai-chat"):
+        completions.interpret(frame({"choices": [{"index": 0, "delta": {"content": "a"}}]}))
+    for event, api in (("content_block_delta", "Anthropic"), ("response.created", "Responses")):
+        with pytest.raises(StreamProtocolError, match=f"this is .*{api}.* does not time"):
+            chat.interpret(Frame('{"type": "x"}', event=event))
+    parts = {"choices": [{"index": 0, "delta": {"content": [{"type": "text", "text": "hi"}]}}]}
+    assert chat.interpret(frame(parts)).text == "hi"  # content as a list of parts is read
