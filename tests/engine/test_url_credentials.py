@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from felab.cli.main import app
 
@@ -60,16 +60,21 @@ def refusing_server() -> Iterator[int]:
     listener.close()
 
 
+def _bench_once(url: str, record: Path) -> Result:
+    """One request to `url` with felab bench, its record written to `record`."""
+    return CliRunner().invoke(
+        app,
+        ["bench", "--url", url, "--api", "openai-chat", "--model", "m", "-n", "1",
+         "--warmup", "0", "--no-check", "--no-csv", "--json", str(record)],
+    )  # fmt: skip
+
+
 def test_a_password_the_server_repeats_is_masked_everywhere(
     refusing_server: int, tmp_path: Path
 ) -> None:
     record = tmp_path / "r.json"
     url = f"http://alice:{PASSWORD}@127.0.0.1:{refusing_server}"
-    result = CliRunner().invoke(
-        app,
-        ["bench", "--url", url, "--api", "openai-chat", "--model", "m", "-n", "1",
-         "--warmup", "0", "--no-check", "--no-csv", "--json", str(record)],
-    )  # fmt: skip
+    result = _bench_once(url, record)
     said = result.output + (record.read_text() if record.exists() else "")
     assert "401" in said, said
     assert PASSWORD not in said and BASIC not in said, said
@@ -86,11 +91,7 @@ def test_a_key_in_the_urls_path_is_masked_in_the_record_and_on_screen(
     key = "sk-abcdefghijklmnopqrstuvwx12345"
     record = tmp_path / "r.json"
     url = f"http://127.0.0.1:{refusing_server}/{key}/v1"
-    result = CliRunner().invoke(
-        app,
-        ["bench", "--url", url, "--api", "openai-chat", "--model", "m", "-n", "1",
-         "--warmup", "0", "--no-check", "--no-csv", "--json", str(record)],
-    )  # fmt: skip
+    result = _bench_once(url, record)
     assert record.exists(), result.output
     stored = json.loads(record.read_text())
     assert f"127.0.0.1:{refusing_server}/***" in json.dumps(stored), stored
