@@ -26,7 +26,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from felab_core.text import with_hidden_shown
+from felab_core.text import spreadsheet_cell, with_hidden_shown
 
 Value = str | int | float | None
 
@@ -196,12 +196,14 @@ def markdown(grid: Grid) -> str:
 
 
 def csv_text(grid: Grid) -> str:
+    """The data columns as CSV; a name from a server or file that a spreadsheet would run as a
+    formula (`=HYPERLINK(...)`) is kept as text, as the numbers and leaderboard CSVs keep it."""
     out = io.StringIO()
     keys = [grid.columns[i].key for i in grid._picked("data")]
     writer = csv.DictWriter(out, fieldnames=keys, lineterminator="\n")
     writer.writeheader()
     for record in grid.records():
-        writer.writerow({k: "" if v is None else v for k, v in record.items()})
+        writer.writerow({k: "" if v is None else spreadsheet_cell(v) for k, v in record.items()})
     return out.getvalue()
 
 

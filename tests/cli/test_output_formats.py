@@ -215,3 +215,14 @@ def test_markdown_cells_keep_a_servers_words_as_text() -> None:
     grid.add(text("[click](http://e.vil) <img src=x> **b** `c`"))
     row = markdown(grid).splitlines()[-1]
     assert row == r"| \[click\](http://e.vil) \<img src=x\> \*\*b\*\* \`c\` |"
+
+
+def test_csv_cells_that_a_spreadsheet_would_run_stay_text() -> None:
+    """Twentieth sweep: `-o csv` wrote a server's model id `=HYPERLINK(...)` as a live formula,
+    where the numbers and leaderboard CSVs already kept such a name as text."""
+    from felab.cli.output import Column, csv_text, number, text
+
+    grid = Grid("t", [Column("model", "model"), Column("tps", "tps", numeric=True)])
+    grid.add(text('=HYPERLINK("http://e.vil","x")'), number(-0.5))
+    rows = list(csv.DictReader(io.StringIO(csv_text(grid))))
+    assert rows == [{"model": '\'=HYPERLINK("http://e.vil","x")', "tps": "-0.5"}]
