@@ -23,10 +23,22 @@ _URL_HEAD = re.compile(r"(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://[^\s:/@]*:", re.I)
 #: `scheme://token@host`: a user with no password, the usual way a key rides in a URL.
 _URL_BARE_USER = re.compile(r"(?<![a-z0-9+.-])(?P<scheme>[a-z][a-z0-9+.-]*://)[^\s:/@]+@", re.I)
 _WORD = re.compile(r"\S+")
+#: The names a secret goes by in a URL: after one as a whole path segment (`/key=V`, `/pwd=V`,
+#: `/x-api-key/V`, `/bearer/V`, a gateway's way of carrying a key) or as a query name, the
+#: value is masked. Only a whole segment counts (`/keys`, `/passage`, `/authors` stay).
+_SECRET_NAMES = (
+    r"(?:x-)?api[_-]?key|key|(?:access|auth|id|refresh)[_-]?token|token|auth|authorization"
+    r"|bearer|pass(?:word|wd)?|pwd|(?:client[_-]?)?secret|sig|signature|credentials?"
+    r"|(?:access|private|secret)[_-]?key"
+)
+#: `/name=value` or `/name/value` in a path: the value (to the next `/`, `?`, `#` or the end)
+#: masked. The slash must not follow another (`http://token/v1` names a host called token).
+_PATH_SECRET = re.compile(
+    rf"(?P<head>(?<![/:])/(?:{_SECRET_NAMES})(?:=|%3d|/))(?![*]{{3}})[^/?#\s&;\"']+", re.I
+)
 #: A secret passed in a URL's query (`?password=`, `&api_key=`, `?token=`): its value masked.
 _QUERY_SECRET = re.compile(
-    r"(?P<head>[?&;](?:password|passwd|pwd|pass|token|access_token|api[_-]?key|key|secret|"
-    r"sslpassword|auth)=)[^&#\s]+",
+    rf"(?P<head>[?&;](?:{_SECRET_NAMES}|sslpassword)=)[^&#\s]+",
     re.I,
 )
 #: A secret said in words, as a server's error text may repeat what it was sent or holds
@@ -104,6 +116,7 @@ def redact(text: str) -> str:
     if "://" in text and "@" in text:
         text = _WORD.sub(_masked_word, text)
     text = _QUERY_SECRET.sub(r"\g<head>***", text)
+    text = _PATH_SECRET.sub(r"\g<head>***", text)
     text = _SAID_SECRET.sub(_said_masked, text)
     text = _TOKEN_SHAPE.sub("***", text)
     for secret in sorted(_secrets, key=len, reverse=True):
