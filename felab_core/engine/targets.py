@@ -238,9 +238,7 @@ class _TargetEntry(BaseModel):
             raise ValueError(  # a 100,000-character note took a minute to print, and travelled
                 f"is {len(value):,} characters: a note is at most {MAX_NOTE_CHARS} (one line)"
             )
-        if value is not None and info.field_name == "note":
-            return redact(value)  # a key written in a note is printed and saved with each run
-        return value
+        return value  # a note is masked in load_targets, once every target's URL is known
 
 
 class _TargetsFile(BaseModel):
@@ -323,6 +321,10 @@ def load_targets(path: Path | None) -> dict[str, Target]:
             api = entry.api or entry.kind.traits.api
             base = Target(name, entry.kind, entry.url, api)
         updates = {k: v for k, v in entry.model_dump().items() if v is not None}
+        if entry.note is not None:  # a key written in a note is printed and saved with each
+            # run: masked now, when every target's URL has been read (a later target's
+            # password in an earlier target's note had stayed as typed)
+            updates["note"] = redact(entry.note)
         if entry.model is not None:  # the checks --model gets: this name is written to CSV too
             check_model_name(entry.model, f"targets file {path}: [targets.{name}] model")
         targets[name] = replace(base, **updates)
