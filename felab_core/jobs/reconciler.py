@@ -7,6 +7,7 @@ failed with the reason.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -19,10 +20,13 @@ from felab_core.jobs.fleet import is_online
 from felab_core.jobs.lifecycle import finish, lose, new_attempt
 from felab_core.jobs.messages import JobMessage
 from felab_core.jobs.spread import settle
+from felab_core.jobs.stored_job import stored_job_problem
 from felab_core.settings import Settings, get_settings
 
 #: Jobs a machine runs: all but the parent of a spread run, whose slices run instead.
 ON_A_MACHINE = or_(m.BenchJob.shards == 1, m.BenchJob.spread_of.is_not(None))
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -67,6 +71,7 @@ def reconcile(
         w.id for w in workers.values() if w.running_job_id is not None and is_online(w, now, s)
     }
     deaf = heard_for_s is not None and heard_for_s < s.worker_offline_after_s * 2
+    out.failed += _fail_unreadable(session, now)
     queued = session.scalars(
         select(m.BenchJob)
         .where(m.BenchJob.status == "queued", m.BenchJob.target.is_not(None), ON_A_MACHINE)
@@ -163,3 +168,27 @@ def reconcile(
         settle(session, parent, now)
     session.flush()
     return out
+
+
+def _fail_unreadable(session: Session, now: datetime) -> list[int]:
+    """Fail each waiting or running fleet job whose stored preset and params felab never
+    queues (a row changed by hand: params [1, 2]), with the reason, logged once (it is failed):
+    it had stopped every pass of the reconciler, for every job, on a TypeError."""
+    failed = []
+    active = session.scalars(
+        select(m.BenchJob)
+        .where(m.BenchJob.status.in_(("queued", "running")), m.BenchJob.target.is_not(None))
+        .order_by(m.BenchJob.id)
+    ).all()
+    for job in active:
+        problem = stored_job_problem(job.preset, job.params)
+        if problem is None:
+            continue
+        error = (
+            f"felab cannot run this job as stored ({problem}): it was changed outside felab; "
+            "queue the benchmark again"
+        )
+        log.warning("job %s failed: %s", job.id, error)
+        finish(session, job, "failed", now, error=error)
+        failed.append(job.id)
+    return failed
