@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from felab_core.engine.framing import Frame, NDJSONDecoder, SSEDecoder
+from felab_core.engine.stream_shape import shown_text
 from felab_core.redact import redact
 from felab_core.sizing.units import MAX_TOKENS
 from felab_core.text import holds_hidden
@@ -63,6 +64,8 @@ class FrameInfo:
     finish_reason: str | None = None
     error: str | None = None
     tool_call: bool = False  # the message carried a tool call (what --tools asks for)
+    #: The message's choice said no index (True), said index 0 (False), or there was none.
+    unindexed: bool | None = None
 
 
 class Decoder(Protocol):
@@ -193,16 +196,27 @@ def _stream_error(obj: dict[str, Any]) -> str | None:
 
 def _first_choice(choices: list[Any]) -> dict[str, Any] | None:
     """Choice 0, the one felab asks for (n=1): a server that streams others (index 1, ...)
-    would have its choices counted as one answer of twice the tokens."""
+    would have its choices counted as one answer of twice the tokens. Only the integer 0 is
+    the first answer: 1.0, "1", null or a bool is no index felab can read as it (each had been
+    timed as the first). vLLM, SGLang, llama.cpp, MLX and Ollama's OpenAI API send index 0 on
+    every choice; one with none is taken only alone in its message, as an n=1 stream has it."""
+    if len(choices) > 1:
+        raise StreamProtocolError(
+            f"the server streamed {len(choices)} choices in one message, and felab asks for "
+            "one choice (index 0): they would be counted as one answer; check the server's n "
+            "or best_of settings"
+        )
     for choice in choices:
         if not isinstance(choice, dict):
             raise StreamProtocolError("a choice is not an object")
-        index = choice.get("index", 0)
-        if isinstance(index, int) and not isinstance(index, bool) and index != 0:
+        if "index" not in choice:
+            continue  # alone in its message: the one answer asked for
+        index = choice["index"]
+        if not (type(index) is int and index == 0):
             raise StreamProtocolError(
-                f"the server streamed choice index {index}, and felab asks for one choice "
-                "(index 0): its choices would be counted as one answer; check the server's "
-                "n or best_of settings"
+                f"the server streamed choice index {shown_text(json.dumps(index), 40)}, and "
+                "felab asks for one choice (index 0, a whole number): its choices would be "
+                "counted as one answer; check the server's n or best_of settings"
             )
     return choices[0] if choices else None
 
@@ -217,6 +231,7 @@ def _openai_common(obj: dict[str, Any], text_of: Any) -> FrameInfo:
         raise StreamProtocolError(f"'choices' is not a list: {str(choices)[:80]!r}")
     choice = _first_choice(choices) if choices else None
     if choice is not None:
+        info.unindexed = "index" not in choice
         info.text = text_of(choice)
         delta = choice.get("delta")
         info.tool_call = isinstance(delta, dict) and bool(_tool_call_text(delta.get("tool_calls")))

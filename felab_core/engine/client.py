@@ -228,6 +228,7 @@ async def _stream(
         net = resp.extensions.get("network_stream")
         kernel_stamps = net is not None and net.get_extra_info(RX_STAMP_INFO) is not None
         head = b""
+        indexed: set[bool] = set()  # whether the stream's choices said index 0, or none
         # Bytes that hold no message (keep-alive comments), and messages that carry nothing
         # (`data: {}`, empty deltas, role-only chunks, `event: ping`), are no progress: a queue
         # that only pings stalls like a silent one.
@@ -251,6 +252,9 @@ async def _stream(
                         tl.end_ns = t
                         return
                     info = adapter.interpret(frame)
+                    if (two := _two_answers(info, tl, indexed)) is not None:
+                        tl.error, tl.end_ns = two, t
+                        return
                     if _carries_something(info):
                         messages += 1
                     else:
@@ -344,6 +348,28 @@ async def _stream(
                 "empty answer: the stream ended without a single token, so there is nothing to "
                 "time (a model that stops at once, or a server that generates nothing)"
             )
+
+
+def _two_answers(info: Any, tl: RequestTimeline, indexed: set[bool]) -> str | None:
+    """Why a stream holds more than the one answer asked (n>1), where its choices say no
+    index: some said index 0 and others none (two answers, one numbered), or text came after
+    an answer without an index had ended (finish_reason). Both had been timed as one answer."""
+    if info.unindexed is None:
+        return None
+    indexed.add(not info.unindexed)
+    if len(indexed) == 2:
+        return (
+            "malformed stream: some choices say index 0 and others no index, so the stream "
+            "holds more than the one answer asked (n=1): check the server's n or best_of settings"
+        )
+    if info.unindexed and info.text and tl.finish_reason is not None:
+        return (
+            f"malformed stream: text came after the answer ended (finish_reason "
+            f"{shown_text(tl.finish_reason, 40)!r}) in choices that say no index: a second "
+            "answer (n>1) would be counted with the first; check the server's n or best_of "
+            "settings"
+        )
+    return None
 
 
 def _carries_something(info: Any) -> bool:
