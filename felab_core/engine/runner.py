@@ -15,6 +15,7 @@ from typing import Any
 from felab_core.engine.apis import Api
 from felab_core.engine.box import box_note, read_box
 from felab_core.engine.client import ClientLimits, Lanes
+from felab_core.engine.counter_fit import RunFit, past_the_run
 from felab_core.engine.measure import (
     RunResult,
     TargetResult,
@@ -244,7 +245,11 @@ async def bench_target(
             await _metrics_snapshot(target, []) if before is not None and not interrupted else None
         )
         if before is not None and after is not None:
-            run.server_metrics = _server_rates(before, after, run.summary)
+            fit = None  # a shard's server also counts the other machines' requests
+            if shard is None:
+                asked = None if workload.trace else workload.max_tokens
+                fit = RunFit.of(run.timelines, len(run.requests), run.concurrency, asked)
+            run.server_metrics = _server_rates(before, after, run.summary, fit)
         runs.append(run)
         if run.partial:
             notes.append(f"{label}: {run.partial}; these figures are not the whole run")
@@ -358,10 +363,14 @@ def _fewer_than_received(rates: ServerRates, summary: RunSummary) -> str | None:
     return None
 
 
-def _server_rates(before: Snapshot, after: Snapshot, summary: RunSummary) -> dict[str, Any] | None:
+def _server_rates(
+    before: Snapshot, after: Snapshot, summary: RunSummary, fit: RunFit | None = None
+) -> dict[str, Any] | None:
     try:
         rates = diff(before, after)
         unbelievable = rates.past_reason() or _unlike_the_run(rates, summary)
+        if unbelievable is None and fit is not None:
+            unbelievable = past_the_run(rates, fit, summary.output_tokens)
         explanation = rates.explanation if unbelievable is None else ""
     except SizingError as exc:  # a counter went down (a restart between the looks)
         return {
