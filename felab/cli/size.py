@@ -290,6 +290,7 @@ def capacity_command(
             else:
                 assert url is not None
                 reading = vllm_live.read_live_vllm(_server_url(url))
+            reading.memory_holds_tokens()
             base = reading.capacity(block_size=block_size, max_len=max_len, kv_dtype=kv_dtype_typed)
             if base.kv_dtype is None:
                 base = replace(base, kv_dtype=kv.kv_dtype(kv_dtype).name)

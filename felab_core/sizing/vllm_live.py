@@ -13,6 +13,7 @@ import httpx
 from felab_core.bounded_get import Deadline, direct_client, get_bounded
 from felab_core.engine.request_errors import connect_failure
 from felab_core.redact import url_password_masked
+from felab_core.sizing import cache_figures
 from felab_core.sizing.capacity import MAX_BLOCK_SIZE
 from felab_core.sizing.errors import BadAnswer, SizingError, Unreachable, answer_cut_off
 from felab_core.sizing.metrics_scrape import VLLM, parse_metrics
@@ -112,6 +113,7 @@ def reading_from_metrics(
                 "you trust: --tokens (or --blocks) with --max-len"
             )
     memory = label_int("kv_cache_memory_bytes")
+    _figures_agree(source, tokens, gpu_blocks, label_int("block_size"), (printed, length))
     return VllmReading(
         format="metrics",
         gpu_blocks=gpu_blocks,
@@ -125,6 +127,39 @@ def reading_from_metrics(
         kv_memory_bytes=Fraction(memory) if memory else None,
         source=source,
     )
+
+
+def _figures_agree(
+    source: str,
+    tokens: int | None,
+    blocks: int | None,
+    block_size: int | None,
+    printed: tuple[Fraction | None, int | None],
+) -> None:
+    """Hold the server's figures for one cache to each other, as a log's are (cache_figures)."""
+    fix = "the server's figures contradict each other; check the server, or give the figures "
+    fix += "you trust with --tokens (or --blocks) and --max-len"
+    try:
+        if tokens is not None and blocks is not None:
+            cache_figures.tokens_beside_blocks(
+                (tokens, f"{source} (kv_cache_size_tokens)"),
+                (blocks, "num_gpu_blocks ="),
+                block_size,
+                fix=fix,
+            )
+        if tokens is None and blocks is not None and block_size is not None:
+            tokens = blocks * block_size
+        conc, length = printed
+        if conc is not None and length is not None and tokens is not None:
+            cache_figures.concurrency_beside_tokens(
+                (conc, f"{source} (kv_cache_max_concurrency)"),
+                (tokens, "its blocks" if blocks is not None else "kv_cache_size_tokens"),
+                length,
+                block_size,
+                fix=fix,
+            )
+    except SizingError as exc:
+        raise BadAnswer(str(exc)) from None
 
 
 def read_live_vllm(

@@ -23,8 +23,14 @@ from pathlib import Path
 from typing import IO
 
 from felab_core.files import NamedFileError, refuse_special
+from felab_core.sizing.cache_figures import (
+    LOG_FIX,
+    OneStartupCache,
+    infer_block_size,
+    memory_beside_tokens,
+    printed_concurrency_fits,
+)
 from felab_core.sizing.capacity import (
-    MAX_BLOCK_SIZE,
     Capacity,
     capacity_from_blocks,
     capacity_from_tokens,
@@ -64,6 +70,7 @@ class VllmReading:
     printed_concurrency: Fraction | None = None
     kv_cache_dtype: str | None = None
     kv_memory_bytes: Fraction | None = None
+    kv_memory_slack: Fraction = Fraction(0)  # the print's rounding: half its last digit
     weights_bytes: Fraction | None = None
     version: str | None = None
     occurrences: int = 1
@@ -141,6 +148,32 @@ class VllmReading:
                 "--block-size, or --tokens (vLLM's startup log prints them)"
             )
         return self._holds_one(capacity_from_tokens(self.tokens, length, bs, dtype))
+
+    def memory_holds_tokens(self, per_token: tuple[Fraction, str] | None = None) -> None:
+        """Refuse cache memory too small for the cache it gives (0.001 GiB beside 100,000 tokens
+        had been bounded only by the largest GPU): at the model's bytes a token (`per_token`:
+        bytes, whose) or the least any model takes."""
+        tokens = self.tokens
+        if tokens is None and self.gpu_blocks is not None and self.block_size is not None:
+            tokens = self.gpu_blocks * self.block_size
+        if self.kv_memory_bytes is None or tokens is None:
+            return
+        live = self.format == "metrics"
+        memory_beside_tokens(
+            (
+                self.kv_memory_bytes,
+                self.kv_memory_slack,
+                self.source + (" (kv_cache_memory_bytes)" if live else ""),
+            ),
+            (tokens, "its blocks x block size" if self.tokens is None else "as it gives it"),
+            per_token,
+            fix=(
+                "check the server, or give the figures you trust with --tokens (or --blocks) and "
+                "--max-len"
+                if live
+                else LOG_FIX
+            ),
+        )
 
     def _holds_one(self, base: Capacity) -> Capacity:
         """Refuse a cache that cannot hold one conversation of the max length: vLLM refuses to
@@ -278,50 +311,6 @@ def _dtype_name(value: str | None) -> str | None:
     return None
 
 
-def _infer_block_size(blocks: int, max_len: int, printed: Fraction) -> int | None:
-    """The one power-of-two block size that reproduces vLLM's printed concurrency, if any."""
-    want = decimal_text(printed, 2, group=False)
-    hits = [
-        bs
-        for bs in (2**k for k in range(0, 11))
-        if decimal_text(Fraction(blocks * bs, max_len), 2, group=False) == want
-    ]
-    return hits[0] if len(hits) == 1 else None
-
-
-def _printed_concurrency_fits(
-    printed: Fraction,
-    length: int,
-    cache: tuple[int | None, int | None, int | None],
-    source: str,
-) -> None:
-    """Refuse a printed concurrency the cache (tokens, blocks, block size) cannot give: above
-    one request per token of it, or 0 where it holds a whole request of `length` tokens. Both
-    had been shown as vLLM's own figure, "the one to trust"."""
-    tokens, blocks, block_size = cache
-    if tokens is not None:
-        words = f"a cache of {whole_text(tokens)} token{'' if tokens == 1 else 's'}"
-        least, most = tokens, tokens
-    elif blocks is not None:
-        size = block_size or MAX_BLOCK_SIZE
-        words = f"{whole_text(blocks)} cache blocks of {'' if block_size else 'at most '}"
-        words += f"{size:,} tokens"
-        least, most = blocks * (block_size or 1), blocks * size
-    else:
-        return
-    if printed > most:
-        why = "each request holds at least a token of it"
-    elif printed == 0 and least >= length:
-        why = f"it holds a whole request of {whole_text(length)} tokens"
-    else:
-        return
-    raise SizingError(
-        f"{source}: vLLM printed a maximum concurrency of {decimal_text(printed, 2)}x beside "
-        f"{words}, and {why}: the log was edited or damaged; "
-        "give the figures with --tokens (or --blocks) and --max-len"
-    )
-
-
 def parse_log(text: str | Iterable[str], source: str = "log") -> VllmReading:
     """Read the KV-cache lines of a vLLM startup log (any supported release) into one reading:
     its text, or its lines one by one (a file is read so: felab_core.sizing.vllm_log)."""
@@ -334,11 +323,13 @@ def parse_log(text: str | Iterable[str], source: str = "log") -> VllmReading:
     kv_dtype: str | None = None
     model_dtype: str | None = None
     kv_memory: Fraction | None = None
+    kv_slack = Fraction(0)
     weights: Fraction | None = None
     version: str | None = None
 
     lines = text.split("\n") if isinstance(text, str) else text  # \r is a progress bar's
     startup = OneStartup(source)
+    cache = OneStartupCache(source)
     read = 0
     for number, line in enumerate(lines, 1):
         if not any(word in line for word in LINE_WORDS):  # most of a long log: a cheap look
@@ -356,6 +347,7 @@ def parse_log(text: str | Iterable[str], source: str = "log") -> VllmReading:
         except SizingError as exc:
             raise SizingError(f"{source}, line {number}: {exc}") from None
         startup.add(number, found)
+        cache.add(number, found)
         if found.tokens is not None:
             tokens_hits.append(found.tokens)
             one_line = one_line or found.conc is not None
@@ -367,7 +359,8 @@ def parse_log(text: str | Iterable[str], source: str = "log") -> VllmReading:
         max_len_cfg = found.max_len or max_len_cfg
         kv_dtype = found.kv_dtype or kv_dtype
         model_dtype = found.model_dtype or model_dtype
-        kv_memory = kv_memory if found.kv_memory is None else found.kv_memory  # 0 is a figure
+        if found.kv_memory is not None:  # 0 is a figure
+            kv_memory, kv_slack = found.kv_memory, found.kv_memory_slack
         weights = weights if found.weights is None else found.weights
         version = version or found.version
 
@@ -399,10 +392,10 @@ def parse_log(text: str | Iterable[str], source: str = "log") -> VllmReading:
 
     check_memory_figures(source, device, (weights, kv_memory))
     if printed is not None and max_len is not None:  # both from one concurrency line
-        _printed_concurrency_fits(printed, max_len, (tokens, gpu_blocks, block_size), source)
+        printed_concurrency_fits(printed, max_len, (tokens, gpu_blocks, block_size), source)
     block_size_from = "log" if block_size is not None else None
     if block_size is None and gpu_blocks is not None and printed is not None and max_len:
-        block_size = _infer_block_size(gpu_blocks, max_len, printed)
+        block_size = infer_block_size(gpu_blocks, max_len, printed)
         block_size_from = "inferred" if block_size is not None else None
 
     return VllmReading(
@@ -417,6 +410,7 @@ def parse_log(text: str | Iterable[str], source: str = "log") -> VllmReading:
         printed_concurrency=printed,
         kv_cache_dtype=model_dtype if kv_dtype == "auto" and model_dtype else kv_dtype,
         kv_memory_bytes=kv_memory,
+        kv_memory_slack=kv_slack,
         weights_bytes=weights,
         version=version,
         occurrences=occurrences,

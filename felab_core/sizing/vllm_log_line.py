@@ -60,7 +60,7 @@ _VERSION_RES = (
 LINE_WORDS = (
     "KV cache size:", "Maximum concurrency for ", "block", "kv_cache_dtype=", "dtype=torch.",
     "KV cache memory", "KV Cache is", "weights", "loading took", "version", "LLM engine",
-    *_MAXLEN_GATES,
+    "dcp_world_size", *_MAXLEN_GATES,
 )  # fmt: skip
 
 
@@ -114,6 +114,12 @@ def _block_size(text: str) -> int:
     return value
 
 
+def printed_slack(text: str, unit: str) -> Fraction:
+    """Half a unit of the last digit printed ('0.01 GiB' is 0.005 GiB either way)."""
+    places = len(text.partition(".")[2])
+    return Fraction(GiB if unit == "GiB" else GB, 2 * 10**places)
+
+
 def _size(value: str, unit: str) -> Fraction:
     return as_fraction(value) * (GiB if unit == "GiB" else GB)
 
@@ -130,8 +136,13 @@ class LogLine:
     kv_dtype: str | None = None
     model_dtype: str | None = None
     kv_memory: Fraction | None = None
+    kv_memory_slack: Fraction = Fraction(0)
     weights: Fraction | None = None
     version: str | None = None
+    dcp: int | None = None
+
+
+_DCP_RE = re.compile(r"by the dcp_world_size (\d+)")
 
 
 def _first(patterns: tuple[re.Pattern[str], ...], line: str) -> re.Match[str] | None:
@@ -181,6 +192,10 @@ def read_line(line: str) -> LogLine:
     found.model_dtype = m.group(1) if m else None
     m = _first(_KV_MEMORY_RES, line) if "KV cache memory" in line or "KV Cache is" in line else None
     found.kv_memory = _size(m.group(1), m.group(2)) if m else None
+    if m:
+        found.kv_memory_slack = printed_slack(m.group(1), m.group(2))
+    m = _search(_DCP_RE, line, "dcp_world_size")
+    found.dcp = _int(m.group(1)) or None if m else None
     m = _first(_WEIGHTS_RES, line) if "weights" in line or "loading took" in line else None
     found.weights = _size(m.group(1), m.group(2)) if m else None
     m = _first(_VERSION_RES, line) if "version" in line or "LLM engine" in line else None

@@ -23,7 +23,8 @@ CONC = "INFO Maximum concurrency for 2,048 tokens per request: {x}x\n"
         ),
         (
             TOKENS + CONC.format(x="0.00"),
-            "a maximum concurrency of 0.00x beside a cache of 2,042,016 tokens",
+            "a maximum concurrency of 0.00x for 2,048 tokens per request, and line 1 a cache of "
+            "2,042,016 tokens, at least 249.27x",
         ),
         (
             "INFO GPU KV cache size: 2,000 tokens\n" + CONC.format(x="2001.00"),
@@ -161,16 +162,15 @@ def test_a_printed_figure_the_flags_block_size_disagrees_with_is_noted() -> None
     assert any("vLLM printed 462.97x but 31,456 ÷ 512 = 61.44" in n for n in notes)
 
 
-def test_a_token_count_its_blocks_contradict_stays_a_note_beside_a_concurrency() -> None:
-    """M6's bound is on the blocks capacity() uses: a cache in tokens that the blocks
-    contradict is still the seventeenth sweep's note, not a refusal."""
+def test_a_token_count_its_blocks_contradict_is_refused_beside_a_concurrency() -> None:
+    """Sweep 21 (c) 1: a cache in tokens its blocks cannot give (vLLM prints blocks // groups
+    x block size) had been a note; the server's two figures are held to each other."""
     labels = (
         'block_size="16",num_gpu_blocks="8234",kv_cache_size_tokens="5",'
         'kv_cache_max_concurrency="16.08"'
     )
-    reading = vllm_live.reading_from_metrics(_info(labels), max_len=8192)
-    assert reading.capacity().whole_requests == 16
-    assert any("a cache of 5 tokens, but 8,234 blocks" in n for n in reading.consistency_notes())
+    with pytest.raises(BadAnswer, match="cache of 5 tokens, and num_gpu_blocks = 8,234 blocks"):
+        vllm_live.reading_from_metrics(_info(labels), max_len=8192)
 
 
 def test_a_restart_may_change_the_block_size_but_one_startup_may_not() -> None:

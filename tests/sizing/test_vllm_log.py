@@ -367,11 +367,12 @@ def test_a_length_vllm_s_rounding_leaves_open_is_asked_for_not_guessed() -> None
     assert exact.max_len == 2048
 
 
-def test_a_cache_in_tokens_that_its_blocks_contradict_is_noted() -> None:
-    """Seventeenth sweep (c) M6: 1 token beside 8,234 blocks of 16 went unsaid."""
+def test_a_cache_in_tokens_that_its_blocks_contradict_is_refused() -> None:
+    """Seventeenth sweep (c) M6: 1 token beside 8,234 blocks of 16 went unsaid; then a note;
+    sweep 21 (c) 1: refused, naming both figures."""
     labels = 'block_size="16",num_gpu_blocks="8234",kv_cache_size_tokens="1"'
-    notes = vllm_live.reading_from_metrics(_info(labels), max_len=8192).consistency_notes()
-    assert any("a cache of 1 token, but 8,234 blocks x 16 = 131,744" in n for n in notes)
+    with pytest.raises(BadAnswer, match="a cache of 1 token, and num_gpu_blocks = 8,234"):
+        vllm_live.reading_from_metrics(_info(labels), max_len=8192)
 
 
 def test_metrics_opening_with_a_byte_order_mark_read() -> None:
