@@ -84,6 +84,8 @@ class _Skipped:
 class GGUFTensor:
     name: str
     n_bytes: int
+    #: ggml's order, innermost first: an expert tensor lists the expert axis last.
+    dims: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -243,14 +245,15 @@ def read_header(path: Path) -> GGUFHeader:
             walk.skip(8)
             try:
                 fields = _fields(walk)
-                listed = _tensors(walk, fields)
+                dims: dict[str, tuple[int, ...]] = {}
+                listed = _tensors(walk, fields, dims)
             except _Short:
                 raise GGUFHeaderError(_DAMAGED, cut_short=True) from None
             _fit_in_file(listed, _data_start(walk.at, fields), walk.end)
     return GGUFHeader(
         version=version,
         fields=fields,
-        tensors=tuple(GGUFTensor(name, n_bytes) for name, _, n_bytes in listed),
+        tensors=tuple(GGUFTensor(name, n_bytes, dims.get(name, ())) for name, _, n_bytes in listed),
     )
 
 
@@ -276,8 +279,10 @@ def _fields(walk: _Walker) -> dict[str, Any]:
     return fields
 
 
-def _tensors(walk: _Walker, fields: dict[str, Any]) -> list[tuple[str, int, int]]:
-    """(name, offset, bytes) of each tensor the header lists."""
+def _tensors(
+    walk: _Walker, fields: dict[str, Any], dims_of: dict[str, tuple[int, ...]]
+) -> list[tuple[str, int, int]]:
+    """(name, offset, bytes) of each tensor the header lists; each one's dims into `dims_of`."""
     from gguf.constants import GGML_QUANT_SIZES
 
     listed: list[tuple[str, int, int]] = []
@@ -290,7 +295,8 @@ def _tensors(walk: _Walker, fields: dict[str, Any]) -> list[tuple[str, int, int]
         dims = walk.take("I")
         if dims > _MAX_DIMS:
             raise GGUFHeaderError(f"its tensor {tensor[:80]!r} claims {dims} dimensions")
-        elements = math.prod(walk.count() for _ in range(dims))
+        dims_of[tensor] = tuple(walk.count() for _ in range(dims))
+        elements = math.prod(dims_of[tensor])
         kind, offset = walk.take("I"), walk.count()
         sizes = GGML_QUANT_SIZES.get(kind)
         if sizes is None:

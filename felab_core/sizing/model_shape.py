@@ -19,17 +19,26 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from felab_core.files import MiB, NamedFileError, broken_link, read_named_text, refuse_special
 from felab_core.json_keys import KeyTwice, once
 from felab_core.sizing.errors import SizingError
 from felab_core.sizing.model_names import NAME_ROUNDING, params_in_name, table_names
+from felab_core.sizing.shape_agreement import (
+    check_experts,
+    check_head_width,
+    check_shard,
+    check_tensor_count,
+    check_weights_size,
+    experts_held,
+    is_expert_tensor,
+)
 from felab_core.sizing.units import both_ways, decimal_size_text, tidy_text
 from felab_core.text import holds_hidden, with_hidden_shown
 
-_EXPERT_SAFETENSORS = re.compile(r"\.experts\.")
-_EXPERT_GGUF = re.compile(r"_exps\.")
+if TYPE_CHECKING:
+    from felab_core.sizing.gguf_header import GGUFHeader
 
 
 @dataclass(frozen=True)
@@ -310,10 +319,18 @@ def from_hf_config(source: str | Path | Mapping[str, Any], name: str | None = No
     _check_groups(n_heads, n_kv, where)
 
     hidden = _positive_int(hidden_hit[1], hidden_hit[0], where) if hidden_hit else None
-    if cfg.get("head_dim") is not None:
-        head_dim = _head_width(cfg["head_dim"], "head_dim", where)
-    elif cfg.get("kv_channels") is not None:
-        head_dim = _head_width(cfg["kv_channels"], "kv_channels", where)
+    head_key = "head_dim" if cfg.get("head_dim") is not None else "kv_channels"
+    if cfg.get(head_key) is not None:
+        head_dim = _head_width(cfg[head_key], head_key, where)
+        if cfg.get("kv_lora_rank") is None:  # latent (MLA) heads are not the width's share
+            check_head_width(
+                n_heads,
+                head_dim,
+                hidden,
+                where,
+                head_key=f"{heads_key} x {head_key}",
+                hidden_key=hidden_hit[0] if hidden_hit else "",
+            )
     else:
         assert hidden is not None
         if hidden % n_heads:
@@ -390,12 +407,17 @@ def from_hf_config(source: str | Path | Mapping[str, Any], name: str | None = No
         notes=tuple(notes),
     )
     if folder is not None:
-        shape = _with_safetensors_weights(shape, folder)
+        shape = _with_safetensors_weights(
+            shape, folder, experts_hit[0] if experts_hit else "", with_hidden_shown(where)
+        )
+        check_weights_size(shape)
     return shape
 
 
-def _with_safetensors_weights(shape: ModelShape, folder: Path) -> ModelShape:
-    from felab_core.sizing.safetensors_header import tensor_bytes
+def _with_safetensors_weights(
+    shape: ModelShape, folder: Path, experts_key: str, where: str
+) -> ModelShape:
+    from felab_core.sizing.safetensors_header import tensor_table
     from felab_core.sizing.weight_files import safetensors_files
 
     chosen = safetensors_files(folder)  # one copy of the weights, all of its shards
@@ -406,14 +428,22 @@ def _with_safetensors_weights(shape: ModelShape, folder: Path) -> ModelShape:
         shape = replace(shape, notes=(*shape.notes, chosen.note), weights_left_out=chosen.note)
     if chosen.unreadable:
         return replace(shape, weights_unreadable=chosen.unreadable)
-    sizes = tensor_bytes(files)
-    total = sum(sizes.values())
-    expert = sum(b for n, b in sizes.items() if _EXPERT_SAFETENSORS.search(n))
+    table = tensor_table(files)
+    total = sum(b for b, _ in table.values())
+    expert = sum(b for n, (b, _) in table.items() if is_expert_tensor(n, gguf=False))
     active = _active_bytes(total, expert, shape)
     listed_in = (
         with_hidden_shown(str(files[0]))
         if len(files) == 1
         else f"the {len(files):,} .safetensors files in {with_hidden_shown(str(folder))}"
+    )
+    held = experts_held(((n, dims) for n, (_, dims) in table.items()), gguf=False)
+    check_experts(
+        shape.n_experts,
+        experts_key,
+        where,
+        held,
+        f"the tensors listed in {listed_in}",
     )
     return replace(
         shape,
@@ -669,6 +699,15 @@ def from_gguf(path: str | Path) -> ModelShape:
         notes.append(
             f"latent attention (MLA): llama.cpp caches {kv_rank} + {rope} numbers per layer"
         )
+    if key_len is not None and key("attention.key_length") is not None and latent is None:
+        check_head_width(
+            int(heads),
+            int(key_len),
+            int(hidden) if hidden is not None else None,
+            with_hidden_shown(where),
+            head_key=f"{arch}.attention.head_count x {arch}.attention.key_length",
+            hidden_key=f"{arch}.embedding_length",
+        )
     if key("attention.sliding_window"):
         notes.append(
             "some layers use a sliding window and keep fewer tokens; figures here are the "
@@ -687,13 +726,37 @@ def from_gguf(path: str | Path) -> ModelShape:
     _experts_fit(n_experts, n_used, str(gguf_path))
     total = 0
     expert = 0
-    for shard in shards:
-        tensors = header.tensors if shard == gguf_path else _shard_tensors(shard)
-        for tensor in tensors:
+    every_tensor: list[Any] = []
+    shard_header = header
+    for index, shard in enumerate(shards):
+        if index:  # another model's shard had been added to the first
+            shard_header = _shard_header(shard)
+            check_shard(
+                header,
+                gguf_path,
+                shard_header,
+                shard,
+                index,
+                arch=arch,
+                n_layers=n_layers,
+                hidden=int(hidden) if hidden is not None else None,
+            )
+        for tensor in shard_header.tensors:
+            every_tensor.append(tensor)
             size = int(tensor.n_bytes)
             total += size
-            if _EXPERT_GGUF.search(tensor.name + "."):
+            if is_expert_tensor(tensor.name, gguf=True):
                 expert += size
+    if len(shards) > 1:
+        check_tensor_count(header, gguf_path, len(every_tensor), len(shards))
+    check_experts(
+        n_experts,
+        f"{arch}.expert_count",
+        f"the metadata of {with_hidden_shown(where)}",
+        experts_held(((t.name, t.dims) for t in every_tensor), gguf=True),
+        f"the tensors listed in {with_hidden_shown(where)}"
+        + (f" and the {len(shards) - 1:,} shards beside it" if len(shards) > 1 else ""),
+    )
     if not total:  # shape keys but no weights: a vocabulary-only file, or a header copied alone
         notes.append(
             "the file lists no tensors (or only empty ones), so its weights' size is unknown (a "
@@ -731,7 +794,9 @@ def from_gguf(path: str | Path) -> ModelShape:
         + (f" and the {len(shards) - 1:,} shards beside it" if len(shards) > 1 else ""),
     )
     active = _active_bytes(total, expert, shape) if total else None
-    return replace(shape, active_weights_bytes=active)
+    shape = replace(shape, active_weights_bytes=active)
+    check_weights_size(shape)
+    return shape
 
 
 def _is_lfs_pointer(path: Path) -> bool:
@@ -766,13 +831,13 @@ def _check_groups(n_heads: int, n_kv: int, where: str) -> None:
         )
 
 
-def _shard_tensors(path: Path) -> list[Any]:
-    """The tensors of one further shard of a split GGUF."""
+def _shard_header(path: Path) -> GGUFHeader:
+    """The header of one further shard of a split GGUF."""
     from felab_core.sizing.gguf_header import GGUFHeaderError, read_header
 
     try:
         refuse_special(path, what=".gguf shard")  # a FIFO would be waited on for good
-        return list(read_header(path).tensors)
+        return read_header(path)
     except NamedFileError as exc:
         raise SizingError(str(exc)) from None
     except (GGUFHeaderError, OSError) as exc:

@@ -145,7 +145,20 @@ def _span(path: Path, tensor: str, info: dict[str, Any], data_bytes: int) -> tup
 
 def tensor_bytes(files: list[Path]) -> dict[str, int]:
     """Tensor name -> bytes across the files (a model's shards)."""
-    sizes: dict[str, int] = {}
+    return {name: n_bytes for name, (n_bytes, _) in tensor_table(files).items()}
+
+
+def _dims(info: dict[str, Any]) -> tuple[int, ...]:
+    """The tensor's shape where it is a short list of whole numbers, else () (not read)."""
+    shape = info.get("shape")
+    if isinstance(shape, list) and len(shape) <= _MOST_DIMS and all(type(n) is int for n in shape):
+        return tuple(shape)
+    return ()
+
+
+def tensor_table(files: list[Path]) -> dict[str, tuple[int, tuple[int, ...]]]:
+    """Tensor name -> (bytes, shape) across the files (a model's shards)."""
+    sizes: dict[str, tuple[int, tuple[int, ...]]] = {}
     shard_of: dict[str, Path] = {}
     read = 0
     for path in files:
@@ -164,7 +177,7 @@ def tensor_bytes(files: list[Path]) -> dict[str, int]:
                     "of another download in the folder?)",
                 )
             shard_of[tensor] = path
-            sizes[tensor] = end - start
+            sizes[tensor] = (end - start, _dims(info))
             if end > start:
                 spans.append((start, end, tensor))
         spans.sort()

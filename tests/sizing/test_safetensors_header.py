@@ -23,6 +23,14 @@ CONFIG = {
     "hidden_size": 512,
 }
 
+#: A shape 200 kB of weights can hold (4 layers of width 512 hold 2.6M attention weights).
+SMALL = {
+    "num_hidden_layers": 1,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "hidden_size": 64,
+}
+
 
 def _write(path: Path, header: Any, data: int = 0, raw: bytes | None = None) -> Path:
     body = raw if raw is not None else json.dumps(header).encode()
@@ -178,7 +186,7 @@ def test_a_mixture_whose_active_share_is_tiny_blames_the_files_not_a_typed_unit(
     "write the unit, e.g. --model-bytes 4.9GB, or check --bits-per-weight", flags never typed."""
     folder = tmp_path / "moe"
     folder.mkdir()
-    moe = {**CONFIG, "num_local_experts": 8, "num_experts_per_tok": 2}
+    moe = {**SMALL, "num_local_experts": 8, "num_experts_per_tok": 2}  # 200 kB fit its shape
     (folder / "config.json").write_text(json.dumps(moe))
     header = {"a.experts.w": {"dtype": "U8", "shape": [200_000], "data_offsets": [0, 200_000]}}
     _write(folder / "model.safetensors", header, data=200_000)

@@ -22,6 +22,12 @@ from tests.sizing.test_model_shape import LLAMA_31_8B_CONFIG
 
 MB_TENSOR = np.zeros((512, 512), np.float32)  # 1 MiB, past the smallest model's size
 SHARD = 512 * 512 * 4
+SMALL_CONFIG = {
+    "num_hidden_layers": 3,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "hidden_size": 64,
+}
 
 
 def _folder(tmp_path: Path) -> Path:
@@ -31,7 +37,8 @@ def _folder(tmp_path: Path) -> Path:
 
 def test_consolidated_beside_the_hf_shards_is_counted_once(tmp_path: Path) -> None:
     """C7: Mistral's downloads hold consolidated.safetensors and the model-* shards: 2x."""
-    folder = _folder(tmp_path)
+    folder = tmp_path  # a small shape: 2 MB of tensors are no Llama 3.1 8B's
+    (folder / "config.json").write_text(json.dumps(SMALL_CONFIG))
     save_file(
         {"layers.0.w": MB_TENSOR, "layers.1.w": MB_TENSOR}, folder / "consolidated.safetensors"
     )
@@ -83,7 +90,7 @@ def _split(path: Path, no: int, count: int) -> Path:
 
     w = GGUFWriter(str(path), "llama")
     if no == 0:
-        w.add_block_count(2)
+        w.add_block_count(3)
         w.add_head_count(4)
         w.add_head_count_kv(2)
         w.add_embedding_length(64)
