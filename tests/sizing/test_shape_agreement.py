@@ -177,7 +177,9 @@ def test_a_latent_cache_is_not_held_to_the_width() -> None:
 # ---------------------------------------------------------------- split GGUF shards
 
 
-def _shard(path: Path, no: int, *, arch: str = "llama", hidden: int = 64, block: int = 0) -> Path:
+def _shard(
+    path: Path, no: int, *, arch: str = "llama", hidden: int = 64, block: int = 0, count: int = 4
+) -> Path:
     w = GGUFWriter(str(path), arch)
     if no == 0:
         w.add_block_count(2)
@@ -186,6 +188,7 @@ def _shard(path: Path, no: int, *, arch: str = "llama", hidden: int = 64, block:
         w.add_embedding_length(64)
     w.add_uint16("split.no", no)
     w.add_uint16("split.count", 2)
+    w.add_int32("split.tensors.count", count)  # the whole model's, in every shard
     w.add_tensor(f"blk.{block}.attn_norm.weight", np.zeros(hidden, np.float32))
     w.add_tensor(f"blk.{block}.ffn.weight", MB)
     w.write_header_to_file()
@@ -201,8 +204,9 @@ def _shard(path: Path, no: int, *, arch: str = "llama", hidden: int = 64, block:
         ({"arch": "qwen2"}, "general.architecture disagrees"),
         ({"hidden": 8192, "block": 1}, "the model's width disagrees"),
         ({"block": 40}, "holds blk.40.attn_norm.weight, but the first shard"),
+        ({"block": 1, "count": 700}, "split.tensors.count disagrees: 4 from the first shard"),
     ],
-    ids=["architecture", "width", "blocks"],
+    ids=["architecture", "width", "blocks", "tensor-count"],
 )
 def test_a_shard_of_another_model_is_refused(
     tmp_path: Path, other: dict[str, Any], said: str
@@ -213,6 +217,15 @@ def test_a_shard_of_another_model_is_refused(
     message = _refused(from_gguf, first)
     assert said in message, message
     assert "m-00001-of-00002.gguf" in message and "m-00002-of-00002.gguf" in message
+
+
+def test_shards_that_hold_fewer_tensors_than_their_count_are_refused(tmp_path: Path) -> None:
+    """llama.cpp refuses the split whose shards list fewer tensors than split.tensors.count."""
+    first = _shard(tmp_path / "m-00001-of-00002.gguf", 0, count=9)
+    _shard(tmp_path / "m-00002-of-00002.gguf", 1, block=1, count=9)
+    message = _refused(from_gguf, first)
+    assert "tensor count disagrees: split.tensors.count 9 from" in message
+    assert "4 tensors from its 2 shards together" in message
 
 
 def test_one_model_s_shards_read_together(tmp_path: Path) -> None:
