@@ -110,29 +110,6 @@ def memory_beside_tokens(
     )
 
 
-def tokens_fit_memory(
-    tokens: tuple[int, str],
-    per_token: tuple[Fraction, str] | None,
-    most: tuple[Fraction, str],
-    gpus: int = MOST_GPUS_SHARED,
-    fix: str = LOG_FIX,
-) -> None:
-    """With no cache-memory line: refuse a cache in tokens that takes more than `gpus` of the
-    largest device's memory (`most`: bytes, what it is), at the model's bytes a token or the
-    least any model takes."""
-    count, where = tokens
-    per, words = per_token or (Fraction(LEAST_BYTES_PER_TOKEN), "the least any model takes")
-    need = count * per
-    if need <= most[0] * gpus:
-        return
-    over = f"{gpus} x " if gpus > 1 else ""
-    raise SizingError(
-        f"{where} gives a cache of {whole_text(count)} tokens and no 'Available KV cache memory' "
-        f"line: at {decimal_text(per, 2)} bytes a token ({words}) that is "
-        f"{binary_size_text(need)}, more than {over}{most[1]}; {fix}"
-    )
-
-
 def infer_block_size(blocks: int, max_len: int, printed: Fraction) -> int | None:
     """The one power-of-two block size that reproduces vLLM's printed concurrency, if any."""
     want = decimal_text(printed, 2, group=False)

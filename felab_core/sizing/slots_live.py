@@ -237,6 +237,8 @@ def read_live(
             "caps "
             "each seat there."
         )
+    if beyond := _past_trained(per_slot, live, shape, need):
+        notes.append(beyond)
     return SlotVerdict(
         slots=slots,
         per_slot=per_slot,
@@ -249,4 +251,31 @@ def read_live(
         fix=fix_for(need, tokens_each, slots, shape, kv_type, bool(unified)),
         memory=memory_for(total, shape, kv_type) if total is not None else None,
         notes=tuple(notes),
+    )
+
+
+def _past_trained(
+    per_slot: int, live: LiveSlots, shape: ModelShape | None, need: int | None
+) -> str | None:
+    """Seats the server reports longer than the model was trained for (its own /v1/models
+    n_ctx_train, or the model given): read as the server reports them, and said (a seat of
+    32,768 tokens beside a model of 8,192 had been promised whole)."""
+    trained = [(live.n_ctx_train, "its /v1/models n_ctx_train")]
+    if shape is not None:
+        trained.append((shape.context_length, f"{shape.name}'s"))
+    known = [(n, whose) for n, whose in trained if n is not None and n < per_slot]
+    if not known:
+        return None
+    length, whose = min(known)
+    said = f"the model was trained for {whole_text(length)} tokens ({whose})"
+    past = f"; --need {whole_text(need)} is past it" if need is not None and need > length else ""
+    return (
+        f"{live.base_url} reports seats of {whole_text(per_slot)} tokens, and {said}{past}: a "
+        "conversation past that is beyond what the model was trained on unless the server "
+        "stretches its context (RoPE scaling)"
+        + (
+            ""
+            if whose.startswith("its")
+            else f"; is the server running {shape.name if shape else ''}?"
+        )
     )

@@ -187,6 +187,12 @@ def read_live_vllm(
         )
     if metrics.status_code == 200 and metrics.cut:  # the part read is no whole answer
         raise answer_cut_off(f"{shown}/metrics", metrics)  # (a cut /v1/models: no length)
+    if metrics.status_code in (401, 403):  # a key or a login in front: not "is this vLLM?"
+        raise BadAnswer(
+            f"{shown}/metrics answered HTTP {metrics.status_code}: the server (or a proxy in front "
+            "of it) wants an API key or a login, and felab sends none to read its cache; give "
+            "its startup log with --vllm-log FILE, or the figures with --tokens N --max-len L"
+        )
     if metrics.status_code != 200:
         raise SizingError(
             f"{url_password_masked(base)}/metrics answered HTTP {metrics.status_code}; is this "

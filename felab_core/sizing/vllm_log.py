@@ -425,15 +425,27 @@ MOST_READ_BYTES = 32 * MiB
 #: the rest is not read (a 240 MB log of short lines took 6 GB and ran past 30 s whole).
 MAX_LOG_LINES = 2_000_000
 MAX_LINE_BYTES = 64 * 1024
+_UTF8_FIX = (
+    "save it as UTF-8 (PowerShell: ... | Out-File -Encoding utf8), or run the server with "
+    "2>&1 | tee vllm.log from a Unix shell"
+)
 
 
-def _log_lines(fh: IO[bytes], cut: list[int]) -> Iterator[str]:
+def _log_lines(fh: IO[bytes], cut: list[int], log: Path) -> Iterator[str]:
     """The file's lines, each cut at MAX_LINE_BYTES (the rest of a longer one is skipped);
-    `cut` gets MAX_LOG_LINES when the file goes on past them."""
-    for _ in range(MAX_LOG_LINES):
+    `cut` gets MAX_LOG_LINES when the file goes on past them. A line of UTF-16 text is refused
+    where it starts: without a byte-order mark, or a restart appended in it, its lines had
+    been read as noise (the restart's cache lost, or "no KV-cache lines")."""
+    for number in range(1, MAX_LOG_LINES + 1):
         raw = fh.readline(MAX_LINE_BYTES)
         if not raw:
             return
+        if raw.count(b"\x00") >= 4 and raw.count(b"\x00") * 3 >= len(raw):
+            after = " after lines of UTF-8 (a restart appended from another shell)"
+            raise SizingError(
+                f"{log}, line {number:,}, is UTF-16 text{after if number > 1 else ''}, not "
+                f"UTF-8: {_UTF8_FIX}"
+            )
         if not raw.endswith(b"\n"):  # a line past the cut: skip to its end, in bounded reads
             while (more := fh.readline(MAX_LINE_BYTES)) and not more.endswith(b"\n"):
                 pass
@@ -453,13 +465,11 @@ def parse_log_file(path: str | Path) -> VllmReading:
         with log.open("rb") as fh:
             if fh.read(2) in (b"\xff\xfe", b"\xfe\xff"):  # c C29: every line read as noise
                 raise SizingError(
-                    f"{log} is UTF-16 text (as PowerShell's > writes it), not UTF-8: save it as "
-                    "UTF-8 (PowerShell: ... | Out-File -Encoding utf8), or run the server with "
-                    "2>&1 | tee vllm.log from a Unix shell"
+                    f"{log} is UTF-16 text (as PowerShell's > writes it), not UTF-8: {_UTF8_FIX}"
                 )
             fh.seek(0)
             try:
-                reading = parse_log(_log_lines(fh, cut), source=str(log))
+                reading = parse_log(_log_lines(fh, cut, log), source=str(log))
             except SizingError as exc:
                 if cut and str(exc).startswith("no KV-cache lines"):
                     raise SizingError(
