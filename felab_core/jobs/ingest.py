@@ -25,7 +25,7 @@ from felab_core.jobs.fleet import clean_targets
 from felab_core.jobs.keys import verify
 from felab_core.jobs.lifecycle import TERMINAL, finish, lose, start
 from felab_core.jobs.messages import JobMessage
-from felab_core.jobs.result_checks import check_record, check_rows_are_the_jobs
+from felab_core.jobs.result_checks import check_result
 from felab_core.jobs.result_store import checked_rows, store_result
 from felab_core.jobs.spread import follow_slice, store_slice
 from felab_core.jobs.workload import progress_total, too_large_reason
@@ -162,8 +162,9 @@ def _job_event(
     if job is None:
         return Ingested(False, f"no job {job_id}")
     if job.worker_id != worker.id:
-        raise Forbidden(
-            f"job {job.id} is assigned to another worker, not {worker.name!r}: refused",
+        raise Forbidden(  # the machine's key signed it: its owner forged or copied it
+            f"the event from machine {worker.name!r} named job {job.id}, which that machine "
+            "was not given: refused (a forged or copied message; the job is untouched)",
             reason="assignment",
         )
     attempt = str(payload.get("attempt"))
@@ -265,21 +266,12 @@ def _finished(
         with session.begin_nested():
             _all_finite(body)
             if job.spread_of is not None:
-                store_slice(session, job, body, now)
+                store_slice(session, job, body, now)  # held to its job there, as a run is
             else:
                 record = body.get("record")
                 rows = checked_rows(body)
-                check_rows_are_the_jobs(job, rows)
-                if isinstance(record, dict):
-                    check_record(job, record, rows)
-                store_result(
-                    session,
-                    job,
-                    worker.name,
-                    rows,
-                    record if isinstance(record, dict) else None,
-                    now,
-                )
+                check_result(job, rows, record, now)
+                store_result(session, job, worker.name, rows, record, now)
     except ServiceError as exc:
         finish(session, job, "failed", now, error=f"the result was refused: {exc}")
         on_commit(session, lambda: metrics.INGEST_REFUSED.labels("result").inc())

@@ -9,30 +9,48 @@ the job's chart. Apart from ingest.py (who may send what) and result_store.py (s
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from felab_core.db import models as m
 from felab_core.engine.record_requests import CompareError, checked_sample, cut, finite
 from felab_core.engine.record_runs import check_run_bounds
+from felab_core.engine.shards import Shard
 from felab_core.engine.token_counts import MAX_SERVER_TPS
 from felab_core.engine.workloads import MAX_TOKENS as MAX_WORKLOAD_TOKENS
 from felab_core.engine.workloads import Workload
 from felab_core.errors import Invalid
+from felab_core.jobs.result_load import (
+    CLOCK_SLACK,
+    aware,
+    check_lengths,
+    check_load,
+    check_runs,
+)
 from felab_core.jobs.workload import ASKED, job_workload
 
-#: A machine's clock may be this far off the server's (the ingest takes events signed as far).
-_CLOCK_SLACK = timedelta(seconds=300)
 #: The most runs a record holds: one a concurrency of the job (a -c list takes at most 64).
 _MOST_RUNS = 64
+#: What felab_core.jobs.run writes in every row, never empty (engine/results.csv_row): a row
+#: without one is none a worker sent (one request had been stored for an 8-request job whose
+#: row left out requests and ok, the checks skipped).
+ROW_FIELDS = (
+    "timestamp",
+    "target",
+    "server",
+    "preset",
+    "concurrency",
+    "requests",
+    "ok",
+    "failed",
+    "max_tokens",
+)
 
 
 def _int(value: Any) -> int | None:
-    try:
-        return int(str(value).strip())
-    except ValueError:
-        return None
+    text = str(value).strip()
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 12 else None
 
 
 def _asked(job: m.BenchJob, w: Workload) -> str:
@@ -45,52 +63,88 @@ def _asked(job: m.BenchJob, w: Workload) -> str:
     return f"job {job.id} asked {', '.join(parts)}"
 
 
-def _aware(at: datetime) -> datetime:
-    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+def check_result(
+    job: m.BenchJob,
+    rows: list[dict[str, Any]],
+    record: Any,
+    now: datetime,
+) -> None:
+    """Refuse (Invalid) a result that is not `job`'s run: its rows (check_rows_are_the_jobs),
+    the record felab writes beside them (check_record), one run a concurrency the job asked,
+    the job's load, and no run longer than the time the job has existed. A slice of a spread
+    run is held to the same, with its share of the requests."""
+    w = job_workload(job.preset, dict(job.params or {}), ASKED)
+    check_rows_are_the_jobs(job, rows, now)
+    if not isinstance(record, dict):
+        raise Invalid(
+            f"job {job.id}'s result has no record: felab sends the run's record with its rows"
+        )
+    check_record(job, record, rows)
+    check_runs(job, w, rows, record)
+    check_load(job, w, rows, record)
+    check_lengths(job, rows, record, now)
 
 
-def check_rows_are_the_jobs(job: m.BenchJob, rows: list[dict[str, Any]]) -> None:
-    """Refuse (Invalid) a row that ran another workload than `job` asked, named another
-    target, or was timed before the job was made."""
-    try:
-        w = job_workload(job.preset, dict(job.params or {}), ASKED)
-    except Invalid:
-        return  # a stored job that no longer reads: it was checked when it was asked for
+def check_rows_are_the_jobs(
+    job: m.BenchJob, rows: list[dict[str, Any]], now: datetime | None = None
+) -> None:
+    """Refuse (Invalid) a row that lacks a field felab writes, ran another workload than `job`
+    asked, named another target, or was timed before the job was made or after `now`."""
+    w = job_workload(job.preset, dict(job.params or {}), ASKED)
     fixed = w.requests is not None and w.sessions is None and w.duration_s is None
+    sent_asked = w.requests
+    if job.spread_of is not None and job.shards and job.shard_index is not None:
+        sent_asked = Shard(job.shard_index, job.shards).requests(w.requests)  # its share
     for n, row in enumerate(rows, 1):
         what = f"row {n} of the result"
-        preset = str(row.get("preset") or "")
+        for key in ROW_FIELDS:
+            if str(row.get(key) if row.get(key) is not None else "").strip() == "":
+                raise Invalid(
+                    f"{what} has no {key}: felab writes it in every row, so this row is none "
+                    f"a worker sent; {_asked(job, w)}"
+                )
+        preset = str(row["preset"])
         if preset != (w.preset or ""):
             raise Invalid(f"{what} ran preset {preset[:40]!r}; {_asked(job, w)}")
-        users = _int(row.get("concurrency"))
-        if users is not None and users not in w.concurrency:
-            raise Invalid(f"{what} ran at {users} user(s); {_asked(job, w)}")
-        sent = _int(row.get("requests"))
-        if fixed and row.get("requests") not in (None, "") and sent != w.requests:
-            raise Invalid(f"{what} sent {str(row.get('requests'))[:20]} requests; {_asked(job, w)}")
-        most = row.get("max_tokens")
-        if w.max_tokens is not None and most not in (None, "") and _int(most) != w.max_tokens:
-            raise Invalid(f"{what} ran at max tokens {str(most)[:20]}; {_asked(job, w)}")
-        target = row.get("target")
-        if job.target and target not in (None, "") and str(target) != job.target:
+        users = _int(row["concurrency"])
+        if users not in w.concurrency:
+            raise Invalid(f"{what} ran at {str(row['concurrency'])[:20]} user(s); {_asked(job, w)}")
+        sent, ok, failed = _int(row["requests"]), _int(row["ok"]), _int(row["failed"])
+        if sent is None or ok is None or failed is None or ok + failed != sent:
             raise Invalid(
-                f"{what} measured target {str(target)[:64]!r}; job {job.id} asked {job.target!r}"
+                f"{what} has requests {str(row['requests'])[:20]}, ok {str(row['ok'])[:20]} and "
+                f"failed {str(row['failed'])[:20]}: felab writes whole numbers, ok + failed "
+                "= requests"
             )
-        _check_time(job, what, row.get("timestamp"))
+        if fixed and sent != sent_asked:
+            raise Invalid(f"{what} sent {sent} requests; {_asked(job, w)}")
+        if _int(row["max_tokens"]) != w.max_tokens:
+            raise Invalid(
+                f"{what} ran at max tokens {str(row['max_tokens'])[:20]}; {_asked(job, w)}"
+            )
+        target = str(row["target"])
+        if target != (job.target or ""):
+            raise Invalid(
+                f"{what} measured target {target[:64]!r}; job {job.id} asked {job.target!r}"
+            )
+        _check_time(job, what, row["timestamp"], now)
 
 
-def _check_time(job: m.BenchJob, what: str, stamp: Any) -> None:
-    if stamp in (None, ""):
-        return
+def _check_time(job: m.BenchJob, what: str, stamp: Any, now: datetime | None) -> None:
     try:
-        at = _aware(datetime.fromisoformat(str(stamp)))
+        at = aware(datetime.fromisoformat(str(stamp)))
     except ValueError:
         raise Invalid(f"{what} has timestamp {str(stamp)[:40]!r}, not a time") from None
-    made = _aware(job.created_at)
-    if at < made - _CLOCK_SLACK:
+    made = aware(job.created_at)
+    if at < made - CLOCK_SLACK:
         raise Invalid(
             f"{what} was timed at {at.isoformat()}, before job {job.id} was made "
             f"({made.isoformat()}): a result is measured for its job, not copied from another run"
+        )
+    if now is not None and at > aware(now) + CLOCK_SLACK:
+        raise Invalid(
+            f"{what} was timed at {at.isoformat()}, after its result arrived "
+            f"({aware(now).isoformat()}): a run is timed before it is sent"
         )
 
 

@@ -32,6 +32,7 @@ from felab_core.jobs.fleet import is_online, worker_targets
 from felab_core.jobs.lifecycle import TERMINAL, Send, finish, new_attempt, send_after_commit
 from felab_core.jobs.messages import MAX_SHARDS, JobMessage
 from felab_core.jobs.queueing import check_job, server_for, slices_of
+from felab_core.jobs.result_checks import check_result
 from felab_core.jobs.result_store import checked_rows, own_columns, store_result
 from felab_core.jobs.run import REQUEST_FIELDS
 from felab_core.jobs.workload import ASKED, job_workload, spread_problem
@@ -158,10 +159,13 @@ def store_slice(session: Session, job: m.BenchJob, body: dict[str, Any], now: da
     its row is checked as a run's is, so that one machine's bad row fails its own slice (it
     had been kept, then failed the merge when the honest slice came, blamed on that one)."""
     rows = checked_rows(body)
+    record = body.get("record")
+    # held to its job as a run is (its share of the requests): a slice's rows and record had
+    # skipped the job's checks, kept until the merge
+    check_result(job, rows, record, now)
     row = own_columns(rows[0])
     check_result_row({**row, "host": "slice"})  # its host is named at the merge
     report = body.get("shard")
-    record = body.get("record")
     if not isinstance(report, dict) or not isinstance(report.get("requests"), list):
         raise Invalid("a slice's result carries no per-request records")
     if report.get("index") != job.shard_index or report.get("count") != job.shards:

@@ -27,6 +27,7 @@ from felab_core.people.members import (
 )
 from felab_core.people.privacy import delete_member, export_member
 from tests.db_support import NOW
+from tests.jobs.job_result import job_body
 
 
 def test_instants_come_back_aware_and_in_utc(db: Session, cohort: m.Cohort) -> None:
@@ -129,12 +130,8 @@ def _fill_fleet(db: Session, student: m.Member, other: m.Member) -> None:
     key = new_private_key()
     worker = redeem_pair_code(db, issue_pair_code(db, student, "mac"), public_key_text(key))
     issue_pair_code(db, student, "spare")
-    job = queue_bench_job(db, student, worker, "mlx", "quick").job
-    row = {"server": "mlx", "model": "m", "preset": "quick", "concurrency": "1"}
-    request = {"index": 0, "ok": True, "ttft_s": 0.1, "e2e_s": 0.5, "tpot_s": 0.02,
-               "writing_tps": 50.0, "output_tokens": 16}  # fmt: skip
-    record = {"runs": [{"concurrency": 1, "summary": {"duration_s": 1.0}, "requests": [request]}]}
-    body = {"rows": [row | {"writing_tps_p50": "50"}], "record": record}
+    job = queue_bench_job(db, student, worker, "mlx", "quick", now=NOW).job
+    body = job_body(at=NOW, writing_tps_p50="50")  # what a worker sends
     ev = event(
         worker.id, "result", at=NOW.timestamp(), job_id=job.id, attempt=job.attempt, body=body
     )

@@ -28,6 +28,7 @@ from tests.e2e.test_bot_process import (  # noqa: F401 (the `world` fixture)
     world,
 )
 from tests.fakediscord.server import Interaction
+from tests.jobs.job_result import job_body
 
 ROW = {
     "server": "mlx",
@@ -195,12 +196,9 @@ def test_commands_end_to_end(world: BotWorld) -> None:  # noqa: F811
             ada = s.scalars(select(m.Member).where(m.Member.discord_id == ADA.id)).one()
             set_hardware(s, ada, chip="M4 Pro")
             set_server_model(s, ada, "mlx", "llama-3.1-8b-4bit", model_bytes="4.5GB")
-            answer = {"ok": True, "writing_tps": 41.2, "tpot_s": 1 / 41.2, "ttft_s": 0.31,
-                      "e2e_s": 2.0, "output_tokens": 64}  # fmt: skip
-            requests = [{"index": i, **answer} for i in range(3)]
-            record = {"runs": [{"concurrency": 1, "summary": {"duration_s": 6.0},
-                                "requests": requests}]}  # fmt: skip
-            body = {"rows": [ROW], "record": record}
+            body = job_body(
+                "day2", **{k: ROW[k] for k in ("model", "writing_tps_p50", "ttft_p50_s")}
+            )
             event = {
                 "worker_id": worker_id,
                 "kind": "result",

@@ -36,6 +36,7 @@ from felab_core.reports.leaderboard import speed_boards, unranked
 from felab_worker.dispatch import Dispatcher
 from felab_worker.names import INGEST_QUEUE, PAIRING_QUEUE, Names
 from tests.e2e.fleet import FELAB, PREFIX, ROOT, Fleet, fleet_fixture, wait_for
+from tests.jobs.job_result import job_body
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 NAMES = Names(PREFIX)
@@ -309,7 +310,11 @@ def test_forged_jobs_and_attempts_run_nothing_that_counts(cohort: Cohort) -> Non
         )  # fmt: skip
     ingest = fleet.ingest
     assert ingest is not None
-    wait_for(lambda: f"job {ada_job} is assigned to another worker" in ingest.text(), 30, "refusal")
+    wait_for(
+        lambda: f"named job {ada_job}, which that machine was not given" in ingest.text(),
+        30,
+        "refusal",
+    )
     wait_for(lambda: "no job 999999" in ingest.text(), 30, "the made-up job dropped")
     with session_scope(fleet.sessions) as s:
         assert s.scalar(select(func.count()).select_from(m.BenchJob)) == jobs_before + 1
@@ -406,10 +411,8 @@ def test_an_impossible_speed_is_flagged_and_not_ranked(cohort: Cohort) -> None:
     # request records made to agree.
     fake = {"ok": True, "writing_tps": 99_999.0, "output_tokens": 16, "tpot_s": 1 / 99_999}
     requests = [{"index": i, **fake, "ttft_s": 0.01, "e2e_s": 0.02} for i in range(3)]
-    row = {"server": "mlx", "model": "tiny", "preset": "quick", "concurrency": "1", "ok": "3",
-           "failed": "0", "writing_tps_p50": "99999.0", "ttft_p50_s": "0.01"}  # fmt: skip
-    run = {"concurrency": 1, "summary": {"duration_s": 1.0}, "requests": requests}
-    body = {"rows": [row], "record": {"runs": [run]}}
+    body = job_body(model="tiny", writing_tps_p50="99999.0", ttft_p50_s="0.01")
+    body["record"]["runs"][0]["requests"] = requests
     Dispatcher(fleet.settings()).app.send_task(
         "felab.ingest",
         args=[me.sign(event(me.worker_id, "result", job_id=job_id, attempt=attempt, body=body))],

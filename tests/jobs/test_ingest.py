@@ -18,10 +18,10 @@ from felab_core.jobs.pairing import issue_pair_code, redeem_pair_code, remove_wo
 from felab_core.jobs.queueing import queue_bench_job
 from felab_core.settings import Settings
 from tests.db_support import NOW
+from tests.jobs.job_result import job_record, job_row
 
 AT = NOW.timestamp()
-ROW = {"server": "mlx", "model": "m", "preset": "quick", "concurrency": "1", "ok": "1",
-       "failed": "0", "writing_tps_p50": "40"}  # fmt: skip
+ROW = job_row(at=NOW)
 
 
 def _machine(db: Session, member: m.Member) -> tuple[Identity, m.Worker, m.BenchJob]:
@@ -59,8 +59,11 @@ def test_old_future_and_replayed_events_are_refused(db: Session, student: m.Memb
     [
         ({"rows": []}, "at least one CSV row"),
         ({"rows": ["nope"]}, "at least one CSV row"),
-        ({"rows": [{**ROW, "server": "vllm"}]}, "asked for mlx but the row measured vllm"),
-        ({"rows": [{**ROW, "concurrency": "many"}]}, "is not a whole number"),
+        (
+            {"rows": [{**ROW, "server": "vllm"}], "record": job_record()},
+            "asked for mlx but the row measured vllm",
+        ),
+        ({"rows": [{**ROW, "concurrency": "many"}]}, "ran at many user(s)"),
         ({"rows": [ROW] * 65}, "at most 64 runs"),
         # JSON from a machine may carry NaN; PostgreSQL's JSON cannot, and no figure can.
         ({"rows": [ROW], "record": {"runs": [{"ttft_s": float("nan")}]}}, "is nan, not a finite"),

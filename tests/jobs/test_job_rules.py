@@ -20,6 +20,7 @@ from felab_core.jobs.reconciler import reconcile
 from felab_core.jobs.workload import progress_total
 from felab_core.settings import Settings
 from tests.db_support import NOW
+from tests.jobs.job_result import job_record, job_row
 
 S = Settings(job_max_per_hour=3, job_resend_after_s=10, worker_offline_after_s=20)
 
@@ -79,13 +80,11 @@ def test_queue_refuses_urls_strangers_and_excess(
 
 
 def _row(tps: str = "40") -> dict[str, str]:
-    return {
-        "server": "mlx",
-        "model": "tiny",
-        "preset": "quick",
-        "concurrency": "1",
-        "writing_tps_p50": tps,
-    }
+    return job_row(at=NOW, model="tiny", writing_tps_p50=tps)
+
+
+def _body(tps: str = "40") -> dict[str, object]:
+    return {"rows": [_row(tps)], "record": job_record()}
 
 
 def test_ingest_checks_signature_worker_and_attempt(
@@ -101,7 +100,7 @@ def test_ingest_checks_signature_worker_and_attempt(
     ev = event(ident.worker_id, "started", at=NOW.timestamp(), job_id=job.id, attempt=first)
     with pytest.raises(Forbidden, match="signature"):
         ingest_event(db, Identity(ident.worker_id, "mac", new_private_key()).sign(ev), now=NOW)
-    with pytest.raises(Forbidden, match="another worker"):
+    with pytest.raises(Forbidden, match="which that machine was not given"):
         ingest_event(
             db,
             bob.sign(
@@ -111,7 +110,7 @@ def test_ingest_checks_signature_worker_and_attempt(
                     at=NOW.timestamp(),
                     job_id=job.id,
                     attempt=first,
-                    body={"rows": [_row()]},
+                    body=_body(),
                 )
             ),
             now=NOW,
@@ -135,7 +134,7 @@ def test_ingest_checks_signature_worker_and_attempt(
             at=NOW.timestamp(),
             job_id=job.id,
             attempt=first,
-            body={"rows": [_row()]},
+            body=_body(),
         )
     )
     res = ingest_event(db, late, now=NOW)
@@ -148,7 +147,7 @@ def test_ingest_checks_signature_worker_and_attempt(
             at=NOW.timestamp(),
             job_id=job.id,
             attempt="another",
-            body={"rows": [_row()]},
+            body=_body(),
         )
     )
     res = ingest_event(db, second, now=NOW)
@@ -410,7 +409,7 @@ def test_a_forged_speed_fails_the_job_not_the_board(
     job = queue_bench_job(db, student, _worker(db, ident), "mlx", "quick", now=NOW, settings=S).job
     ev = event(
         ident.worker_id, "result", at=NOW.timestamp(), job_id=job.id, attempt=job.attempt,
-        body={"rows": [_row(tps)]},
+        body=_body(tps),
     )  # fmt: skip
     assert not ingest_event(db, ident.sign(ev), now=NOW, settings=S).accepted
     assert job.status == "failed" and says in (job.error or ""), job.error
@@ -429,7 +428,7 @@ def test_a_rows_made_up_keys_are_not_kept(db: Session, student: m.Member) -> Non
     }
     ev = event(
         ident.worker_id, "result", at=NOW.timestamp(), job_id=job.id, attempt=job.attempt,
-        body={"rows": [row]},
+        body={**_body(), "rows": [row]},
     )  # fmt: skip
     assert ingest_event(db, ident.sign(ev), now=NOW, settings=S).accepted
     (stored,) = db.query(m.BenchResult).filter_by(job_id=job.id).all()

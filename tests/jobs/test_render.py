@@ -23,37 +23,24 @@ from felab_core.jobs.render import (
     result_table,
 )
 from tests.db_support import NOW
+from tests.jobs.job_result import job_record, job_row
 
-ROW = {
-    "server": "mlx",
-    "server_version": "0.26",
-    "model": "/models/tiny",
-    "host": "",
-    "preset": "quick",
-    "concurrency": "1",
-    "ok": "3",
-    "failed": "0",
-    "writing_tps_p50": "44.61",
-    "ttft_p50_s": "0.2104",
-    "ttft_p95_s": "0.26",
-    "e2e_p50_s": "1.234",
-}
+ROW = job_row(at=NOW, server_version="0.26", model="/models/tiny", writing_tps_p50="44.61",
+              ttft_p50_s="0.2104", ttft_p95_s="0.26", e2e_p50_s="1.234")  # fmt: skip
 
 
-def _record(speeds: list[float], users: int = 1) -> dict[str, object]:
-    return {
-        "runs": [
-            {
-                "concurrency": users,
-                "summary": {"duration_s": 10.0},
-                "requests": [
-                    {"index": i, "ok": True, "writing_tps": v, "output_tokens": 8, "tpot_s": 1 / v,
-                     "ttft_s": 0.2, "e2e_s": 0.2 + 8 / v}
-                    for i, v in enumerate(speeds)
-                ],
-            }
-        ]
-    }  # fmt: skip
+def _record(speeds: list[float], preset: str = "quick") -> dict[str, object]:
+    """The job's record, its requests at `speeds` (in turn)."""
+    record = job_record(preset)
+    for run in record["runs"]:
+        n = len(run["requests"])
+        run["requests"] = [
+            {"index": i, "ok": True, "writing_tps": v, "output_tokens": 8, "tpot_s": 1 / v,
+             "ttft_s": 0.2, "e2e_s": 0.2 + 8 / v}
+            for i, v in ((i, speeds[i % len(speeds)]) for i in range(n))
+        ]  # fmt: skip
+        run["summary"] = {"duration_s": sum(r["e2e_s"] for r in run["requests"]) + 1}
+    return record
 
 
 def _job(db: Session, member: m.Member, preset: str = "quick") -> tuple[Identity, m.BenchJob]:
@@ -80,7 +67,7 @@ def test_a_done_job_posts_its_table_chart_and_csv(db: Session, student: m.Member
     assert post.chart_png is not None and post.chart_png.startswith(b"\x89PNG")  # drawn here
     assert post.chart_name == f"felab-job{job.id}.png" and post.csv_name == f"felab-job{job.id}.csv"
     assert post.rows == [{**ROW, "host": "studio"}]  # the machine's name, never its host's
-    assert post.csv is not None and post.csv.splitlines()[1].startswith("mlx,0.26,")
+    assert post.csv is not None and ",studio,mlx,mlx,0.26," in post.csv.splitlines()[1]
     lines = post.text.splitlines()
     assert (
         lines[0]
@@ -135,9 +122,9 @@ def test_the_same_job_renders_the_same_bytes(db: Session, student: m.Member) -> 
 
 def test_a_multi_turn_job_shows_its_cache_beside_ttft(db: Session, student: m.Member) -> None:
     ident, job = _job(db, student, "chat")
-    row = {**ROW, "preset": "chat", "concurrency": "4", "cached_share": "0.7125",
+    row = {**ROW, **job_row("chat", at=NOW), "cached_share": "0.7125",
            "ttft_p50_by_turn_ms": "15/17/16"}  # fmt: skip
-    body = {"rows": [row], "record": _record([44.0, 45.0], users=4)}
+    body = {"rows": [row], "record": _record([44.0, 45.0], "chat")}
     assert ingest_event(db, _result(ident, job, body), now=NOW).accepted
     text = render_job(db, job).text
     assert (

@@ -17,21 +17,22 @@ from felab_core.jobs.keys import Identity, new_private_key
 from felab_core.jobs.messages import JobMessage, event
 from felab_core.jobs.pairing import issue_pair_code, redeem_pair_code
 from felab_core.jobs.queueing import queue_bench_job
-from felab_core.jobs.result_checks import check_record, check_rows_are_the_jobs
+from felab_core.jobs.result_checks import ROW_FIELDS, check_result, check_rows_are_the_jobs
 from felab_core.jobs.run import execute
+from felab_core.jobs.spread import queue_spread_job
 from felab_core.jobs.workload import Limits
 from felab_core.lab.scripted_server import Script, ScriptedServer
 from tests.db_support import NOW
+from tests.jobs.job_result import job_body, job_record, job_row
 
-ROW = {"server": "mlx", "model": "m", "preset": "quick", "concurrency": "1", "ok": "3",
-       "failed": "0", "requests": "3", "max_tokens": "32", "writing_tps_p50": "40",
-       "target": "mlx"}  # fmt: skip
+ROW = job_row(at=NOW)
 GOOD = {"index": 0, "ok": True, "ttft_s": 0.1, "e2e_s": 0.9, "tpot_s": 0.025,
         "writing_tps": 40.0, "output_tokens": 32, "first_chunk_tokens": 1}  # fmt: skip
 
 
 def _record(*runs: tuple[int, list[dict[str, Any]]], server: Any = None) -> dict[str, Any]:
     return {
+        **job_record(),
         "server": server,
         "runs": [
             {"concurrency": c, "summary": {"duration_s": 10.0}, "requests": reqs}
@@ -40,17 +41,28 @@ def _record(*runs: tuple[int, list[dict[str, Any]]], server: Any = None) -> dict
     }
 
 
-def _job(db: Session, member: m.Member, **params: int) -> tuple[Identity, m.BenchJob]:
+def _job(
+    db: Session, member: m.Member, preset: str = "quick", **params: int
+) -> tuple[Identity, m.BenchJob]:
     key = new_private_key()
     code = issue_pair_code(db, member, "mac", now=NOW)
     w = redeem_pair_code(db, code, Identity(0, "mac", key).public_key, now=NOW)
-    job = queue_bench_job(db, member, w, "mlx", "quick", params=params, now=NOW).job
+    job = queue_bench_job(db, member, w, "mlx", preset, params=params, now=NOW).job
     return Identity(w.id, "mac", key), job
 
 
-def _send(db: Session, ident: Identity, job: m.BenchJob, body: dict[str, Any]) -> None:
+def _send(
+    db: Session, ident: Identity, job: m.BenchJob, body: dict[str, Any], *, kept: bool = False
+) -> None:
     ev = event(ident.worker_id, "result", job_id=job.id, attempt=job.attempt, at=NOW.timestamp())
-    assert not ingest_event(db, ident.sign({**ev, "body": body}), now=NOW).accepted
+    at = NOW + timedelta(seconds=1)  # a second after the job was made
+    assert ingest_event(db, ident.sign({**ev, "body": body}), now=at).accepted is kept, job.error
+
+
+def _refused(db: Session, job: m.BenchJob, says: str) -> None:
+    says = says.replace("job 1", f"job {job.id}")  # PostgreSQL's ids run on across tests
+    assert job.status == "failed" and says in (job.error or ""), job.error
+    assert db.query(m.BenchResult).filter_by(job_id=job.id).count() == 0
 
 
 @pytest.mark.parametrize(
@@ -72,7 +84,7 @@ def test_a_row_of_another_workload_fails_the_job(
 ) -> None:
     """Sweep 20 (b) B16: a one-user row was stored as the figure of a job that asked 64."""
     ident, job = _job(db, student, **params)
-    _send(db, ident, job, {"rows": [{**ROW, **row}]})
+    _send(db, ident, job, {"rows": [{**ROW, **row}], "record": job_record()})
     says = says.replace("job 1", f"job {job.id}")  # PostgreSQL's ids run on across tests
     assert job.status == "failed" and says in (job.error or ""), job.error
     assert db.query(m.BenchResult).filter_by(job_id=job.id).count() == 0
@@ -109,7 +121,8 @@ def test_a_row_of_another_kind_than_its_machine_reported_fails_the_job(
     w = redeem_pair_code(db, code, pub, targets={"llama": "llamacpp"}, now=NOW)
     job = queue_bench_job(db, student, w, "llama", "quick", now=NOW).job
     assert job.server == "llamacpp"
-    _send(db, Identity(w.id, "mac", key), job, {"rows": [{**ROW, "target": "llama"}]})
+    body = {"rows": [{**ROW, "target": "llama"}], "record": job_record()}
+    _send(db, Identity(w.id, "mac", key), job, body)
     assert job.error is not None and "asked for llamacpp but the row measured mlx" in job.error
 
 
@@ -128,7 +141,127 @@ def test_an_honest_runs_result_passes(tmp_path: Path) -> None:
     body = events[-1]["body"]
     job = m.BenchJob(id=1, preset="quick", params=params, target="mlx",
                      created_at=datetime.now(UTC) - timedelta(seconds=5))  # fmt: skip
-    check_rows_are_the_jobs(job, body["rows"])
-    check_record(job, body["record"], body["rows"])
+    check_result(job, body["rows"], body["record"], datetime.now(UTC))
     with pytest.raises(Invalid, match=r"ran preset 'quick\+custom'"):
         check_rows_are_the_jobs(m.BenchJob(id=1, preset="quick", params={}), body["rows"])
+
+
+def test_an_honest_body_of_each_preset_is_kept(db: Session, student: m.Member) -> None:
+    for preset in ("day2", "sweep", "chat"):
+        ident, job = _job(db, student, preset)
+        _send(db, ident, job, job_body(preset, at=NOW), kept=True)
+        assert job.status == "done", job.error
+
+
+@pytest.mark.parametrize("field", ROW_FIELDS)
+def test_a_row_without_a_field_felab_writes_fails_the_job(
+    db: Session, student: m.Member, field: str
+) -> None:
+    """Sweep (fixer-73) 1: a day2 row without requests and ok was stored as one request."""
+    ident, job = _job(db, student, "day2")
+    body = job_body("day2", at=NOW)
+    body["rows"][0].pop(field)
+    _send(db, ident, job, body)
+    _refused(db, job, f"row 1 of the result has no {field}: felab writes it in every row")
+
+
+@pytest.mark.parametrize(
+    ("cells", "duration", "says"),
+    [
+        (
+            {"ttft_p50_s": "9000", "e2e_p50_s": "9001", "request_tps": ""},
+            None,
+            "ttft_p50_s = 9,000 s, longer than its run could last",
+        ),
+        ({"ok": "8", "request_tps": "0.000111111"}, None, "0.000111111 req/s, a run of 72,000"),
+        ({}, 72_000.0, "run 1 lasted 72,000 s, and job 1 was made at"),
+        ({"timestamp": (NOW + timedelta(days=1)).isoformat()}, None, "after its result arrived"),
+    ],
+)
+def test_a_run_longer_than_the_job_has_existed_fails_it(
+    db: Session, student: m.Member, cells: dict[str, str], duration: float | None, says: str
+) -> None:
+    """Sweep (fixer-73) 2: a 20-hour run with TTFT 9,000 s arrived 1 s after its job began."""
+    ident, job = _job(db, student, "day2")
+    body = job_body("day2", at=NOW, **cells)
+    if duration is not None:
+        body["record"]["runs"][0]["summary"]["duration_s"] = duration
+    _send(db, ident, job, body)
+    _refused(db, job, says)
+
+
+def test_runs_the_job_did_not_ask_for_fail_it(db: Session, student: m.Member) -> None:
+    """Sweep (fixer-73) 3: a record of 64 runs was stored for a one-run job."""
+    ident, job = _job(db, student, "day2")
+    body = job_body("day2", at=NOW)
+    body["record"]["runs"] *= 64
+    _send(db, ident, job, body)
+    _refused(db, job, "record holds 64 run(s), at concurrency 1; the job asked one run at each")
+    ident, job = _job(db, student, "day2")
+    body = job_body("day2", at=NOW)
+    body["rows"] *= 2
+    _send(db, ident, job, body)
+    _refused(db, job, "the result has 2 row(s), at concurrency 1; job 1 asked one run")
+    ident, job = _job(db, student, "day2")
+    body = job_body("day2", at=NOW)
+    body["record"]["runs"][0]["requests"] = body["record"]["runs"][0]["requests"][:1]
+    _send(db, ident, job, body)
+    _refused(db, job, "run 1 lists 1 request(s), and its row says 8")
+    ident, job = _job(db, student, "day2")
+    _send(db, ident, job, {"rows": job_body("day2", at=NOW)["rows"]})
+    _refused(db, job, "result has no record: felab sends the run's record with its rows")
+
+
+@pytest.mark.parametrize(
+    ("preset", "cells", "knob", "says"),
+    [
+        ("day2", {"rate": "50", "burstiness": "1"}, None, "ran at rate '50'; job 1 asked rate"),
+        ("day2", {"warmup": "0"}, None, "ran at warmup '0'; job 1 asked warmup '1'"),
+        ("day2", {}, ("rate", 50.0), "record ran at rate 50.0; the job asked rate None"),
+        ("day2", {}, ("warmup", 0), "record ran at warmup 0; the job asked warmup 1"),
+        ("sweep", {}, ("temperature", 1.5), "ran at temperature 1.5; the job asked temperature 0"),
+    ],
+)
+def test_a_run_of_another_load_fails_the_job(
+    db: Session,
+    student: m.Member,
+    preset: str,
+    cells: dict[str, str],
+    knob: tuple[str, Any] | None,
+    says: str,
+) -> None:
+    """Sweep (fixer-73) 4: a day2 row at 50 req/s with no warm-up, and a sweep record at
+    temperature 1.5, were stored as the jobs' figures."""
+    ident, job = _job(db, student, preset)
+    body = job_body(preset, at=NOW, **cells)
+    if knob is not None:
+        body["record"]["workload"][knob[0]] = knob[1]
+    _send(db, ident, job, body)
+    _refused(db, job, says)
+
+
+def test_a_slice_is_held_to_its_job(db: Session, student: m.Member) -> None:
+    """Sweep (fixer-73) 5: a spread run's slices skipped the job's checks."""
+    machines = []
+    for name in ("mac1", "mac2"):
+        key = new_private_key()
+        code = issue_pair_code(db, student, name, now=NOW)
+        w = redeem_pair_code(db, code, Identity(0, name, key).public_key, now=NOW)
+        w.last_seen_at = NOW
+        machines.append((Identity(w.id, name, key), w))
+    db.flush()
+    params = {"concurrency": 2, "requests": 4}
+    spread = queue_spread_job(
+        db, student, [w for _, w in machines], "mlx", "quick", params=params, now=NOW
+    )
+    part = spread.slices[0]
+    body = job_body("quick", params, at=NOW, requests="2", ok="2")  # its share: 2 of 4
+    body["rows"][0].pop("ok")
+    body["shard"] = {"index": 0, "count": 2, "requests": []}
+    _send(db, machines[0][0], part, body)
+    _refused(db, part, "row 1 of the result has no ok: felab writes it in every row")
+    part = spread.slices[1]
+    body = job_body("quick", params, at=NOW, requests="2", ok="2", warmup="0")
+    body["shard"] = {"index": 1, "count": 2, "requests": []}
+    _send(db, machines[1][0], part, body)
+    _refused(db, part, "ran at warmup '0'; job 1 asked warmup '1'")

@@ -23,6 +23,7 @@ from felab_core.reports.progress import (
     progress_csv,
 )
 from tests.db_support import NOW
+from tests.jobs.job_result import job_body
 
 SCHED = make_scheduler(fuzz=False)
 CARDS = ["d02.card.slot-trap", "d02.card.ollama-in-production"]
@@ -202,8 +203,7 @@ def test_a_job_a_worker_ran_counts_as_a_benchmark_run(
     key = new_private_key()
     worker = redeem_pair_code(db, issue_pair_code(db, ada, "mac"), public_key_text(key))
     job = queue_bench_job(db, ada, worker, "mlx", "quick").job
-    row = {"server": "mlx", "model": "m", "preset": "quick", "concurrency": "1"}
-    body = {"rows": [row | {"writing_tps_p50": "50"}], "summary": "ok"}
+    body = {**job_body(writing_tps_p50="50"), "summary": "ok"}  # what a worker sends
     got = ingest_event(
         db, sign(event(worker.id, "result", job_id=job.id, attempt=job.attempt, body=body), key)
     )

@@ -1,0 +1,208 @@
+"""A machine's result held to its job's load and to the time it had: the runs the job asked
+(one a concurrency), each row and the record's workload the job's own knobs (rate, warm-up,
+seed, prompt, temperature...), and no run longer than the time from the job's making to the
+result's arrival.
+
+A machine's owner holds its key and may sign anything: a record of 64 runs had been stored for
+a one-run job, a day2 row run open loop at 50 req/s with no warm-up as the day2 job's, and a
+row of a 20-hour run (TTFT 9,000 s) that arrived a second after its job was made. Apart from
+result_checks.py (the rows' own fields and the record's requests).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from felab_core.db import models as m
+from felab_core.engine.workloads import Workload
+from felab_core.errors import Invalid
+
+#: A machine's clock may be this far off the server's (the ingest takes events signed as far).
+CLOCK_SLACK = timedelta(seconds=300)
+#: A second for the clocks and a run's own edges.
+_EDGE_S = 1.0
+#: The row's latency columns, each no longer than its run.
+_LATENCIES = ("ttft_p50_s", "ttft_p95_s", "e2e_p50_s", "e2e_p95_s")
+
+
+def aware(at: datetime) -> datetime:
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
+def _float(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    try:
+        got = float(str(value).strip())
+    except ValueError:
+        return None
+    return got if math.isfinite(got) else None
+
+
+def _users(value: Any) -> Any:
+    text = str(value).strip()
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 12 else value
+
+
+def check_runs(job: m.BenchJob, w: Workload, rows: list[dict[str, Any]], record: Any) -> None:
+    """One run, and one row, a concurrency the job asked: no more, no fewer, none twice."""
+    asked = Counter(w.concurrency)
+    said = ", ".join(str(c) for c in w.concurrency)
+    rows_at = Counter(_users(r.get("concurrency")) for r in rows)
+    if rows_at != asked:
+        raise Invalid(
+            f"the result has {len(rows)} row(s), at concurrency "
+            f"{', '.join(str(c)[:20] for c in rows_at)}; job {job.id} asked one run at each of "
+            f"{said}: a result is the job's runs, each once"
+        )
+    runs = record.get("runs") if isinstance(record, dict) else None
+    if not isinstance(runs, list):
+        raise Invalid(f"job {job.id}'s record has no list of runs: felab writes one a run")
+    runs_at = Counter(_users(r.get("concurrency")) if isinstance(r, dict) else None for r in runs)
+    if runs_at != asked:
+        raise Invalid(
+            f"job {job.id}'s record holds {len(runs)} run(s), at concurrency "
+            f"{', '.join(str(c)[:20] for c in list(runs_at)[:8])}; the job asked one run at "
+            f"each of {said}: a result is the job's runs, each once"
+        )
+    if job.spread_of is not None:
+        return  # a slice's requests travel in its own list (spread.py), its runs' are empty
+    sent = {_users(r.get("concurrency")): str(r.get("requests")).strip() for r in rows}
+    for i, run in enumerate(runs, 1):
+        listed = run.get("requests") if isinstance(run, dict) else None
+        count = len(listed) if isinstance(listed, list) else None
+        if str(count) != sent.get(_users(run.get("concurrency"))):
+            raise Invalid(
+                f"job {job.id}'s record: run {i} lists {count} request(s), and its row says "
+                f"{sent.get(_users(run.get('concurrency')), '')[:20]}: felab writes every "
+                "request of a run in its record"
+            )
+
+
+def _expected_row(w: Workload) -> dict[str, float | str | None]:
+    """The load columns felab_core.engine.results.csv_row writes for `w` (None: empty)."""
+    return {
+        "rate": w.rate,
+        "burstiness": w.burstiness if w.rate is not None else None,
+        "warmup": str(w.warmup),
+        "seed": str(w.seed),
+        "prompt_tokens": None if w.prompt_tokens is None else str(w.prompt_tokens),
+        "shared_prefix_tokens": str(w.shared_prefix_tokens),
+    }
+
+
+def expected_workload(w: Workload) -> dict[str, Any]:
+    """The record's workload felab_core.engine.measure writes for `w` (TargetResult.to_json)."""
+    return {
+        "preset": w.preset,
+        "concurrency": list(w.concurrency),
+        "rate": w.rate,
+        "burstiness": w.burstiness,
+        "requests": w.requests,
+        "duration_s": w.duration_s,
+        "warmup": w.warmup,
+        "max_tokens": w.max_tokens,
+        "prompt_tokens": w.prompt_tokens,
+        "shared_prefix_tokens": w.shared_prefix_tokens,
+        "seed": w.seed,
+        "tools": w.tools,
+        "temperature": w.temperature,
+        "trace": None if w.trace is None else w.trace.summary(),
+        "sessions": w.sessions,
+        "turns": w.turns if w.sessions is not None else None,
+        "think_time_s": w.think_time_s if w.sessions is not None else None,
+    }
+
+
+def _same(got: Any, want: Any) -> bool:
+    if want is None or isinstance(want, str | list | dict):
+        return bool(got == want)
+    if isinstance(want, bool):
+        return got is want
+    return type(got) in (int, float) and got == want
+
+
+def check_load(job: m.BenchJob, w: Workload, rows: list[dict[str, Any]], record: Any) -> None:
+    """Each row's load columns and the record's workload those of the job's workload."""
+    for n, row in enumerate(rows, 1):
+        for key, want in _expected_row(w).items():
+            cell = row.get(key)
+            if key not in row or cell is None:
+                raise Invalid(
+                    f"row {n} of the result has no {key}: felab writes it in every row "
+                    "(empty where it does not apply), so this row is none a worker sent"
+                )
+            text = str(cell).strip()
+            fine = (
+                text == ""
+                if want is None
+                else (_float(text) == want if isinstance(want, float) else text == want)
+            )
+            if not fine:
+                shown = "none" if want is None else f"{want:g}" if isinstance(want, float) else want
+                raise Invalid(
+                    f"row {n} of the result ran at {key} {text[:20] or 'none'!r}; job {job.id} "
+                    f"asked {key} {shown!r} (preset {w.preset!r}): a job's run is its own load"
+                )
+    asked = record.get("workload") if isinstance(record, dict) else None
+    if not isinstance(asked, dict):
+        raise Invalid(f"job {job.id}'s record has no workload: felab writes the load it ran there")
+    for key, want in expected_workload(w).items():
+        if key not in asked:
+            raise Invalid(
+                f"job {job.id}'s record's workload has no {key}: felab writes every knob there"
+            )
+        if not _same(asked[key], want):
+            raise Invalid(
+                f"job {job.id}'s record ran at {key} {str(asked[key])[:40]}; the job asked "
+                f"{key} {want} (preset {w.preset!r}): a job's run is its own load"
+            )
+
+
+def check_lengths(job: m.BenchJob, rows: list[dict[str, Any]], record: Any, now: datetime) -> None:
+    """No run longer than the time from the job's making to the result's arrival (with the
+    clocks' slack), all runs together no longer either, and no row's latency longer than its
+    run: a run's summary duration_s, each row's ok / request_tps."""
+    made = aware(job.created_at)
+    had = (aware(now) - made + CLOCK_SLACK).total_seconds()
+    window = (
+        f"job {job.id} was made at {made.isoformat()} and its result arrived "
+        f"{(aware(now) - made).total_seconds():,.0f} s later"
+    )
+    runs = record.get("runs") if isinstance(record, dict) else []
+    lasted: dict[Any, float] = {}
+    for i, run in enumerate(runs if isinstance(runs, list) else [], 1):
+        summary = run.get("summary") if isinstance(run, dict) else None
+        took = _float(summary.get("duration_s")) if isinstance(summary, dict) else None
+        if took is None or took < 0:
+            raise Invalid(
+                f"job {job.id}'s record: run {i} has no summary duration_s (seconds, 0 or "
+                "more): felab writes how long each run lasted"
+            )
+        if took > had:
+            raise Invalid(f"job {job.id}'s record: run {i} lasted {took:,.6g} s, and {window}")
+        lasted[_users(run.get("concurrency"))] = took
+    total = math.fsum(lasted.values())
+    if total > had:
+        raise Invalid(f"job {job.id}'s record: its runs lasted {total:,.6g} s in all, and {window}")
+    for n, row in enumerate(rows, 1):
+        what = f"row {n} of the result"
+        ok, rate = _float(row.get("ok")), _float(row.get("request_tps"))
+        took = ok / rate if ok and rate and rate > 0 else None
+        if took is not None and took > had + _EDGE_S:
+            raise Invalid(
+                f"{what} finished {ok:g} requests at {rate:g} req/s, a run of {took:,.6g} s, "
+                f"and {window}"
+            )
+        run_s = lasted.get(_users(row.get("concurrency")))
+        longest = min(t for t in (had, run_s, took) if t is not None)
+        for key in _LATENCIES:
+            value = _float(row.get(key))
+            if value is not None and value > longest + _EDGE_S:
+                raise Invalid(
+                    f"{what} has {key} = {value:,.6g} s, longer than its run could last "
+                    f"({longest:,.6g} s; {window})"
+                )
