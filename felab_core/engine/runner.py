@@ -89,6 +89,23 @@ def served_instead(target: Target, identity: ServerIdentity | None) -> tuple[str
     )
 
 
+def _not_listed(target: Target, identity: ServerIdentity | None) -> str | None:
+    """What a run says when --model names a model the server does not list (twenty-first
+    sweep A15: `--model other` was stored without a word beside a server listing only m)."""
+    if not (target.model and identity and identity.models):
+        return None
+    given = target.model.removesuffix(":latest")  # Ollama's name for the tag left out
+    if any(_same_model(m.removesuffix(":latest"), given) for m in identity.models):
+        return None
+    listed = ", ".join(repr(m) for m in identity.models[:5])
+    more = ", ..." if len(identity.models) > 5 else ""
+    return (
+        f"the server does not list the model given ({target.model!r}): its /v1/models lists "
+        f"{listed}{more}; the figures are filed under {target.model!r} as asked, but may be "
+        "another model's: check --model"
+    )
+
+
 async def bench_target(
     target: Target,
     workload: Workload,
@@ -126,6 +143,8 @@ async def bench_target(
     if instead is not None:
         model, said = instead
         notes.append(said)
+    elif unlisted := _not_listed(target, identity):
+        notes.append(unlisted)
     if target.kind.traits.needs_model and not model:
         notes.append("no model name known: set one with --model or in the targets file")
     if not target.model and model and identity and len(identity.models) > 1:
