@@ -178,6 +178,19 @@ async def identify(base_url: str, *, wait_s: float = PROBE_TIMEOUT_S) -> ServerI
     has_version = isinstance(version, dict) and "version" in version
 
     llama_keys = ("total_slots", "default_generation_settings")
+    sglang_keys = ("model_path", "tokenizer_path", "served_model_name")
+    tells = {  # each engine's own endpoint (SGLang serves /version too): two say neither
+        "/props lists slots (llama.cpp)": isinstance(props, dict)
+        and any(k in props for k in llama_keys),
+        "/api/version (Ollama)": isinstance(ollama_v, dict) and "version" in ollama_v,
+        "/get_server_info (SGLang)": isinstance(sgl_info, dict)
+        and any(k in sgl_info for k in sglang_keys),
+    }
+    tells["/version (vLLM)"] = has_version and not tells["/get_server_info (SGLang)"]
+    if sum(tells.values()) > 1:  # A08: three answered, and it was filed as llama.cpp
+        said = " and ".join(what for what, seen in tells.items() if seen)
+        why = f"{said} each answered: engines that disagree (a proxy in front of several?)"
+        return ServerIdentity(None, None, f"{why}, so none is believed", ids)
     if isinstance(props, dict) and any(k in props for k in llama_keys):
         build = props.get("build_info")
         return ServerIdentity(
@@ -191,7 +204,6 @@ async def identify(base_url: str, *, wait_s: float = PROBE_TIMEOUT_S) -> ServerI
         return ServerIdentity(
             ServerKind.OLLAMA, _a_version(ollama_v["version"]), "/api/version answered", ids
         )
-    sglang_keys = ("model_path", "tokenizer_path", "served_model_name")
     sglang_info = isinstance(sgl_info, dict) and any(k in sgl_info for k in sglang_keys)
     if sglang_info or ServerKind.SGLANG in owned:
         said = "/get_server_info answered" if sglang_info else "models owned by sglang"
