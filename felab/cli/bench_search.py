@@ -23,6 +23,7 @@ from felab_core.engine.rate_search import (
     ProbeInterrupted,
     SearchResult,
     find_max_rate,
+    finished_rate,
 )
 from felab_core.engine.runner import bench_target
 from felab_core.engine.targets import Target
@@ -54,7 +55,7 @@ def probes_grid(result: SearchResult, bounds: tuple[Bound, ...]) -> Grid:
         s = p.summary
         grid.add(
             number(p.rate, 2),
-            number(s.request_tps, 2),
+            number(finished_rate(p.rate, s), 2),
             number(s.ok, 0),
             number(_ms(s.ttft_s, "p95"), 1),
             number(_ms(s.itl_s, "p95"), 2),
@@ -132,7 +133,7 @@ def search_rate(
     more = " (the search's ceiling: every probe passed)" if result.capped else ""
     notes.print(
         f"[bold]{esc(target.name)}: highest rate within {', '.join(map(str, bounds))}: "
-        f"{best.rate:.3g} req/s[/bold]{more} (it finished {best.summary.request_tps:.3g} req/s)",
+        f"{best.rate:.3g} req/s[/bold]{more} (it finished {finished_rate(best.rate, best.summary):.3g} req/s)",
         soft_wrap=True,
     )
 
