@@ -131,9 +131,10 @@ def search_rate(
         raise typer.Exit(EXIT_NOT_FOUND)
     best = result.best
     more = " (the search's ceiling: every probe passed)" if result.capped else ""
+    finished = finished_rate(best.rate, best.summary)
     notes.print(
         f"[bold]{esc(target.name)}: highest rate within {', '.join(map(str, bounds))}: "
-        f"{best.rate:.3g} req/s[/bold]{more} (it finished {finished_rate(best.rate, best.summary):.3g} req/s)",
+        f"{best.rate:.3g} req/s[/bold]{more} (it finished {finished:.3g} req/s)",
         soft_wrap=True,
     )
 

@@ -115,8 +115,7 @@ def judge(rate: float, summary: RunSummary, bounds: tuple[Bound, ...]) -> Probe:
         probe.misses.append(f"{summary.failed} of {sent} requests failed")
     if (finished := finished_rate(rate, summary)) < MIN_KEPT_UP * rate:
         probe.misses.append(
-            f"finished only {finished:.2f} req/s of {rate:g} asked: "
-            "the server fell behind"
+            f"finished only {finished:.2f} req/s of {rate:g} asked: the server fell behind"
         )
     for bound in bounds:
         stats: Stats | None = getattr(summary, METRICS[bound.metric])
