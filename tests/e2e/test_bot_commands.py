@@ -28,7 +28,7 @@ from tests.e2e.test_bot_process import (  # noqa: F401 (the `world` fixture)
     world,
 )
 from tests.fakediscord.server import Interaction
-from tests.jobs.job_result import job_body
+from tests.jobs.job_result import job_body, job_record
 
 ROW = {
     "server": "mlx",
@@ -199,6 +199,7 @@ def test_commands_end_to_end(world: BotWorld) -> None:  # noqa: F811
             body = job_body(
                 "day2", **{k: ROW[k] for k in ("model", "writing_tps_p50", "ttft_p50_s")}
             )
+            body["record"] = job_record("day2", writing_tps=41.2, tpot_s=1 / 41.2)
             event = {
                 "worker_id": worker_id,
                 "kind": "result",
