@@ -182,7 +182,13 @@ def backup(url: str, to: Path, *, force: bool = False) -> Path:
         if not database.is_file():  # connecting would make an empty one, and back that up
             raise BackupError(f"the database {database} does not exist: nothing to back up")
         try:
-            _copy_sqlite(database, partial, BACKUP_APPLICATION_ID, locked=database)
+            _copy_sqlite(
+                database,
+                partial,
+                BACKUP_APPLICATION_ID,
+                locked=database,
+                deadline=time.monotonic() + LOCK_WAIT_S,
+            )
         except BackupError:
             partial.unlink(missing_ok=True)
             raise
@@ -220,21 +226,24 @@ class _StillLocked(Exception):
     pass
 
 
-def _copy_sqlite(source: Path, target: Path, application_id: int, *, locked: Path) -> None:
+def _left(deadline: float) -> float:
+    return max(deadline - time.monotonic(), 0.0)
+
+
+def _copy_sqlite(
+    source: Path, target: Path, application_id: int, *, locked: Path, deadline: float
+) -> None:
     """SQLite's online backup of `source` into `target`, marked with `application_id`; the
-    database `locked` names is the one a lock is blamed on."""
-    busy_since: list[float] = []
+    database `locked` names is the one a lock is blamed on. A lock is waited on until
+    `deadline` (time.monotonic()), the command's one budget (twenty-first sweep: SQLite's own
+    busy wait in a step and the steps retried after it had added up, 61 s for "30 s")."""
 
     def progress(status: int, remaining: int, total: int) -> None:
-        if status not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-            busy_since.clear()
-            return
-        busy_since.append(busy_since[0] if busy_since else time.monotonic())
-        if time.monotonic() - busy_since[0] > LOCK_WAIT_S:
+        if status in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) and time.monotonic() >= deadline:
             raise _StillLocked
 
-    src = sqlite3.connect(source, timeout=LOCK_WAIT_S)
-    dst = sqlite3.connect(target, timeout=LOCK_WAIT_S)
+    src = sqlite3.connect(source, timeout=_left(deadline))
+    dst = sqlite3.connect(target, timeout=_left(deadline))
     try:
         src.backup(dst, pages=1024, progress=progress, sleep=0.1)
         dst.execute(f"PRAGMA application_id = {application_id}")
@@ -254,6 +263,27 @@ def _copy_sqlite(source: Path, target: Path, application_id: int, *, locked: Pat
     finally:
         dst.close()
         src.close()
+
+
+def _wait_unlocked(database: Path, deadline: float) -> None:
+    """Wait, until `deadline`, for another process's write lock on `database` to go (nothing is
+    written); BackupUnreachable if it stays. Other errors are left to the copy to say."""
+    if not database.is_file():
+        return
+    try:
+        con = sqlite3.connect(database, timeout=_left(deadline), isolation_level=None)
+    except sqlite3.Error:
+        return
+    try:
+        con.execute("BEGIN IMMEDIATE")
+        con.execute("ROLLBACK")
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise BackupUnreachable(_locked(database)) from None
+    except sqlite3.Error:
+        pass
+    finally:
+        con.close()
 
 
 def _locked(database: Path) -> str:
@@ -299,10 +329,12 @@ def restore(url: str, source: Path) -> None:
                 f"the database was opened read-only ({why} in FELAB_DATABASE_URL): a restore "
                 f"replaces it, so run it without {why}"
             )
+        deadline = time.monotonic() + LOCK_WAIT_S  # one budget for the whole restore
+        _wait_unlocked(target, deadline)  # a locked database said before the checks' time
         check_sqlite_backup(source)  # before anything is replaced
         target.parent.mkdir(parents=True, exist_ok=True)
         # application_id 0: the live database, no longer a backup
-        _copy_sqlite(source, target, 0, locked=target)
+        _copy_sqlite(source, target, 0, locked=target, deadline=deadline)
         return
     if backend == "postgresql":
         out = subprocess.run(
