@@ -36,6 +36,8 @@ def stored_workload(preset: Any, params: Any) -> Workload:
         )
     try:
         return job_workload(preset, params, ASKED)
+    except Invalid as exc:  # before ValueError, which it is; ASKED's limits are no limits
+        raise Invalid(str(exc).replace(f"1 to {ASKED.concurrency}", "at least 1")) from None
     except (TypeError, ValueError, OverflowError) as exc:  # a workload's own checks
         raise Invalid(f"its preset and params build no workload ({exc})") from None
 

@@ -16,6 +16,10 @@ from urllib.parse import quote
 from sqlalchemy.exc import DBAPIError
 
 from felab_core.errors import Invalid
+from felab_core.numbers.speeds import MIN_PLAUSIBLE_TPS
+from felab_core.ops.backup_rows import rows_felab_never_stores
+from felab_core.people.members import MAX_MODEL_BYTES
+from felab_core.sizing.units import MIN_WEIGHTS_BYTES
 from felab_core.text import with_hidden_shown
 
 
@@ -247,6 +251,7 @@ def _check_rows(
                 or _unreadable(source)
                 or _unusable_words(source)
                 or _out_of_bounds(source)
+                or rows_felab_never_stores(source)
             )
         except (sqlite3.Error, DBAPIError) as exc:
             raise BackupError(f"{source} cannot be read ({exc}): restore another backup") from None
@@ -333,6 +338,29 @@ _NEVER_STORED = (
     ("bench_jobs", "shards < 1 OR shard_index < 0 OR shard_index >= shards", "its shards"),
     ("workers", "status NOT IN ('paired', 'removed')", "status"),
     ("workers", "heartbeat_seq < 0", "heartbeat_seq"),
+    # twenty-first sweep: counts, days and sizes felab keeps in their domains when it writes
+    # them (drills/review.py, content/calendar.py's advance_day, people/members.py)
+    ("cohorts", "manual_day < 1", "manual_day: the course starts at day 1"),
+    (
+        "members",
+        "streak_current < 0 OR streak_best < streak_current",
+        "its review streaks, counted up from 0",
+    ),
+    (
+        "members",
+        "reviews_total < 0 OR recall_tries < 0 OR recalled < 0 OR recalled > recall_tries",
+        "its review counts, counted up from 0",
+    ),
+    ("card_states", "reps < 0 OR lapses < 0", "reps or lapses, counted up from 0"),
+    ("reviews", "duration_ms < 0", "duration_ms"),
+    ("spoken_answers", "duration_s < 0", "duration_s"),
+    ("job_outbox", "attempts < 0", "attempts"),
+    (
+        "member_servers",
+        f"model_bytes < {MIN_WEIGHTS_BYTES} OR model_bytes > {MAX_MODEL_BYTES}",
+        "model_bytes, a size `felab numbers model SERVER --bytes` refuses",
+    ),
+    ("numbers", f"value < {MIN_PLAUSIBLE_TPS!r} AND source = 'entered'", "value, tok/s"),
     # Redis's ACL takes only SHA-256 hex; 'zz' had passed, and `broker setup` blamed the port
     (
         "broker_users",
