@@ -160,7 +160,9 @@ def _job_event(
     job_id = _whole(payload.get("job_id"))
     job = session.get(m.BenchJob, job_id) if job_id is not None else None
     if job is None:
-        return Ingested(False, f"no job {job_id}")
+        return Ingested(  # a made-up id: the message's, not the machine's job
+            False, f"no job {job_id}: the event from machine {worker.name!r} named a job never made"
+        )
     if job.worker_id != worker.id:
         raise Forbidden(  # the machine's key signed it: its owner forged or copied it
             f"the event from machine {worker.name!r} named job {job.id}, which that machine "

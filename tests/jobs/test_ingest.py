@@ -134,3 +134,13 @@ def test_a_heartbeat_naming_a_finished_job_shows_the_machine_idle(
     assert job.status == "failed"
     beat = ident.sign(event(w.id, "heartbeat", at=AT, body={"seq": 2, "running": job.id}))
     assert ingest_event(db, beat, now=NOW).accepted and w.running_job_id is None
+
+
+def test_a_made_up_job_id_is_said_to_be_the_messages(db: Session, student: m.Member) -> None:
+    """Sweep (fixer-73): the ingest's log read as the worker's fault for a job id it was never
+    given; it names the message's job as one never made (or not that machine's)."""
+    ident, _, job = _machine(db, student)
+    ev = event(ident.worker_id, "progress", job_id=999_999, attempt=job.attempt, at=AT)
+    res = ingest_event(db, ident.sign(ev), now=NOW)
+    assert not res.accepted
+    assert res.reason == "no job 999999: the event from machine 'mac' named a job never made"
