@@ -117,6 +117,19 @@ def test_a_bench_of_a_burst_writes_no_speed_past_one_stream(tmp_path: Path) -> N
     assert "faster than any stream" in " ".join(result.output.split())
     (run,) = json.loads(out.read_text())["runs"]
     assert run["summary"]["ok"] == 0 and run["summary"]["output_tps"] is None, run["summary"]
-    if csv.exists():  # a row of a run with nothing answered carries no speed
-        (row,) = list(DictReader(csv.open()))
-        assert row["ok"] == "0" and row["output_tps"] == "" and row["writing_tps_p50"] == ""
+    (row,) = list(DictReader(csv.open()))  # a run with nothing answered: a row of no speed
+    assert row["ok"] == "0" and row["output_tps"] == "" and row["writing_tps_p50"] == ""
+
+
+def test_a_run_with_no_answered_request_writes_no_throughput(tmp_path: Path) -> None:
+    """Twenty-first sweep A12: an all-429 run appended a row of 0 tok/s to the results CSV."""
+    server = ScriptedServer(Script(fault="http500")).start_in_thread()
+    csv = tmp_path / "r.csv"
+    try:
+        args = ["bench", "llamacpp", "--url", server.base_url, "--requests", "2"]
+        result = CliRunner().invoke(app, [*args, "--csv", str(csv), "--no-check"])
+    finally:
+        server.stop_thread()
+    assert result.exit_code != 0
+    (row,) = list(DictReader(csv.open()))
+    assert (row["ok"], row["failed"], row["output_tps"]) == ("0", "2", ""), row
