@@ -60,6 +60,9 @@ def write_rows(path: Path, n: int) -> None:
                 writing_tps_p50=f"{40 + (i % 97) / 10:.1f}",
                 tpot_p50_s=f"{1 / (40 + (i % 97) / 10):.6g}",  # as felab bench writes it
                 ttft_p50_s=f"{0.1 + (i % 13) / 100:.3f}",
+                # written in every row; each run's own (a row with another's figures is a copy)
+                request_tps=f"{30 + i / 1e4:.6g}",  # 8 in 0.27 s: a sweep's three fit its second
+                output_tps=f"{(30 + i / 1e4) * 100:.6g}",
                 felab_version="0.1.0",
             )
             out.writerow(row)

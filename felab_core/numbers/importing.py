@@ -96,14 +96,34 @@ def _missing(row: Mapping[str, str]) -> str | None:
 _TIMINGS_BESIDE_A_SPEED = ("timestamp", "requests", "ok", "ttft_p50_s", "tpot_p50_s")
 
 
-def _blank_timings(row: Mapping[str, str]) -> str | None:
-    blank = [c for c in _TIMINGS_BESIDE_A_SPEED if not (row.get(c) or "").strip()]
+#: What felab bench writes in every row it times (engine.results.csv_row: a run's counts and
+#: throughputs, 0 when nothing was answered), and the checks of a row read: a blank one had
+#: switched them off (twentieth sweep: a blank request_tps, the start-moved and p95 checks).
+#: A row without a preset or a model is skipped before (_missing), whatever else it lacks.
+_WRITTEN_IN_EVERY_ROW = ("timestamp", "requests", "ok", "failed", "request_tps", "output_tps")
+
+
+def _blank_timings(row: Mapping[str, str], *, speed: bool) -> str | None:
+    blank = [c for c in _WRITTEN_IN_EVERY_ROW if not (row.get(c) or "").strip()]
+    if (row.get("rate") or "").strip() and not (row.get("burstiness") or "").strip():
+        blank.append("burstiness")  # written beside every rate (the arrivals' shape)
+    if speed:
+        blank += [
+            c for c in _TIMINGS_BESIDE_A_SPEED if c not in blank and not (row.get(c) or "").strip()
+        ]
+        if blank:
+            return (
+                f"a writing speed with {', '.join(blank)} blank: felab bench writes these beside "
+                "every speed it measures, so this one was typed in; type it with `felab numbers "
+                "enter`, or import the file felab bench wrote"
+            )
     if not blank:
         return None
     return (
-        f"a writing speed with {', '.join(blank)} blank: felab bench writes these beside every "
-        "speed it measures, so this one was typed in; type it with `felab numbers enter`, or "
-        "import the file felab bench wrote"
+        f"{', '.join(blank)} blank: felab bench writes {'it' if len(blank) == 1 else 'them'} "
+        "in every row it times (0 when nothing was answered), and the checks of a run read "
+        f"{'it' if len(blank) == 1 else 'them'}; import the file felab bench wrote, or put "
+        "back what it wrote there"
     )
 
 
@@ -261,7 +281,15 @@ def import_results(
             problems.append((line, str(exc)))
             out.append(ImportedRow(line, server[:32], model[:80], preset[:64], "skipped", str(exc)))
             continue
-        blank = _blank_timings(row) if checked.gives_writing_speed else None
+        if runs is None:
+            runs = _stored_runs(stored_rows)
+        run = RowRun.of(cells, checked.lasted_s)
+        earlier = runs.same_run(run)
+        differs = None if earlier is None else first_difference(earlier.row.cells, cells)
+        if earlier is not None and differs is None:  # the same figures written another way
+            out.append(ImportedRow(line, server, model, preset, "already imported"))
+            continue
+        blank = _blank_timings(row, speed=checked.gives_writing_speed)
         if blank is None:
             try:  # a whole run's row holds what its preset fixes (a slice of one does not)
                 check_preset_knobs(row, checked.counts)
@@ -271,15 +299,7 @@ def import_results(
             problems.append((line, blank))
             out.append(ImportedRow(line, server[:32], model[:80], preset[:64], "skipped", blank))
             continue
-        if runs is None:
-            runs = _stored_runs(stored_rows)
-        run = RowRun.of(cells, checked.lasted_s)
-        earlier = runs.same_run(run)
-        differs = None if earlier is None else first_difference(earlier.row.cells, cells)
-        if earlier is not None and differs is None:  # the same figures written another way
-            out.append(ImportedRow(line, server, model, preset, "already imported"))
-            continue
-        why = runs.other_at_start(run) or runs.overlapping(run)
+        why = runs.other_at_start(run) or runs.overlapping(run) or runs.copied(run)
         if earlier is not None:
             why = (
                 f"this run ({run_named(cells)}) {earlier.where} with other figures ({differs}): "

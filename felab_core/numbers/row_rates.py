@@ -6,9 +6,10 @@ latencies of a day in a run of 1.7 s had been stored).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
-from felab_core.engine.workloads import MAX_TOKENS
+from felab_core.engine.workloads import MAX_TOKENS, MIN_BURSTINESS
 from felab_core.errors import Invalid
 from felab_core.numbers.speed_tpot import ROUNDING
 
@@ -20,6 +21,7 @@ _LATENCIES = (
 #: A run's length read back from ok / request_tps (written to 6 digits) and a latency (also
 #: 6 digits): each may be off by 5e-6 of itself; this leaves room for rows kept with fewer.
 _RUN_ROUNDING = 1e-3
+_LEAST_BURSTINESS = MIN_BURSTINESS
 
 
 def check_rates(
@@ -32,20 +34,40 @@ def check_rates(
     ok = counts["ok"]
     if ok and request_tps:
         _check_inside_the_run(figures, ok, request_tps)
-    if output_tps and request_tps:
+        _check_open_loop(row, figures, counts, ok / request_tps)
+    if output_tps and ok == 0:  # twentieth sweep: 1.6 million tok/s beside no answer
+        check_output_tps(
+            output_tps, 0, None, "ok 0: no request was answered, so none wrote a token"
+        )
+    if output_tps and request_tps and ok:
         max_tokens = counts["max_tokens"]
         each = 4 * (max_tokens or MAX_TOKENS) + 256
-        if output_tps > request_tps * each * (1 + 2 * ROUNDING):
-            asked = (
-                f"a request of max_tokens {max_tokens:,}"
-                if max_tokens
-                else f"with max_tokens blank (the server's own limit), a request of felab's "
-                f"(at most max_tokens {MAX_TOKENS:,})"
-            )
-            raise Invalid(
-                f"output_tps {output_tps:g} beside request_tps {request_tps:g}: {asked} brings "
-                f"at most {each:,} tokens; the row was edited"
-            )
+        asked = (
+            f"a request of max_tokens {max_tokens:,}"
+            if max_tokens
+            else f"with max_tokens blank (the server's own limit), a request of felab's "
+            f"(at most max_tokens {MAX_TOKENS:,})"
+        )
+        check_output_tps(
+            output_tps,
+            ok * each,
+            ok / request_tps,
+            f"request_tps {request_tps:g}: {asked} brings at most {each:,} tokens",
+        )
+
+
+def check_output_tps(output_tps: float, tokens: float, seconds: float | None, said: str) -> None:
+    """output_tps is the answered requests' output tokens over the run's time, so at most
+    `tokens` over `seconds` (the run's length; None: no time, where output_tps is 0 too).
+    `said`: where the tokens and the time come from, for the message. One bound for every
+    source of the two (a row's own counts, a result's request records)."""
+    most = tokens / seconds if seconds and tokens > 0 else 0.0
+    if output_tps > most * (1 + 2 * ROUNDING) * (1 + _RUN_ROUNDING):
+        raise Invalid(
+            f"output_tps {output_tps:g} beside {said}"
+            + (f" ({tokens:,.0f} over {seconds:.4g} s is {most:.4g} a second)" if most else "")
+            + "; the row was edited: put back what felab bench wrote"
+        )
 
 
 def run_length(
@@ -92,3 +114,51 @@ def _check_inside_the_run(figures: Mapping[str, float | None], ok: int, request_
                 f"lasted about {lasted:.4g} s ({ok:,} / {request_tps:g}), and every request "
                 "took less; the row was edited"
             )
+
+
+#: An open-loop row whose requests finished faster than its rate sends them this improbably
+#: is refused (one in a billion rows of honest runs at the most).
+_LEAST_CHANCE = 1e-9
+
+
+def _log_chance_gamma_below(shape: float, x: float) -> float:
+    """An upper bound on log P(G <= x) for G ~ Gamma(shape, 1): the series of the lower
+    incomplete gamma function, x^a e^-x / Gamma(a + 1) times a sum whose terms shrink by
+    x / (a + 1) or faster, so at most 1 / (1 - x / (a + 1)). 0 (no bound) where x >= a + 1."""
+    if x <= 0:
+        return -math.inf
+    if x >= shape + 1:
+        return 0.0
+    return shape * math.log(x) - x - math.lgamma(shape + 1) - math.log1p(-x / (shape + 1))
+
+
+def _check_open_loop(
+    row: Mapping[str, str],
+    figures: Mapping[str, float | None],
+    counts: Mapping[str, int | None],
+    lasted: float,
+) -> None:
+    """Requests sent at a rate arrive with gamma gaps of mean 1 / rate (shape: the
+    burstiness; engine.workloads.arrival_offsets_s), the first at 0, in order, and the run
+    lasts at least until the last was sent: N requests take the sum of N - 1 gaps, a
+    Gamma((N - 1) k) in units of 1 / (rate k). A run whose length (ok / request_tps) that sum
+    reaches less than once in a billion finished far above its rate: 30 to 20,000 times the
+    rate had been stored (twentieth sweep). A few requests, or bursty ones, may well finish
+    fast: the bound says so by itself. Below the rate is honest (a server that did not keep
+    up), and a trace's requests follow its own times."""
+    rate, burstiness = figures["rate"], figures["burstiness"]
+    preset = (row.get("preset") or "").strip()
+    if not rate or preset.startswith("trace:"):
+        return
+    sent = counts["requests"] or counts["ok"] or 0
+    k = burstiness or _LEAST_BURSTINESS  # blank: the burstiest felab sends, the loosest bound
+    shape, x = (sent - 1) * k, lasted * (1 + _RUN_ROUNDING) * rate * (1 + ROUNDING) * k
+    if sent < 2 or _log_chance_gamma_below(shape, x) >= math.log(_LEAST_CHANCE):
+        return
+    request_tps = figures["request_tps"]
+    raise Invalid(
+        f"request_tps {request_tps:g} beside rate {rate:g} (burstiness {k:g}): {sent:,} "
+        f"requests sent at that rate span about {(sent - 1) / rate:.4g} s, and all in "
+        f"{lasted:.4g} s (ok / request_tps) happens less than once in a billion runs; the row "
+        "was edited: put back what felab bench wrote"
+    )

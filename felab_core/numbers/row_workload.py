@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 from felab_core.engine.apis import Api
 from felab_core.engine.token_counts import COUNT_FROM_OLLAMA, TEMPLATE_TOKENS
+from felab_core.engine.trace import MAX_INPUT_TOKENS
 from felab_core.engine.workloads import DEFAULT_PROMPT, MAX_TOKENS, PRESETS, TOOL_PROMPT
 from felab_core.errors import Invalid
 
@@ -37,6 +38,9 @@ _DEFAULT_PROMPT_BYTES = max(len(p.encode()) for p in (DEFAULT_PROMPT, TOOL_PROMP
 #: conversation may reach before it ends early (measure.MOST_HISTORY_CHARS).
 _ANSWER_CHARS_A_TOKEN, _ANSWER_CHARS_MORE = 1024, 65_536
 _MOST_HISTORY_CHARS = 4 * MAX_TOKENS
+#: The longest context any model has (10 Mi tokens, Llama 4 Scout's): no server takes a longer
+#: prompt, so no mean of its counts is longer.
+LONGEST_CONTEXT_TOKENS = 10 * 2**20
 
 
 def check_workload(
@@ -96,22 +100,34 @@ def _check_server_prompt(
     row: Mapping[str, str], figures: Mapping[str, float | None], counts: Mapping[str, int | None]
 ) -> None:
     """A server counts at most a token a byte of the request, and its template: a prompt of
-    10 tokens beside a server's 100,000 had been stored (L9). A conversation resends its
-    history, so its prompts grow with the turns: not checked."""
+    10 tokens beside a server's 100,000 had been stored (L9). A trace's line asks at most
+    MAX_INPUT_TOKENS of felab's words; a conversation resends its history, so its prompts grow
+    with the turns, and are held to the longest context any model has (999,999,999 had been
+    stored under both, the bound skipped; twentieth sweep)."""
     said, asked = figures["prompt_tokens_server"], counts["prompt_tokens"]
+    if said is None:
+        return
     preset = (row.get("preset") or "").strip()
-    if said is None or _sessions(preset) or (asked is None and preset.startswith("trace:")):
-        return  # a trace's requests carry its own lengths
-    if asked is None:  # felab's fixed prompt (A2-12: 999,999,999 had been stored beside it)
+    if _sessions(preset):
+        most = LONGEST_CONTEXT_TOKENS
+        prompt = f"preset {preset[:40]} (each turn resends the conversation so far)"
+        bound = "no model's context holds more than"
+    elif asked is None and preset.startswith("trace:"):
+        most = _PROMPT_BYTES_A_TOKEN * MAX_INPUT_TOKENS + _REQUEST_BYTES + TEMPLATE_TOKENS
+        prompt = f"preset {preset[:40]} (a trace's line asks at most {MAX_INPUT_TOKENS:,} tokens)"
+        bound = "such a prompt is counted as at most about"
+    elif asked is None:  # felab's fixed prompt (A2-12: 999,999,999 had been stored beside it)
         most = _DEFAULT_PROMPT_BYTES + _REQUEST_BYTES + TEMPLATE_TOKENS
         prompt = f"prompt_tokens blank (felab's own prompt of {_DEFAULT_PROMPT_BYTES} bytes)"
+        bound = "such a prompt is counted as at most about"
     else:
         most = _PROMPT_BYTES_A_TOKEN * asked + _REQUEST_BYTES + TEMPLATE_TOKENS
         prompt = f"prompt_tokens {asked:,}"
+        bound = "such a prompt is counted as at most about"
     if said > most:
         raise Invalid(
-            f"prompt_tokens_server {said:g} beside {prompt}: such a prompt is counted as at "
-            f"most about {most:,} tokens by any server; the row was edited"
+            f"prompt_tokens_server {said:g} beside {prompt}: {bound} {most:,} tokens by any "
+            "server; the row was edited"
         )
 
 
@@ -140,8 +156,8 @@ def check_preset_knobs(row: Mapping[str, str], counts: Mapping[str, int | None])
             "seed": w.seed,
             **({"requests": w.requests} if w.sessions is None else {}),
         }
-        for name, expected in fixed.items():  # a cell left blank says nothing
-            if (row.get(name) or "").strip() and counts[name] != expected:
+        for name, expected in fixed.items():  # blank where felab writes it: not the preset
+            if counts[name] != expected:
                 raise _not_the_preset(preset, name, counts[name], expected)
         users = (row.get("concurrency") or "").strip()
         if int(users) not in w.concurrency:  # row_checks has read it as a whole number

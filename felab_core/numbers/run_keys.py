@@ -5,6 +5,7 @@ each run once, refuses one run given other figures, and refuses one start given 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import functools
 import re
 import unicodedata
@@ -21,6 +22,16 @@ RUN_COLUMNS = ("timestamp", "host", "target", "server", "model", "preset", "conc
 #: found, the model and the preset once a target (a2 H9: one start stored as vLLM and Ollama).
 _ONE_A_START = ("server", "model", "preset")
 _FRACTION = re.compile(r":\d\d[.,](\d+)")
+#: What a run measured, each written to 6 significant digits (engine.results): no two honest
+#: runs give all of them alike, however alike the runs (a rerun's clock differs in microseconds).
+_LATENCIES = (
+    "ttft_p50_s", "ttft_p95_s", "tpot_p50_s", "tpot_p95_s", "itl_p50_s", "itl_p95_s",
+    "e2e_p50_s", "e2e_p95_s",
+)  # fmt: skip
+_MEASURED = (*_LATENCIES, "writing_tps_p50", "goodput_rps", "server_tps_p50")
+#: The fewest latencies two rows must both give (not 0) for their alike figures to make one a
+#: copy: a run with no answered request gives none, and two such runs are alike honestly.
+_LEAST_LATENCIES_ALIKE = 2
 #: How far two starts on one target may seem to overlap and still be one run after another:
 #: their milliseconds, a length read back from 6 digits, the wall clock against the run's own.
 _OVERLAP_SLACK_S, _OVERLAP_SLACK_SHARE = 0.05, 0.01
@@ -118,6 +129,9 @@ class RowRun:
     #: lasted (ok / request_tps; None: the row gives neither).
     began: float | None = None
     lasted: float | None = None
+    #: Which load on which target the row is (host, target, preset, users), with its
+    #: throughputs (request_tps, output_tps as read; None: the row gives neither).
+    load: tuple[object, ...] | None = None
 
     @classmethod
     def of(cls, cells: Mapping[str, str], lasted: float | None = None) -> RowRun:
@@ -138,7 +152,12 @@ class RowRun:
         start = None if second is None else (second, host, target)
         if lasted is None and began is not None:
             lasted = _lasted(cells)
-        return cls(cells, run, start, named, _fraction(stamp), began, lasted)
+        load = None
+        request_tps, output_tps = _cell(cells, "request_tps"), _cell(cells, "output_tps")
+        if request_tps and output_tps:
+            with contextlib.suppress(ValueError):
+                load = (host, target, named[2], users, float(request_tps), float(output_tps))
+        return cls(cells, run, start, named, _fraction(stamp), began, lasted, load)
 
 
 @dataclass(frozen=True)
@@ -182,10 +201,14 @@ class RunIndex:
     _busy: dict[tuple[str, ...], tuple[list[float], dict[float, _Start]]] = field(
         default_factory=dict
     )
+    #: The runs by load and throughputs (RowRun.load): a copy is looked for among these.
+    _loads: dict[tuple[object, ...], list[Seen]] = field(default_factory=dict)
 
     def add(self, line: int | None, row: RowRun) -> None:
         seen = Seen(line, row)
         self._runs.setdefault(row.run, []).append(seen)
+        if row.load is not None and row.load[4]:
+            self._loads.setdefault(row.load, []).append(seen)
         if row.start is not None:
             self._starts.setdefault(row.start, []).append(seen)
         if row.start is not None and row.began is not None:
@@ -226,6 +249,23 @@ class RunIndex:
                 return _runs_into(row, after, lasted, began[after_at] - row.began)
         return None
 
+    def copied(self, row: RowRun) -> str | None:
+        """Why this row is another run's copy (twentieth sweep: a run's row copied with its
+        start moved back by the run's length, or a day, passed the overlap check): its
+        figures are all another run's of the same load on the same host and target, to every
+        digit felab writes (None: no run's are)."""
+        if row.load is None:
+            return None
+        for seen in self._loads.get(row.load, ()):
+            if _alike(seen.row.cells, row.cells):
+                return (
+                    f"this run ({run_named(row.cells)}) measured every figure the run that "
+                    f"{seen.where} ({run_named(seen.row.cells)}) did, to all digits: no two "
+                    "runs do, so it is that run copied with its time changed; delete the copy, "
+                    "or put back what felab bench wrote"
+                )
+        return None
+
     def same_run(self, row: RowRun) -> Seen | None:
         """The run this row is, if seen: the same identity at the same instant."""
         runs = self._runs.get(row.run, [])
@@ -246,6 +286,24 @@ class RunIndex:
                     "what felab bench wrote"
                 )
         return None
+
+
+def _alike(before: Mapping[str, str], now: Mapping[str, str]) -> bool:
+    """Whether two rows of one load and throughputs give the same measured figures: each one
+    both give is one number (44.6 and 4.46e1 alike), and at least two latencies, not 0, are."""
+    latencies = 0
+    for column in _MEASURED:
+        one, other = _cell(before, column), _cell(now, column)
+        if not (one and other):
+            continue
+        try:
+            a, b = float(one), float(other)
+        except ValueError:
+            return False
+        if a != b:
+            return False
+        latencies += column in _LATENCIES and a != 0
+    return latencies >= _LEAST_LATENCIES_ALIKE
 
 
 def _overlap(began: float, lasted: float, next_began: float) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from datetime import UTC, datetime
 
@@ -166,6 +167,9 @@ def test_day_fields_come_from_the_pack_with_hints(
 # ----------------------------------------------------------------------------- measured, done when
 
 
+_RUNS = itertools.count(1)
+
+
 def _row(server: str, model: str, preset: str = "day2", tps: str = "41.5") -> dict[str, str]:
     """A results-CSV row as `felab bench` writes it (the columns the checks read set)."""
     row = dict.fromkeys(CSV_COLUMNS, "")
@@ -199,7 +203,10 @@ def _row(server: str, model: str, preset: str = "day2", tps: str = "41.5") -> di
             ttft_p50_s="0.2",
             tpot_p50_s=tpot,
             tpot_p95_s=tpot,
-            e2e_p50_s="9",
+            # each run's own (no two runs measure alike to all digits: a copy is refused)
+            e2e_p50_s=f"{9 + next(_RUNS) / 1e5:.6g}",
+            request_tps="0.111",
+            output_tps="22.2",
         )
     return row
 
@@ -333,6 +340,7 @@ def test_import_groups_runs_into_jobs_and_never_stores_a_row_twice(
             **_row("mlx", "m", "day2+custom"),
             "concurrency": "0",
             "rate": "2",
+            "burstiness": "1",
             "timestamp": "2026-03-03T10:20:00+00:00",
         },
     ]

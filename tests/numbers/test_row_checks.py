@@ -479,7 +479,10 @@ def test_two_runs_of_one_second_are_two_runs(db: Session, student: m.Member) -> 
     rows = [
         _changed(**fast),
         _changed(**{**fast, "concurrency": "4", **dict.fromkeys(no_writing_speed, "")}),
-        _changed(**{**fast, "timestamp": start.replace(".152", ".907"), "ok": "1", "failed": "1"}),
+        _changed(  # a run of its own, with its own figures (a copy's are refused)
+            **{**fast, "timestamp": start.replace(".152", ".907"), "ok": "1", "failed": "1"}
+            | {"ttft_p50_s": "0.0111"}
+        ),
     ]
     report = import_results(db, student, rows)
     assert [r.outcome for r in report.rows] == ["recorded", "result only", "recorded"]

@@ -51,9 +51,9 @@ def test_runs_one_after_another_and_a_sweeps_loads_pass(db: Session, student: m.
     sweep = [_at(0), _at(0, concurrency="4", writing_tps_p50="", tpot_p50_s="", tpot_p95_s="")]
     rows = [
         *sweep,
-        _at(3.5),  # after the sweep's two runs of 1.746 s
+        _at(3.5, ttft_p50_s="0.00565311"),  # after the sweep's two runs of 1.746 s
         _at(5.3, target="other"),  # another target, while that one ran
-        _at(5.3),
+        _at(5.3, ttft_p50_s="0.00565412"),  # (each rerun measures its own figures)
         _at(1.0, host="laptop"),  # another machine
     ]
     report = import_results(db, student, rows)
