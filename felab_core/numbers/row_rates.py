@@ -124,10 +124,9 @@ _LEAST_CHANCE = 1e-9
 def _log_chance_gamma_below(shape: float, x: float) -> float:
     """An upper bound on log P(G <= x) for G ~ Gamma(shape, 1): the series of the lower
     incomplete gamma function, x^a e^-x / Gamma(a + 1) times a sum whose terms shrink by
-    x / (a + 1) or faster, so at most 1 / (1 - x / (a + 1)). 0 (no bound) where x >= a + 1."""
-    if x <= 0:
-        return -math.inf
-    if x >= shape + 1:
+    x / (a + 1) or faster, so at most 1 / (1 - x / (a + 1)). 0 (no bound) where x >= a + 1,
+    or x is 0: bursty gaps may underflow to 0 s, so a time of 0 is no proof."""
+    if x <= 0 or x >= shape + 1:
         return 0.0
     return shape * math.log(x) - x - math.lgamma(shape + 1) - math.log1p(-x / (shape + 1))
 
