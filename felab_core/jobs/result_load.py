@@ -206,3 +206,28 @@ def check_lengths(job: m.BenchJob, rows: list[dict[str, Any]], record: Any, now:
                     f"{what} has {key} = {value:,.6g} s, longer than its run could last "
                     f"({longest:,.6g} s; {window})"
                 )
+
+
+def check_slice_report(
+    job: m.BenchJob, rows: list[dict[str, Any]], report: dict[str, Any], now: datetime
+) -> None:
+    """A slice's own list of requests (what the merge reads) as many as its row says it sent,
+    and its length within the time since the job was made, as a run's."""
+    listed = report.get("requests")
+    sent = str(rows[0].get("requests")).strip() if rows else ""
+    which = f"slice {(job.shard_index or 0) + 1} of {job.shards}"
+    if not isinstance(listed, list) or str(len(listed)) != sent:
+        count = len(listed) if isinstance(listed, list) else "no"
+        raise Invalid(
+            f"{which} lists {count} request(s) in its records, and its row says {sent[:20]}: "
+            "felab sends every request of a slice"
+        )
+    made = aware(job.created_at)
+    had = (aware(now) - made + CLOCK_SLACK).total_seconds()
+    took = _float(report.get("duration_s"))
+    if took is None or not 0 <= took <= had:
+        raise Invalid(
+            f"{which} lasted {str(report.get('duration_s'))[:20]} s, and job {job.id} was made "
+            f"{(aware(now) - made).total_seconds():,.0f} s before it arrived: felab sends how "
+            "long a slice lasted, in seconds"
+        )

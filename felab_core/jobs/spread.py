@@ -33,6 +33,7 @@ from felab_core.jobs.lifecycle import TERMINAL, Send, finish, new_attempt, send_
 from felab_core.jobs.messages import MAX_SHARDS, JobMessage
 from felab_core.jobs.queueing import check_job, server_for, slices_of
 from felab_core.jobs.result_checks import check_result
+from felab_core.jobs.result_load import check_slice_report
 from felab_core.jobs.result_store import checked_rows, own_columns, store_result
 from felab_core.jobs.run import REQUEST_FIELDS
 from felab_core.jobs.workload import ASKED, job_workload, spread_problem
@@ -173,6 +174,7 @@ def store_slice(session: Session, job: m.BenchJob, body: dict[str, Any], now: da
             f"the result is for slice {report.get('index')} of {report.get('count')}, "
             f"not slice {job.shard_index} of {job.shards}"
         )
+    check_slice_report(job, rows, report, now)
     job.record = {
         "slice": report,
         "record": record if isinstance(record, dict) else {},

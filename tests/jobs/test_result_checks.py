@@ -240,8 +240,9 @@ def test_a_run_of_another_load_fails_the_job(
     _refused(db, job, says)
 
 
-def test_a_slice_is_held_to_its_job(db: Session, student: m.Member) -> None:
-    """Sweep (fixer-73) 5: a spread run's slices skipped the job's checks."""
+def _spread(
+    db: Session, student: m.Member, params: dict[str, int]
+) -> tuple[list[Identity], list[m.BenchJob]]:
     machines = []
     for name in ("mac1", "mac2"):
         key = new_private_key()
@@ -250,18 +251,37 @@ def test_a_slice_is_held_to_its_job(db: Session, student: m.Member) -> None:
         w.last_seen_at = NOW
         machines.append((Identity(w.id, name, key), w))
     db.flush()
-    params = {"concurrency": 2, "requests": 4}
     spread = queue_spread_job(
         db, student, [w for _, w in machines], "mlx", "quick", params=params, now=NOW
     )
-    part = spread.slices[0]
+    return [i for i, _ in machines], spread.slices
+
+
+def test_a_slice_is_held_to_its_job(db: Session, student: m.Member) -> None:
+    """Sweep (fixer-73) 5: a spread run's slices skipped the job's checks."""
+    params = {"concurrency": 2, "requests": 4}
+    idents, slices = _spread(db, student, params)
     body = job_body("quick", params, at=NOW, requests="2", ok="2")  # its share: 2 of 4
     body["rows"][0].pop("ok")
-    body["shard"] = {"index": 0, "count": 2, "requests": []}
-    _send(db, machines[0][0], part, body)
-    _refused(db, part, "row 1 of the result has no ok: felab writes it in every row")
-    part = spread.slices[1]
+    body["shard"] = {"index": 0, "count": 2, "requests": [{}, {}]}
+    _send(db, idents[0], slices[0], body)
+    _refused(db, slices[0], "row 1 of the result has no ok: felab writes it in every row")
+    part = slices[1]
     body = job_body("quick", params, at=NOW, requests="2", ok="2", warmup="0")
-    body["shard"] = {"index": 1, "count": 2, "requests": []}
-    _send(db, machines[1][0], part, body)
+    body["shard"] = {"index": 1, "count": 2, "requests": [{}, {}]}
+    _send(db, idents[1], part, body)
     _refused(db, part, "ran at warmup '0'; job 1 asked warmup '1'")
+
+
+def test_a_slices_own_list_is_held_to_its_row_and_the_time(db: Session, student: m.Member) -> None:
+    """Sweep (fixer-73) 5: what the merge reads of a slice (its list, its length) counted as
+    the row's requests and within the time since the job was made."""
+    params = {"concurrency": 2, "requests": 4}
+    idents, slices = _spread(db, student, params)
+    body = job_body("quick", params, at=NOW, requests="2", ok="2")
+    body["shard"] = {"index": 0, "count": 2, "requests": [], "duration_s": 1.0}
+    _send(db, idents[0], slices[0], body)
+    _refused(db, slices[0], "slice 1 of 2 lists 0 request(s) in its records, and its row says 2")
+    body["shard"] = {"index": 1, "count": 2, "requests": [{}, {}], "duration_s": 72_000}
+    _send(db, idents[1], slices[1], body)
+    _refused(db, slices[1], "slice 2 of 2 lasted 72000 s, and job 1 was made 1 s before")
