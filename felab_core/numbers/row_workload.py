@@ -108,26 +108,25 @@ def _check_server_prompt(
     if said is None:
         return
     preset = (row.get("preset") or "").strip()
+    bound = ""
     if _sessions(preset):
         most = LONGEST_CONTEXT_TOKENS
         prompt = f"preset {preset[:40]} (each turn resends the conversation so far)"
-        bound = "no model's context holds more than"
+        bound = f"no model's context holds more than {most:,} tokens, so no server counts more"
     elif asked is None and preset.startswith("trace:"):
         most = _PROMPT_BYTES_A_TOKEN * MAX_INPUT_TOKENS + _REQUEST_BYTES + TEMPLATE_TOKENS
         prompt = f"preset {preset[:40]} (a trace's line asks at most {MAX_INPUT_TOKENS:,} tokens)"
-        bound = "such a prompt is counted as at most about"
     elif asked is None:  # felab's fixed prompt (A2-12: 999,999,999 had been stored beside it)
         most = _DEFAULT_PROMPT_BYTES + _REQUEST_BYTES + TEMPLATE_TOKENS
         prompt = f"prompt_tokens blank (felab's own prompt of {_DEFAULT_PROMPT_BYTES} bytes)"
-        bound = "such a prompt is counted as at most about"
     else:
         most = _PROMPT_BYTES_A_TOKEN * asked + _REQUEST_BYTES + TEMPLATE_TOKENS
         prompt = f"prompt_tokens {asked:,}"
-        bound = "such a prompt is counted as at most about"
     if said > most:
         raise Invalid(
-            f"prompt_tokens_server {said:g} beside {prompt}: {bound} {most:,} tokens by any "
-            "server; the row was edited"
+            f"prompt_tokens_server {said:g} beside {prompt}: "
+            + (bound or f"such a prompt is counted as at most about {most:,} tokens by any server")
+            + "; the row was edited"
         )
 
 
