@@ -25,6 +25,7 @@ from felab_core.engine.targets import TargetError, normalize_base_url
 from felab_core.sizing import capacity as cap
 from felab_core.sizing import kv, slots, slots_live, speed_limit, vllm_live, vllm_log
 from felab_core.sizing.errors import SizingError, Unreachable
+from felab_core.sizing.gguf_weights import gguf_weights
 from felab_core.sizing.model_shape import ModelShape, resolve_shape, weights_summary
 from felab_core.sizing.units import (
     GB,
@@ -559,7 +560,10 @@ def limit_command(
                     "--config DIR or --model NAME"
                 )
             bits = _flag("--bits-per-weight", bits_per_weight)
-            weights, note = speed_limit.weights_for(shape, bits)
+            if gguf is not None:  # its tensors, held to the file's size, as the memo reads it
+                weights, note = gguf_weights(shape, gguf, bits)
+            else:
+                weights, note = speed_limit.weights_for(shape, bits)
         per = None
         if kv_type != "f16" and not context:
             raise SizingError("--kv-type is the cache's type at --context: give --context too")
@@ -604,15 +608,14 @@ def limit_command(
         _pair(
             grid,
             "measured",
-            f"{decimal_text(check.measured, 1)} tokens/s = "
-            f"{decimal_text(check.share * 100, 0)} % of the ceiling",
+            f"{check.measured_text} tokens/s = {check.percent_text} of the ceiling",
             float(round_half_up(Fraction(check.measured), 1)),
             "tokens/s",
         )
         _pair(
             grid,
             "share of the ceiling",
-            f"{decimal_text(check.share * 100, 0)} %",
+            check.percent_text,
             int(round_half_up(Fraction(check.share * 100), 0)),
             "%",
         )

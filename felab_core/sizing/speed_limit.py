@@ -23,13 +23,11 @@ from felab_core.sizing.units import (
     MIN_WEIGHTS_BYTES,
     TB,
     about_text,
-    as_fraction,
     both_ways,
     decimal_size_text,
     decimal_text,
-    gb_text,
     require_positive,
-    require_speed,
+    size_text,
     tidy_text,
     whole_text,
 )
@@ -392,12 +390,9 @@ class Ceiling:
                 f"{whole_text(reads.context_tokens)} "
                 f"tokens of context)"
             )
-        elif reads.weights < GB:  # felab's own 0.7 MB model had been "÷ 0.00 GB"
-            read_text = decimal_size_text(reads.weights)
-        else:
-            read_text = gb_text(
-                reads.weights, 1 if (reads.weights * 10 / GB).denominator == 1 else 2
-            )
+        else:  # felab's own 0.7 MB model had been "÷ 0.00 GB"
+            tenths = (reads.weights * 10 / GB).denominator == 1
+            read_text = size_text(reads.weights, 1 if tenths else 2)
         text = (
             f"{where}each token means reading every weight it uses once, so writing speed can "
             "never "
@@ -427,77 +422,9 @@ def ceiling(
     return Ceiling(bandwidth=Fraction(bandwidth_bytes_per_s), reads=reads, chip=chip)
 
 
-# Measured single-stream runs usually land at 55-85 % of the ceiling (peer benchmark notes).
-TYPICAL_LOW = Fraction(55, 100)
-TYPICAL_HIGH = Fraction(85, 100)
-
-IMPOSSIBLE_CAUSES: tuple[str, ...] = (
-    "prompt tokens were counted as written tokens (reading the prompt is far faster than writing)",
-    "the reply came from a cache (a repeated prompt or a cached response), not from writing",
-    "a different, smaller or more compressed model is loaded than the file you typed",
-    "several conversations' tokens were added together (server throughput, not one stream's speed)",
-    "speculative decoding or multi-token prediction writes several tokens per read of the weights",
-    "the wrong chip or bandwidth was given",
-)
-
-
-@dataclass(frozen=True)
-class SpeedCheck:
-    """A writing speed set against its ceiling, with a plain verdict."""
-
-    measured: Fraction
-    ceiling: Ceiling
-
-    @property
-    def share(self) -> Fraction:
-        """Measured speed as a fraction of the ceiling (0.8 = 80 %)."""
-        return self.measured / self.ceiling.tokens_per_second
-
-    @property
-    def impossible(self) -> bool:
-        return self.share > 1
-
-    @property
-    def verdict(self) -> str:
-        share = self.share
-        if share > 1:
-            return "impossible"
-        if share > TYPICAL_HIGH:
-            return "very close to the limit"
-        if share < TYPICAL_LOW:
-            return "well below the limit"
-        return "typical"
-
-    @property
-    def explanation(self) -> str:
-        pct = decimal_text(self.share * 100, 0)
-        limit = about_text(self.ceiling.tokens_per_second)
-        head = (
-            f"{decimal_text(self.measured, 1)} tokens per second is {pct} % of the "
-            f"{limit} tokens per second this machine can reach."
-        )
-        verdict = self.verdict
-        if verdict == "impossible":
-            causes = "; ".join(IMPOSSIBLE_CAUSES)
-            return (
-                f"{head} That is above the physical limit, so something in the measurement is off. "
-                f"Likely causes: {causes}."
-            )
-        if verdict == "very close to the limit":
-            return (
-                f"{head} Measured runs rarely pass 85 %: check that only written tokens were "
-                "counted and that the model and chip are the ones you typed."
-            )
-        if verdict == "well below the limit":
-            return (
-                f"{head} Runs usually reach 55-85 %: something else is slowing it (other work on "
-                "the machine, part of the model off the GPU, a debug build, or a long context)."
-            )
-        return f"{head} Runs usually land at 55-85 % of the limit, so this is in range."
-
-
-def check_speed(measured_tokens_per_s: int | float | str | Fraction, limit: Ceiling) -> SpeedCheck:
-    """Report a writing speed as a share of the ceiling, flagging one above it as impossible."""
-    measured = as_fraction(measured_tokens_per_s)
-    require_speed("the measured writing speed", measured, "Give tokens per second, e.g. 44.6.")
-    return SpeedCheck(measured=measured, ceiling=limit)
+# A speed set against its ceiling lives in its own module; its names are read from here too.
+from felab_core.sizing.speed_check import IMPOSSIBLE_CAUSES as IMPOSSIBLE_CAUSES  # noqa: E402
+from felab_core.sizing.speed_check import TYPICAL_HIGH as TYPICAL_HIGH  # noqa: E402
+from felab_core.sizing.speed_check import TYPICAL_LOW as TYPICAL_LOW  # noqa: E402
+from felab_core.sizing.speed_check import SpeedCheck as SpeedCheck  # noqa: E402
+from felab_core.sizing.speed_check import check_speed as check_speed  # noqa: E402

@@ -124,8 +124,8 @@ def require_positive(what: str, value: int | Fraction | float, hint: str = "") -
         raise SizingError(f"{what} must be more than zero (got {shown}).{extra}")
 
 
-#: The slowest writing speed felab reads as one (a token every 1,000 s): less shows as 0.0
-#: tokens per second, "0 % of the limit" (c C24: 1e-30 had been taken).
+#: The slowest writing speed felab reads as one (a token every 1,000 s; c C24: 1e-30 had been
+#: taken). Slower ones are refused; those above are shown to their first figure (figure_text).
 LEAST_SPEED = Fraction(1, 1000)
 
 
@@ -165,6 +165,15 @@ def decimal_text(value: Number, places: int = 2, *, group: bool = True) -> str:
 def whole_text(value: Number) -> str:
     """Show a count with thousands commas, rounding half up if it is not whole: 131,744."""
     return decimal_text(value, 0)
+
+
+def figure_text(value: Number, places: int = 1) -> str:
+    """A speed or a share to `places` decimals, or to its first figure when that would show a
+    figure above zero as 0 ('0.001 tokens per second is 0.0002 %', not '0.0 ... 0 %')."""
+    frac = Fraction(value)
+    while frac and not round_half_up(abs(frac), places):
+        places += 1
+    return decimal_text(frac, places)
 
 
 def tidy_text(value: Number, places: int = 2) -> str:
@@ -220,6 +229,14 @@ def in_unit(value: Number, unit: int) -> Fraction:
 def gb_text(value: Number, places: int = 2) -> str:
     """Bytes in decimal gigabytes: 4,294,967,296 -> '4.29 GB'."""
     return f"{decimal_text(in_unit(value, GB), places)} GB"
+
+
+def size_text(value: Number, places: int = 1) -> str:
+    """Bytes as the memo and the speed limit show them: GB to `places` decimals from 1 GB up,
+    below it in MB or kB ('703.13 kB', '500 MB'), so a small model never reads '0.0 GB'."""
+    if abs(Fraction(value)) >= GB:
+        return gb_text(value, places)
+    return decimal_size_text(value)
 
 
 def gib_text(value: Number, places: int = 2) -> str:

@@ -88,7 +88,7 @@ def test_cache_memory_that_cannot_hold_the_logs_tokens_is_refused(
     [
         ("9999", "the weights took 10,736.34 GB of one GPU's memory, more than the largest"),
         ("100", "the weights took 107.37 GB of one GPU's memory, more than H100 SXM comes"),
-        ("0.001", "the weights took 0.00 GB of one GPU's memory, and the model's are 16.0 GB"),
+        ("0.001", "the weights took 1.07 MB of one GPU's memory, and the model's are 16.0 GB"),
     ],
 )
 def test_weights_the_gpu_or_model_rule_out_are_refused(

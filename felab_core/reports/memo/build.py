@@ -12,6 +12,7 @@ from felab_core.reports.memo.fits import (
     check_cache_fits,
     check_machine_memory,
     check_reading_figures,
+    memory_line,
     weights_held,
 )
 from felab_core.reports.memo.model import (
@@ -34,25 +35,20 @@ from felab_core.reports.memo.model import (
     TimingRow,
 )
 from felab_core.reports.memo.results import _fraction, _int, _latest, _server_rank
+from felab_core.reports.memo.weights import weights_read
 from felab_core.sizing import capacity as cap
 from felab_core.sizing import change, kv, speed_limit, vllm_log
 from felab_core.sizing.errors import SizingError
-from felab_core.sizing.model_shape import (
-    ModelShape,
-    file_size_problem,
-    gguf_file_bytes,
-    resolve_shape,
-)
-from felab_core.sizing.speed_limit import read_of_file  # a mixture of experts: the active share
+from felab_core.sizing.model_shape import ModelShape, resolve_shape
 from felab_core.sizing.units import (
     GB,
-    MB,
-    as_fraction,
+    about_text,
     binary_size_text,
     both_ways,
-    gb_text,
+    decimal_text,
     parse_bandwidth,
     parse_bytes,
+    size_text,
     tidy_text,
     whole_text,
 )
@@ -103,38 +99,6 @@ def _machines(
             label = f"a {tidy_text(bw / GB)} GB/s machine"
         machines[key] = Machine(covered, label, chip, speed_limit.ceiling(bw, reads, chip))
     return {host: machines[owner[host]] for host in hosts}
-
-
-def _weights(inputs: MemoInputs, shape: ModelShape) -> tuple[Fraction, str]:
-    """Bytes one token reads: the course divides by the file's size, so that comes first."""
-    if inputs.model_bytes is not None:
-        if isinstance(inputs.model_bytes, str):
-            weights = parse_bytes(inputs.model_bytes)
-        else:
-            weights = Fraction(inputs.model_bytes)
-        if weights < MB:
-            raise MemoError(
-                f"--model-bytes {inputs.model_bytes} is only {tidy_text(weights)} "
-                f"{'byte' if weights == 1 else 'bytes'}; write the unit, e.g. --model-bytes 4.9GB"
-            )
-        # A model from the table has a known size: a file 1000x too small (1MB for an 8B model)
-        # would raise the speed limit 1000x and hide every impossible figure.
-        problem = file_size_problem(inputs.model, int(weights)) if inputs.model else None
-        if problem:
-            raise MemoError(problem)
-        return read_of_file(shape, weights, f"the {gb_text(weights, 1)} model file, as given")
-    if inputs.gguf is not None:
-        size = Fraction(gguf_file_bytes(inputs.gguf))
-        return read_of_file(shape, size, f"the GGUF file's size on disk, {both_ways(size)}")
-    bits = as_fraction(inputs.bits_per_weight) if inputs.bits_per_weight else None
-    try:
-        return speed_limit.weights_for(shape, bits)
-    except SizingError:
-        raise MemoError(
-            f"the speed limit needs the bytes read per token, and the size of {shape.name}'s "
-            "weights is unknown: pass --model-bytes with the model file's size (e.g. 4.9GB, "
-            "as `ollama list` shows it), --gguf FILE, or --bits-per-weight"
-        ) from None
 
 
 def _budget(
@@ -267,9 +231,9 @@ def _row_notes(rows: Sequence[TimingRow], weights: Fraction) -> list[str]:
             " (MLX keeps its own copy of the model)" if any(r.server == "mlx" for r in rows) else ""
         )
         notes.append(
-            f"Each percentage divides by the speed limit for {gb_text(weights, 1)} of weights read "
-            f"per token; a server that loaded a different file{mlx} has its own limit, so check "
-            "the model column."
+            f"Each percentage divides by the speed limit for {size_text(weights, 1)} of weights "
+            f"read per token; a server that loaded a different file{mlx} has its own limit, so "
+            "check the model column."
         )
     for r in rows:
         if r.check is None:
@@ -367,6 +331,22 @@ def _flags(
     )
 
 
+def _full_length_limit(
+    machine: Machine, weights: Fraction, per_token: kv.KvPerToken, max_len: int
+) -> str:
+    """The speed limit at the planned length, the cache read with the weights: the memo had
+    priced the weights alone, whatever cache --kv-tokens or --blocks planned."""
+    reads = speed_limit.bytes_per_token(weights, kv=per_token, context_tokens=max_len)
+    at = speed_limit.ceiling(machine.limit.bandwidth, reads, machine.chip)
+    return (
+        f"A conversation at the planned {whole_text(max_len)} tokens also reads its cache for "
+        f"each token ({whole_text(max_len)} x {binary_size_text(per_token.bytes)} = "
+        f"{size_text(reads.kv_cache, 2)}), so there the limit is {machine.bandwidth_text} ÷ "
+        f"{size_text(reads.total, 2)} = {about_text(at.tokens_per_second)} tokens per second "
+        f"({decimal_text(at.tokens_per_second, 2)})."
+    )
+
+
 def build_memo(
     rows: Sequence[Mapping[str, str]], inputs: MemoInputs, source: str = "results/01-latency.csv"
 ) -> Memo:
@@ -403,7 +383,7 @@ def _build(rows: Sequence[Mapping[str, str]], inputs: MemoInputs, source: str) -
         rows = [r for r in rows if r.get("host") in inputs.hosts]
 
     shape = resolve_shape(config=inputs.config, gguf=inputs.gguf, model=inputs.model)
-    weights, weights_note = _weights(inputs, shape)
+    weights, weights_note = weights_read(inputs, shape)
     latest = _latest(rows, source)
     hosts = sorted({row["host"] for row, _, _ in latest})
     machines = _machines(inputs.machines, hosts, weights, weights_note)
@@ -457,10 +437,9 @@ def _build(rows: Sequence[Mapping[str, str]], inputs: MemoInputs, source: str) -
         )
     if budget.base.kv_dtype and kv.kv_dtype(budget.base.kv_dtype) != per_token.key_dtype:
         per_token = kv.kv_bytes_per_token(shape, budget.base.kv_dtype)  # the log's own type
-    check_machine_memory(
-        weights_held(inputs, shape, weights), budget, per_token, list(machines.values())
-    )
-    check_reading_figures(budget, per_token, weights, list(machines.values()))
+    check_reading_figures(budget, per_token, weights, list(machines.values()))  # each alone
+    held = weights_held(inputs, shape, weights)
+    check_machine_memory(held, budget, per_token, list(machines.values()))
 
     concurrency: list[ConcurrencyRow] = []
     for ctx in contexts:
@@ -497,4 +476,6 @@ def _build(rows: Sequence[Mapping[str, str]], inputs: MemoInputs, source: str) -
         what_ifs=what_ifs,
         flags=_flags(shape, per_token, per_token_fp8, budget, max_len),
         context_notes=tuple(context_notes),
+        memory_line=memory_line(held, budget, per_token),
+        limit_notes=tuple(_full_length_limit(m, weights, per_token, max_len) for m in distinct),
     )

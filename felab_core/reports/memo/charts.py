@@ -9,11 +9,7 @@ from felab_core.files import MEMO_CHART, chart_metadata
 from felab_core.reports.memo.markdown import chart_names
 from felab_core.reports.memo.model import Memo
 from felab_core.sizing import speed_limit
-from felab_core.sizing.units import (
-    about_text,
-    decimal_text,
-    whole_text,
-)
+from felab_core.sizing.units import about_text, figure_text, whole_text
 
 _LIMIT_COLORS = ("#333333", "#8e44ad", "#b9770e", "#117a65")
 
@@ -47,7 +43,7 @@ def _write_charts(memo: Memo, directory: Path, stem: str) -> tuple[Path, Path]:
         text = (
             "no data"
             if r.writing_tps is None
-            else (f"{decimal_text(r.writing_tps, 1)}\n{r.percent_text}")
+            else (f"{figure_text(r.writing_tps, 1)}\n{r.percent_text}")
         )
         if r.check is not None and r.check.impossible:
             text += "\nimpossible"

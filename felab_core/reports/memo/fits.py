@@ -15,7 +15,7 @@ from felab_core.sizing.units import (
     as_fraction,
     binary_size_text,
     both_ways,
-    gb_text,
+    size_text,
     tidy_text,
     whole_text,
 )
@@ -24,15 +24,31 @@ from felab_core.sizing.units import (
 NODE_GPUS = 8
 
 
-def check_cache_fits(memory: Fraction, machines: Sequence[Machine]) -> None:
-    """Refuse a cache bigger than a full node of the named chips (or of the largest chip known)."""
+def _apple(chip: speed_limit.Chip) -> bool:
+    return chip.family.startswith("Apple")
+
+
+def _largest(machines: Sequence[Machine], device: str | None = None) -> speed_limit.Chip:
+    """The chip whose memory bounds one device's figures: the named chips' largest; the table's
+    largest when a machine is known only by its bandwidth, or when a CPU server on a GPU
+    machine reports the host's memory, which no chip's figure bounds. A Mac's chip bounds even
+    a CPU server (its memory is the chip's): 400 GiB had passed on a 64 GB M4 Pro."""
     chips = [m.chip for m in machines if m.chip is not None]
-    if len(chips) < len(machines):  # a machine known only by its bandwidth: any chip could be it
+    cpu = device is not None and device.upper() == "CPU"
+    if len(chips) < len(machines) or (cpu and not all(_apple(c) for c in chips)):
         chips = list(speed_limit.CHIPS)
-    biggest = max(chips, key=lambda c: c.memory_bytes)
-    if memory > NODE_GPUS * biggest.memory_bytes:
+    return max(chips, key=lambda c: c.memory_bytes)
+
+
+def check_cache_fits(memory: Fraction, machines: Sequence[Machine]) -> None:
+    """Refuse a cache bigger than a full node of the named chips (or of the largest chip known);
+    a Mac is one chip, with no node of them to spread over."""
+    biggest = _largest(machines)
+    node = 1 if all(m.chip is not None and _apple(m.chip) for m in machines) else NODE_GPUS
+    if memory > node * biggest.memory_bytes:
+        many = f"{NODE_GPUS} x " if node > 1 else ""
         raise MemoError(
-            f"--kv-memory {both_ways(memory)} is more than {NODE_GPUS} x {biggest.name} "
+            f"--kv-memory {both_ways(memory)} is more than {many}{biggest.name} "
             f"({biggest.memory}) could hold; give the memory left for the cache after the "
             "weights, e.g. --kv-memory 16GiB"
         )
@@ -53,36 +69,74 @@ def weights_held(inputs: MemoInputs, shape: ModelShape, weights: Fraction) -> Fr
     return weights
 
 
+def memory_planned(
+    held: Fraction, budget: CacheBudget, per_token: kv.KvPerToken
+) -> tuple[Fraction, Fraction, str]:
+    """The weights and the cache one device holds, and where the weights' figure is from: a vLLM
+    log's own figures (one GPU's share) where it gives them, else the model's weights and the
+    cache its tokens take. One sum for the check and the memo's line, so they cannot disagree."""
+    reading = budget.reading
+    cache = budget.memory_bytes
+    if cache is None:  # given in tokens or blocks (or a log without the memory line)
+        cache = budget.base.tokens * per_token.bytes
+    if reading is not None and reading.weights_bytes is not None:
+        return reading.weights_bytes, cache, f", as {reading.source} says"
+    return held, cache, ""
+
+
+def memory_line(held: Fraction, budget: CacheBudget, per_token: kv.KvPerToken) -> str:
+    """The memo's line for what the machine holds: weights + cache = their sum."""
+    weights, cache, _ = memory_planned(held, budget, per_token)
+    return (
+        f"{size_text(weights, 1)} of weights + {size_text(cache, 1)} of cache = "
+        f"{size_text(weights + cache, 1)}"
+    )
+
+
 def check_machine_memory(
     held: Fraction, budget: CacheBudget, per_token: kv.KvPerToken, machines: Sequence[Machine]
 ) -> None:
     """Refuse weights and cache that no machine of the named chip could hold at once.
 
-    Only a chip from the table has a known memory (the most it ships with); a machine given by
-    its bandwidth says nothing. A vLLM log's cache was measured on a server that ran, so it fit.
+    A chip from the table bounds them by its memory (the most it ships with); a machine given
+    by its bandwidth, by a full node of the table's largest chip. A vLLM log's figures are one
+    device's: summed too (16 GiB of weights and 73 GiB of cache on one H100 had passed, each
+    under 80 GB), though a CPU server's on a GPU machine are the host's, which no chip bounds.
     """
-    if budget.reading is not None:
-        return
-    cache = budget.memory_bytes
-    if cache is None:  # given in tokens or blocks: what they take at the cache's type
-        cache = budget.base.tokens * per_token.bytes
-    total = held + cache
+    weights, cache, said = memory_planned(held, budget, per_token)
+    total = weights + cache
+    need = (
+        f"the weights ({size_text(weights, 1)}{said}) and {budget.short} "
+        f"({size_text(cache, 1)}) need {size_text(total, 1)}"
+    )
+    device = budget.reading.device if budget.reading is not None else None
+    cpu = device is not None and device.upper() == "CPU"
     for machine in machines:
         chip = machine.chip
-        if chip is None or total <= chip.memory_bytes:
+        if chip is None:
+            biggest = _largest(machines)
+            if total <= NODE_GPUS * biggest.memory_bytes:
+                continue
+            raise MemoError(
+                f"{need}, more than {NODE_GPUS} x {biggest.name} ({biggest.memory}), the largest "
+                "in felab's table, could hold: check --model-bytes and the cache's "
+                "size (--kv-tokens, --blocks), or name the machine with --chip"
+            )
+        if total <= chip.memory_bytes or (cpu and not _apple(chip)):
             continue
         spread = (
             ""
-            if chip.family.startswith("Apple")  # one Mac's memory: no second chip to spread to
+            if _apple(chip)  # one Mac's memory: no second chip to spread to
             else "; for a server spread over several GPUs, give their total bandwidth with "
             "--bandwidth instead of --chip"
         )
-        raise MemoError(
-            f"the weights ({gb_text(held, 1)}) and {budget.short} ({gb_text(cache, 1)}) need "
-            f"{gb_text(total, 1)}, more than {chip.name} comes with ({chip.memory}): check "
-            "--model-bytes, and give only the memory left for the cache after the weights"
-            f"{spread}"
+        fix = (
+            f"{budget.reading.source} is from another machine, or was edited"
+            if budget.reading is not None
+            else "check --model-bytes, and give only the memory left for the cache after the "
+            "weights"
         )
+        raise MemoError(f"{need}, more than {chip.name} comes with ({chip.memory}): {fix}{spread}")
 
 
 #: A log's cache memory is one GPU's share: a server spread over up to this many GPUs (tensor
@@ -104,10 +158,7 @@ def check_reading_figures(
     reading = budget.reading
     if reading is None:
         return
-    chips = [m.chip for m in machines if m.chip is not None]
-    if len(chips) < len(machines) or any(c.family.startswith("Apple") for c in chips):
-        chips = list(speed_limit.CHIPS)  # vLLM on a Mac runs on its CPU: any size is bounded
-    biggest = max(chips, key=lambda c: c.memory_bytes)
+    biggest = _largest(machines, reading.device)  # a Mac's CPU server: its chip's memory
     fix = "the log was edited or is from another machine; give the cache with --kv-tokens"
     one = reading.device or "GPU"
     for what, value in (
@@ -116,13 +167,13 @@ def check_reading_figures(
     ):
         if value is not None and value > biggest.memory_bytes:
             raise MemoError(
-                f"{reading.source} says the {what} {gb_text(value, 2)} of one {one}'s memory, "
+                f"{reading.source} says the {what} {size_text(value, 2)} of one {one}'s memory, "
                 f"more than {biggest.name} comes with ({biggest.memory}): {fix}"
             )
     if reading.weights_bytes is not None and reading.weights_bytes * 64 < model_weights:
         raise MemoError(  # 16 GPUs' share, at a quarter of the model file's bits
-            f"{reading.source} says the weights took {gb_text(reading.weights_bytes, 2)} of one "
-            f"{one}'s memory, and the model's are {gb_text(model_weights, 1)}, at least 1/64 "
+            f"{reading.source} says the weights took {size_text(reading.weights_bytes, 2)} of one "
+            f"{one}'s memory, and the model's are {size_text(model_weights, 1)}, at least 1/64 "
             f"of that on each of up to {MOST_GPUS_SHARED} GPUs: {fix}"
         )
     memory = reading.kv_memory_bytes

@@ -13,8 +13,9 @@ from felab_core.sizing.units import (
     binary_size_text,
     both_ways,
     decimal_text,
-    gb_text,
+    figure_text,
     mib_text,
+    size_text,
     tidy_text,
     whole_text,
 )
@@ -61,13 +62,13 @@ def _summary(memo: Memo) -> list[str]:
         assert best.check is not None
         who = "for one user" if best.concurrency == 1 and not best.rate else "per user"
         lines.append(
-            f"- **Fastest believable server: {best.name}**, {decimal_text(best.check.measured, 1)} "
+            f"- **Fastest believable server: {best.name}**, {best.check.measured_text} "
             f"tokens per second {who}, {best.percent_text} of the speed limit."
         )
     for m in memo.machines:
         lines.append(
             f"- **Speed limit on {m.label}: {about_text(m.limit.tokens_per_second)} tokens per "
-            f"second** for one conversation ({m.bandwidth_text} ÷ {gb_text(memo.weights, 1)}); "
+            f"second** for one conversation ({m.bandwidth_text} ÷ {size_text(memo.weights, 1)}); "
             "measured runs usually reach 55-85 % of it."
         )
     head = memo.headline
@@ -103,15 +104,18 @@ def _machine_and_model(memo: Memo) -> list[str]:
     s = memo.shape
     rows.append(["model", s.name])
     rows.append(["weights read per token", f"{both_ways(memo.weights)} ({memo.weights_note})"])
+    if memo.memory_line:  # the sum the memory check held to each machine's memory
+        rows.append(["memory held (weights + cache)", memo.memory_line])
     rows.append(["KV cache type", memo.per_token.key_dtype.name])
     if s.context_length:
         rows.append(["trained context", f"{whole_text(s.context_length)} tokens"])
     rows.append(["model shape from", s.source])
     out = ["## Machine and model", "", _table(["", "value"], rows), ""]
-    for m in memo.machines:
+    for i, m in enumerate(memo.machines):
         if m.chip is not None:
             out += [f"Bandwidth source: {m.chip.source}.", ""]
         out += [m.limit.explanation, ""]
+        out += [memo.limit_notes[i], ""] if i < len(memo.limit_notes) else []
     return [*out, s.describe(), ""]
 
 
@@ -144,7 +148,7 @@ def _timing(memo: Memo, chart: str | None) -> list[str]:
             _field(r.preset) if r.preset else "-",
             r.users_text,
             _when_text(r.measured_at),
-            decimal_text(r.writing_tps, 1) if r.writing_tps is not None else "-",
+            figure_text(r.writing_tps, 1) if r.writing_tps is not None else "-",
             r.percent_text,
             f"**{r.verdict}**" if r.verdict == "impossible" else r.verdict,
             f"{_seconds(r.ttft_p50_s)} / {_seconds(r.ttft_p95_s)}",
@@ -177,7 +181,7 @@ def _kv_math(memo: Memo) -> list[str]:
     rows = [
         [
             whole_text(c.context),
-            f"{mib_text(c.per_conversation.bytes)} = {gb_text(c.per_conversation.bytes)}",
+            f"{mib_text(c.per_conversation.bytes)} = {size_text(c.per_conversation.bytes, 2)}",
         ]
         for c in memo.concurrency
     ]
@@ -190,7 +194,7 @@ def _kv_math(memo: Memo) -> list[str]:
         head.append("cache (fp8)")
         for row, c in zip(rows, memo.concurrency, strict=True):
             fp8 = c.per_conversation_fp8.bytes
-            row.append(f"{mib_text(fp8)} = {gb_text(fp8)}")
+            row.append(f"{mib_text(fp8)} = {size_text(fp8, 2)}")
     out += [_table(head, rows, right=range(len(head))), ""]
     for note in memo.context_notes:
         out += [note, ""]

@@ -15,7 +15,6 @@ from felab_core.sizing import kv, speed_limit, vllm_log
 from felab_core.sizing.model_shape import ModelShape
 from felab_core.sizing.units import (
     GB,
-    decimal_text,
     tidy_text,
 )
 
@@ -176,7 +175,7 @@ class TimingRow:
     def percent_text(self) -> str:
         if self.check is None:
             return "-"
-        return f"{decimal_text(self.check.share * 100, 0)} %"
+        return self.check.percent_text
 
 
 @dataclass(frozen=True)
@@ -243,6 +242,10 @@ class Memo:
     what_ifs: tuple[cap.CapacityChange, ...]
     flags: tuple[FlagAdvice, ...]
     context_notes: tuple[str, ...]
+    #: What one machine holds: weights + cache = their sum, as the memory check summed them.
+    memory_line: str = ""
+    #: Each machine's speed limit at the planned length, its cache read with the weights.
+    limit_notes: tuple[str, ...] = ()
 
     @property
     def title(self) -> str:

@@ -1,0 +1,47 @@
+"""The bytes one token reads, as the memo divides the bandwidth by them: the model file's size
+when given, a GGUF's tensors (as `size limit` reads them, through one shared function), or the
+model's weights from its tensors or its table entry and bits per weight.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from felab_core.reports.memo.model import MemoError, MemoInputs
+from felab_core.sizing import speed_limit
+from felab_core.sizing.errors import SizingError
+from felab_core.sizing.gguf_weights import gguf_weights
+from felab_core.sizing.model_shape import ModelShape, file_size_problem
+from felab_core.sizing.speed_limit import read_of_file  # a mixture of experts: the active share
+from felab_core.sizing.units import MB, as_fraction, parse_bytes, size_text, tidy_text
+
+
+def weights_read(inputs: MemoInputs, shape: ModelShape) -> tuple[Fraction, str]:
+    """Bytes one token reads: the course divides by the file's size, so that comes first."""
+    if inputs.model_bytes is not None:
+        if isinstance(inputs.model_bytes, str):
+            weights = parse_bytes(inputs.model_bytes)
+        else:
+            weights = Fraction(inputs.model_bytes)
+        if weights < MB:
+            raise MemoError(
+                f"--model-bytes {inputs.model_bytes} is only {tidy_text(weights)} "
+                f"{'byte' if weights == 1 else 'bytes'}; write the unit, e.g. --model-bytes 4.9GB"
+            )
+        # A model from the table has a known size: a file 1000x too small (1MB for an 8B model)
+        # would raise the speed limit 1000x and hide every impossible figure.
+        problem = file_size_problem(inputs.model, int(weights)) if inputs.model else None
+        if problem:
+            raise MemoError(problem)
+        return read_of_file(shape, weights, f"the {size_text(weights)} model file, as given")
+    if inputs.gguf is not None:  # its tensors, as `size limit` reads them, held to its size
+        return gguf_weights(shape, inputs.gguf)
+    bits = as_fraction(inputs.bits_per_weight) if inputs.bits_per_weight else None
+    try:
+        return speed_limit.weights_for(shape, bits)
+    except SizingError:
+        raise MemoError(
+            f"the speed limit needs the bytes read per token, and the size of {shape.name}'s "
+            "weights is unknown: pass --model-bytes with the model file's size (e.g. 4.9GB, "
+            "as `ollama list` shows it), --gguf FILE, or --bits-per-weight"
+        ) from None
