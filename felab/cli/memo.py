@@ -121,7 +121,9 @@ def memo(
         None, "--config", help="Or its Hugging Face config.json (or the folder holding it)."
     ),
     gguf: Path | None = typer.Option(
-        None, "--gguf", help="Or its GGUF file (the file's size is then the weights read)."
+        None,
+        "--gguf",
+        help="Or its GGUF file (its tensors are then the weights read, as in `size limit`).",
     ),
     model_bytes: str | None = typer.Option(
         None,
