@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from felab_core.engine.measure import SCHEMA  # noqa: E402
+from felab_core.engine.record_seal import sealed_text  # noqa: E402
 
 TOKENS = 16
 GAP_S = 0.01
@@ -136,8 +137,8 @@ def main() -> None:
         for loads, n, tokens in sorted(sizes, key=lambda s: s[0] * s[1] * s[2]):
             name = f"{loads}at{n}x{tokens}.json"
             a, b = Path(tmp) / f"a{name}", Path(tmp) / f"b{name}"
-            a.write_text(json.dumps(record(n, 0.050, 1, tokens, loads)))
-            b.write_text(json.dumps(record(n, 0.060, 2, tokens, loads)))
+            a.write_text(sealed_text(record(n, 0.050, 1, tokens, loads)))  # sealed, as felab
+            b.write_text(sealed_text(record(n, 0.060, 2, tokens, loads)))  # bench writes them
             runs = [one_compare(a, b) for _ in range(repeat)]
             rows.append(
                 {

@@ -27,13 +27,13 @@ from felab_core.text import loose_number_problem, with_hidden_shown
 _STYLE = {"better": "green", "worse": "red"}
 
 
-def _read(path: Path, say: Callable[[str], None]) -> dict[str, object]:
+def _read(path: Path, say: Callable[[str], None], unsealed: bool) -> dict[str, object]:
     try:
         size = f" ({path.stat().st_size / 1e6:,.0f} MB)"
     except OSError:
         size = ""
     with _slow_note(say, f"reading {path}{size}..."):
-        return load_record(path)
+        return load_record(path, unsealed=unsealed)
 
 
 def _percent(value: str) -> float:
@@ -56,6 +56,15 @@ def grids(comparison: Comparison) -> list[Grid]:
     """One grid per load: each figure in A and B, the change, its interval, the verdict."""
     out = []
     a, b = comparison.a_name, comparison.b_name
+    names = {"A": a, "B": b}
+    # CSV and JSON carry the data alone (the notes go to stderr): each row says it too
+    unsealed = (
+        "unsealed: "
+        + " and ".join(f"{side} ({names[side]})" for side in comparison.unsealed)
+        + " checked field by field, not proven unchanged"
+        if comparison.unsealed
+        else None
+    )
     for pair in comparison.runs:
         grid = Grid(
             f"{pair.load}: {a} ({pair.requests_a} requests) vs {b} ({pair.requests_b})",
@@ -69,6 +78,7 @@ def grids(comparison: Comparison) -> list[Grid]:
                 Column("low", "95 % from", numeric=True),
                 Column("high", "95 % to", numeric=True),
                 Column("verdict", "verdict"),
+                *([Column("note", "note", table=False, md=False)] if unsealed else []),
             ],
             caption=f"beyond noise: the interval leaves out 0 and the change is at least "
             f"{comparison.min_effect * 100:g} % of A",
@@ -86,6 +96,7 @@ def grids(comparison: Comparison) -> list[Grid]:
                 number(c.low, digits),
                 number(c.high, digits),
                 text(c.verdict, _STYLE.get(c.verdict)),
+                *([text(unsealed)] if unsealed else []),
             )
         out.append(grid)
     return out
@@ -109,6 +120,13 @@ def compare(
         "--chart",
         help="Also draw the changes with their intervals to this file: .png, .svg or .pdf.",
     ),
+    unsealed: bool = typer.Option(
+        False,
+        "--unsealed",
+        help="Compare a record without felab's seal, or one changed since felab wrote it (an "
+        "older felab's, an edited one), on purpose: its figures are checked field by field, "
+        "not proven unchanged, and the output says so. Without it such a record is refused.",
+    ),
     fmt: Format = format_option(),
 ) -> None:
     """Compare two `felab bench --json` records: better, worse or within noise.
@@ -119,6 +137,9 @@ def compare(
 
     Run `felab bench llamacpp -c 8 --json a.json`, change one server flag, run it again with
     `--json b.json`, then `felab compare a.json b.json --chart change.png`.
+
+    felab seals every record it writes (a sha256 of its contents): a record edited since, or
+    one without a seal, is refused unless --unsealed.
     """
     console = Console(stderr=fmt.is_data, highlight=False)
     try:
@@ -140,7 +161,7 @@ def compare(
         def say(line: str) -> None:
             progress.print(f"[dim]{esc(line)}[/]")
 
-        record_a, record_b = _read(a_path, say), _read(b_path, say)
+        record_a, record_b = _read(a_path, say, unsealed), _read(b_path, say, unsealed)
         with _slow_note(say, "comparing (a bootstrap over requests)..."):
             comparison = compare_records(
                 record_a,

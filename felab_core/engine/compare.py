@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from felab_core.engine.compare_notes import failed_note, seal_notes, setting_notes, unsealed_sides
 from felab_core.engine.record_reading import load_key
 from felab_core.engine.record_requests import CompareError, Sample, sample_of
 from felab_core.text import with_hidden_shown
@@ -111,6 +112,7 @@ class Comparison:
     runs: list[RunPair]
     caveats: list[str]  # how the two workloads differ, said before any figure
     min_effect: float
+    unsealed: tuple[str, ...] = ()  # "A", "B": read without a matching seal (--unsealed)
 
 
 def _caveats(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
@@ -431,4 +433,7 @@ def compare_records(
             "requests hold no first-token or end-to-end time on one side): nothing to compare; "
             "run the empty side again"
         )
-    return Comparison(a_name, b_name, pairs, _caveats(a, b) + unmatched + notes, min_effect)
+    said = seal_notes(a, b, a_name, b_name) + _caveats(a, b) + failed_note(a, b)
+    said += setting_notes(a, b)
+    unsealed = tuple(unsealed_sides(a, b))
+    return Comparison(a_name, b_name, pairs, said + unmatched + notes, min_effect, unsealed)

@@ -22,6 +22,7 @@ from felab_core.engine.record_requests import (
     finite,
 )
 from felab_core.engine.record_runs import check_run_bounds
+from felab_core.engine.record_seal import SEAL_STATE, SealState, parse_sealed
 from felab_core.engine.trace import MAX_LINES, MAX_SPAN_S
 from felab_core.engine.workloads import (
     MAX_BURSTINESS,
@@ -44,28 +45,41 @@ MOST_RUNS = 64
 MOST_VALUES = 20_000_000
 
 
-def _slim(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """Drop, while parsing, the bulky per-request lists compare never reads: a record of a
-    million requests is mostly these, and keeping them doubled the memory a comparison took.
-    A key given twice is refused: which of the two would be compared is a guess."""
-    obj = once(pairs)
-    obj.pop("chunk_times_s", None)
-    obj.pop("server_timings", None)
-    return obj
+#: The bulky per-request lists compare never reads, left out while parsing: a record of a
+#: million requests is mostly these, and keeping them doubled the memory a comparison took.
+_UNREAD = ("chunk_times_s", "server_timings")
 
 
-def load_record(path: Path) -> dict[str, Any]:
+def _unsealed_problem(path: Path, state: SealState) -> str:
+    if state is SealState.changed:
+        return (
+            f"{path}: changed after felab wrote it (its seal does not match its contents): "
+            "compare the file felab bench wrote, or run the bench again; to compare an edited "
+            "or older file on purpose, pass --unsealed"
+        )
+    return (
+        f"{path}: has no seal, and felab seals every record it writes (felab bench --json): "
+        "it is an older felab's record, another tool's or an edited one; run the bench again, "
+        "or pass --unsealed to compare it anyway, its figures checked field by field"
+    )
+
+
+def load_record(path: Path, *, unsealed: bool = False) -> dict[str, Any]:
     """A `felab bench --json` file, or a CompareError saying what it is instead.
 
     Each run's "requests" comes back as a `Sample`: the checked numbers of its successful,
     warm requests as arrays (not a list of dicts), so that two records of hundreds of
     thousands of requests fit in memory side by side.
+
+    Every field is checked first (a named defect tells more than a seal), then the seal: a
+    record without one, or whose seal does not match, is refused unless `unsealed`; what the
+    seal said is left under SEAL_STATE for the comparison's notes.
     """
     try:
         text = read_named_text(path, what="bench record (JSON)", limit=GiB)
         values = text.count(",")
         if values <= MOST_VALUES:  # 63 million zeros (126 MB) had taken 2.6 GB to parse
-            record = json.loads(text, object_pairs_hook=_slim)
+            record, state = parse_sealed(text, once, _UNREAD)
     except NamedFileError as exc:
         raise CompareError(str(exc)) from None
     except KeyTwice as exc:
@@ -152,6 +166,9 @@ def load_record(path: Path) -> dict[str, Any]:
                 f"load at 1 or more streams, at a rate, or as a trace's replay: {broken}"
             )
         check_run_bounds(path, i, run, requests, record)
+    if state is not SealState.sealed and not unsealed:
+        raise CompareError(_unsealed_problem(path, state))
+    record[SEAL_STATE] = state
     return record
 
 

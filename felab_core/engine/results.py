@@ -23,6 +23,7 @@ from typing import Any
 from felab_core import __version__
 from felab_core.engine.measure import RunResult, TargetResult
 from felab_core.engine.metrics import RunSummary, Stats
+from felab_core.engine.record_seal import sealed_text
 from felab_core.files import (
     BENCH_RECORD,
     RESULTS_CSV,
@@ -382,19 +383,21 @@ def read_table_lines(path: Path) -> tuple[list[str], list[dict[str, str]], list[
 
 
 def _clean(obj: Any) -> Any:
-    """JSON has no NaN or infinity: write null instead."""
+    """JSON has no NaN or infinity: write null instead. A key that is not a string becomes
+    the string JSON makes of it (the seal is taken of the keys as they are read back)."""
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
     if isinstance(obj, dict):
-        return {k: _clean(v) for k, v in obj.items()}
+        return {k if isinstance(k, str) else json.dumps(k): _clean(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
         return [_clean(v) for v in obj]
     return obj
 
 
 def write_json(path: Path, result: TargetResult) -> None:
+    """The record, sealed (engine/record_seal.py): felab compare refuses it once edited."""
     make_folder_for(path, what="bench record")
-    path.write_text(json.dumps(_clean(result.to_json()), indent=1) + "\n", encoding="utf-8")
+    path.write_text(sealed_text(_clean(result.to_json())), encoding="utf-8")
 
 
 def json_paths(path: Path, names: list[str]) -> dict[str, Path]:

@@ -3,7 +3,6 @@ before anything is read (matplotlib would write a PNG under chart.txt without a 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from felab.cli.main import app
-from tests.engine.test_compare import _record, _requests
+from tests.engine.test_compare import _record, _requests, write_record
 
 runner = CliRunner()
 
@@ -23,7 +22,7 @@ def records(tmp_path: Path) -> tuple[Path, Path]:
     b = _record([(1, _requests(list(0.060 + rng.normal(0, 0.003, 60))))])
     paths = (tmp_path / "a.json", tmp_path / "b.json")
     for path, record in zip(paths, (a, b), strict=True):
-        path.write_text(json.dumps(record), encoding="utf-8")
+        write_record(path, record)
     return paths
 
 

@@ -15,6 +15,7 @@ from felab_core.engine.compare import compare_records, compare_runs
 from felab_core.engine.measure import SCHEMA
 from felab_core.engine.record_reading import load_record
 from felab_core.engine.record_requests import CompareError
+from felab_core.engine.record_seal import sealed_text
 
 
 def _requests(ttfts: list[float], gap: float = 0.01, tokens: int = 8) -> list[dict[str, Any]]:
@@ -52,6 +53,13 @@ def _summary(requests: list[dict[str, Any]]) -> dict[str, Any]:
     """What bench writes beside every run that compare reads: how long it lasted (here as if
     one stream had sent the requests back to back)."""
     return {"duration_s": sum(r.get("e2e_s") or 0.0 for r in requests)}
+
+
+def write_record(path: Path, record: dict[str, Any]) -> Path:
+    """A record as felab bench writes it: sealed (a hand-edited one is written with json.dumps
+    and read with unsealed=True, its fields checked one by one)."""
+    path.write_text(sealed_text(record), encoding="utf-8")
+    return path
 
 
 def _by_key(changes: list[Any]) -> dict[str, Any]:

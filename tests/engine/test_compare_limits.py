@@ -23,13 +23,12 @@ from felab_core.engine.compare import (
 )
 from felab_core.engine.record_reading import load_record
 from felab_core.engine.record_requests import MOST_GAPS, CompareError, Sample
-from tests.engine.test_compare import _record, _requests
+from tests.engine.test_compare import _record, _requests, write_record
 
 
 def _write(tmp_path: Path, name: str, requests: list[dict[str, Any]]) -> Path:
-    path = tmp_path / name
-    path.write_text(json.dumps(_record([(4, requests)])))
-    return path
+    """The requests in a record sealed as felab writes it: its fields are checked all the same."""
+    return write_record(tmp_path / name, _record([(4, requests)]))
 
 
 @pytest.mark.parametrize(
@@ -73,7 +72,7 @@ def test_a_request_felab_could_not_have_measured_is_refused_by_number(
     requests[2] = {**requests[2], **change}
     path = _write(tmp_path, "broken.json", requests)
     with pytest.raises(CompareError, match="run 1, " + said.replace("(", r"\(")) as caught:
-        load_record(path)
+        load_record(path, unsealed=True)
     assert "edited or broken" in str(caught.value)
 
 
@@ -82,7 +81,7 @@ def test_the_tester_s_record_is_refused_before_any_verdict(tmp_path: Path) -> No
     bad = {"index": 5, "ok": "yes", "cold": False, "ttft_s": 0.5, "e2e_s": 0.0, "output_tokens": -3}
     path = _write(tmp_path, "b.json", [*_requests([0.05] * 5), bad])
     with pytest.raises(CompareError, match="run 1, request 6 has ok = 'yes'"):
-        load_record(path)
+        load_record(path, unsealed=True)
 
 
 def test_an_end_within_a_microsecond_of_the_first_token_is_the_same_instant(
@@ -224,7 +223,7 @@ def test_a_run_whose_concurrency_is_no_count_is_called_broken(
     record["runs"][0]["concurrency"] = users
     path.write_text(json.dumps(record))
     with pytest.raises(CompareError, match="not a number of streams"):
-        load_record(path)
+        load_record(path, unsealed=True)
 
 
 def test_a_load_written_twice_is_called_broken(tmp_path: Path) -> None:
@@ -232,7 +231,7 @@ def test_a_load_written_twice_is_called_broken(tmp_path: Path) -> None:
     record = _record([(2, _requests([0.2] * 10)), (2, _requests([0.2] * 10))])
     path.write_text(json.dumps(record))
     with pytest.raises(CompareError, match="more than once"):
-        load_record(path)
+        load_record(path, unsealed=True)
 
 
 def test_records_with_no_answered_request_at_a_shared_load_are_not_compared(
@@ -253,7 +252,7 @@ def test_requests_copied_within_a_run_are_refused(tmp_path: Path) -> None:
     requests = [dict(r, index=i) for i, r in enumerate(made)]
     path = _write(tmp_path, "copied.json", requests + requests)
     with pytest.raises(CompareError, match="holds request 0 more than once"):
-        load_record(path)
+        load_record(path, unsealed=True)
     assert len(load_record(_write(tmp_path, "once.json", requests))["runs"][0]["requests"]) == 20
 
 
@@ -261,7 +260,7 @@ def test_a_number_of_thousands_of_digits_names_its_file(tmp_path: Path) -> None:
     path = tmp_path / "hugeint.json"
     path.write_text('{"schema": "x", "n": ' + "9" * 5000 + "}")
     with pytest.raises(CompareError, match=r"hugeint.json: holds a number of thousands"):
-        load_record(path)
+        load_record(path, unsealed=True)
 
 
 def test_a_key_written_twice_is_refused_not_read_as_the_last(tmp_path: Path) -> None:
@@ -270,9 +269,10 @@ def test_a_key_written_twice_is_refused_not_read_as_the_last(tmp_path: Path) -> 
     good = _write(tmp_path, "good.json", _requests([0.05] * 8))
     text = good.read_text()
     path = tmp_path / "twice.json"
-    path.write_text(text.replace('"ttft_s": ', '"ttft_s": 9.0, "ttft_s": ', 1))
+    assert '"ttft_s":' in text  # felab writes no space after a colon
+    path.write_text(text.replace('"ttft_s":', '"ttft_s":9.0,"ttft_s":', 1))
     with pytest.raises(CompareError, match=r"twice.json: holds the key 'ttft_s' twice in one"):
-        load_record(path)
+        load_record(path, unsealed=True)
     assert load_record(good)["runs"]  # the same file, each key once, is read
 
 
@@ -309,7 +309,7 @@ def test_a_run_or_workload_field_felab_never_writes_is_refused(
     path = tmp_path / "edited.json"
     path.write_text(json.dumps(record))  # NaN written as JSON's NaN, as a hand edit would
     with pytest.raises(CompareError, match=re.escape(said)) as caught:
-        load_record(path)
+        load_record(path, unsealed=True)
     assert "edited or broken" in str(caught.value)
 
 
@@ -318,7 +318,7 @@ def test_an_interrupted_record_is_said_before_the_figures(tmp_path: Path) -> Non
     a.write_text(json.dumps(_record([(4, _requests([0.05] * 5))])))
     b = tmp_path / "b.json"
     b.write_text(json.dumps({**_record([(4, _requests([0.05] * 5))]), "interrupted": True}))
-    result = compare_records(load_record(a), load_record(b))
+    result = compare_records(load_record(a, unsealed=True), load_record(b, unsealed=True))
     assert any("B was interrupted" in note for note in result.caveats)
 
 
@@ -329,7 +329,7 @@ def test_a_run_whose_requests_were_cut_out_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "cut.json"
     path.write_text(json.dumps(record))
     with pytest.raises(CompareError, match="run 1 says 20 requests answered but lists none"):
-        load_record(path)
+        load_record(path, unsealed=True)
 
 
 def test_a_record_of_more_values_than_a_comparison_reads_is_refused_before_parsing(
@@ -341,7 +341,7 @@ def test_a_record_of_more_values_than_a_comparison_reads_is_refused_before_parsi
     monkeypatch.setattr(reading, "MOST_VALUES", 1000)
     path = _write(tmp_path, "big.json", _requests([0.05] * 100))
     with pytest.raises(CompareError, match="more than a comparison reads"):
-        load_record(path)
+        load_record(path, unsealed=True)
 
 
 def test_a_record_of_more_runs_than_bench_writes_is_refused(tmp_path: Path) -> None:
@@ -350,7 +350,7 @@ def test_a_record_of_more_runs_than_bench_writes_is_refused(tmp_path: Path) -> N
     path = tmp_path / "runs.json"
     path.write_text(json.dumps(record))
     with pytest.raises(CompareError, match="holds 65 runs, and felab bench writes at most 64"):
-        load_record(path)
+        load_record(path, unsealed=True)
 
 
 def test_requests_bench_left_out_of_its_figures_are_left_out_of_the_comparison(
@@ -413,10 +413,10 @@ def test_requests_without_their_numbers_or_beside_another_count_are_refused(
     path = tmp_path / "summary.json"
     path.write_text(json.dumps(record))
     with pytest.raises(CompareError, match="run 1 says 999 requests answered but lists 5"):
-        load_record(path)
+        load_record(path, unsealed=True)
     record["runs"][0]["summary"] = {"ok": 5, "duration_s": 1.0}
     path.write_text(json.dumps(record))
-    assert len(load_record(path)["runs"][0]["requests"]) == 5
+    assert len(load_record(path, unsealed=True)["runs"][0]["requests"]) == 5
 
 
 def test_answered_requests_without_a_figure_leave_nothing_to_compare(tmp_path: Path) -> None:
@@ -468,16 +468,16 @@ def test_a_run_holding_more_or_longer_requests_than_it_sent_is_refused(tmp_path:
     path = tmp_path / "copied.json"
     path.write_text(json.dumps(record))
     with pytest.raises(CompareError, match="run 1 lists 30 requests, and its workload sent 20"):
-        load_record(path)
+        load_record(path, unsealed=True)
     record = _record([(4, _timed(5))], requests=5)
     record["runs"][0]["summary"] = {"duration_s": 0.44}
     record["runs"][0]["requests"][0]["e2e_s"] = 86_399.0
     path.write_text(json.dumps(record))
     with pytest.raises(CompareError, match="a request of 86,399 s end to end in a run that lasted"):
-        load_record(path)
+        load_record(path, unsealed=True)
     record["runs"][0]["requests"][0]["e2e_s"] = 0.12
     path.write_text(json.dumps(record))
-    assert len(load_record(path)["runs"][0]["requests"]) == 5
+    assert len(load_record(path, unsealed=True)["runs"][0]["requests"]) == 5
 
 
 def test_many_loads_share_the_bootstrap_budget(monkeypatch: pytest.MonkeyPatch) -> None:

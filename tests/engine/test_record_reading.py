@@ -28,7 +28,7 @@ _TRACE = {
 def _load(tmp_path: Path, record: dict[str, Any]) -> dict[str, Any]:
     path = tmp_path / "edited.json"
     path.write_text(json.dumps(record))  # NaN written as JSON's NaN, as a hand edit would
-    return load_record(path)
+    return load_record(path, unsealed=True)
 
 
 @pytest.mark.parametrize(

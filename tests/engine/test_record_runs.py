@@ -19,7 +19,7 @@ from tests.engine.test_compare import _record, _requests
 def _load(tmp_path: Path, record: dict[str, Any]) -> dict[str, Any]:
     path = tmp_path / "edited.json"
     path.write_text(json.dumps(record))  # NaN and Infinity written as a hand edit would
-    return load_record(path)
+    return load_record(path, unsealed=True)
 
 
 def _refused(tmp_path: Path, record: dict[str, Any], said: str) -> str:
