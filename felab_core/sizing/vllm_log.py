@@ -25,7 +25,6 @@ from typing import IO
 from felab_core.files import NamedFileError, refuse_special
 from felab_core.sizing.cache_figures import (
     LOG_FIX,
-    OneStartupCache,
     infer_block_size,
     memory_beside_tokens,
     printed_concurrency_fits,
@@ -40,10 +39,10 @@ from felab_core.sizing.kv import kv_dtype as kv_dtype_named
 from felab_core.sizing.units import GB, GiB, MiB, decimal_text, whole_text
 from felab_core.sizing.vllm_log_line import (
     LINE_WORDS,
-    OneStartup,
     check_memory_figures,
     read_line,
 )
+from felab_core.sizing.vllm_startups import Startups, lengths_held
 
 _FORMATS = {
     "v0-blocks": "vLLM V0 engine (0.2 to 0.10): '# GPU blocks: N, # CPU blocks: M'",
@@ -74,6 +73,8 @@ class VllmReading:
     weights_bytes: Fraction | None = None
     version: str | None = None
     occurrences: int = 1
+    startups_skipped: int = 0  # earlier startups with a cache of their own, not read
+    later_lines_from: int | None = None  # a later startup that printed no cache starts here
     source: str = ""
     lines_cut_at: int | None = None  # a log longer than MAX_LOG_LINES: only these were read
 
@@ -289,7 +290,19 @@ class VllmReading:
         if self.occurrences > 1:
             text += (
                 f" The KV lines appear {self.occurrences} times (several workers or restarts); "
-                "the last ones are used."
+                "the last startup's are used."
+            )
+        if self.startups_skipped:
+            n = self.startups_skipped
+            text += (
+                f" {n} earlier startup{'' if n == 1 else 's'} in the log "
+                f"{'was' if n == 1 else 'were'} skipped: every figure here is the last startup's "
+                "own, none borrowed."
+            )
+        if self.later_lines_from is not None:
+            text += (
+                f" The lines from line {self.later_lines_from:,} begin another startup that "
+                "printed no cache (a restart cut short?): not read."
             )
         if self.lines_cut_at is not None:
             text += (
@@ -314,22 +327,8 @@ def _dtype_name(value: str | None) -> str | None:
 def parse_log(text: str | Iterable[str], source: str = "log") -> VllmReading:
     """Read the KV-cache lines of a vLLM startup log (any supported release) into one reading:
     its text, or its lines one by one (a file is read so: felab_core.sizing.vllm_log)."""
-    tokens_hits: list[tuple[str, int]] = []
-    conc_hits: list[tuple[int, Fraction]] = []
-    block_hits: list[tuple[str, int, int | None, bool]] = []
-    one_line = False
-    block_size: int | None = None
-    max_len_cfg: int | None = None
-    kv_dtype: str | None = None
-    model_dtype: str | None = None
-    kv_memory: Fraction | None = None
-    kv_slack = Fraction(0)
-    weights: Fraction | None = None
-    version: str | None = None
-
     lines = text.split("\n") if isinstance(text, str) else text  # \r is a progress bar's
-    startup = OneStartup(source)
-    cache = OneStartupCache(source)
+    startups = Startups(source)
     read = 0
     for number, line in enumerate(lines, 1):
         if not any(word in line for word in LINE_WORDS):  # most of a long log: a cheap look
@@ -346,25 +345,10 @@ def parse_log(text: str | Iterable[str], source: str = "log") -> VllmReading:
             found = read_line(line)
         except SizingError as exc:
             raise SizingError(f"{source}, line {number}: {exc}") from None
-        startup.add(number, found)
-        cache.add(number, found)
-        if found.tokens is not None:
-            tokens_hits.append(found.tokens)
-            one_line = one_line or found.conc is not None
-        if found.conc is not None:
-            conc_hits.append(found.conc)
-        if found.blocks is not None:
-            block_hits.append(found.blocks)
-        block_size = found.block_size or block_size
-        max_len_cfg = found.max_len or max_len_cfg
-        kv_dtype = found.kv_dtype or kv_dtype
-        model_dtype = found.model_dtype or model_dtype
-        if found.kv_memory is not None:  # 0 is a figure
-            kv_memory, kv_slack = found.kv_memory, found.kv_memory_slack
-        weights = weights if found.weights is None else found.weights
-        version = version or found.version
+        startups.add(number, found)
+    last, skipped, later = startups.close()
 
-    if not tokens_hits and not block_hits:
+    if last is None:
         raise SizingError(
             f"no KV-cache lines in {source}: felab looks for 'GPU KV cache size: N tokens', "
             "'# GPU blocks: N' and 'Maximum concurrency for L tokens per request'. Give vLLM's "
@@ -372,13 +356,20 @@ def parse_log(text: str | Iterable[str], source: str = "log") -> VllmReading:
             "after the weights load); a log cut short or from another server has none."
         )
 
-    max_len, printed = conc_hits[-1] if conc_hits else (max_len_cfg, None)
+    max_len, printed = lengths_held(last, source)
+    tokens_hits, block_hits, block_size = last.tokens_hits, last.block_hits, last.block_size
+    weights, kv_memory, kv_dtype, model_dtype = (
+        last.weights,
+        last.kv_memory,
+        last.kv_dtype,
+        last.model_dtype,
+    )
     device: str | None = None
     gpu_blocks = cpu_blocks = tokens = None
     if tokens_hits:
         device, tokens = tokens_hits[-1]
-        fmt = "v1-one-line" if one_line else "v1-tokens"
-        occurrences = len(tokens_hits)
+        fmt = "v1-one-line" if last.one_line else "v1-tokens"
+        occurrences = skipped + len(tokens_hits)
     else:
         dev, gpu_blocks, cpu_blocks, colon = block_hits[-1]
         device = "GPU" if dev.lower() == "cuda" else dev.upper() if len(dev) <= 4 else dev
@@ -388,7 +379,7 @@ def parse_log(text: str | Iterable[str], source: str = "log") -> VllmReading:
             fmt = "v0-blocks"
         else:
             fmt = "v1-blocks"
-        occurrences = len(block_hits)
+        occurrences = skipped + len(block_hits)
 
     check_memory_figures(source, device, (weights, kv_memory))
     if printed is not None and max_len is not None:  # both from one concurrency line
@@ -410,10 +401,12 @@ def parse_log(text: str | Iterable[str], source: str = "log") -> VllmReading:
         printed_concurrency=printed,
         kv_cache_dtype=model_dtype if kv_dtype == "auto" and model_dtype else kv_dtype,
         kv_memory_bytes=kv_memory,
-        kv_memory_slack=kv_slack,
+        kv_memory_slack=last.kv_slack,
         weights_bytes=weights,
-        version=version,
+        version=last.version,
         occurrences=occurrences,
+        startups_skipped=skipped,
+        later_lines_from=later,
         source=source,
     )
 

@@ -47,7 +47,7 @@ def memo_from_log(tmp_path: Path, log: str, *flags: str) -> tuple[int, str, str]
     ("log", "says"),
     [
         (HEAD + "INFO GPU KV cache size: 1 tokens\n", "a cache of 1 token, which cannot hold one"),
-        (HEAD + TOKENS + "INFO GPU KV cache size: 5 tokens\n", "a cache of 5 tokens, which"),
+        (HEAD + TOKENS + HEAD + "INFO GPU KV cache size: 5 tokens\n", "a cache of 5 tokens, which"),
     ],
     ids=["one-token", "last-of-two"],
 )

@@ -31,7 +31,7 @@ CONC = "INFO Maximum concurrency for 2,048 tokens per request: {x}x\n"
             "2,001.00x beside a cache of 2,000 tokens, and each request holds at least a token",
         ),
         (
-            "INFO # GPU blocks: 10, # CPU blocks: 1966\nblock_size=16\n" + CONC.format(x="161.00"),
+            "block_size=16\nINFO # GPU blocks: 10, # CPU blocks: 1966\n" + CONC.format(x="161.00"),
             "161.00x beside 10 cache blocks of 16 tokens",
         ),
     ],
@@ -61,7 +61,7 @@ def test_a_true_printed_concurrency_still_reads() -> None:
         ),
         (
             "'max_model_len': 8192\nGPU KV cache size: 100,000 tokens\n"
-            "GPU KV cache size: 5 tokens\n",
+            "'max_model_len': 8192\nGPU KV cache size: 5 tokens\n",
             "a cache of 5 tokens, which cannot hold one conversation",
         ),
         (
@@ -137,14 +137,14 @@ def test_a_block_size_the_concurrency_line_rules_out_is_refused() -> None:
 
 def test_a_block_size_other_than_the_logs_own_is_refused() -> None:
     """M4: the log's block size had won over the flag's without a word."""
-    reading = vllm_log.parse_log(V0_BLOCKS + "INFO config block_size=16\n")
+    reading = vllm_log.parse_log("INFO config block_size=16\n" + V0_BLOCKS)
     with pytest.raises(SizingError, match="gives blocks of 16 tokens, and --block-size 32"):
         reading.capacity(block_size=32)
 
 
 def test_a_cache_type_other_than_the_logs_is_refused() -> None:
     """M4: --kv-dtype f16 beside kv_cache_dtype=fp8 was dropped; the table said fp8."""
-    reading = vllm_log.parse_log(TOKENS + CONC.format(x="997.08") + "kv_cache_dtype=fp8\n")
+    reading = vllm_log.parse_log("kv_cache_dtype=fp8\n" + TOKENS + CONC.format(x="997.08"))
     with pytest.raises(SizingError, match="cache type fp8, and --kv-dtype f16 would not be"):
         reading.capacity(kv_dtype="f16")
     for same in ("fp8", "fp8_e4m3", "auto", None):
