@@ -70,6 +70,8 @@ class LiveSlots:
     slots_endpoint: bool
 
 
+#: More bytes than any model file (a petabyte): a larger size is not a real model's.
+MOST_MODEL_BYTES = 10**15
 #: More seats than llama-server's --parallel takes: a larger count is not a real server's.
 MAX_SLOTS = 65_536
 
@@ -154,13 +156,19 @@ def read_slots(
             listed = models.get("data")
             for item in listed if isinstance(listed, list) else []:
                 meta = item.get("meta") if isinstance(item, dict) else None
-                if isinstance(meta, dict):
+                if isinstance(meta, dict):  # each bounded as the rest: "trained for -5 tokens"
+                    train, weights = meta.get("n_ctx_train"), meta.get("size")
+                    where = "/v1/models"
                     n_train = (
-                        meta.get("n_ctx_train")
-                        if isinstance(meta.get("n_ctx_train"), int)
-                        else None
+                        None
+                        if train is None
+                        else _reported(shown, where, "n_ctx_train", train, MAX_TOKENS)
                     )
-                    size = meta.get("size") if isinstance(meta.get("size"), int) else None
+                    size = (
+                        None
+                        if weights is None
+                        else _reported(shown, where, "size", weights, MOST_MODEL_BYTES)
+                    )
                     break
         build = props.get("build_info")
         return LiveSlots(
