@@ -439,7 +439,8 @@ def _build(rows: Sequence[Mapping[str, str]], inputs: MemoInputs, source: str) -
         per_token = kv.kv_bytes_per_token(shape, budget.base.kv_dtype)  # the log's own type
     check_reading_figures(budget, per_token, weights, list(machines.values()))  # each alone
     held = weights_held(inputs, shape, weights)
-    check_machine_memory(held, budget, per_token, list(machines.values()))
+    typed = inputs.model_bytes is not None
+    check_machine_memory(held, budget, per_token, list(machines.values()), typed=typed)
 
     concurrency: list[ConcurrencyRow] = []
     for ctx in contexts:
@@ -476,6 +477,6 @@ def _build(rows: Sequence[Mapping[str, str]], inputs: MemoInputs, source: str) -
         what_ifs=what_ifs,
         flags=_flags(shape, per_token, per_token_fp8, budget, max_len),
         context_notes=tuple(context_notes),
-        memory_line=memory_line(held, budget, per_token),
+        memory_line=memory_line(held, budget, per_token, typed=typed),
         limit_notes=tuple(_full_length_limit(m, weights, per_token, max_len) for m in distinct),
     )

@@ -10,6 +10,7 @@ from fractions import Fraction
 from felab_core.reports.memo.model import CacheBudget, Machine, MemoError, MemoInputs
 from felab_core.sizing import kv, speed_limit
 from felab_core.sizing.model_shape import ModelShape
+from felab_core.sizing.shape_agreement import Reading, hold_together
 from felab_core.sizing.units import (
     GiB,
     as_fraction,
@@ -19,6 +20,7 @@ from felab_core.sizing.units import (
     tidy_text,
     whole_text,
 )
+from felab_core.sizing.vllm_log import VllmReading
 
 # A server may spread its cache over a node of GPUs (tensor parallel); eight is the usual node.
 NODE_GPUS = 8
@@ -70,7 +72,7 @@ def weights_held(inputs: MemoInputs, shape: ModelShape, weights: Fraction) -> Fr
 
 
 def memory_planned(
-    held: Fraction, budget: CacheBudget, per_token: kv.KvPerToken
+    held: Fraction, budget: CacheBudget, per_token: kv.KvPerToken, *, typed: bool = False
 ) -> tuple[Fraction, Fraction, str]:
     """The weights and the cache one device holds, and where the weights' figure is from: a vLLM
     log's own figures (one GPU's share) where it gives them, else the model's weights and the
@@ -80,13 +82,49 @@ def memory_planned(
     if cache is None:  # given in tokens or blocks (or a log without the memory line)
         cache = budget.base.tokens * per_token.bytes
     if reading is not None and reading.weights_bytes is not None:
+        if not typed:  # a typed file (--model-bytes) may be another server's quantized copy
+            _log_weights_held(held, reading, budget, per_token)
         return reading.weights_bytes, cache, f", as {reading.source} says"
     return held, cache, ""
 
 
-def memory_line(held: Fraction, budget: CacheBudget, per_token: kv.KvPerToken) -> str:
+def _log_weights_held(
+    held: Fraction, reading: VllmReading, budget: CacheBudget, per_token: kv.KvPerToken
+) -> None:
+    """Hold the log's weights (one GPU's share) to the model's: the speed limit had read 16.06
+    GB of tensors while the memory sum took the log's "Model loading took 1.00 GiB". The GPUs
+    the weights are spread over are those the log's cache memory beside its tokens implies;
+    without that, up to 16. Half to twice the share is loading's own overhead or a dtype."""
+    assert reading.weights_bytes is not None
+    memory, tokens = reading.kv_memory_bytes, budget.base.tokens
+    gpus = max(1, round(tokens * per_token.bytes / memory)) if memory and tokens else None
+    over = (
+        f"over {gpus} GPU{'' if gpus == 1 else 's'}, as its cache memory beside its tokens implies"
+        if gpus
+        else f"over up to {MOST_GPUS_SHARED} GPUs"
+    )
+    share = held / (gpus or 1)
+    hold_together(
+        "the weights on one GPU",
+        Reading(reading.weights_bytes, size_text(reading.weights_bytes, 2), reading.source),
+        Reading(share, f"{size_text(share, 2)} ({size_text(held, 2)} {over})", _model(per_token)),
+        low=1 / (2 * (1 if gpus else MOST_GPUS_SHARED)),
+        high=2,
+        room="the speed limit and the memory held take one weights figure",
+        then="the log is of another model or was edited; give the model the server loads "
+        "(--model-bytes with its files' size, or its --config/--gguf)",
+    )
+
+
+def _model(per_token: kv.KvPerToken) -> str:
+    return f"{per_token.shape.name}'s weights"
+
+
+def memory_line(
+    held: Fraction, budget: CacheBudget, per_token: kv.KvPerToken, *, typed: bool = False
+) -> str:
     """The memo's line for what the machine holds: weights + cache = their sum."""
-    weights, cache, _ = memory_planned(held, budget, per_token)
+    weights, cache, _ = memory_planned(held, budget, per_token, typed=typed)
     return (
         f"{size_text(weights, 1)} of weights + {size_text(cache, 1)} of cache = "
         f"{size_text(weights + cache, 1)}"
@@ -94,7 +132,12 @@ def memory_line(held: Fraction, budget: CacheBudget, per_token: kv.KvPerToken) -
 
 
 def check_machine_memory(
-    held: Fraction, budget: CacheBudget, per_token: kv.KvPerToken, machines: Sequence[Machine]
+    held: Fraction,
+    budget: CacheBudget,
+    per_token: kv.KvPerToken,
+    machines: Sequence[Machine],
+    *,
+    typed: bool = False,
 ) -> None:
     """Refuse weights and cache that no machine of the named chip could hold at once.
 
@@ -103,7 +146,7 @@ def check_machine_memory(
     device's: summed too (16 GiB of weights and 73 GiB of cache on one H100 had passed, each
     under 80 GB), though a CPU server's on a GPU machine are the host's, which no chip bounds.
     """
-    weights, cache, said = memory_planned(held, budget, per_token)
+    weights, cache, said = memory_planned(held, budget, per_token, typed=typed)
     total = weights + cache
     need = (
         f"the weights ({size_text(weights, 1)}{said}) and {budget.short} "
@@ -158,6 +201,14 @@ def check_reading_figures(
     reading = budget.reading
     if reading is None:
         return
+    gpus = [m.chip for m in machines if m.chip is not None and not _apple(m.chip)]
+    if reading.device is not None and reading.device.upper() == "CPU" and gpus:
+        raise MemoError(  # its host's memory had been summed beside an H100's 80 GB, unchecked
+            f"{reading.source} is a CPU server's log (its cache line says CPU), and --chip "
+            f"names {gpus[0].name}, a GPU with {gpus[0].memory}: the log is from another machine "
+            "or the chip is wrong; give the log of the server on that chip, or name the CPU "
+            "server's machine by its memory bandwidth (--bandwidth GBPS)"
+        )
     biggest = _largest(machines, reading.device)  # a Mac's CPU server: its chip's memory
     fix = "the log was edited or is from another machine; give the cache with --kv-tokens"
     one = reading.device or "GPU"
