@@ -180,7 +180,8 @@ def check_record(job: m.BenchJob, record: dict[str, Any], rows: list[dict[str, A
                     f"and the rows ran at {', '.join(str(u) for u in sorted(users, key=str))}"
                 )
             # a job's record keeps no inter-token gaps (run.REQUEST_FIELDS), which compare
-            # needs beside a TPOT: the speed and TPOT are held to each other here instead
+            # needs beside a TPOT: the speed and TPOT are held to each other here instead (a
+            # slice's requests keep theirs, result_slices.py, and are held to them as well)
             bare = [_without_tpot(label, i, j, q) for j, q in enumerate(requests, 1)]
             if gaps is None:
                 checked_sample(label, i, bare)
@@ -213,4 +214,6 @@ def _without_tpot(label: Path, run: int, index: int, request: Any) -> Any:
             f"{where} has writing_tps = {cut(speed)} beside tpot_s = {cut(tpot)}: felab writes "
             "the speed as 1 / tpot_s"
         )
+    if request.get("itl_s") is not None:  # a slice's request keeps its gaps: compare's rule
+        return request
     return {k: v for k, v in request.items() if k not in ("writing_tps", "tpot_s")}

@@ -34,6 +34,7 @@ from felab_core.jobs.messages import MAX_SHARDS, JobMessage
 from felab_core.jobs.queueing import check_job, server_for, slices_of
 from felab_core.jobs.result_checks import check_result
 from felab_core.jobs.result_load import check_slice_report
+from felab_core.jobs.result_slices import check_slice_requests, hold_row_to_requests
 from felab_core.jobs.result_store import checked_rows, own_columns, store_result
 from felab_core.jobs.run import REQUEST_FIELDS
 from felab_core.jobs.workload import ASKED, job_workload, spread_problem
@@ -175,6 +176,7 @@ def store_slice(session: Session, job: m.BenchJob, body: dict[str, Any], now: da
             f"not slice {job.shard_index} of {job.shards}"
         )
     check_slice_report(job, rows, report, now)
+    check_slice_requests(job, rows, record, report)  # what the merge reads, held as a record's
     job.record = {
         "slice": report,
         "record": record if isinstance(record, dict) else {},
@@ -288,6 +290,8 @@ def _merge_into(
     record = _merged_record(template.get("record") or {}, merged, reports, by_index, session)
     names = [_worker_name(session, by_index[i]) for i in sorted(by_index)]
     try:
+        # the merged row and record held as a one-machine job's are (its requests checked again)
+        hold_row_to_requests(parent, "the merged run", [row], record)
         store_result(
             session,
             parent,

@@ -221,10 +221,10 @@ def test_a_slice_that_reached_another_server_is_left_out(
 @pytest.mark.parametrize(
     ("change", "says"),
     [
-        (lambda r: r["requests"][0].update(ttft_s="fast"), "ttft_s is not a float"),
+        (lambda r: r["requests"][0].update(ttft_s="fast"), "ttft_s = 'fast', not a time"),
         (lambda r: r["requests"][0].update(e2e_s=float("nan")), "requests[0].e2e_s is nan, not a"),
         (lambda r: r["requests"][0].update(index=0), "request 0 is not this slice's"),
-        (lambda r: r["requests"][0].update(itl_us=[-5]), "itl_us is not a list"),
+        (lambda r: r["requests"][0].update(itl_us=[-5]), "itl_us that is not a list of micro"),
         (lambda r: r.update(duration_s=-1), "slice 2 of 2 lasted -1 s, and job"),
         (lambda r: r["requests"].pop(), "lists 5 request(s) in its records, and its row says 6"),
     ],
