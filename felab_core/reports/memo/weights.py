@@ -65,8 +65,8 @@ def _params_problem(shape: ModelShape, weights: Fraction, inputs: MemoInputs) ->
             "the model's size",
             Reading(weights, size_text(weights), "--model-bytes"),
             Reading(shape.weights_bytes, size_text(shape.weights_bytes), f"the tensors of {given}"),
-            low=Fraction(1, 12),
-            high=Fraction(5, 2),
+            low=1 / 12,
+            high=2.5,
             room="a file of these weights at 1.4 to 34 bits a weight lies between 1/12 and 2.5x "
             "of 16-bit tensors",
             then="leave --model-bytes out to read the tensors, or give the size `ls -l` shows "
