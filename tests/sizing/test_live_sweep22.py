@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from felab_core.sizing import slots_live
+from felab_core.sizing import slots_live, vllm_live
 from felab_core.sizing.errors import BadAnswer
 
 
@@ -42,3 +42,17 @@ def test_an_impossible_trained_length_or_size_is_refused(meta: dict[str, Any], s
 def test_a_real_trained_length_and_size_still_read() -> None:
     live = slots_live.read_slots("http://llama", client=_llama({"n_ctx_train": 8192, "size": 7}))
     assert (live.n_ctx_train, live.model_bytes) == (8192, 7)
+
+
+def test_a_concurrency_far_from_the_models_length_is_not_called_the_one_to_trust() -> None:
+    """C11: /v1/models' 131,072 beside 19.53x of 160,000 tokens (8,192's figure, 16x apart)
+    had been "a hybrid-model effect ... its own figure is the one to trust"."""
+    metrics = (
+        'vllm:cache_config_info{block_size="16",cache_dtype="auto",num_gpu_blocks="10000",'
+        'kv_cache_size_tokens="160000",kv_cache_max_concurrency="19.53"} 1.0\n'
+    )
+    reading = vllm_live.reading_from_metrics(metrics, max_len=131_072)
+    notes = " ".join(reading.consistency_notes())
+    assert "one to trust" not in notes
+    assert "16.0x apart" in notes and "131,072 is not the length vLLM printed" in notes
+    assert reading.capacity().whole_requests == 1
