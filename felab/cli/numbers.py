@@ -314,8 +314,8 @@ def enter(
     if out.note:
         lines.append(out.note)
     check = out.comparison.check
-    if check is None:
-        lines.append(out.comparison.missing)
+    if check is None:  # stored "unverified": off the boards until its limit can be computed
+        lines.append(f"Kept, but unverified (not ranked yet): {out.comparison.missing}")
     elif check.impossible:
         lines.append(f"Kept, but flagged: {check.explanation}")
     else:

@@ -16,7 +16,14 @@ from felab_core.engine.results import CSV_COLUMNS
 from felab_core.errors import Invalid
 from felab_core.numbers.row_checks import ResultRow, check_result_row
 from felab_core.numbers.row_workload import check_preset_knobs
-from felab_core.numbers.run_keys import RowRun, RunIndex, first_difference, run_named
+from felab_core.numbers.run_keys import (
+    RowRun,
+    RunIndex,
+    Seen,
+    first_difference,
+    latencies,
+    run_named,
+)
 from felab_core.numbers.verdict import judge_imports
 
 IMPORT_OUTCOMES = ("recorded", "result only", "already imported", "skipped")
@@ -210,6 +217,30 @@ def _stored_runs(stored_rows: Sequence[Mapping[str, str]]) -> RunIndex:
     return runs
 
 
+def _others_runs(session: Session, member: m.Member) -> RunIndex:
+    """Every other member's stored runs, for the copy check only: a run is one run, whoever
+    imports it (sweep 22 B12: another member's file, imported unchanged, was ranked twice)."""
+    runs = RunIndex()
+    others = select(m.BenchJob.id).where(m.BenchJob.member_id != member.id)
+    for stored in session.scalars(
+        select(m.BenchResult.row).where(m.BenchResult.job_id.in_(others))
+    ):
+        if isinstance(stored, dict):
+            cells = _cells(stored)
+            runs.add_measured(
+                Seen(None, RowRun(cells, (), None, (), None, measured=latencies(cells)))
+            )
+    return runs
+
+
+def _another_members(cells: Mapping[str, str]) -> str:
+    return (
+        f"this run ({run_named(cells)}) measured every latency a run another member already "
+        "imported did, to all digits: no two runs do, so it is that member's run; a run counts "
+        "once, for whoever timed it: import the results CSV your own felab bench wrote"
+    )
+
+
 def import_results(
     session: Session,
     member: m.Member,
@@ -254,6 +285,7 @@ def import_results(
     # 44.6 and 4.46e1; eighteenth sweep: its milliseconds cut). Made at the first row that is
     # not stored as it is: a file imported again needs none.
     runs: RunIndex | None = None
+    others: RunIndex | None = None
     planned: list[_Planned] = []
     problems: list[tuple[int, str]] = []
     judge = judge_imports(session, member)
@@ -281,8 +313,8 @@ def import_results(
             problems.append((line, str(exc)))
             out.append(ImportedRow(line, server[:32], model[:80], preset[:64], "skipped", str(exc)))
             continue
-        if runs is None:
-            runs = _stored_runs(stored_rows)
+        if runs is None or others is None:
+            runs, others = _stored_runs(stored_rows), _others_runs(session, member)
         run = RowRun.of(cells, checked.lasted_s)
         earlier = runs.same_run(run)
         differs = None if earlier is None else first_difference(earlier.row.cells, cells)
@@ -300,6 +332,8 @@ def import_results(
             out.append(ImportedRow(line, server[:32], model[:80], preset[:64], "skipped", blank))
             continue
         why = runs.other_at_start(run) or runs.overlapping(run) or runs.copied(run)
+        if why is None and others.copy_of(run) is not None:
+            why = _another_members(cells)
         if earlier is not None:
             why = (
                 f"this run ({run_named(cells)}) {earlier.where} with other figures ({differs}): "

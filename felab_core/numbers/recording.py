@@ -111,6 +111,19 @@ def compare_with_limit(
     return LimitComparison(check_speed(Fraction(repr(tokens_per_s)), limit))
 
 
+def limit_verdict(comparison: LimitComparison) -> tuple[str, str]:
+    """The one verdict on a speed set against the member's limit, typed or measured: "ok"
+    (ranked) only when a limit was computed and the speed is within it; "flagged" above it;
+    "unverified" (kept off the boards, listed with what is missing) when no limit can be
+    computed (no machine, no model size, another model): sweep 22 B6, a typed 9,000 tok/s with
+    no machine set had been stored "ok" and ranked first."""
+    if comparison.check is None:
+        return "unverified", comparison.missing
+    if comparison.check.impossible:
+        return "flagged", comparison.check.explanation
+    return "ok", ""
+
+
 # ----------------------------------------------------------------------------- recording
 
 
@@ -191,9 +204,9 @@ def record_entered(
         recorded_at=now or utcnow(),
     )
     comparison = compare_with_limit(session, member, server, speed.tokens_per_s)
-    if comparison.check is not None and comparison.check.impossible:
-        # said "flagged" on screen; stored so too, or the typed-in board ranked it first
-        number.verdict, number.verdict_note = "flagged", comparison.check.explanation
+    # Said on screen, stored so too: a flagged or unverified figure ranked first otherwise.
+    verdict, note = limit_verdict(comparison)
+    number.verdict, number.verdict_note = verdict, note or None
     session.add(number)
     session.flush()
     return Recorded(number, comparison, speed.note)

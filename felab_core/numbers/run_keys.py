@@ -28,9 +28,9 @@ _LATENCIES = (
     "ttft_p50_s", "ttft_p95_s", "tpot_p50_s", "tpot_p95_s", "itl_p50_s", "itl_p95_s",
     "e2e_p50_s", "e2e_p95_s",
 )  # fmt: skip
-_MEASURED = (*_LATENCIES, "writing_tps_p50", "goodput_rps", "server_tps_p50")
-#: The fewest latencies two rows must both give (not 0) for their alike figures to make one a
-#: copy: a run with no answered request gives none, and two such runs are alike honestly.
+#: The fewest latencies, of different values and not 0, two rows must both give alike for one
+#: to be the other's copy: a run with no answered request gives none, and two such runs are
+#: alike honestly; a run of one-chunk answers gives one value four times (its TTFT is its E2E).
 _LEAST_LATENCIES_ALIKE = 2
 #: How far two starts on one target may seem to overlap and still be one run after another:
 #: their milliseconds, a length read back from 6 digits, the wall clock against the run's own.
@@ -129,9 +129,9 @@ class RowRun:
     #: lasted (ok / request_tps; None: the row gives neither).
     began: float | None = None
     lasted: float | None = None
-    #: Which load on which target the row is (host, target, preset, users), with its
-    #: throughputs (request_tps, output_tps as read; None: the row gives neither).
-    load: tuple[object, ...] | None = None
+    #: What the run measured, as the copy check reads it (latencies()): each latency the row
+    #: gives, not 0, as a number.
+    measured: tuple[tuple[str, float], ...] = ()
 
     @classmethod
     def of(cls, cells: Mapping[str, str], lasted: float | None = None) -> RowRun:
@@ -152,12 +152,8 @@ class RowRun:
         start = None if second is None else (second, host, target)
         if lasted is None and began is not None:
             lasted = _lasted(cells)
-        load = None
-        request_tps, output_tps = _cell(cells, "request_tps"), _cell(cells, "output_tps")
-        if request_tps and output_tps:
-            with contextlib.suppress(ValueError):
-                load = (host, target, named[2], users, float(request_tps), float(output_tps))
-        return cls(cells, run, start, named, _fraction(stamp), began, lasted, load)
+        measured = latencies(cells)
+        return cls(cells, run, start, named, _fraction(stamp), began, lasted, measured)
 
 
 @dataclass(frozen=True)
@@ -201,14 +197,21 @@ class RunIndex:
     _busy: dict[tuple[str, ...], tuple[list[float], dict[float, _Start]]] = field(
         default_factory=dict
     )
-    #: The runs by load and throughputs (RowRun.load): a copy is looked for among these.
-    _loads: dict[tuple[object, ...], list[Seen]] = field(default_factory=dict)
+    #: The runs by each latency they measured (RowRun.measured): a copy is looked for among
+    #: these, whatever its host, target, preset, users or throughputs say (sweep 22 B1: one
+    #: digit of output_tps changed, or the host renamed, had passed as another run).
+    _copies: dict[tuple[str, float], list[Seen]] = field(default_factory=dict)
+
+    def add_measured(self, seen: Seen) -> None:
+        """Keep a run's figures for the copy check only (another member's stored run)."""
+        if len({value for _, value in seen.row.measured}) >= _LEAST_LATENCIES_ALIKE:
+            for figure in seen.row.measured:
+                self._copies.setdefault(figure, []).append(seen)
 
     def add(self, line: int | None, row: RowRun) -> None:
         seen = Seen(line, row)
         self._runs.setdefault(row.run, []).append(seen)
-        if row.load is not None and row.load[4]:
-            self._loads.setdefault(row.load, []).append(seen)
+        self.add_measured(seen)
         if row.start is not None:
             self._starts.setdefault(row.start, []).append(seen)
         if row.start is not None and row.began is not None:
@@ -249,22 +252,35 @@ class RunIndex:
                 return _runs_into(row, after, lasted, began[after_at] - row.began)
         return None
 
-    def copied(self, row: RowRun) -> str | None:
-        """Why this row is another run's copy (twentieth sweep: a run's row copied with its
-        start moved back by the run's length, or a day, passed the overlap check): its
-        figures are all another run's of the same load on the same host and target, to every
-        digit felab writes (None: no run's are)."""
-        if row.load is None:
+    def copy_of(self, row: RowRun) -> Seen | None:
+        """The run this row is a copy of (twentieth sweep: a run's row copied with its start
+        moved back by the run's length, or a day, passed the overlap check): every latency
+        both give is that run's, to every digit felab writes, and at least two of other
+        values, not 0 (None: no run's are). Its host, target, preset, users and throughputs
+        are not compared: a copy edits those freely, and no two runs time their requests
+        alike to 6 digits."""
+        if len({value for _, value in row.measured}) < _LEAST_LATENCIES_ALIKE:
             return None
-        for seen in self._loads.get(row.load, ()):
-            if _alike(seen.row.cells, row.cells):
-                return (
-                    f"this run ({run_named(row.cells)}) measured every figure the run that "
-                    f"{seen.where} ({run_named(seen.row.cells)}) did, to all digits: no two "
-                    "runs do, so it is that run copied with its time changed; delete the copy, "
-                    "or put back what felab bench wrote"
-                )
+        looked: set[int] = set()
+        for figure in row.measured:
+            for seen in self._copies.get(figure, ()):
+                if id(seen) not in looked:
+                    looked.add(id(seen))
+                    if _alike(seen.row.measured, row.measured):
+                        return seen
         return None
+
+    def copied(self, row: RowRun) -> str | None:
+        """Why this row is a copy of a run seen (None: it is none's): copy_of."""
+        seen = self.copy_of(row)
+        if seen is None:
+            return None
+        return (
+            f"this run ({run_named(row.cells)}) measured every figure the run that "
+            f"{seen.where} ({run_named(seen.row.cells)}) did, to all digits: no two runs do, "
+            "so it is that run copied with its time, host or throughputs changed; delete the "
+            "copy, or put back what felab bench wrote"
+        )
 
     def same_run(self, row: RowRun) -> Seen | None:
         """The run this row is, if seen: the same identity at the same instant."""
@@ -288,22 +304,27 @@ class RunIndex:
         return None
 
 
-def _alike(before: Mapping[str, str], now: Mapping[str, str]) -> bool:
-    """Whether two rows of one load and throughputs give the same measured figures: each one
-    both give is one number (44.6 and 4.46e1 alike), and at least two latencies, not 0, are."""
-    latencies = 0
-    for column in _MEASURED:
-        one, other = _cell(before, column), _cell(now, column)
-        if not (one and other):
-            continue
-        try:
-            a, b = float(one), float(other)
-        except ValueError:
-            return False
-        if a != b:
-            return False
-        latencies += column in _LATENCIES and a != 0
-    return latencies >= _LEAST_LATENCIES_ALIKE
+def latencies(cells: Mapping[str, str]) -> tuple[tuple[str, float], ...]:
+    """The latencies a row gives, not 0, each as a number (44.6 and 4.46e1 alike)."""
+    out = []
+    for column in _LATENCIES:
+        text = _cell(cells, column)
+        if text:
+            with contextlib.suppress(ValueError):
+                value = float(text)
+                if value and value == value:  # not 0, not NaN
+                    out.append((column, value))
+    return tuple(out)
+
+
+def _alike(before: tuple[tuple[str, float], ...], now: tuple[tuple[str, float], ...]) -> bool:
+    """Whether two rows measured the same latencies: each one both give is one number, and
+    at least two of other values (_LEAST_LATENCIES_ALIKE) are."""
+    mine = dict(before)
+    shared = {column: value for column, value in now if column in mine}
+    if any(mine[column] != value for column, value in shared.items()):
+        return False
+    return len(set(shared.values())) >= _LEAST_LATENCIES_ALIKE
 
 
 def _overlap(began: float, lasted: float, next_began: float) -> bool:

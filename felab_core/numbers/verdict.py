@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 
 from felab_core.db import models as m
 from felab_core.errors import Forbidden, Invalid, NotFound
-from felab_core.numbers.recording import speed_limit_for
+from felab_core.numbers.recording import LimitComparison, limit_verdict, speed_limit_for
 from felab_core.sizing.speed_limit import check_speed
 
 RANKED = ("ok", "approved")
@@ -114,11 +114,10 @@ def judge(
 def _against(limit: Any, tps: float) -> Verdict:
     """A speed against the member's limit (a reason in words when none is known)."""
     if isinstance(limit, str):
-        return Verdict("unverified", limit)
-    check = check_speed(Fraction(repr(tps)), limit)
-    if check.impossible:
-        return Verdict("flagged", check.explanation)
-    return Verdict("ok")
+        comparison = LimitComparison(None, limit)
+    else:
+        comparison = LimitComparison(check_speed(Fraction(repr(tps)), limit))
+    return Verdict(*limit_verdict(comparison))
 
 
 def judge_imports(session: Session, member: m.Member) -> Callable[[str, str, float], Verdict]:
@@ -140,15 +139,15 @@ _WAITING_FOR_LIMIT = "felab does not know "
 
 
 def rejudge_waiting(session: Session, member: m.Member) -> list[m.Number]:
-    """Judge again each measured speed of `member` that waited for the speed limit (call it
-    once their chip or a model's size is set): it becomes "ok" (ranked) or "flagged", or keeps
-    waiting with what is still missing. A spread run short of a slice stays unverified: its job
-    holds why. The numbers whose verdict changed are returned.
+    """Judge again each speed of `member` (measured or typed) that waited for the speed limit
+    (call it once their chip or a model's size is set): it becomes "ok" (ranked) or "flagged",
+    or keeps waiting with what is still missing. A spread run short of a slice stays
+    unverified: its job holds why. The numbers whose verdict changed are returned.
     """
     waiting = session.scalars(
         select(m.Number).where(
             m.Number.member_id == member.id,
-            m.Number.source == "measured",
+            m.Number.source.in_(("measured", "entered")),  # a typed one waits too (B6)
             m.Number.verdict == "unverified",
         )
     ).all()

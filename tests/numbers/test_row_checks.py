@@ -478,7 +478,10 @@ def test_two_runs_of_one_second_are_two_runs(db: Session, student: m.Member) -> 
     no_writing_speed = ("writing_tps_p50", "tpot_p50_s", "tpot_p95_s")
     rows = [
         _changed(**fast),
-        _changed(**{**fast, "concurrency": "4", **dict.fromkeys(no_writing_speed, "")}),
+        _changed(  # each load times its own requests (alike to 6 digits: a copy)
+            **{**fast, "concurrency": "4", **dict.fromkeys(no_writing_speed, "")}
+            | {"ttft_p50_s": "0.0115"}
+        ),
         _changed(  # a run of its own, with its own figures (a copy's are refused)
             **{**fast, "timestamp": start.replace(".152", ".907"), "ok": "1", "failed": "1"}
             | {"ttft_p50_s": "0.0111"}

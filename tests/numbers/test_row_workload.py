@@ -125,7 +125,7 @@ def test_the_preset_is_checked_on_import_and_a_sessions_run_with_failures_passes
 ) -> None:
     with pytest.raises(Invalid, match=r"line 2: max_tokens 32 under preset day2"):
         import_results(db, student, [_changed(max_tokens="32")])
-    ended = _changed(preset="sessions 8x4", requests="20", ok="18", failed="2")
+    ended = _changed(preset="sessions 8x4", requests="20", ok="18", failed="2", ttft_p50_s="0.22")
     report = import_results(db, student, [ended, _changed(timestamp="2026-03-03T11:00:00+00:00")])
     assert [r.outcome for r in report.rows] == ["recorded", "recorded"]
 
@@ -166,5 +166,6 @@ def test_one_start_under_two_servers_or_presets_is_refused(db: Session, student:
     import_results(db, student, [BENCH_ROW])
     with pytest.raises(Invalid, match="was already imported as llamacpp"):
         import_results(db, student, [{**ollama, "timestamp": "2026-03-03T10:00:00.5+00:00"}])
-    other_target = {**ollama, "target": "ollama"}  # two targets started together: two runs
+    other_target = {**ollama, "target": "ollama", "ttft_p50_s": "0.22"}  # two targets started
+    # together: two runs, each timing its own requests
     assert [r.outcome for r in import_results(db, student, [other_target]).rows] == ["recorded"]

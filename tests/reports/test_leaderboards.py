@@ -95,7 +95,7 @@ def test_speed_boards_compare_only_like_runs_and_respect_privacy(
     ]
     assert [(r.name, r.value) for r in boards[0].rows] == [("Ada", 63.5), ("Bo", 58.0)]
     entered = speed_boards(db, cohort.id, "mlx", source="entered")
-    assert [(r.name, r.value) for r in entered[0].rows] == [("Bo", 500.0)]
+    assert entered == []  # Bo's machine unknown: 500 tok/s waits unverified (sweep 22 B6)
 
     set_public_numbers(db, ada, False)
     public = speed_boards(db, cohort.id, "mlx")
