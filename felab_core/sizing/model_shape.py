@@ -26,13 +26,21 @@ from felab_core.json_keys import KeyTwice, once
 from felab_core.sizing.errors import SizingError
 from felab_core.sizing.model_names import NAME_ROUNDING, params_in_name, table_names
 from felab_core.sizing.shape_agreement import (
+    Reading,
     check_experts,
     check_head_width,
     check_shard,
     check_tensor_count,
     check_weights_size,
     experts_held,
+    hold_together,
     is_expert_tensor,
+)
+from felab_core.sizing.tensor_agreement import (
+    ShapeKeys,
+    check_feed_forward,
+    check_heads,
+    check_layers_and_width,
 )
 from felab_core.sizing.units import both_ways, decimal_size_text, tidy_text
 from felab_core.text import holds_hidden, with_hidden_shown
@@ -141,6 +149,36 @@ def _first(cfg: Mapping[str, Any], keys: tuple[str, ...]) -> tuple[str, Any] | N
         if value is not None:
             return key, value
     return None
+
+
+#: One figure under several keys (a converter's alias beside transformers' own): read from
+#: the first alone, n_layer 2 beside num_hidden_layers 32 had been taken without a word.
+_ALIASED = (_LAYER_KEYS, _HEAD_KEYS, _KV_HEAD_KEYS, _HIDDEN_KEYS, _EXPERT_KEYS, _EXPERT_USED_KEYS)
+_ALIASED_HEAD = ("head_dim", "kv_channels")
+
+
+def _aliases_agree(cfg: Mapping[str, Any], where: str, top: Mapping[str, Any] | None) -> None:
+    """Every key giving one figure gives the same value; a multimodal config's top level and
+    its text_config, when both give a figure, give the same one."""
+    for keys in (*_ALIASED, _ALIASED_HEAD):
+        given = [(k, cfg[k]) for k in keys if cfg.get(k) is not None]
+        for key, value in given[1:]:
+            _same_figure(given[0], (key, value), where, where)
+        if top is not None and top is not cfg and given:
+            other = _first(top, keys)
+            if other is not None:
+                _same_figure(given[0], other, where, f"{where} (its text_config)")
+
+
+def _same_figure(a: tuple[str, Any], b: tuple[str, Any], a_from: str, b_from: str) -> None:
+    hold_together(
+        "one figure of the shape",
+        Reading(a[1], f"{a[0]} {_shown_value(a[1])}", a_from),
+        Reading(b[1], f"{b[0]} {_shown_value(b[1])}", b_from),
+        room="two keys for one figure give one value",
+        then="one of them is another model's or hand-edited: fix the config.json (or give it "
+        "as downloaded)",
+    )
 
 
 #: Larger than any model's layer count, head count or width by far (the largest today have
@@ -278,6 +316,11 @@ def from_hf_config(source: str | Path | Mapping[str, Any], name: str | None = No
     text_cfg = cfg.get("text_config")
     if isinstance(text_cfg, Mapping) and _first(cfg, _LAYER_KEYS) is None:
         cfg = text_cfg  # multimodal models keep the language model's shape one level down
+    if isinstance(text_cfg, Mapping) and cfg is top:
+        _aliases_agree(text_cfg, str(where), None)
+        _aliases_agree(cfg, str(where), text_cfg)  # the top level read, its text_config beside
+    else:
+        _aliases_agree(cfg, str(where), None)
 
     missing = [
         label
@@ -407,15 +450,23 @@ def from_hf_config(source: str | Path | Mapping[str, Any], name: str | None = No
         notes=tuple(notes),
     )
     if folder is not None:
+        keys = ShapeKeys(
+            layers=layers_key,
+            hidden=hidden_hit[0] if hidden_hit else "hidden_size",
+            heads=heads_key,
+            kv_heads=kv_hit[0] if kv_hit else heads_key,
+            head_dim=head_key if cfg.get(head_key) is not None else "head size",
+            where=with_hidden_shown(where),
+        )
         shape = _with_safetensors_weights(
-            shape, folder, experts_hit[0] if experts_hit else "", with_hidden_shown(where)
+            shape, folder, experts_hit[0] if experts_hit else "", keys, cfg
         )
         check_weights_size(shape)
     return shape
 
 
 def _with_safetensors_weights(
-    shape: ModelShape, folder: Path, experts_key: str, where: str
+    shape: ModelShape, folder: Path, experts_key: str, keys: ShapeKeys, cfg: Mapping[str, Any]
 ) -> ModelShape:
     from felab_core.sizing.safetensors_header import tensor_table
     from felab_core.sizing.weight_files import safetensors_files
@@ -437,12 +488,34 @@ def _with_safetensors_weights(
         if len(files) == 1
         else f"the {len(files):,} .safetensors files in {with_hidden_shown(str(folder))}"
     )
-    held = experts_held(((n, dims) for n, (_, dims) in table.items()), gguf=False)
+    where = keys.where
+    shapes = [(n, dims) for n, (_, dims) in table.items()]
+    held = experts_held(shapes, gguf=False, said=shape.n_experts)
     check_experts(
         shape.n_experts,
         experts_key,
         where,
         held,
+        f"the tensors listed in {listed_in}",
+        tensors_held=bool(total) and not expert,
+    )
+    nextn = cfg.get("num_nextn_predict_layers")
+    check_layers_and_width(
+        shape,
+        shapes,
+        keys,
+        f"the tensors listed in {listed_in}",
+        gguf=False,
+        extra_layers=nextn if type(nextn) is int and 0 <= nextn <= 16 else 0,
+        quantized=cfg.get("quantization") is not None or cfg.get("quantization_config") is not None,
+    )
+    check_heads(shape, shapes, keys, f"the tensors listed in {listed_in}", gguf=False)
+    inter = cfg.get("intermediate_size")
+    check_feed_forward(
+        "intermediate_size",
+        inter if type(inter) is int and inter > 0 else None,
+        where,
+        shapes,
         f"the tensors listed in {listed_in}",
     )
     return replace(
@@ -579,6 +652,10 @@ def from_gguf(path: str | Path) -> ModelShape:
         from felab_core.sizing.weight_files import gguf_shards
 
         shards = gguf_shards(gguf_path, split)
+    else:
+        from felab_core.sizing.weight_files import refuse_unsplit_shard_name
+
+        refuse_unsplit_shard_name(gguf_path, split)
     arch = field("general.architecture")
     if arch is None:
         raise SizingError(
@@ -727,6 +804,7 @@ def from_gguf(path: str | Path) -> ModelShape:
     total = 0
     expert = 0
     every_tensor: list[Any] = []
+    seen: dict[str, Path] = {}
     shard_header = header
     for index, shard in enumerate(shards):
         if index:  # another model's shard had been added to the first
@@ -742,6 +820,15 @@ def from_gguf(path: str | Path) -> ModelShape:
                 hidden=int(hidden) if hidden is not None else None,
             )
         for tensor in shard_header.tensors:
+            if tensor.name in seen:  # llama.cpp refuses it too: "tensor ... is duplicated"
+                raise SizingError(
+                    f"{with_hidden_shown(str(shard))} lists tensor "
+                    f"{with_hidden_shown(tensor.name[:60])}, and so does "
+                    f"{with_hidden_shown(str(seen[tensor.name]))}: a model's shards hold each "
+                    "tensor once (a copy of another download beside these?); put the model's own "
+                    "shards together, downloaded from one place"
+                )
+            seen[tensor.name] = shard
             every_tensor.append(tensor)
             size = int(tensor.n_bytes)
             total += size
@@ -753,9 +840,14 @@ def from_gguf(path: str | Path) -> ModelShape:
         n_experts,
         f"{arch}.expert_count",
         f"the metadata of {with_hidden_shown(where)}",
-        experts_held(((t.name, t.dims) for t in every_tensor), gguf=True),
+        experts_held(
+            ((t.name, t.dims) for t in every_tensor),
+            gguf=True,
+            said=int(n_experts) if n_experts else None,
+        ),
         f"the tensors listed in {with_hidden_shown(where)}"
         + (f" and the {len(shards) - 1:,} shards beside it" if len(shards) > 1 else ""),
+        tensors_held=bool(total) and not expert,
     )
     if not total:  # shape keys but no weights: a vocabulary-only file, or a header copied alone
         notes.append(
@@ -795,6 +887,20 @@ def from_gguf(path: str | Path) -> ModelShape:
     )
     active = _active_bytes(total, expert, shape) if total else None
     shape = replace(shape, active_weights_bytes=active)
+    shapes = [(t.name, t.dims) for t in every_tensor]
+    keys = ShapeKeys(
+        layers=f"{arch}.block_count",
+        hidden=f"{arch}.embedding_length",
+        heads=f"{arch}.attention.head_count",
+        kv_heads=f"{arch}.attention.head_count_kv",
+        head_dim=f"{arch}.attention.key_length"
+        if key("attention.key_length") is not None
+        else "head size",
+        where=f"the metadata of {with_hidden_shown(where)}",
+    )
+    tensors_from = shape.weights_from or with_hidden_shown(where)
+    check_layers_and_width(shape, shapes, keys, tensors_from, gguf=True)
+    check_heads(shape, shapes, keys, tensors_from, gguf=True, check_queries=heads_by_layer is None)
     check_weights_size(shape)
     return shape
 

@@ -76,9 +76,13 @@ def is_expert_tensor(name: str, *, gguf: bool) -> bool:
     return bool((_EXPERT_GGUF if gguf else _EXPERT_HF).search(name + "."))
 
 
-def experts_held(tensors: Iterable[tuple[str, tuple[int, ...]]], *, gguf: bool) -> int | None:
-    """How many experts the tensors hold (name, shape): the most one layer numbers, or a
-    fused tensor's expert axis (ggml's last, Hugging Face's first); None when none says."""
+def experts_held(
+    tensors: Iterable[tuple[str, tuple[int, ...]]], *, gguf: bool, said: int | None = None
+) -> int | None:
+    """How many experts the tensors hold (name, shape): the fewest distinct experts one layer
+    numbers (experts 0 and 63 alone are 2, not 64: the highest number + 1 had passed a header
+    holding 2 of 64), or a fused tensor's expert axis (ggml's last, Hugging Face's first);
+    None when none says."""
     numbered: dict[str, set[int]] = {}
     fused = 0
     for name, dims in tensors:
@@ -91,15 +95,35 @@ def experts_held(tensors: Iterable[tuple[str, tuple[int, ...]]], *, gguf: bool) 
             fused = max(fused, dims[-1])
         elif not gguf and len(dims) >= 3:  # [experts, out, in]; DBRX's 2-D [experts*ff, in] not
             fused = max(fused, dims[0])
-    counts = [max(found) + 1 for found in numbered.values()] + ([fused] if fused else [])
-    return max(counts, default=None)
+    if numbered:  # a layer numbering an expert past the count said holds that many at least
+        reach = said if said is not None else float("inf")
+        return min(
+            len(found) if max(found) < reach else max(found) + 1 for found in numbered.values()
+        )
+    return fused or None
 
 
 def check_experts(
-    n_experts: int | None, key: str, where: str, held: int | None, tensors_from: str
+    n_experts: int | None,
+    key: str,
+    where: str,
+    held: int | None,
+    tensors_from: str,
+    *,
+    tensors_held: bool = False,
 ) -> None:
-    """The config's (or metadata's) expert count against the experts the tensors hold."""
-    if n_experts is None or held is None:
+    """The config's (or metadata's) expert count against the experts the tensors hold; a
+    mixture's count beside tensors holding no experts at all is refused too (every weight had
+    been read as "2 of 8 experts")."""
+    if n_experts is None:
+        return
+    if held is None:
+        if n_experts > 1 and tensors_held:
+            raise SizingError(
+                f"the number of experts disagrees: {key} {n_experts:,} from {where}, but "
+                f"{tensors_from} hold no experts' tensors (a dense model's); give the config "
+                "(or GGUF) that came with these weights"
+            )
         return
     hold_together(
         "the number of experts",
@@ -187,7 +211,8 @@ def check_weights_size(shape: ModelShape) -> None:
             room=f"{float(Fraction(bits, floor)):.2g} bits for each of those, where files hold "
             f"{float(_BITS_LOW):g} to {_BITS_HIGH}",
             then="the weights are not this shape's (cut short, or another model's): give the "
-            "weights that came with it, or the model's size with --model-bytes",
+            "weights that came with it, or name the model from felab's table with --model "
+            "instead of its files",
         )
     named = params_in_name(shape.name)
     if named:
@@ -200,14 +225,30 @@ def check_weights_size(shape: ModelShape) -> None:
             high=_BITS_HIGH * NAME_ROUNDING * float(mixture),
             room=f"{bits / named:.2g} bits a weight, where files hold {float(_BITS_LOW):g} to "
             f"{_BITS_HIGH}",
-            then="the name or the weights are another model's: give one model's files, or the "
-            "model's size with --model-bytes",
+            then="the name or the weights are another model's: give one model's files (the "
+            "config.json or GGUF that came with these weights), or name the model from felab's "
+            "table with --model instead of its files",
         )
 
 
 # ---------------------------------------------------------------- split GGUF shards
 
 _BLOCK = re.compile(r"^blk\.(\d+)\.")
+#: Per-layer tensors whose ggml shape carries the width: inputs on the first axis, outputs on
+#: the second (llama.cpp's loader holds each to n_embd).
+_WIDE = re.compile(
+    r"^blk\.\d+\.(?:(?P<inp>attn_norm|ffn_norm|attn_q|attn_k|attn_v|ffn_gate|ffn_up"
+    r"|ffn_gate_exps|ffn_up_exps)|(?P<out>attn_output|ffn_down|ffn_down_exps))\.weight$"
+)
+
+
+def width_in_shard(name: str, dims: tuple[int, ...]) -> int | None:
+    """The width a GGUF layer tensor carries (ggml's order: inputs first), or None."""
+    hit = _WIDE.match(name)
+    if hit is None:
+        return None
+    axis = 0 if hit["inp"] else 1
+    return dims[axis] if len(dims) > axis else None
 
 
 def _shown(value: Any) -> str:
@@ -258,11 +299,12 @@ def check_shard(
                 f"{this} holds {with_hidden_shown(tensor.name[:80])}, but {one} gives "
                 f"{arch}.block_count {n_layers:,} (blocks 0 to {n_layers - 1:,}); {then}"
             )
-        if hidden is not None and hit is not None and tensor.name.endswith(".attn_norm.weight"):
+        width = width_in_shard(tensor.name, tensor.dims)  # any tensor carrying it, not the norm
+        if hidden is not None and width is not None:
             same(
                 "the model's width",
                 hidden,
-                tensor.dims[0] if tensor.dims else None,
+                width,
                 f"{one} ({arch}.embedding_length)",
                 f"{this} ({with_hidden_shown(tensor.name[:80])})",
             )

@@ -13,6 +13,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from felab_core.files import MiB, NamedFileError, read_named_text
 from felab_core.sizing.errors import SizingError
@@ -104,13 +105,24 @@ def safetensors_files(folder: Path) -> SafetensorsFiles:
         files = [folder / n for n in names]
         _shards_all_here(folder, files)  # 1 of 4 here, the index naming 2: say all 3
         _missing(folder, names, f"{INDEX_NAME} names {len(names):,} shard files")
+        _index_names_its_whole_set(folder, names)
         left = [p.name for p in present if p.name not in names]
-        if left:
-            note = (
-                f"{_shown(left)} {'is' if len(left) == 1 else 'are'} left out: {INDEX_NAME} "
+        shards = [n for n in left if _SHARD.match(n)]
+        copies = [n for n in left if n not in shards]
+        notes = []
+        if copies:
+            notes.append(
+                f"{_shown(copies)} {'is' if len(copies) == 1 else 'are'} left out: {INDEX_NAME} "
                 "names the files that hold the weights (Mistral's downloads hold a second "
                 "copy in consolidated.safetensors)"
             )
+        if shards:  # another set's shards: not "a second copy" without a look
+            notes.append(
+                f"{_shown(shards)} {'is a shard' if len(shards) == 1 else 'are shards'} of "
+                f"another set that {INDEX_NAME} does not name, left out: the index names the "
+                "files that hold the weights; delete the other set if it is not this model's"
+            )
+        note = "; ".join(notes)
     else:
         files = present
         consolidated = [p for p in present if p.name.startswith("consolidated")]
@@ -132,6 +144,28 @@ def safetensors_files(folder: Path) -> SafetensorsFiles:
             "folder, or give the model's size with --model-bytes"
         )
     return SafetensorsFiles(tuple(files), note, unreadable)
+
+
+def _index_names_its_whole_set(folder: Path, names: list[str]) -> None:
+    """Refuse an index that names `model-00001-of-00002` but not `model-00002-of-00002`
+    beside it: the shard names say the set is one model's, so the file the index leaves out
+    is the model's own half (it had been left out as Mistral's "second copy")."""
+    for name in names:
+        hit = _SHARD.match(name)
+        if hit is None or hit["ext"] != "safetensors":
+            continue
+        count = int(hit["count"])
+        whole = [f"{hit['stem']}-{i:05d}-of-{count:05d}.safetensors" for i in range(1, count + 1)]
+        unnamed = [n for n in whole if n not in names and (folder / n).exists()]
+        if unnamed:
+            named = sum(n in names for n in whole)
+            raise SizingError(
+                f"{with_hidden_shown(str(folder))}: {INDEX_NAME} names {named:,} of the "
+                f"{count:,} shards {with_hidden_shown(hit['stem'])}-…-of-{count:05d}, but "
+                f"{_shown(unnamed)} of that set {'is' if len(unnamed) == 1 else 'are'} here too: "
+                "the index is not this download's (or was cut short); download the index "
+                "again, or delete it so felab reads the .safetensors files themselves"
+            )
 
 
 def _shards_all_here(folder: Path, files: list[Path]) -> None:
@@ -170,3 +204,20 @@ def gguf_shards(path: Path, count: int | None = None) -> list[Path]:
     names = [f"{hit['stem']}-{i:05d}-of-{total:05d}.gguf" for i in range(1, total + 1)]
     _missing(path.parent, names, f"the GGUF is split into {total:,} shards")
     return [path.parent / n for n in names]
+
+
+def refuse_unsplit_shard_name(path: Path, count: Any) -> None:
+    """A GGUF named `NAME-00001-of-00002.gguf` whose metadata gives no split.count (or 1): the
+    name's count and the metadata's are two readings of one figure; shard 2 beside it had been
+    left out without a word, half the model priced."""
+    hit = _SHARD.match(path.name)
+    if hit is None or hit["ext"] != "gguf" or int(hit["count"]) <= 1:
+        return
+    named = int(hit["count"])
+    said = "no split.count" if count is None else f"split.count {with_hidden_shown(repr(count))}"
+    raise SizingError(
+        f"{with_hidden_shown(str(path))}: its name says shard {int(hit['no']):,} of {named:,}, "
+        f"but its metadata gives {said} (a whole model's); give the first shard gguf-split "
+        "wrote (it carries split.count), or rename a whole model's file so its name does not "
+        "read as one shard of several"
+    )

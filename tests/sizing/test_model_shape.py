@@ -286,7 +286,8 @@ def test_gguf_moe_reads_only_the_used_experts(tmp_path: Path) -> None:
 
 
 def test_gguf_key_length_and_per_layer_kv_heads(tmp_path: Path) -> None:
-    path = write_gguf(tmp_path / "k.gguf", layers=3, kv_heads=[2, 0, 2], key_length=32)
+    q = {"blk.0.attn_q.weight": np.zeros((4 * 32, 64), np.float32)}  # 4 heads of 32
+    path = write_gguf(tmp_path / "k.gguf", layers=3, kv_heads=[2, 0, 2], key_length=32, tensors=q)
     shape = from_gguf(path)
     assert shape.head_dim_k == 32
     assert shape.kv_heads_by_layer == (2, 0, 2)

@@ -40,7 +40,13 @@ def _refused(read: Any, path: Path) -> str:
 
 def test_a_config_s_expert_count_is_held_to_the_experts_the_tensors_hold(tmp_path: Path) -> None:
     """1,000 experts named over tensors of 8 (125x) had been read, a token's share 1/500."""
-    cfg = {**SMALL, "hidden_size": 64, "num_local_experts": 1000, "num_experts_per_tok": 2}
+    cfg = {
+        **SMALL,
+        "num_hidden_layers": 1,
+        "hidden_size": 64,
+        "num_local_experts": 1000,
+        "num_experts_per_tok": 2,
+    }
     experts = {f"model.layers.0.mlp.experts.{i}.up_proj.weight": MB for i in range(8)}
     message = _refused(from_hf_config, _hf(tmp_path / "m", cfg, experts))
     assert "the number of experts disagrees" in message
@@ -90,6 +96,7 @@ def test_a_mixture_named_by_its_active_weights_reads(tmp_path: Path) -> None:
     weight over 34, within the 16 experts' room."""
     cfg = {
         **SMALL,
+        "num_hidden_layers": 1,  # the tensors hold layer 0 alone
         "hidden_size": 64,
         "num_local_experts": 16,
         "num_experts_per_tok": 1,
@@ -240,7 +247,13 @@ def test_one_model_s_shards_read_together(tmp_path: Path) -> None:
 def test_experts_not_named_experts_are_counted_as_experts(tmp_path: Path) -> None:
     """mlx_lm's switch_mlp and llama.cpp's older one-tensor-per-expert GGUFs had been read as
     dense: every expert counted for every token (C19)."""
-    cfg = {**SMALL, "hidden_size": 64, "num_local_experts": 4, "num_experts_per_tok": 1}
+    cfg = {
+        **SMALL,
+        "num_hidden_layers": 1,
+        "hidden_size": 64,
+        "num_local_experts": 4,
+        "num_experts_per_tok": 1,
+    }
     tensors = {"model.layers.0.mlp.switch_mlp.up_proj.weight": np.zeros((4, 256, 256), "f4")}
     shape = from_hf_config(_hf(tmp_path / "m", cfg, tensors))
     assert shape.active_weights_bytes == Fraction(shape.weights_bytes or 0, 4)

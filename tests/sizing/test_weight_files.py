@@ -38,7 +38,7 @@ def _folder(tmp_path: Path) -> Path:
 def test_consolidated_beside_the_hf_shards_is_counted_once(tmp_path: Path) -> None:
     """C7: Mistral's downloads hold consolidated.safetensors and the model-* shards: 2x."""
     folder = tmp_path  # a small shape: 2 MB of tensors are no Llama 3.1 8B's
-    (folder / "config.json").write_text(json.dumps(SMALL_CONFIG))
+    (folder / "config.json").write_text(json.dumps({**SMALL_CONFIG, "num_hidden_layers": 2}))
     save_file(
         {"layers.0.w": MB_TENSOR, "layers.1.w": MB_TENSOR}, folder / "consolidated.safetensors"
     )
