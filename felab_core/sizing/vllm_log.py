@@ -71,6 +71,7 @@ class VllmReading:
     kv_memory_bytes: Fraction | None = None
     kv_memory_slack: Fraction = Fraction(0)  # the print's rounding: half its last digit
     weights_bytes: Fraction | None = None
+    gpus: int | None = None  # tensor x pipeline parallel size, where the log gives it
     version: str | None = None
     occurrences: int = 1
     startups_skipped: int = 0  # earlier startups with a cache of their own, not read
@@ -414,6 +415,7 @@ def parse_log(text: str | Iterable[str], source: str = "log") -> VllmReading:
         kv_memory_bytes=kv_memory,
         kv_memory_slack=last.kv_slack,
         weights_bytes=weights,
+        gpus=last.gpus,
         version=last.version,
         occurrences=occurrences,
         startups_skipped=skipped,

@@ -60,7 +60,7 @@ _VERSION_RES = (
 LINE_WORDS = (
     "KV cache size:", "Maximum concurrency for ", "block", "kv_cache_dtype=", "dtype=torch.",
     "KV cache memory", "KV Cache is", "weights", "loading took", "version", "LLM engine",
-    "dcp_world_size", *_MAXLEN_GATES,
+    "dcp_world_size", "parallel_size", *_MAXLEN_GATES,
 )  # fmt: skip
 
 
@@ -140,8 +140,10 @@ class LogLine:
     weights: Fraction | None = None
     version: str | None = None
     dcp: int | None = None
+    gpus: int | None = None  # tensor x pipeline parallel: the GPUs one copy is spread over
 
 
+_PARALLEL_RE = re.compile(r"\b(tensor|pipeline)_parallel_size['\"]?\s*[=:]\s*(\d+)")
 _DCP_RE = re.compile(r"by the dcp_world_size (\d+)")
 
 
@@ -194,6 +196,10 @@ def read_line(line: str) -> LogLine:
     found.kv_memory = _size(m.group(1), m.group(2)) if m else None
     if m:
         found.kv_memory_slack = printed_slack(m.group(1), m.group(2))
+    if "parallel_size" in line:
+        sizes = {kind: _int(n) for kind, n in _PARALLEL_RE.findall(line)}
+        if sizes and all(1 <= n <= 1024 for n in sizes.values()):
+            found.gpus = sizes.get("tensor", 1) * sizes.get("pipeline", 1)
     m = _search(_DCP_RE, line, "dcp_world_size")
     found.dcp = _int(m.group(1)) or None if m else None
     m = _first(_WEIGHTS_RES, line) if "weights" in line or "loading took" in line else None

@@ -39,6 +39,7 @@ class Startup:
     kv_slack: Fraction = Fraction(0)
     weights: Fraction | None = None
     version: str | None = None
+    gpus: int | None = None
 
     def __post_init__(self) -> None:
         self._settings = OneStartup(self.source)
@@ -52,7 +53,7 @@ class Startup:
         """Whether this line belongs to the next startup rather than this one."""
         settings = (
             found.block_size, found.max_len, found.kv_dtype, found.model_dtype,
-            found.kv_memory, found.weights, found.version,
+            found.kv_memory, found.weights, found.version, found.gpus,
         )  # fmt: skip
         summary = not self.tokens_hits and all(not hit[3] for hit in self.block_hits)
         if self.has_cache and not summary and any(value is not None for value in settings):
@@ -83,6 +84,7 @@ class Startup:
             self.kv_memory, self.kv_slack = found.kv_memory, found.kv_memory_slack
         self.weights = self.weights if found.weights is None else found.weights
         self.version = self.version or found.version
+        self.gpus = found.gpus or self.gpus
 
 
 class Startups:

@@ -52,3 +52,15 @@ def test_a_cpu_servers_log_beside_a_gpu_chip_is_refused(tmp_path: Path) -> None:
     log = _log(tmp_path / "cpu.log", "14.99 GiB", 400, device="CPU")
     with pytest.raises(MemoError, match=r"CPU server's log .* --chip names H100 SXM, a GPU"):
         build_memo(sample_rows(), _inputs(log))
+
+
+def test_a_logs_tensor_parallel_size_divides_the_models_weights(tmp_path: Path) -> None:
+    """C5: the log's weights are one GPU's share; tensor_parallel_size=2 halves the model's."""
+    path = _log(tmp_path / "tp.log", "7.50 GiB", 40)
+    text = path.read_text(encoding="utf-8")
+    config = "INFO Initializing a V1 LLM engine (v0.9.1) with config: tensor_parallel_size=2\n"
+    path.write_text(config + text, encoding="utf-8")
+    assert build_memo(sample_rows(), _inputs(path)).headline.capacity.tokens > 0
+    path.write_text(config.replace("=2", "=8") + text, encoding="utf-8")
+    with pytest.raises(MemoError, match=r"over 8 GPUs, its tensor x pipeline parallel size"):
+        build_memo(sample_rows(), _inputs(path))

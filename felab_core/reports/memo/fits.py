@@ -98,8 +98,11 @@ def _log_weights_held(
     assert reading.weights_bytes is not None
     memory, tokens = reading.kv_memory_bytes, budget.base.tokens
     gpus = max(1, round(tokens * per_token.bytes / memory)) if memory and tokens else None
+    how = "as its cache memory beside its tokens implies"
+    if reading.gpus is not None:
+        gpus, how = reading.gpus, "its tensor x pipeline parallel size"
     over = (
-        f"over {gpus} GPU{'' if gpus == 1 else 's'}, as its cache memory beside its tokens implies"
+        f"over {gpus} GPU{'' if gpus == 1 else 's'}, {how}"
         if gpus
         else f"over up to {MOST_GPUS_SHARED} GPUs"
     )
