@@ -27,14 +27,19 @@ _WORD = re.compile(r"\S+")
 #: `/x-api-key/V`, `/bearer/V`, a gateway's way of carrying a key) or as a query name, the
 #: value is masked. Only a whole segment counts (`/keys`, `/passage`, `/authors` stay).
 _SECRET_NAMES = (
-    r"(?:x-)?api[_-]?key|key|(?:access|auth|id|refresh)[_-]?token|token|auth|authorization"
-    r"|bearer|pass(?:word|wd)?|pwd|(?:client[_-]?)?secret|sig|signature|credentials?"
-    r"|(?:access|private|secret)[_-]?key"
+    r"(?:x-)?api[_-]?keys?|key|(?:access|auth|id|refresh)[_-]?tokens?|tokens?|auth|authorization"
+    r"|bearer|pass(?:word|wd|phrase)?s?|pwd|pw|(?:client[_-]?)?secrets?|sig|signature"
+    r"|credentials?|(?:access|private|secret)[_-]?keys?"
 )
-#: `/name=value` or `/name/value` in a path: the value (to the next `/`, `?`, `#` or the end)
-#: masked. The slash must not follow another (`http://token/v1` names a host called token).
+#: `/name=value`, `/name/value`, `/name:value`, `/name%20value` (a percent-encoded space or
+#: `=`), `/name+value` in a path: the value (to the next `/`, `?`, `#` or the end) masked. The
+#: slash must not follow another (`http://token/v1` names a host called token). Joined by `-`
+#: or `_` (`/secret-V`, `/api-key-V`), the value is masked when it looks like a key (letters and
+#: digits, or 16 characters and more): `/token-level`, `/pass_through` stay.
 _PATH_SECRET = re.compile(
-    rf"(?P<head>(?<![/:])/(?:{_SECRET_NAMES})(?:=|%3d|/))(?![*]{{3}})[^/?#\s&;\"']+", re.I
+    rf"(?P<head>(?<![/:])/(?:{_SECRET_NAMES})(?P<sep>=|%3d|%3a|%20|\+|:|/|-|_))"
+    r"(?![*]{3})(?P<value>[^/?#\s&;\"']+)",
+    re.I,
 )
 #: A secret passed in a URL's query (`?password=`, `&api_key=`, `?token=`): its value masked.
 _QUERY_SECRET = re.compile(
@@ -51,15 +56,34 @@ _QUERY_SECRET = re.compile(
 #: After a word that only ever names a secret (password, PGPASSWORD, api_key, Bearer, `token=`)
 #: the value is masked whatever it holds (`password=letmein`, `Bearer xyzsecret`); "token" with
 #: a colon is also prose ("first token: 12.5 ms"), so there the value must look like a key.
-_SECRET_WORD = r"\b(?:api[_-]?key|access[_-]?token|auth[_-]?token|token|secret|password|passwd)"
+#: An environment variable's name for a secret (`OPENAI_API_KEY`, `HF_TOKEN`, `DB_PW`): the
+#: commonest way a key is pasted (`OPENAI_API_KEY=...`). Capitals only: `max_tokens`, `cache_key`
+#: in a server's words are no variables.
+_ENV_SECRET = (
+    r"(?-i:\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*_(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASS|PWD|PW)\b)"
+)
+#: After `_` too (`openai_api_key=...`, `client_secret: ...`), and `api key` with a space.
+_SECRET_WORD = (
+    r"(?:(?:\b|(?<=_))(?:api[_ -]?key|access[_-]?token|auth[_-]?token|secret|passphrase|password"
+    rf"|passwd)|\b(?:token|key|pwd?)\b|{_ENV_SECRET})"
+)
 _ALWAYS_SECRET = (
-    r"(?:\b(?:api[_-]?key|access[_-]?token|auth[_-]?token|secret)|pass(?:word|wd)|\btoken(?==))"
+    r"(?:(?:\b|(?<=_))(?:api[_ -]?key|access[_-]?token|auth[_-]?token|secret)s?"
+    rf"|pass(?:word|wd|phrase)s?|\bpwd?\b|(?:\b|(?<=_))token(?==)|{_ENV_SECRET})"
+)
+#: A secret's name joined to its value (`secret-S3A`, `api_key_V2x`, `Bearer%20V`): masked
+#: after a percent-encoded space, `=` or `:` or a `+`; after `-` or `_` only a value that looks
+#: like a key (`token-level`, `api-key-based` stay).
+_JOINED = (
+    r"(?:\b|(?<=_))(?:secret|api[_-]?key|token|password|passwd|passphrase|bearer)s?"
+    r"(?:[-_+]|%20|%3d|%3a)"
 )
 _SAID_SECRET = re.compile(
     rf"(?P<always>{_ALWAYS_SECRET}[\"']?\s*[=:]\s*[\"']?)(?P<always_value>[^\s\"',;&]{{3,}})"
     rf"|(?P<head>{_SECRET_WORD}[\"']?[=:]\s*[\"']?)(?P<value>[^\s\"',;&]{{4,}})"
-    rf"|(?P<spaced>{_SECRET_WORD}\s+)(?P<spaced_value>[^\s\"',;&]{{6,}})"
+    rf"|(?P<spaced>{_SECRET_WORD}\s+(?:(?:is|was)\s+)?)(?P<spaced_value>[^\s\"',;&]{{6,}})"
     r"|(?P<bearer>\bBearer:?\s+)(?P<bearer_value>[^\s\"',;]{3,})"
+    rf"|(?P<joined>{_JOINED})(?P<joined_value>[A-Za-z0-9][^\s\"',;&/?#]*)"
     r"|\bsk-[A-Za-z0-9_-]{8,}",
     re.I,
 )
@@ -71,8 +95,8 @@ _SAID_SECRET = re.compile(
 #: user id, a dot, 6-7 characters, a dot, 27 or more) and a JWT (three base64 parts from `eyJ`).
 _TOKEN_SHAPE = re.compile(
     r"(?<![A-Za-z0-9_-])(?:"
-    r"hf_[A-Za-z0-9]{30,}"
-    r"|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}"
+    r"(?:hf|gh[pousr]|gsk)_(?:[A-Za-z0-9]{20,}|(?=[a-z0-9]*[A-Z])[A-Za-z0-9]{8,})"
+    r"|github_pat_[A-Za-z0-9_]{30,}"
     r"|(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])"
     r"|xox[abeprs]-[A-Za-z0-9-]{10,}"
     r"|gsk_[A-Za-z0-9]{20,}|nvapi-[A-Za-z0-9_-]{20,}|glpat-[A-Za-z0-9_-]{20,}"
@@ -116,7 +140,7 @@ def redact(text: str) -> str:
     if "://" in text and "@" in text:
         text = _WORD.sub(_masked_word, text)
     text = _QUERY_SECRET.sub(r"\g<head>***", text)
-    text = _PATH_SECRET.sub(r"\g<head>***", text)
+    text = _PATH_SECRET.sub(_path_masked, text)
     text = _SAID_SECRET.sub(_said_masked, text)
     text = _TOKEN_SHAPE.sub("***", text)
     for secret in sorted(_secrets, key=len, reverse=True):
@@ -137,6 +161,14 @@ def _masked_word(found: re.Match[str]) -> str:
     return word if at < head.end() else word[: head.end()] + "***" + word[at:]
 
 
+def _path_masked(found: re.Match[str]) -> str:
+    """A path segment's value after a secret's name; joined by `-` or `_`, only one that looks
+    like a key (`/secret-S3A` masked, `/token-level` kept)."""
+    if found.group("sep") in "-_" and not _looks_secret(found.group("value")):
+        return found.group(0)
+    return found.group("head") + "***"
+
+
 def _said_masked(found: re.Match[str]) -> str:
     if found.group("always") is not None:
         if found.group("always_value").startswith("***"):
@@ -149,6 +181,11 @@ def _said_masked(found: re.Match[str]) -> str:
         ):
             return found.group(0)
         return found.group("bearer") + "***"
+    joined = found.group("joined")
+    if joined is not None:
+        value = found.group("joined_value")
+        keep = joined[-1] in "-_" and not _looks_secret(value)
+        return found.group(0) if keep else joined + "***"
     spaced = found.group("spaced_value")
     if spaced is not None:
         return (

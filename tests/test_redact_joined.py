@@ -1,0 +1,107 @@
+"""Twenty-second sweep (a) A4/A5/A6: one rule for a secret's name and its value, wherever the
+text comes from (a URL's path, a targets file's note, a server's error text or redirect): the
+name joined to its value by any separator, plural names, env-variable names and short prefixed
+tokens. Honest text (model ids, paths, prose about tokens) stays as written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from felab_core.redact import redact, url_password_masked, url_without_credentials
+
+SECRET_PATHS = [
+    ("/secret-S3A", "/secret-***"),
+    ("/api-key-S20A", "/api-key-***"),
+    ("/bearer%20S5A", "/bearer%20***"),
+    ("/Bearer%20BEARTOK99", "/Bearer%20***"),
+    ("/tokens/S12A", "/tokens/***"),
+    ("/secrets/abcdef", "/secrets/***"),
+    ("/api_key_V2xk", "/api_key_***"),
+    ("/token:abcdef", "/token:***"),
+    ("/key+abcdef", "/key+***"),
+    ("/password%3Dabcdef", "/password%3D***"),
+    ("/hf_ABCDEFGHIJKLMNOPQRSTUV", "/***"),
+]
+
+
+@pytest.mark.parametrize(("path", "masked"), SECRET_PATHS)
+def test_a_secret_joined_to_its_name_in_a_path_is_masked(path: str, masked: str) -> None:
+    url = f"http://127.0.0.1:41020{path}/v1"
+    for shown in (url_without_credentials(url), url_password_masked(url), redact(url)):
+        assert shown == f"http://127.0.0.1:41020{masked}/v1", shown
+
+
+SAID = [
+    ("OPENAI_API_KEY=NOTEO9", "OPENAI_API_KEY=***"),
+    ("export HF_TOKEN=abc", "export HF_TOKEN=***"),
+    ("DB_PW: letmein", "DB_PW: ***"),
+    ("openai_api_key=xyz1", "openai_api_key=***"),
+    ("api key: NOTEK3", "api key: ***"),
+    ("pw: NOTEPW2", "pw: ***"),
+    ("my password is hunter2xyz", "my password is ***"),
+    ("passphrase NOTEPP10", "passphrase ***"),
+    ("secret-NOTES5", "secret-***"),
+    ("key NOTEKK11", "key ***"),
+    ("auth failed for OPENAI_API_KEY=ERRKEY4", "auth failed for OPENAI_API_KEY=***"),
+    ("bad key secret-ERRS6, hf_shortERR7", "bad key ***, ***"),
+    ("sent Bearer%20BEARTOK99", "sent Bearer%20***"),
+    (
+        "moved to http://127.0.0.1:41020/secret-REDIR3/x",
+        "moved to http://127.0.0.1:41020/secret-***/x",
+    ),
+]
+
+
+@pytest.mark.parametrize(("said", "shown"), SAID)
+def test_a_secret_said_in_any_of_the_usual_shapes_is_masked(said: str, shown: str) -> None:
+    assert redact(said) == shown
+
+
+@pytest.mark.parametrize(
+    "honest",
+    [
+        "meta-llama/Llama-3-8B",
+        "hf.co/bartowski/Llama-3.2-1B-Instruct-GGUF",
+        "http://127.0.0.1:8000/v1/chat/completions",
+        "http://127.0.0.1:11434/api/generate",
+        "http://h/token-level/x and http://h/pass_through/x",
+        "the prompt is 512 tokens; max_tokens=512 exceeded",
+        "tokens: 512",
+        "one passage typed at the keyboard",
+        "token-level batching, api-key-based auth",
+        "the password is required",
+        "HF_TOKEN is set; hf_transfer is on; hf_hub_download",
+        "cache_key=abc",
+        "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        "123e4567-e89b-12d3-a456-426614174000",
+    ],
+)
+def test_honest_text_stays_as_written(honest: str) -> None:
+    assert redact(honest) == honest
+
+
+def test_a_note_s_secret_is_masked_in_every_usual_shape(tmp_path: Path) -> None:
+    from felab_core.engine.targets import load_targets
+
+    path = tmp_path / "t.toml"
+    notes = [said for said, _ in SAID[:10]]
+    path.write_text(
+        "".join(
+            f'[targets.t{i}]\nkind = "vllm"\nurl = "http://127.0.0.1:1"\nnote = "{note}"\n'
+            for i, note in enumerate(notes)
+        )
+    )
+    targets = load_targets(path)
+    for i, (_, shown) in enumerate(SAID[:10]):
+        assert targets[f"t{i}"].note == shown
+
+
+def test_a_server_s_error_text_is_masked() -> None:
+    from felab_core.engine.request_errors import server_error_message
+
+    body = b'{"error": {"message": "auth failed for OPENAI_API_KEY=ERRKEY4 secret-ERRS6"}}'
+    said = server_error_message(500, body)
+    assert "ERRKEY4" not in said and "ERRS6" not in said, said
+    assert "OPENAI_API_KEY=***" in said
