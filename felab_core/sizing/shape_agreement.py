@@ -128,7 +128,7 @@ def check_experts(
     hold_together(
         "the number of experts",
         Reading(n_experts, f"{key} {n_experts:,}", where),
-        Reading(held, f"{held:,} experts", tensors_from),
+        Reading(held, f"{held:,} expert{'' if held == 1 else 's'}", tensors_from),
         room="one model's files give one count",
         then="the shape and the weights are two models': give the config (or GGUF) that came "
         "with these weights",

@@ -45,10 +45,16 @@ _PROJ_HF = re.compile(
     r"\.(?:layers|h|blocks)\.(\d+)\.(?:self_attn|attention|attn)\.([qkv])_proj\.weight$"
 )
 _PROJ_GGUF = re.compile(r"^blk\.(\d+)\.attn_([qkv])\.weight$")
-#: A layer's feed-forward (or experts) under the names converters give it.
+#: A layer's feed-forward (or experts) under the names converters give it (Nemotron-H keeps
+#: its MLP under `mixer.up_proj`, GPT-2 under `mlp.c_fc`, Falcon under `dense_h_to_4h`).
 _FEED_FORWARD = re.compile(
     r"(?:^|\.)(?:mlp|feed_forward|ffn_\w+|block_sparse_moe|experts|switch_mlp|moe)[._]"
+    r"|(?:^|\.)(?:up_proj|down_proj|gate_proj|gate_up_proj|fc1|fc2|c_fc|w1|w2|w3"
+    r"|dense_h_to_4h|dense_4h_to_h)\."
 )
+#: An attention projection: a transformer's layers, where a feed-forward comes with them (a
+#: Mamba's intermediate_size is its mixer's width, and it holds no q_proj: not checked).
+_ATTENTION = re.compile(r"(?:^|\.)(?:[qkv]_proj|attn_[qkv]|qkv_proj|query_key_value)\.")
 
 
 @dataclass(frozen=True)
@@ -214,7 +220,9 @@ def check_feed_forward(
     if value is None or not tensors:
         return
     layered = [n for n, _ in tensors if _LAYER_HF.match(n) or _LAYER_GGUF.match(n)]
-    if layered and not any(_FEED_FORWARD.search(n) for n in layered):
+    if not any(_ATTENTION.search(n) for n in layered):
+        return
+    if not any(_FEED_FORWARD.search(n) for n in layered):
         raise SizingError(
             f"the feed-forward disagrees: {key} {value:,} from {where} gives each layer one, but "
             f"{tensors_from} hold no layer's feed-forward (mlp, experts) weights, only "

@@ -203,3 +203,18 @@ def test_the_size_refusal_advises_a_flag_every_command_takes(tmp_path: Path) -> 
     message = _refused(from_hf_config, _hf(tmp_path / "a", cfg, _llama(8, 256, 4, 2)))
     assert "the model's size disagrees" in message and "--model-bytes" not in message
     assert "--model instead of its files" in message
+
+
+def test_feed_forwards_under_other_names_and_attention_free_models_read() -> None:
+    """Nemotron-H's MLP under `mixer.up_proj`, GPT-2's `mlp.c_fc`; a Mamba's intermediate_size
+    is its mixer's width and it holds no attention: none is refused."""
+    from felab_core.sizing.tensor_agreement import check_feed_forward
+
+    hybrid = [
+        ("backbone.layers.0.mixer.q_proj.weight", (8, 8)),
+        ("backbone.layers.1.mixer.up_proj.weight", (8, 8)),
+    ]
+    mamba = [("backbone.layers.0.mixer.in_proj.weight", (8, 8))]
+    gpt2 = [("h.0.attn.c_attn.weight", (8, 8)), ("h.0.mlp.c_fc.weight", (8, 8))]
+    for tensors in (hybrid, mamba, gpt2):
+        check_feed_forward("intermediate_size", 16, "config.json", tensors, "the tensors")
