@@ -21,6 +21,7 @@ from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
 from felab_core.errors import Invalid
+from felab_core.ops.backup_fleet import fleet_rows_problem
 from felab_core.text import with_hidden_shown
 
 
@@ -40,7 +41,13 @@ def rows_felab_never_stores(source: Path) -> str:
 
     con = _open_read_only(source)
     try:
-        problem = _fleet_jobs(con) or _machines(con) or _typed_speeds(con) or _measured(con)
+        problem = (
+            _fleet_jobs(con)
+            or fleet_rows_problem(con)
+            or _machines(con)
+            or _typed_speeds(con)
+            or _measured(con)
+        )
         revision = con.execute("SELECT version_num FROM alembic_version").fetchone()
     finally:
         con.close()
@@ -134,6 +141,15 @@ def _measured(con: sqlite3.Connection) -> str:
         and _has(con, "bench_results", "job_id", "row", "writing_tps_p50")
     ):
         return ""
+    orphan = con.execute(  # felab stores a measured figure with its job, and deletes both
+        "SELECT id, value FROM numbers WHERE source = 'measured' AND job_id IS NULL "
+        "ORDER BY id LIMIT 1"
+    ).fetchone()
+    if orphan is not None:
+        return (
+            f"holds a measured figure no run gave: numbers row {orphan[0]} ({orphan[1]!r} "
+            "tok/s with no job: felab stores a measured figure with the job that ran it)"
+        )
     found = con.execute(
         "SELECT n.id, n.value, n.job_id FROM numbers n WHERE n.source = 'measured' AND "
         "n.job_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM bench_results r WHERE "
@@ -175,9 +191,14 @@ def _session(source: Path) -> Iterator[Session]:
 
 
 def _verdicts(source: Path) -> str:
-    """A figure ranked "ok" that the member's speed limit makes impossible: felab flags such a
-    figure when it is entered, imported or measured ("unverified" ones may have waited, a
-    spread run short of a slice, while the limit became known)."""
+    """A figure ranked "ok" that felab cannot judge against the member's machine as it is.
+
+    A figure judged "ok" is not judged again against today's limit (twenty-second sweep, b B5):
+    felab itself keeps a figure's verdict when the member later changes a model's size or the
+    chip (`felab numbers model` re-judges only the "unverified" ones), so an untouched backup of
+    such a database had been refused as "changed after `felab db backup` wrote it". A forged
+    figure is held to its run instead (_measured) or to what `numbers enter` reads
+    (_typed_speeds)."""
     from felab_core.db import models as m
     from felab_core.numbers.verdict import Verdict, judge_imports
     from felab_core.sizing.errors import SizingError
@@ -197,12 +218,7 @@ def _verdicts(source: Path) -> str:
                 judges[number.member_id] = judge_imports(session, member)
             model = (number.model or "") if number.source == "measured" else ""
             try:
-                verdict = judges[number.member_id](number.server, model, number.value)
+                judges[number.member_id](number.server, model, number.value)
             except (Invalid, SizingError) as exc:
                 return f"holds a figure felab cannot judge: numbers row {number.id} ({exc})"
-            if verdict.verdict == "flagged":
-                return (
-                    f"holds a figure ranked {number.verdict!r} that felab flags: numbers row "
-                    f"{number.id} ({number.value:,.1f} tok/s: {verdict.note})"
-                )
     return ""

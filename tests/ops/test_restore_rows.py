@@ -63,18 +63,8 @@ def test_a_backup_as_felab_fills_it_restores(full: Path) -> None:
             "UPDATE bench_jobs SET params = '{\"concurrency\": 0}' WHERE target IS NOT NULL",
             "this job asks too much: concurrency must be at least 1;",
         ),
-        # figures `numbers enter` and `numbers import` flag or refuse
-        (
-            "UPDATE numbers SET value = 99999.9, typed_value = '99999.9' WHERE source = 'entered'",
-            "ranked 'ok' that felab flags: numbers row 1 (99,999.9 tok/s",
-        ),
-        (
-            "UPDATE numbers SET value = 99999.9 WHERE source = 'measured'; "
-            "UPDATE bench_results SET writing_tps_p50 = 99999.9, "
-            "row = json_set(row, '$.writing_tps_p50', '99999.9', '$.tpot_p50_s', '1e-05', "
-            "'$.tpot_p95_s', '1e-05')",
-            "ranked 'ok' that felab flags: numbers row 2 (99,999.9 tok/s",
-        ),
+        # figures `numbers enter` and `numbers import` refuse (an 'ok' figure is not judged
+        # again against today's limit, as felab keeps it: tests/ops/test_restore_sweep22.py)
         ("UPDATE numbers SET value = 1e-300 WHERE source = 'entered'", "numbers row 1 (value"),
         (
             "UPDATE numbers SET value = 1e-300 WHERE source = 'measured'",
