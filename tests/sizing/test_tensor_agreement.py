@@ -218,3 +218,32 @@ def test_feed_forwards_under_other_names_and_attention_free_models_read() -> Non
     gpt2 = [("h.0.attn.c_attn.weight", (8, 8)), ("h.0.mlp.c_fc.weight", (8, 8))]
     for tensors in (hybrid, mamba, gpt2):
         check_feed_forward("intermediate_size", 16, "config.json", tensors, "the tensors")
+
+
+def test_another_set_s_shard_beside_an_index_is_said_not_called_a_copy(tmp_path: Path) -> None:
+    """C14: a shard of another set the index does not name is left out, and said as such."""
+    from felab_core.sizing.model_shape import weights_summary
+
+    folder = _hf(tmp_path / "m", _cfg(2, 256, 4, 2), _llama(2, 256, 4, 2))
+    index = {"weight_map": dict.fromkeys(_llama(2, 256, 4, 2), "model.safetensors")}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    save_file({"x": np.zeros((4,), F)}, str(folder / "old-00001-of-00001.safetensors"))
+    summary = weights_summary(from_hf_config(folder))
+    assert "old-00001-of-00001.safetensors is a shard of another set" in summary
+    assert "second copy" not in summary
+
+
+def test_explicit_head_sizes_tied_embeddings_and_gated_queries_read(tmp_path: Path) -> None:
+    """Qwen3's and Gemma's head_dim beside a width it does not divide into (4 x 128 = 512 over
+    256), tied embeddings (no lm_head), Qwen3-Next's q_proj holding each head's gate (2x)."""
+    t = _llama(2, 256, 4, 2)
+    for i in range(2):
+        p = f"model.layers.{i}.self_attn."
+        t[p + "q_proj.weight"] = np.zeros((4 * 128, 256), F)
+        t[p + "k_proj.weight"] = np.zeros((2 * 128, 256), F)
+        t[p + "v_proj.weight"] = np.zeros((2 * 128, 256), F)
+    cfg = _cfg(2, 256, 4, 2, head_dim=128, tie_word_embeddings=True)
+    assert from_hf_config(_hf(tmp_path / "qwen3", cfg, t)).head_dim_k == 128
+    for i in range(2):
+        t[f"model.layers.{i}.self_attn.q_proj.weight"] = np.zeros((2 * 4 * 128, 256), F)
+    assert from_hf_config(_hf(tmp_path / "next", cfg, t)).n_heads == 4
