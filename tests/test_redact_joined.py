@@ -105,3 +105,28 @@ def test_a_server_s_error_text_is_masked() -> None:
     said = server_error_message(500, body)
     assert "ERRKEY4" not in said and "ERRS6" not in said, said
     assert "OPENAI_API_KEY=***" in said
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("a,b", "holds ','"),
+        ("x y", "holds ' '"),
+        ("x[/y]", "holds '\\['"),
+        ("token=NAMETOK2", "'token=\\*\\*\\*' looks like a key"),
+        ("OPENAI_API_KEY=NK3", "'OPENAI_API_KEY=\\*\\*\\*' looks like a key"),
+        ("sk-NAMEKEY1234567890abcdef", "'\\*\\*\\*' looks like a key"),
+    ],
+)
+def test_a_target_name_outside_the_rule_is_refused(tmp_path: Path, name: str, message: str) -> None:
+    """Twenty-second sweep (a) A13: "use letters, digits, - and _" was advised, but `a,b` and a
+    key as a name were taken and written verbatim to the CSV and the record."""
+    from felab_core.engine.targets import TargetError, load_targets
+
+    path = tmp_path / "t.toml"
+    path.write_text(f'[targets."{name}"]\nkind = "vllm"\nurl = "http://127.0.0.1:1"\n')
+    with pytest.raises(TargetError, match=message) as refused:
+        load_targets(path)
+    assert "NAMETOK2" not in str(refused.value) and "NK3" not in str(refused.value)
+    path.write_text('[targets.gpu-box_2]\nkind = "vllm"\nurl = "http://127.0.0.1:1"\n')
+    assert "gpu-box_2" in load_targets(path)

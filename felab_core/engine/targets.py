@@ -213,6 +213,8 @@ MAX_NOTE_CHARS = 500
 #: The most targets one file names: a lab's servers, not a fleet's. 10,000 (under the 1 MiB
 #: limit) had taken `felab targets` past 30 s to draw.
 MOST_TARGETS = 256
+#: A target's name, as the messages advise: `felab bench NAME`, the CSV's target column.
+_TARGET_NAME = re.compile(r"[A-Za-z0-9_-]+")
 
 
 class _TargetEntry(BaseModel):
@@ -255,6 +257,23 @@ def _unknown_key(loc: tuple[int | str, ...]) -> str:
     where = "the file" if top else "a target"
     said = f"not a key of {where} ({', '.join(keys)})"
     return f"{said}: did you mean {near[0]}?" if near else said
+
+
+def _check_target_name(name: str, path: Path) -> None:
+    """Letters, digits, - and _ only (a name with `,` or a space split the CSV's column), and no
+    key: a name is printed and stored with every run, unmasked."""
+    if redact(name) != name:
+        raise TargetError(
+            f"targets file {path}: the target name {redact(name)!r} looks like a key or "
+            "password, and a name is shown and saved with every run: name the server instead "
+            "(gpu-box, vllm-8b)"
+        )
+    if not _TARGET_NAME.fullmatch(name):
+        bad = next(c for c in name if not _TARGET_NAME.fullmatch(c))
+        raise TargetError(
+            f"targets file {path}: the target name {name!r} holds {bad!r}: a target name is "
+            "letters, digits, - and _ (it is typed as felab bench NAME)"
+        )
 
 
 def load_targets(path: Path | None) -> dict[str, Target]:
@@ -303,6 +322,7 @@ def load_targets(path: Path | None) -> dict[str, Target]:
                 "(control or invisible characters, or over 64 characters): use letters, digits, "
                 "- and _"
             )
+        _check_target_name(name, path)
     for name, entry in parsed.targets.items():
         base = targets.get(name)
         if base is not None and entry.kind is not None and entry.kind != base.kind:

@@ -215,7 +215,9 @@ def test_targets_shows_names_and_notes_as_written(tmp_path: Path) -> None:
     assert "[link=file:///x]click[/link] [/]" in result.output
 
 
-@pytest.mark.parametrize("name", ["x[/y]", "a[/]", "[blink]x"])
+# a name with brackets is refused since sweep 22 (A13, tests/test_redact_joined.py): the
+# paths still hold them
+@pytest.mark.parametrize("name", ["x_y", "blink-x"])
 def test_a_target_name_or_path_with_brackets_is_shown_as_written(
     llama_like: ScriptedServer, tmp_path: Path, name: str
 ) -> None:
