@@ -4,12 +4,17 @@ length), so a test changes only what it means to (a figure, a model, a forged fi
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from felab_core.engine.workloads import Workload
 from felab_core.jobs.result_load import expected_workload
 from felab_core.jobs.workload import ASKED, job_workload
+from tests.db_support import NOW
+
+#: When a test's result reaches the ingest: minutes after its job was made at NOW (a run's
+#: length fits in the time the server saw pass, with no clock slack; sweep 22, b, B13).
+ARRIVED = NOW + timedelta(minutes=10)
 
 #: One answered request as a job's record keeps it (40 tok/s, 32 tokens).
 REQUEST = {"ok": True, "ttft_s": 0.1, "e2e_s": 0.9, "tpot_s": 0.025, "writing_tps": 40.0,

@@ -18,7 +18,7 @@ from felab_core.jobs.pairing import issue_pair_code, redeem_pair_code, remove_wo
 from felab_core.jobs.queueing import queue_bench_job
 from felab_core.settings import Settings
 from tests.db_support import NOW
-from tests.jobs.job_result import job_record, job_row
+from tests.jobs.job_result import ARRIVED, job_record, job_row
 
 AT = NOW.timestamp()
 ROW = job_row(at=NOW)
@@ -74,7 +74,7 @@ def test_a_verified_result_with_bad_content_fails_the_job_at_once(
     db: Session, student: m.Member, body: dict[str, object], reason: str
 ) -> None:
     ident, _, job = _machine(db, student)
-    res = ingest_event(db, _result(ident, job, body), now=NOW)
+    res = ingest_event(db, _result(ident, job, body), now=ARRIVED)
     assert not res.accepted and res.ack is not None  # the machine stops resending it
     assert job.status == "failed" and reason in (job.error or "")
     assert job.error is not None and job.error.startswith("the result was refused: ")
@@ -86,7 +86,7 @@ def test_an_oversized_result_fails_with_the_limit(db: Session, student: m.Member
     ident, _, job = _machine(db, student)
     body = {"rows": [ROW], "record": {"pad": "x" * 20_000}}
     res = ingest_event(
-        db, _result(ident, job, body), now=NOW, settings=Settings(result_max_bytes=10_000)
+        db, _result(ident, job, body), now=ARRIVED, settings=Settings(result_max_bytes=10_000)
     )
     assert not res.accepted and job.status == "failed"
     assert "over the 10,000-byte limit (FELAB_RESULT_MAX_BYTES)" in (job.error or "")
@@ -130,7 +130,7 @@ def test_a_heartbeat_naming_a_finished_job_shows_the_machine_idle(
     ident, w, job = _machine(db, student)
     beat = ident.sign(event(w.id, "heartbeat", at=AT, body={"seq": 1, "running": job.id}))
     assert ingest_event(db, beat, now=NOW).accepted and w.running_job_id == job.id
-    ingest_event(db, _result(ident, job, {"rows": []}), now=NOW)  # refused: the job fails
+    ingest_event(db, _result(ident, job, {"rows": []}), now=ARRIVED)  # refused: the job fails
     assert job.status == "failed"
     beat = ident.sign(event(w.id, "heartbeat", at=AT, body={"seq": 2, "running": job.id}))
     assert ingest_event(db, beat, now=NOW).accepted and w.running_job_id is None

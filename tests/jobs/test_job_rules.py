@@ -20,7 +20,7 @@ from felab_core.jobs.reconciler import reconcile
 from felab_core.jobs.workload import progress_total
 from felab_core.settings import Settings
 from tests.db_support import NOW
-from tests.jobs.job_result import job_record, job_row
+from tests.jobs.job_result import ARRIVED, job_record, job_row
 
 S = Settings(job_max_per_hour=3, job_resend_after_s=10, worker_offline_after_s=20)
 
@@ -137,7 +137,7 @@ def test_ingest_checks_signature_worker_and_attempt(
             body=_body(),
         )
     )
-    res = ingest_event(db, late, now=NOW)
+    res = ingest_event(db, late, now=ARRIVED)
     assert res.accepted and job.status == "done" and res.withdraw == [(w.id, job.id)]
     assert res.ack is not None and res.ack.attempt == first
     second = ident.sign(
@@ -411,7 +411,7 @@ def test_a_forged_speed_fails_the_job_not_the_board(
         ident.worker_id, "result", at=NOW.timestamp(), job_id=job.id, attempt=job.attempt,
         body=_body(tps),
     )  # fmt: skip
-    assert not ingest_event(db, ident.sign(ev), now=NOW, settings=S).accepted
+    assert not ingest_event(db, ident.sign(ev), now=ARRIVED, settings=S).accepted
     assert job.status == "failed" and says in (job.error or ""), job.error
     assert db.query(m.BenchResult).filter_by(job_id=job.id).count() == 0
 
@@ -430,6 +430,6 @@ def test_a_rows_made_up_keys_are_not_kept(db: Session, student: m.Member) -> Non
         ident.worker_id, "result", at=NOW.timestamp(), job_id=job.id, attempt=job.attempt,
         body={**_body(), "rows": [row]},
     )  # fmt: skip
-    assert ingest_event(db, ident.sign(ev), now=NOW, settings=S).accepted
+    assert ingest_event(db, ident.sign(ev), now=ARRIVED, settings=S).accepted
     (stored,) = db.query(m.BenchResult).filter_by(job_id=job.id).all()
     assert set(stored.row) == {*_row(), "host", "cached_share"}

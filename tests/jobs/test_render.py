@@ -23,7 +23,7 @@ from felab_core.jobs.render import (
     result_table,
 )
 from tests.db_support import NOW
-from tests.jobs.job_result import job_record, job_row
+from tests.jobs.job_result import ARRIVED, job_record, job_row
 
 ROW = job_row(at=NOW, server_version="0.26", model="/models/tiny", writing_tps_p50="44.61",
               ttft_p50_s="0.2104", ttft_p95_s="0.26", e2e_p50_s="1.234")  # fmt: skip
@@ -61,7 +61,7 @@ def _result(ident: Identity, job: m.BenchJob, body: dict[str, object]) -> dict[s
 def test_a_done_job_posts_its_table_chart_and_csv(db: Session, student: m.Member) -> None:
     ident, job = _job(db, student)
     body = {"rows": [ROW], "record": _record([44.0, 44.61, 45.0])}
-    assert ingest_event(db, _result(ident, job, body), now=NOW).accepted
+    assert ingest_event(db, _result(ident, job, body), now=ARRIVED).accepted
     post = render_job(db, job)
     assert post.status == "done"
     assert post.chart_png is not None and post.chart_png.startswith(b"\x89PNG")  # drawn here
@@ -85,14 +85,14 @@ def test_machine_text_cannot_break_out_of_its_code_span(db: Session, student: m.
     ident, job = _job(db, student)
     broken = {**ROW, "model": "`@everyone`\n**x**"}  # a line break: refused, said why
     refused = ingest_event(
-        db, _result(ident, job, {"rows": [broken], "record": _record([1.0])}), now=NOW
+        db, _result(ident, job, {"rows": [broken], "record": _record([1.0])}), now=ARRIVED
     )
     assert not refused.accepted and "control characters" in refused.reason
     assert job.status == "failed" and "control characters" in (job.error or "")
     ident, job = _job(db, student)
     row = {**ROW, "model": "`@everyone` <@&1> **x** " + "y" * 250}
     body = {"rows": [row], "record": _record([44.61])}
-    assert ingest_event(db, _result(ident, job, body), now=NOW).accepted
+    assert ingest_event(db, _result(ident, job, body), now=ARRIVED).accepted
     second = render_job(db, job).text.splitlines()[1]
     assert second.count("`") == 4 and len(second) < 300
 
@@ -116,7 +116,7 @@ def test_the_same_job_renders_the_same_bytes(db: Session, student: m.Member) -> 
     """What lets the demo promise "byte for byte what the bot posts": no clock, no randomness."""
     ident, job = _job(db, student)
     body = {"rows": [ROW], "record": _record([40.0])}
-    assert ingest_event(db, _result(ident, job, body), now=NOW).accepted
+    assert ingest_event(db, _result(ident, job, body), now=ARRIVED).accepted
     assert render_job(db, job) == render_job(db, job)
 
 
@@ -125,7 +125,7 @@ def test_a_multi_turn_job_shows_its_cache_beside_ttft(db: Session, student: m.Me
     row = {**ROW, **job_row("chat", at=NOW), "cached_share": "0.7125",
            "ttft_p50_by_turn_ms": "15/17/16"}  # fmt: skip
     body = {"rows": [row], "record": _record([44.0, 45.0], "chat")}
-    assert ingest_event(db, _result(ident, job, body), now=NOW).accepted
+    assert ingest_event(db, _result(ident, job, body), now=ARRIVED).accepted
     text = render_job(db, job).text
     assert (
         "4 users: 71% of prompt tokens came from the prefix cache; TTFT p50 by turn 15 → 17 → 16 ms"

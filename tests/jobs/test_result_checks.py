@@ -23,7 +23,7 @@ from felab_core.jobs.spread import queue_spread_job
 from felab_core.jobs.workload import Limits
 from felab_core.lab.scripted_server import Script, ScriptedServer
 from tests.db_support import NOW
-from tests.jobs.job_result import job_body, job_record, job_row
+from tests.jobs.job_result import ARRIVED, job_body, job_record, job_row
 
 ROW = job_row(at=NOW)
 GOOD = {"index": 0, "ok": True, "ttft_s": 0.1, "e2e_s": 0.9, "tpot_s": 0.025,
@@ -55,7 +55,7 @@ def _send(
     db: Session, ident: Identity, job: m.BenchJob, body: dict[str, Any], *, kept: bool = False
 ) -> None:
     ev = event(ident.worker_id, "result", job_id=job.id, attempt=job.attempt, at=NOW.timestamp())
-    at = NOW + timedelta(seconds=1)  # a second after the job was made
+    at = ARRIVED  # minutes after the job was made
     assert ingest_event(db, ident.sign({**ev, "body": body}), now=at).accepted is kept, job.error
 
 
@@ -284,4 +284,4 @@ def test_a_slices_own_list_is_held_to_its_row_and_the_time(db: Session, student:
     _refused(db, slices[0], "slice 1 of 2 lists 0 request(s) in its records, and its row says 2")
     body["shard"] = {"index": 1, "count": 2, "requests": [{}, {}], "duration_s": 72_000}
     _send(db, idents[1], slices[1], body)
-    _refused(db, slices[1], "slice 2 of 2 lasted 72000 s, and job 1 was made 1 s before")
+    _refused(db, slices[1], "slice 2 of 2 lasted 72000 s, and job 1 was made 600 s before")
