@@ -46,6 +46,12 @@ _QUERY_SECRET = re.compile(
     rf"(?P<head>[?&;](?:{_SECRET_NAMES}|sslpassword)=)[^&#\s]+",
     re.I,
 )
+#: An environment variable's name for a secret (`OPENAI_API_KEY`, `HF_TOKEN`, `DB_PW`): the
+#: commonest way a key is pasted (`OPENAI_API_KEY=...`). Capitals only: `max_tokens`, `cache_key`
+#: in a server's words are no variables.
+_ENV_SECRET = (
+    r"(?-i:\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*_(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASS|PWD|PW)\b)"
+)
 #: A secret said in words, as a server's error text may repeat what it was sent or holds
 #: (`api_key=...`, `"token": "..."`, `Authorization: Bearer ...`, an OpenAI-style `sk-...` key).
 #: A value counts as a secret when it mixes letters and digits or is long (`hunter22`,
@@ -56,12 +62,6 @@ _QUERY_SECRET = re.compile(
 #: After a word that only ever names a secret (password, PGPASSWORD, api_key, Bearer, `token=`)
 #: the value is masked whatever it holds (`password=letmein`, `Bearer xyzsecret`); "token" with
 #: a colon is also prose ("first token: 12.5 ms"), so there the value must look like a key.
-#: An environment variable's name for a secret (`OPENAI_API_KEY`, `HF_TOKEN`, `DB_PW`): the
-#: commonest way a key is pasted (`OPENAI_API_KEY=...`). Capitals only: `max_tokens`, `cache_key`
-#: in a server's words are no variables.
-_ENV_SECRET = (
-    r"(?-i:\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*_(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASS|PWD|PW)\b)"
-)
 #: After `_` too (`openai_api_key=...`, `client_secret: ...`), and `api key` with a space.
 _SECRET_WORD = (
     r"(?:(?:\b|(?<=_))(?:api[_ -]?key|access[_-]?token|auth[_-]?token|secret|passphrase|password"
@@ -164,7 +164,7 @@ def _masked_word(found: re.Match[str]) -> str:
 def _path_masked(found: re.Match[str]) -> str:
     """A path segment's value after a secret's name; joined by `-` or `_`, only one that looks
     like a key (`/secret-S3A` masked, `/token-level` kept)."""
-    if found.group("sep") in "-_" and not _looks_secret(found.group("value")):
+    if found.group("sep") in "-_" and not _joined_secret(found.group("value")):
         return found.group(0)
     return found.group("head") + "***"
 
@@ -184,7 +184,7 @@ def _said_masked(found: re.Match[str]) -> str:
     joined = found.group("joined")
     if joined is not None:
         value = found.group("joined_value")
-        keep = joined[-1] in "-_" and not _looks_secret(value)
+        keep = joined[-1] in "-_" and not _joined_secret(value)
         return found.group(0) if keep else joined + "***"
     spaced = found.group("spaced_value")
     if spaced is not None:
@@ -210,6 +210,15 @@ def _number(value: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _joined_secret(value: str) -> bool:
+    """After a secret's name and `-` or `_`: a key when its first piece mixes letters and digits
+    in 3 characters or more, or runs 16 (`secret-S3A`); `secret-llama-7b`, `token_2b`, `api_key_v2`
+    and `token-level` are names."""
+    piece = re.match(r"[A-Za-z0-9]*", value)
+    first = piece.group(0) if piece else ""
+    return (len(first) >= 3 and _mixed(first)) or len(first) >= 16
 
 
 def _looks_secret(value: str) -> bool:

@@ -74,6 +74,7 @@ def test_a_secret_said_in_any_of_the_usual_shapes_is_masked(said: str, shown: st
         "the password is required",
         "HF_TOKEN is set; hf_transfer is on; hf_hub_download",
         "cache_key=abc",
+        "secret-llama-7b, token_2b_model, api_key_v2, prompt_per_token_ms",
         "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
         "123e4567-e89b-12d3-a456-426614174000",
     ],
