@@ -121,6 +121,12 @@ class Lanes:
         await self.aclose()
 
 
+ANSWERED_EARLY = (
+    "answered early: the server answered before felab finished sending the request (a cache, "
+    "a proxy or a replay, not a model generating): there is no time to first token to read; "
+    "time the model server itself"
+)
+
 #: How much of an error's body is read (a 100 MB body took 1.4 GB of memory).
 _ERROR_BODY_BYTES = 64 * 1024
 
@@ -134,6 +140,7 @@ async def stream_request(
     limits: ClientLimits,
 ) -> RequestTimeline:
     """Send one streaming request and fill `tl` in place; errors land in `tl.error`."""
+    body_sent: list[int] = []  # when the request's last byte went out
 
     async def trace(event: str, info: dict[str, Any]) -> None:
         t = now_ns()
@@ -143,6 +150,8 @@ async def stream_request(
             tl.connect_end_ns = t
         elif event == "http11.send_request_headers.started":
             tl.sent_ns = t
+        elif event == "http11.send_request_body.complete":
+            body_sent[:] = [t]
         elif event == "http11.receive_response_headers.complete":
             tl.headers_ns = t
 
@@ -165,6 +174,11 @@ async def stream_request(
             tl.end_ns = tl.end_ns or now_ns()
             raise
         tl.error = tl.error or describe_error(exc, url, tl, limits)
+    if tl.error is None and tl.chunks and body_sent and tl.chunks[0].t_ns < body_sent[0]:
+        # The kernel had the answer before the request was out (a server that writes on
+        # connect: a cache, a proxy, a replay): its times would be negative, not a TTFT.
+        tl.error = ANSWERED_EARLY
+        tl.chunks.clear()
     if tl.end_ns is None:
         tl.end_ns = now_ns()
     if tl.sent_ns is None:
