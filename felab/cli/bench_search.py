@@ -21,9 +21,11 @@ from felab_core.engine.rate_search import (
     Bound,
     Probe,
     ProbeInterrupted,
+    ProbeUnmeasurable,
     SearchResult,
     find_max_rate,
     finished_rate,
+    per_token_unreadable,
 )
 from felab_core.engine.runner import bench_target
 from felab_core.engine.targets import Target
@@ -94,6 +96,8 @@ def search_rate(
             raise ProbeInterrupted(rate)
         run = result.runs[0]
         first_errors[rate] = next((m.error for m in run.requests if m.error), None)
+        if unreadable := per_token_unreadable(bounds, run.requests):
+            raise ProbeUnmeasurable(rate, run.summary, unreadable)
         return run.summary
 
     done: list[Probe] = []
@@ -113,6 +117,14 @@ def search_rate(
     if result.interrupted_at is not None:
         _interrupted(result, bounds, fmt, console, notes)
     emit(probes_grid(result, bounds), fmt, console)
+    if result.unmeasurable is not None:
+        notes.print(
+            f"[red]{esc(target.name)}: no rate found:[/red] {esc(result.unmeasurable)}; no rate "
+            "changes that: bound ttft or e2e instead, or time the server directly (not through "
+            "a buffering proxy)",
+            soft_wrap=True,
+        )
+        raise typer.Exit(2)
     if result.failing is not None:
         failing = result.failing
         notes.print(

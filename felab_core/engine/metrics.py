@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from felab_core.engine.bursts import burst_note, burst_of
 from felab_core.engine.timeline import NS, RequestTimeline
 from felab_core.engine.token_counts import (
     COUNT_FROM_CHUNKS_DISBELIEVED,
@@ -139,9 +140,11 @@ def request_metrics(tl: RequestTimeline, *, api_is_ollama: bool = False) -> Requ
     first, last = content[0], content[-1]
     m.ttft_s = _s(tl.sent_ns, first.t_ns)
     m.ttft_from_schedule_s = _s(tl.scheduled_ns, first.t_ns)
-    m.itl_s = [(b.t_ns - a.t_ns) / NS for a, b in itertools.pairwise(content)]
     n = m.output_tokens or 0
     n1 = m.first_chunk_tokens = first_chunk_tokens(content, n)
+    if burst_of([c.t_ns / NS for c in content], n or len(content), n1):
+        return m  # a burst: no ITL, TPOT or writing speed (never 0), and the run says so
+    m.itl_s = [(b.t_ns - a.t_ns) / NS for a, b in itertools.pairwise(content)]
     if len(content) >= 2 and n - n1 > 0 and last.t_ns > first.t_ns:
         tpot = (last.t_ns - first.t_ns) / NS / (n - n1)
         if tpot >= 1 / MAX_SERVER_TPS:  # faster, the tokens came in one burst (a buffering
@@ -408,19 +411,8 @@ def summarize(
 
 
 def one_read_note(metrics: list[RequestMetrics]) -> str | None:
-    """What a run says when every answer of several tokens arrived in one read (a buffering
-    proxy, a server that sends its whole answer at once): no time per token can be read, and
-    TPOT and writing speed show '-' without a word otherwise (twentieth sweep, a A32)."""
-    long = [r for r in metrics if r.ok and not r.cold and (r.output_tokens or r.counted_chunks) > 1]
-    if not long or any(r.tpot_s is not None for r in long):
-        return None
-    if not all(len(set(r.chunk_times_s)) <= 1 for r in long):
-        return None
-    return (
-        f"every token of the {len(long)} answer(s) of more than one token arrived in one read: "
-        "something buffers the stream (a proxy, or a server that sends its answer whole), so "
-        "no time per token or writing speed can be read; time the server directly"
-    )
+    """What a run says when answers arrived in one read or one burst (bursts.burst_note)."""
+    return burst_note(metrics)
 
 
 def past_length_note(metrics: list[RequestMetrics], max_tokens: int) -> str | None:

@@ -15,7 +15,9 @@ import math
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
+from felab_core.engine.bursts import burst_share
 from felab_core.engine.metrics import (
     MAX_OBJECTIVE_S,
     MIN_OBJECTIVE_S,
@@ -39,6 +41,35 @@ class ObjectiveError(ValueError):
 class ProbeInterrupted(Exception):
     """`run_at` raises it when its probe was stopped (Ctrl-C, SIGTERM): the search ends there,
     with no verdict, since a cut probe says nothing about its rate."""
+
+
+class ProbeUnmeasurable(Exception):
+    """`run_at` raises it when its probe's answers came in bursts (`per_token_unreadable`): a
+    bound on ITL or TPOT can be neither met nor missed there, at this rate or any other, so the
+    search ends with the reason (a buffered stream's ITL 0 had "met" itl_p95=1ms at 450 req/s,
+    and its missing TPOT had halved the rate to 0.02 req/s: twenty-second sweep, a A2, A3)."""
+
+    def __init__(self, rate: float, summary: RunSummary, reason: str) -> None:
+        super().__init__(reason)
+        self.rate, self.summary, self.reason = rate, summary, reason
+
+
+#: The bounds read from each token's arrival time.
+PER_TOKEN = ("itl", "tpot")
+
+
+def per_token_unreadable(bounds: tuple[Bound, ...], requests: list[Any]) -> str | None:
+    """Why a probe's bounds on ITL or TPOT cannot be judged (None: they can): at least half its
+    answers of more than one token came in one read or one burst (bursts.burst_of), so their
+    per-token times are not the model's. `requests`: the probe's RequestMetrics."""
+    named = sorted({b.metric for b in bounds if b.metric in PER_TOKEN})
+    burst, long, example = burst_share(requests)
+    if not named or not burst or 2 * burst < long:
+        return None
+    return (
+        f"{' and '.join(named)} cannot be measured: {burst} of {long} answers arrived in one "
+        f"read or one burst (e.g. {example}), so something buffers the stream"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +183,8 @@ class SearchResult:
     failing: Probe | None = None
     #: The rate whose probe was stopped (Ctrl-C): the search ended there, with no answer.
     interrupted_at: float | None = None
+    #: Why a bound on ITL or TPOT could not be judged (ProbeUnmeasurable): the search ended.
+    unmeasurable: str | None = None
 
 
 def _answered_none(probe: Probe) -> bool:
@@ -182,6 +215,14 @@ async def find_max_rate(
         return await _search(run_at, bounds, start, ceiling, floor, precision, max_probes, on_probe)
     except _Stopped as stopped:
         return SearchResult(None, stopped.probes, interrupted_at=stopped.rate)
+    except _Unjudged as unjudged:
+        return SearchResult(None, unjudged.probes, unmeasurable=unjudged.reason)
+
+
+class _Unjudged(Exception):
+    def __init__(self, reason: str, probes: list[Probe]) -> None:
+        super().__init__(reason)
+        self.reason, self.probes = reason, probes
 
 
 class _Stopped(Exception):
@@ -209,6 +250,11 @@ async def _search(
             summary = await run_at(rate)
         except ProbeInterrupted:
             raise _Stopped(rate, probes) from None
+        except ProbeUnmeasurable as unmeasurable:
+            probes.append(Probe(rate, unmeasurable.summary, [unmeasurable.reason]))
+            if on_probe:
+                on_probe(probes[-1])
+            raise _Unjudged(unmeasurable.reason, probes) from None
         result = judge(rate, summary, bounds)
         probes.append(result)
         if on_probe:

@@ -1,0 +1,39 @@
+"""bursts.burst_of: the one rule for "these tokens came in a burst, no time per token"."""
+
+from __future__ import annotations
+
+from felab_core.engine.bursts import BURST_TPS, burst_of
+from felab_core.engine.metrics import request_metrics
+from felab_core.engine.timeline import Chunk, RequestTimeline
+
+
+def test_bursts_are_named() -> None:
+    assert burst_of([0.1], 50, None) == "50 tokens in one message"
+    assert burst_of([0.1] * 20, 20, 1) == "20 tokens in one read"
+    flushed = burst_of([0.1 + k * 1e-3 for k in range(5)], 250, 50)  # a A7: 50,000 tok/s
+    assert flushed is not None and "50,000 tok/s" in flushed
+    # a long answer sent whole, read in pieces 10 µs apart, then one late read
+    pieces = [0.1 + k * 1e-5 for k in range(30)] + [0.2]
+    assert burst_of(pieces, 30, 1) is not None and "under 50 µs apart" in str(
+        burst_of(pieces, 31, 1)
+    )
+
+
+def test_honest_streams_are_timed() -> None:
+    # felab's tiny model on llama.cpp: ~3,300 tok/s, one token a message
+    assert burst_of([k / 3300 for k in range(200)], 200, 1) is None
+    # speculative decoding: four tokens a message, 2 ms apart (2,000 tok/s)
+    assert burst_of([k * 2e-3 for k in range(50)], 200, 4) is None
+    # just under the bound stays a measurement
+    assert burst_of([k * 1.01 / BURST_TPS for k in range(100)], 100, 1) is None
+    assert burst_of([0.1], 1, None) is None  # one token: nothing to time
+
+
+def test_a_burst_has_no_itl_tpot_or_writing_speed() -> None:
+    """a A1, A17: ITL p50/p95 0 had been written beside the blanked TPOT."""
+    tl = RequestTimeline(0, sent_ns=0, end_ns=200_000_000, done=True)
+    tl.chunks = [Chunk(100_000_000 + k * 1_000, 10, "w ") for k in range(900)]
+    tl.usage = {"completion_tokens": 900, "prompt_tokens": 5}
+    m = request_metrics(tl)
+    assert m.ok and m.ttft_s is not None
+    assert m.itl_s == [] and m.tpot_s is None and m.writing_tps is None
