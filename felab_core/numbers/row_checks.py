@@ -27,6 +27,7 @@ from felab_core.engine.workloads import (
     PRESETS,
 )
 from felab_core.errors import Invalid
+from felab_core.numbers.row_e2e_tokens import check_e2e_holds_its_tokens
 from felab_core.numbers.row_rates import check_rates, run_length
 from felab_core.numbers.row_workload import check_workload
 from felab_core.numbers.speed_tpot import check_writing_is_one_over_tpot
@@ -364,6 +365,7 @@ def _check_agrees(
     _check_what_bench_writes(row, figures, counts)
     check_rates(row, figures, counts)
     check_workload(row, figures, counts)
+    check_e2e_holds_its_tokens(figures, counts, (row.get("token_source") or "").strip())
 
 
 #: How far a request's median time per token or between tokens may be past the slow end of

@@ -365,6 +365,9 @@ def test_honest_medians_pass_however_their_requests_spread(requests: int, spread
             writing_tps_p50=f"{speed.p50:.6g}",
             itl_p50_s="",
             itl_p95_s="",
+            # each request streams its 256 tokens at its TPOT (sweep 22 B10 holds E2E to it)
+            e2e_p50_s=f"{0.3 + 256 * tpot.p50:.6g}",
+            e2e_p95_s=f"{0.4 + 256 * tpot.p95:.6g}",
         )
         if speed.p50 * tpot.p50 <= 1.5:  # beyond: the middle two 3.7x apart, refused as ever
             check_result_row(row)
