@@ -218,13 +218,17 @@ def explain(exc: BaseException) -> Failure | None:
                 "folder is missing or not writable; check FELAB_DATA_DIR or FELAB_DATABASE_URL",
                 EXIT_USAGE,
             )
-        if (
-            orig is not None
-            and _names(orig) & {"sqlite3.OperationalError", "sqlite3.DatabaseError"}
-            and (
-                "locked" not in detail  # another process holds it: a wait, not a fix
+        sqlite_said = orig is not None and bool(
+            _names(orig) & {"sqlite3.OperationalError", "sqlite3.DatabaseError"}
+        )
+        if sqlite_said and "locked" in detail:  # not unreachable: the URL is right (sweep 22, B9)
+            return Failure(
+                f"the database {_database_url()} is locked by another process (the bot, the "
+                "ingest, another felab command or a sqlite3 shell writing to it): try again "
+                "when it has finished",
+                EXIT_UNREACHABLE,
             )
-        ):
+        if sqlite_said:
             # An SQLite file is a path on this machine: nothing to reach, something to fix.
             return Failure(
                 f"cannot use the SQLite database {_database_url()}: {detail}; point "

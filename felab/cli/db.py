@@ -186,11 +186,12 @@ def backup_cmd(
 ) -> None:
     """Copy the whole database to a file: SQLite's own online backup, or pg_dump for
     PostgreSQL (safe while the bot and the ingest run). Redis needs none (see `restore`)."""
-    from felab_core.ops.backup import backup
+    from felab_core.ops.backup import backup, process_started
 
     path = _file_name(to, "the file to write the backup to, such as felab.bak")
     with service_errors(), slow_note(_note, f"copying {_where()} to {path}..."):
-        done = backup(get_settings().resolved_database_url(), path, force=force)
+        url = get_settings().resolved_database_url()
+        done = backup(url, path, force=force, started=process_started())
     Console(highlight=False).print(f"{_where()} backed up to {done}", markup=False)
 
 
@@ -201,7 +202,7 @@ def restore_cmd(
 ) -> None:
     """Replace this database with a backup (stop the bot and the ingest first). Then run
     `felab broker setup`: it makes the broker's users again from the restored database."""
-    from felab_core.ops.backup import check_source, restore
+    from felab_core.ops.backup import check_source, process_started, restore
 
     path = _file_name(source, "the backup `felab db backup` wrote")
     with service_errors():  # said before --yes is asked for: the answer would change nothing
@@ -210,7 +211,7 @@ def restore_cmd(
         err(f"this replaces everything in {_where()}: run again with --yes to do it")
         raise typer.Exit(EXIT_USAGE)
     with service_errors(), slow_note(_note, f"checking {_sized(path)}, then copying it in..."):
-        restore(get_settings().resolved_database_url(), path)
+        restore(get_settings().resolved_database_url(), path, started=process_started())
     Console(highlight=False).print(
         f"{_where()} restored from {path}; now `felab broker setup` (the broker's users)",
         markup=False,

@@ -9,6 +9,7 @@ messages (a lost one is sent again) and users (made again from the database by
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -162,10 +163,11 @@ def _writable_file(to: Path, *, force: bool) -> None:
         raise BackupError(str(exc)) from None
 
 
-def backup(url: str, to: Path, *, force: bool = False) -> Path:
+def backup(url: str, to: Path, *, force: bool = False, started: float | None = None) -> Path:
     """Write the database named by `url` to `to` (a file). It is written beside `to` first and
     moved over it only when complete, so a failed backup never destroys an earlier one; an
-    existing file that is not a backup is replaced only with `force`."""
+    existing file that is not a backup is replaced only with `force`. A lock is waited on until
+    LOCK_WAIT_S after `started` (time.monotonic(); the command's start, else now)."""
     backend = make_url(url).get_backend_name()
     database: Path | None = None
     if backend == "sqlite":
@@ -187,7 +189,7 @@ def backup(url: str, to: Path, *, force: bool = False) -> Path:
                 partial,
                 BACKUP_APPLICATION_ID,
                 locked=database,
-                deadline=time.monotonic() + LOCK_WAIT_S,
+                deadline=_deadline(started),
             )
         except BackupError:
             partial.unlink(missing_ok=True)
@@ -218,8 +220,30 @@ def backup(url: str, to: Path, *, force: bool = False) -> Path:
 
 #: How long a backup or restore waits for a database another process holds locked (a long
 #: write of the bot or the ingest, a sqlite3 shell left open): SQLite's copy had retried
-#: forever, in silence (twentieth sweep, b B20).
-LOCK_WAIT_S = 30.0
+#: forever, in silence (twentieth sweep, b B20). Counted from the command's start, so its
+#: message comes well inside 30 s (twenty-second sweep, b B8: 30 s of wait after start-up
+#: had met `timeout 30` first, and nothing was said).
+LOCK_WAIT_S = 15.0
+
+#: The least wait for a lock, however long the command took to start.
+_MIN_LOCK_WAIT_S = 1.0
+
+
+def process_started() -> float:
+    """When this process started, on time.monotonic()'s clock (now where it cannot be read)."""
+    try:
+        stat = Path("/proc/self/stat").read_text()
+        ticks = int(stat.rsplit(")", 1)[1].split()[19])  # field 22, starttime, in clock ticks
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        ago = uptime - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return time.monotonic()
+    return time.monotonic() - max(ago, 0.0)
+
+
+def _deadline(started: float | None) -> float:
+    start = time.monotonic() if started is None else started
+    return max(start + LOCK_WAIT_S, time.monotonic() + _MIN_LOCK_WAIT_S)
 
 
 class _StillLocked(Exception):
@@ -307,9 +331,9 @@ def check_source(source: Path, url: str) -> None:
     _refuse_other_engine(source, make_url(url).get_backend_name())
 
 
-def restore(url: str, source: Path) -> None:
+def restore(url: str, source: Path, *, started: float | None = None) -> None:
     """Replace the database named by `url` with the backup in `source`. Stop the bot and the
-    ingest first: what they write meanwhile would be lost."""
+    ingest first: what they write meanwhile would be lost. A lock is waited on as backup's."""
     check_source(source, url)
     backend = make_url(url).get_backend_name()
     if backend == "sqlite":
@@ -329,7 +353,7 @@ def restore(url: str, source: Path) -> None:
                 f"the database was opened read-only ({why} in FELAB_DATABASE_URL): a restore "
                 f"replaces it, so run it without {why}"
             )
-        deadline = time.monotonic() + LOCK_WAIT_S  # one budget for the whole restore
+        deadline = _deadline(started)  # one budget for the whole restore
         _wait_unlocked(target, deadline)  # a locked database said before the checks' time
         check_sqlite_backup(source)  # before anything is replaced
         target.parent.mkdir(parents=True, exist_ok=True)
