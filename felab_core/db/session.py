@@ -22,8 +22,10 @@ from urllib.parse import quote, unquote, urlsplit
 
 from sqlalchemy import Engine, create_engine, event, inspect
 from sqlalchemy.engine import URL, ExceptionContext, make_url
+from sqlalchemy.exc import CircularDependencyError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from felab_core.db.stamp import STAMP_MISMATCH, stamp_mismatch
 from felab_core.files import NamedFileError, make_folder_for, refuse_special
 from felab_core.settings import get_settings
 from felab_core.text import holds_hidden, with_hidden_shown
@@ -419,7 +421,16 @@ def _run_alembic(engine: Engine, action: str, revision: str) -> None:
             assert raw is not None
             raw.execute("PRAGMA foreign_keys=OFF")
         cfg.attributes["connection"] = conn
-        getattr(command, action)(cfg, revision)
+        try:
+            getattr(command, action)(cfg, revision)
+        except (CircularDependencyError, OperationalError) as exc:
+            if not stamp_mismatch(exc):
+                raise
+            conn.rollback()
+            if sqlite:
+                assert raw is not None
+                raw.execute("PRAGMA foreign_keys=ON")
+            raise DatabaseError(STAMP_MISMATCH.format(url=engine.url)) from None
         conn.commit()
         if sqlite:
             assert raw is not None
