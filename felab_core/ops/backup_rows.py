@@ -1,10 +1,11 @@
 """Rows a backup may hold only as felab itself stores them, each checked with the function felab
 uses when it stores that row (twenty-first sweep): a fleet job's preset and params
 (felab_core.jobs.stored_job, job_workload), a typed-in speed (parse_speed) and the number it
-was stored as, a measured speed and the run it came from, a figure's verdict judged again
-against the member's speed limit (felab_core.numbers.verdict), a machine's chip or bandwidth
-(set_hardware's own readers). Each had been restored: params [1, 2] then stopped the
-reconciler every 5 s, a 99,999.9 tok/s figure ranked first with an 'ok' verdict.
+was stored as, a measured speed and the run (and job) it came from, a machine's chip or
+bandwidth (set_hardware's own readers), and (backup_fleet) fleet, model and time rows. Each had
+been restored: params [1, 2] then stopped the reconciler every 5 s. An 'ok' figure is not
+judged again against today's speed limit: felab keeps its verdict when the limit changes
+(twenty-second sweep, b B5), so restore does too.
 """
 
 from __future__ import annotations
