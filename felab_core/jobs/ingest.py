@@ -182,6 +182,14 @@ def _job_event(
         # from an old attempt is late.
         if not _ATTEMPT.fullmatch(attempt):  # "wrong-attempt" had failed a queued job
             raise Invalid("the event's attempt is not one felab sends", reason="malformed")
+        if not _sent_before(job, attempt):  # a made-up one had been stored as an earlier run
+            return Ingested(
+                False,
+                f"the event from machine {worker.name!r} names attempt {attempt[:8]}... of job "
+                f"{job.id}, which felab never sent: dropped (the job is untouched)",
+                job,
+                ack=ack,
+            )
         if kind in ("result", "failed") and job.status == "queued":
             res = _finished(session, job, worker, kind, body, now, s)
             res.ack = ack
@@ -234,6 +242,17 @@ def _all_finite(value: Any, where: str = "result") -> None:
 
 #: An attempt's id as felab makes it (uuid4().hex).
 _ATTEMPT = re.compile(r"[0-9a-f]{32}")
+
+
+def _sent_before(job: m.BenchJob, attempt: str) -> bool:
+    """Whether `attempt` names one of the job's sends before its current one: its first 8 hex
+    digits are that send's number (lifecycle.attempt_id), a whole number from 1 to the sends
+    so far less one; a job whose current attempt is not so numbered vouches for none."""
+    sends = job.attempts + job.resends
+    current = job.attempt or ""
+    if not _ATTEMPT.fullmatch(current) or int(current[:8], 16) != sends:
+        return False
+    return 1 <= int(attempt[:8], 16) < sends
 
 
 def _count(value: Any, default: int) -> int:

@@ -34,16 +34,22 @@ class Publisher(Protocol):
         """Drop the job's queued message, and stop its run on the machine."""
 
 
+def attempt_id(sent: int) -> str:
+    """The id of a job's `sent`-th send: that number in 8 hex digits, then 24 random ones."""
+    return f"{sent:08x}{uuid.uuid4().hex[:24]}"
+
+
 def new_attempt(job: m.BenchJob, now: datetime, *, resend: bool = False) -> JobMessage:
     """A fresh attempt id for `job` and the message that carries it to the worker.
 
     A `resend` (the message was lost before any machine took it) is counted apart from the
     attempts (runs that started and were lost)."""
-    job.attempt = uuid.uuid4().hex
     if resend:
         job.resends += 1
     else:
         job.attempts += 1
+    # its send's number first (8 hex digits), so the ingest takes only attempts it sent
+    job.attempt = attempt_id(job.attempts + job.resends)
     job.sent_at = now
     assert job.worker_id is not None and job.target is not None
     return JobMessage(
