@@ -180,7 +180,7 @@ def rejudged_text(numbers: list[m.Number]) -> str:
         parts.append(f"{flagged} above the speed limit (flagged: an instructor reviews it)")
     figures = "figure" if len(numbers) == 1 else "figures"
     return (
-        f"{len(numbers)} measured {figures} that waited for the speed limit checked now: "
+        f"{len(numbers)} {figures} that waited for the speed limit checked now: "
         + ", ".join(parts)
         + "."
     )

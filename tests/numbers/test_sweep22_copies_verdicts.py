@@ -14,7 +14,7 @@ from felab_core.db import models as m
 from felab_core.errors import Invalid
 from felab_core.numbers.importing import import_results
 from felab_core.numbers.recording import record_entered
-from felab_core.numbers.verdict import rejudge_waiting
+from felab_core.numbers.verdict import rejudge_waiting, rejudged_text
 from felab_core.people.members import add_member, set_hardware, set_server_model
 from felab_core.reports.leaderboard import speed_boards
 from tests.numbers.test_row_rates import SWEEP_ROW
@@ -98,7 +98,9 @@ def test_a_typed_speed_with_no_limit_waits_unverified_off_the_boards(
     # Once the limit can be computed, the figure is judged: 9,000 tok/s is past it.
     set_hardware(db, student, chip="M4 Pro")
     set_server_model(db, student, "ollama", "m", model_bytes="4.5GB")
-    assert [n.verdict for n in rejudge_waiting(db, student)] == ["flagged"]
+    judged = rejudge_waiting(db, student)
+    assert [n.verdict for n in judged] == ["flagged"]
+    assert rejudged_text(judged).startswith("1 figure that waited for the speed limit checked")
     typed = record_entered(db, student, "ollama", "40")
     assert typed.number.verdict == "ok"
     boards = speed_boards(db, student.cohort_id, "ollama", source="entered")
