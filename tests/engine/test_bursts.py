@@ -12,6 +12,8 @@ def test_bursts_are_named() -> None:
     assert burst_of([0.1] * 20, 20, 1) == "20 tokens in one read"
     flushed = burst_of([0.1 + k * 1e-3 for k in range(5)], 250, 50)  # a A7: 50,000 tok/s
     assert flushed is not None and "50,000 tok/s" in flushed
+    # the open finding: 27 tokens, one a message, within 1 ms (26,000 tok/s) had been kept
+    assert burst_of([0.1 + k * 1e-3 / 26 for k in range(27)], 27, 1) is not None
     # a long answer sent whole, read in pieces 10 µs apart, then one late read
     pieces = [0.1 + k * 1e-5 for k in range(30)] + [0.2]
     assert burst_of(pieces, 30, 1) is not None and "under 50 µs apart" in str(
