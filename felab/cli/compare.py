@@ -18,6 +18,7 @@ from felab.cli.errors import EXIT_USAGE, err
 from felab.cli.output import Column, Format, Grid, emit, format_option, number, text
 from felab.cli.output import slow_note as _slow_note
 from felab_core.engine.compare import DEFAULT_MIN_EFFECT, Comparison, compare_records
+from felab_core.engine.compare_notes import SAME_RUN
 from felab_core.engine.record_reading import load_record
 from felab_core.engine.record_requests import CompareError
 from felab_core.engine.results import ResultsFileError, check_destinations
@@ -175,6 +176,7 @@ def compare(
         raise typer.Exit(EXIT_USAGE) from None
     caveats = list(comparison.caveats)
     if os.path.samefile(a_path, b_path):  # read both times: nothing can differ
+        caveats = [c for c in caveats if c != SAME_RUN]
         caveats.insert(0, "A and B are the same file: every figure is the same by construction")
     for caveat in caveats:
         console.print(f"[yellow]note:[/] {esc(caveat)}")

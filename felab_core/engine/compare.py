@@ -21,7 +21,13 @@ from typing import Any
 
 import numpy as np
 
-from felab_core.engine.compare_notes import failed_note, seal_notes, setting_notes, unsealed_sides
+from felab_core.engine.compare_notes import (
+    copy_note,
+    failed_note,
+    seal_notes,
+    setting_notes,
+    unsealed_sides,
+)
 from felab_core.engine.record_reading import load_key
 from felab_core.engine.record_requests import CompareError, Sample, sample_of
 from felab_core.text import with_hidden_shown
@@ -433,7 +439,7 @@ def compare_records(
             "requests hold no first-token or end-to-end time on one side): nothing to compare; "
             "run the empty side again"
         )
-    said = seal_notes(a, b, a_name, b_name) + _caveats(a, b) + failed_note(a, b)
+    said = copy_note(a, b) + seal_notes(a, b, a_name, b_name) + _caveats(a, b) + failed_note(a, b)
     said += setting_notes(a, b)
     unsealed = tuple(unsealed_sides(a, b))
     return Comparison(a_name, b_name, pairs, said + unmatched + notes, min_effect, unsealed)

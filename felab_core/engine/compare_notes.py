@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from felab_core.engine.record_seal import SEAL_STATE, SealState
+from felab_core.engine.record_seal import SEAL_KEY, SEAL_STATE, SealState
 from felab_core.text import with_hidden_shown
 
 _ABSENT = object()  # a key a record does not hold (an older felab's): not told apart by it
@@ -38,6 +38,20 @@ def seal_notes(a: dict[str, Any], b: dict[str, Any], a_name: str, b_name: str) -
                 "its figures were checked field by field, not proven unchanged"
             )
     return notes
+
+
+#: The note for two records of one run; the CLI says "the same file" instead when it is.
+SAME_RUN = "A and B are one run (their seals match): a copy, not two runs that measured alike"
+
+
+def copy_note(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """Two files of one run, told by their seals (a hash of every figure): a copy compared
+    with itself had read "within noise" as if two runs had measured alike."""
+    seal = a.get(SEAL_KEY)
+    if not (isinstance(seal, str) and seal and seal == b.get(SEAL_KEY)):
+        return []
+    proven = all(r.get(SEAL_STATE, SealState.sealed) is SealState.sealed for r in (a, b))
+    return [SAME_RUN] if proven else []
 
 
 def _failed(record: dict[str, Any]) -> tuple[int, int] | None:

@@ -53,9 +53,14 @@ def test_two_runs_of_one_server_differ_by_nothing_worth_naming(tmp_path: Path) -
     assert out.exit_code == 0, out.output
     rows = _rows(out.stdout)
     assert {r["verdict"] for r in rows.values()} == {"within noise"}, rows
-    assert "same file" not in out.output
+    assert "same file" not in out.output and "one run" not in out.output
     same = runner.invoke(app, ["compare", str(a), str(a)])  # ninth sweep: no word of it
     assert same.exit_code == 0 and "A and B are the same file" in same.output
+    assert "one run" not in same.output  # said once, as the same file
+    copy = tmp_path / "copy.json"  # twenty-second sweep (a2) A2-8: "within noise" alone
+    copy.write_bytes(a.read_bytes())
+    copied = runner.invoke(app, ["compare", str(a), str(copy)])
+    assert copied.exit_code == 0 and "A and B are one run (their seals match)" in copied.output
 
 
 def test_a_slower_server_is_named_with_its_interval(tmp_path: Path) -> None:
