@@ -12,6 +12,9 @@ def test_bursts_are_named() -> None:
     assert burst_of([0.1] * 20, 20, 1) == "20 tokens in one read"
     flushed = burst_of([0.1 + k * 1e-3 for k in range(5)], 250, 50)  # a A7: 50,000 tok/s
     assert flushed is not None and "50,000 tok/s" in flushed
+    # a A7 on a busy box: 50 tokens a message, 2.5 ms apart (20,000 tok/s), and K=12 at 1 ms
+    assert burst_of([0.1 + k * 2.5e-3 for k in range(5)], 250, 50) is not None
+    assert burst_of([0.1 + k * 1.5e-3 for k in range(5)], 60, 12) is not None
     # the open finding: 27 tokens, one a message, within 1 ms (26,000 tok/s) had been kept
     assert burst_of([0.1 + k * 1e-3 / 26 for k in range(27)], 27, 1) is not None
     # a long answer sent whole, read in pieces 10 µs apart, then one late read
@@ -26,6 +29,8 @@ def test_honest_streams_are_timed() -> None:
     assert burst_of([k / 3300 for k in range(200)], 200, 1) is None
     # speculative decoding: four tokens a message, 2 ms apart (2,000 tok/s)
     assert burst_of([k * 2e-3 for k in range(50)], 200, 4) is None
+    # a hosted API's chunks: 40 tokens a message, 100 ms apart (400 tok/s)
+    assert burst_of([k * 0.1 for k in range(10)], 400, 40) is None
     # just under the bound stays a measurement
     assert burst_of([k * 1.01 / BURST_TPS for k in range(100)], 100, 1) is None
     assert burst_of([0.1], 1, None) is None  # one token: nothing to time
