@@ -148,11 +148,13 @@ def _check_time(job: m.BenchJob, what: str, stamp: Any, now: datetime | None) ->
         )
 
 
-def check_record(job: m.BenchJob, record: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+def check_record(
+    job: m.BenchJob, record: dict[str, Any], rows: list[dict[str, Any]], named: str = ""
+) -> None:
     """Refuse (Invalid) a record felab could not have written for these rows: each request's
     figures checked as `felab compare` checks them, each run one of the rows' concurrencies,
-    and the server it names the rows' server."""
-    label = Path(f"job {job.id}'s record")
+    and the server it names the rows' server. `named`: what the messages call it."""
+    label = Path(named or f"job {job.id}'s record")
     runs = record.get("runs")
     if not isinstance(runs, list) or len(runs) > _MOST_RUNS:
         raise Invalid(f"{label}: runs is not a list of at most {_MOST_RUNS} runs")

@@ -67,7 +67,7 @@ def hold_row_to_requests(
     (check_record: each request as compare checks it, speed held to TPOT, no request longer
     than its run), and each row whose speed or count of answers is not its own requests'
     (the figure `numbers` judges a job's row by)."""
-    check_record(job, record, rows)
+    check_record(job, record, rows, f"{which}'s requests")
     for row in rows:
         tps, users = _speed(row), _users(row)
         if tps is None or users is None:
