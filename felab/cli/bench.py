@@ -66,6 +66,8 @@ METRICS_HELP = """\
       in the first content chunk.
       vLLM's TPOT; AIPerf calls it ITL; guidellm's TPOT also counts the first token.
 [bold]Writing speed[/bold]  1 / TPOT tokens/s: what one person sees once the reply has started.
+      ITL, TPOT and writing speed are blank ('-') for an answer whose tokens came in one read
+      or one burst (past 20,000 tok/s one stream): a buffer's timing, not the model's.
 [bold]E2E[/bold]   request sent -> end of stream. Open loop (--rate) also reports both from the
       scheduled send, so time queued in the client is never hidden.
 [bold]N[/bold]     the server's usage, else Ollama's eval_count, else counted chunks (token_source).
