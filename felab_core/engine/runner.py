@@ -205,7 +205,7 @@ async def bench_target(
             n, why = multi.choose(processes, concurrency, workload, warm)
             if why:
                 notes.append(f"{label}: {why}")
-        before = await _metrics_snapshot(target, notes) if check_server else None
+        before = await _metrics_snapshot(target, notes, model) if check_server else None
         box_before = read_box()
         if n > 1:
             run, interrupted = await multi.run_in_processes(
@@ -261,7 +261,9 @@ async def bench_target(
         if busy is not None:
             run.client.warnings.append(busy)
         after = (
-            await _metrics_snapshot(target, []) if before is not None and not interrupted else None
+            await _metrics_snapshot(target, [], model)
+            if before is not None and not interrupted
+            else None
         )
         if before is not None and after is not None:
             fit = None  # a shard's server also counts the other machines' requests
@@ -315,12 +317,15 @@ def this_host() -> str:
     return platform.node().strip() or "unnamed-host"
 
 
-async def _metrics_snapshot(target: Target, notes: list[str]) -> Snapshot | None:
-    """The server's own counters, for the engines that publish them (server_kinds.py)."""
+async def _metrics_snapshot(
+    target: Target, notes: list[str], model: str | None = None
+) -> Snapshot | None:
+    """The server's own counters of the model timed, for the engines that publish them
+    (server_kinds.py)."""
     if not target.kind.traits.metrics:
         return None
     try:
-        return await asyncio.to_thread(scrape, target.url, kind=target.kind.value)
+        return await asyncio.to_thread(scrape, target.url, kind=target.kind.value, model=model)
     except SizingError as exc:
         note = f"no server-side figures: {exc}"
         if note not in notes:

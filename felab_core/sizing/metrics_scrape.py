@@ -15,6 +15,7 @@ from fractions import Fraction
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 from felab_core.bounded_get import direct_client, get_bounded
 from felab_core.engine.request_errors import connect_failure
@@ -86,9 +87,12 @@ class Snapshot:
         return self.values.get(name)
 
 
-def parse_metrics(text: str, taken_at: float | None = None, source: str = "/metrics") -> Snapshot:
+def parse_metrics(
+    text: str, taken_at: float | None = None, source: str = "/metrics", model: str | None = None
+) -> Snapshot:
     """Parse Prometheus text from llama-server or vLLM into a snapshot of felab's counters
-    (`source`: the address it came from, for a message)."""
+    (`source`: the address it came from, for a message; `model`: the model timed, whose
+    series alone are read where the counters carry a model_name label)."""
     text = text.removeprefix("\ufeff")  # a byte-order mark is no part of the first line
     if text.lstrip()[:1] == "<":
         raise Unreachable(
@@ -122,6 +126,7 @@ def parse_metrics(text: str, taken_at: float | None = None, source: str = "/metr
             "no llama.cpp (llamacpp:...) or vLLM (vllm:...) metrics in this text; felab reads "
             "/metrics from those two servers (llama-server needs --metrics)"
         )
+    samples = _the_models_series(samples, table, model, source)
     values: dict[str, float] = {}
     seen_source: dict[str, str] = {}
     info: dict[str, str] = {}
@@ -163,6 +168,33 @@ def parse_metrics(text: str, taken_at: float | None = None, source: str = "/metr
     )
 
 
+def _the_models_series(
+    samples: list[Sample], table: dict[str, str], model: str | None, source: str
+) -> list[Sample]:
+    """The counters of the model timed: a server serving several models labels each series
+    with model_name, and another model's tokens had been added into this run's (sweep 22 a
+    A12). Unlabelled counters are read only where no counter is labelled."""
+    named = {
+        s.labels["model_name"] for s in samples if s.name in table and "model_name" in s.labels
+    }
+    if not named or (model is None and len(named) == 1):
+        return samples
+    shown = ", ".join(sorted(with_hidden_shown(n)[:60] for n in named)[:5])
+    if model is None:
+        raise SizingError(
+            f"{source} counts for several models ({shown}) and felab does not know which one "
+            "it timed: name it with --model to have the server's own figures"
+        )
+    ours = {n for n in named if n.strip().casefold() == model.strip().casefold()}
+    if not ours:
+        raise SizingError(
+            f"{source} counts only for other models ({shown}), not "
+            f"{with_hidden_shown(model)[:60]}: those counters are not this model's, so they "
+            "are not used; check --model"
+        )
+    return [s for s in samples if s.name not in table or s.labels.get("model_name") in ours]
+
+
 #: A server kind's name (server_kinds.ServerKind) -> the engine whose counters it serves.
 _KIND_ENGINES = {"llamacpp": LLAMA_CPP, "vllm": VLLM}
 
@@ -173,9 +205,11 @@ def scrape(
     timeout: float = 5.0,
     *,
     kind: str | None = None,
+    model: str | None = None,
 ) -> Snapshot:
     """GET {base_url}/metrics and parse it; say plainly when the endpoint is off. With `kind`
-    (the server's kind, as ServerKind names it), counters of another engine are refused."""
+    (the server's kind, as ServerKind names it), counters of another engine are refused; with
+    `model`, only that model's series are read (parse_metrics)."""
     url = base_url.rstrip("/") + "/metrics"
     own = client is None
     http = client or direct_client(timeout)
@@ -200,7 +234,9 @@ def scrape(
             "figures there (llama-server needs --metrics, SGLang --enable-metrics; vLLM serves "
             "them by default, so for vLLM check that this is the server's own address)"
         )
-    snap = parse_metrics(response.text, taken_at=taken, source=url_password_masked(url))
+    snap = parse_metrics(
+        response.text, taken_at=taken, source=url_password_masked(url), model=model
+    )
     expected = _KIND_ENGINES.get(kind or "")
     if expected is not None and snap.engine != expected:
         raise SizingError(  # one record would say llama.cpp and keep "the vllm server" figures
