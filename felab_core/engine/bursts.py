@@ -34,7 +34,9 @@ BATCHED_TPS = 5_000.0
 BATCHED_TOKENS = 8
 
 #: The gap below which two messages of one stream are one flush cut by the reads, not two
-#: steps of a model: one token in less than this is past BURST_TPS (50 microseconds).
+#: steps of a model: one token in less than this is past BURST_TPS (50 microseconds). Read only
+#: past BATCHED_TPS over the span: a server that falls behind (a busy host, a frontend under
+#: load) sends a few tokens together, and its span still times the model.
 BURST_GAP_S = 1.0 / BURST_TPS
 
 
@@ -55,9 +57,8 @@ def burst_of(
 
     A burst: more than one token, and either every message arrived at once (one read, or one
     message holding them all), or the tokens after the first message came faster than one
-    stream writes (BURST_TPS, over the whole span), or many to a message past BATCHED_TPS, or
-    most gaps are shorter than one token at
-    that speed (BURST_GAP_S: a flush read in pieces)."""
+    stream writes (BURST_TPS, over the whole span), or past BATCHED_TPS either many to a message
+    or most gaps shorter than one token at BURST_TPS (BURST_GAP_S: a flush read in pieces)."""
     n = tokens or len(times_s)
     if n < 2 or not times_s:
         return None
@@ -77,7 +78,7 @@ def burst_of(
             f"{per_message:.0f} a message"
         )
     gaps = [b - a for a, b in itertools.pairwise(times_s)]
-    if statistics.median(gaps) < BURST_GAP_S:
+    if after / span > BATCHED_TPS and statistics.median(gaps) < BURST_GAP_S:
         return (
             f"{n:,} tokens in {len(times_s):,} messages, most of them under "
             f"{BURST_GAP_S * 1e6:.0f} µs apart"

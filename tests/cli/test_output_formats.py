@@ -29,9 +29,10 @@ FELAB = str(Path(sys.executable).with_name("felab"))
 
 @pytest.fixture
 def fast_server() -> Iterator[ScriptedServer]:
-    """A server fast enough that speeds run to five digits with thousands separators."""
+    """A server fast enough that speeds need thousands separators (3,333 tok/s: at 10,000 its
+    late sleeps sent tokens back to back, a burst with no writing speed: engine/bursts.py)."""
     server = ScriptedServer(
-        Script(persona="llamacpp", itl_s=0.0001, ttft_s=0.001)
+        Script(persona="llamacpp", itl_s=0.0003, ttft_s=0.001)
     ).start_in_thread()
     yield server
     server.stop_thread()
