@@ -40,6 +40,7 @@ from felab_core.engine.server_kinds import ServerKind
 from felab_core.engine.shards import Shard, check_on_time
 from felab_core.engine.targets import Target
 from felab_core.engine.timeline import RequestTimeline
+from felab_core.engine.token_counts import speed_disagreement_note
 from felab_core.engine.trace import TracePrompts
 from felab_core.engine.workloads import (
     Workload,
@@ -257,6 +258,8 @@ async def bench_target(
             if asked is not None and (longer := past_length_note(metrics, asked)):
                 notes.append(f"{label}: {longer}")
         prompts_used += used
+        if own_speed := speed_disagreement_note(run.timelines):
+            notes.append(f"{label}: {own_speed}")
         busy = box_note(box_before, read_box())
         if busy is not None:
             run.client.warnings.append(busy)

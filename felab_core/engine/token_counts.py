@@ -168,7 +168,15 @@ def believable_timings(tl: RequestTimeline) -> dict[str, float] | None:
     it read: a prompt count past the request's bytes (prompt_n 10^11 for 100 bytes) or past
     the same answer's believed usage (5,000 beside 40), an output count the text cannot hold
     (predicted_n 250 beside 4 chunks), or one stream's speed past any (10^7 tokens a second)
-    is left out; the record had kept each as sent."""
+    is left out; the record had kept each as sent. So is a speed its own counts contradict
+    (speed_disagreement)."""
+    kept = _fitting_timings(tl)
+    if kept and tl.server_timings and _speed_disagreement(tl.server_timings, kept):
+        kept.pop("predicted_per_second", None)
+    return kept or None
+
+
+def _fitting_timings(tl: RequestTimeline) -> dict[str, float] | None:
     timings = tl.server_timings
     if not timings:
         return timings
@@ -186,4 +194,52 @@ def believable_timings(tl: RequestTimeline) -> dict[str, float] | None:
         if key == "predicted_per_second" and value > MAX_SERVER_TPS:
             continue
         kept[key] = value
-    return kept or None
+    return kept
+
+
+#: How far llama.cpp's predicted_per_second may stray from its own predicted_n / predicted_ms
+#: (it computes one from the others; a server that rounds its figures strays by less).
+_SPEED_ROUNDING = 0.01
+
+
+def _speed_disagreement(sent: dict[str, float], kept: dict[str, float]) -> str | None:
+    """Why llama.cpp's own decode speed cannot be taken, held to its own counts of the same
+    answer, or None: 99,999 tok/s beside predicted_n 20 in predicted_ms 200 (100 tok/s), or a
+    speed beside a predicted_n felab threw out, had been saved as the server's speed."""
+    rate = kept.get("predicted_per_second")
+    if rate is None:
+        return None
+    if "predicted_n" in sent and "predicted_n" not in kept:
+        return (
+            f"predicted_per_second {rate:,.6g} comes with a predicted_n "
+            f"({sent['predicted_n']:,.6g}) the answer felab read cannot hold"
+        )
+    n, ms = kept.get("predicted_n"), kept.get("predicted_ms")
+    if n is None or ms is None:
+        return None
+    own = n / ms * 1000 if ms > 0 else math.inf
+    if math.isclose(rate, own, rel_tol=_SPEED_ROUNDING, abs_tol=0.01):
+        return None
+    return (
+        f"predicted_per_second {rate:,.6g} is not its own predicted_n {n:,.6g} / "
+        f"predicted_ms {ms:,.6g} ({own:,.6g} tokens a second)"
+    )
+
+
+def speed_disagreement(tl: RequestTimeline) -> str | None:
+    """Why this answer's llama.cpp decode speed was left out (believable_timings), or None."""
+    kept = _fitting_timings(tl)
+    if not kept or not tl.server_timings:
+        return None
+    return _speed_disagreement(tl.server_timings, kept)
+
+
+def speed_disagreement_note(timelines: list[RequestTimeline]) -> str | None:
+    """A run's word on the server's own speeds that were left out (speed_disagreement)."""
+    why = [w for tl in timelines if not tl.warmup and (w := speed_disagreement(tl))]
+    if not why:
+        return None
+    return (
+        f"the server's own decode speed was left out of {len(why)} answer(s): {why[0]}; "
+        "felab's own writing speed stands (check the server's timings)"
+    )
