@@ -27,7 +27,7 @@ from felab_core.people.members import (
 )
 from felab_core.people.privacy import delete_member, export_member
 from tests.db_support import NOW
-from tests.jobs.job_result import job_body
+from tests.jobs.job_result import ARRIVED, job_body
 
 
 def test_instants_come_back_aware_and_in_utc(db: Session, cohort: m.Cohort) -> None:
@@ -132,10 +132,10 @@ def _fill_fleet(db: Session, student: m.Member, other: m.Member) -> None:
     issue_pair_code(db, student, "spare")
     job = queue_bench_job(db, student, worker, "mlx", "quick", now=NOW).job
     body = job_body(at=NOW, writing_tps_p50="50")  # what a worker sends
-    ev = event(
-        worker.id, "result", at=NOW.timestamp(), job_id=job.id, attempt=job.attempt, body=body
+    ev = event(  # sent when the run ended, minutes after the job was made
+        worker.id, "result", at=ARRIVED.timestamp(), job_id=job.id, attempt=job.attempt, body=body
     )
-    assert ingest_event(db, sign(ev, key), now=NOW).accepted
+    assert ingest_event(db, sign(ev, key), now=ARRIVED).accepted
     worker.allow_instructors = True
     queue_bench_job(db, other, worker, "mlx", "quick")
 

@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
 from datetime import time as dtime
 from typing import Any
 
@@ -407,6 +407,10 @@ def test_an_impossible_speed_is_flagged_and_not_ranked(cohort: Cohort) -> None:
     me = _key_of(cohort, "mal-box")
     job_id = cohort.queue(cohort.mallory, cohort.mal_worker)
     attempt = wait_for(lambda: fleet.job(job_id).attempt, 10, "the attempt")
+    with session_scope(fleet.sessions) as s:  # her "run" took minutes: the job is that old
+        made = s.get(m.BenchJob, job_id)
+        assert made is not None
+        made.created_at -= timedelta(minutes=10)
     # Her own worker, her own job, correctly signed: a result claiming 99,999 tokens/s, with
     # request records made to agree.
     fake = {"ok": True, "writing_tps": 99_999.0, "output_tokens": 16, "tpot_s": 1 / 99_999}

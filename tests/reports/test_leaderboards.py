@@ -203,6 +203,8 @@ def test_a_job_a_worker_ran_counts_as_a_benchmark_run(
     key = new_private_key()
     worker = redeem_pair_code(db, issue_pair_code(db, ada, "mac"), public_key_text(key))
     job = queue_bench_job(db, ada, worker, "mlx", "quick").job
+    # The worker's run took minutes: its result arrives after the job's making (time_had).
+    job.created_at -= timedelta(minutes=10)
     body = {**job_body(writing_tps_p50="50"), "summary": "ok"}  # what a worker sends
     got = ingest_event(
         db, sign(event(worker.id, "result", job_id=job.id, attempt=job.attempt, body=body), key)
