@@ -26,18 +26,18 @@ _BOM = "\ufeff".encode()
 class _Lines:
     """Complete lines from pieces; the unfinished rest kept as a list until a break arrives."""
 
-    __slots__ = ("_held", "_size")
+    __slots__ = ("_after_cr", "_held", "_size")
 
     def __init__(self) -> None:
         self._held: list[bytes] = []
         self._size = 0
+        self._after_cr = False  # the last line ended with CR: an LF next is its CRLF's end
 
     def feed(self, chunk: bytes) -> list[bytes]:
-        if (
-            b"\n" not in chunk
-            and b"\r" not in chunk
-            and not (self._held and self._held[-1].endswith(b"\r"))
-        ):
+        if self._after_cr and chunk:
+            self._after_cr = False
+            chunk = chunk.removeprefix(b"\n")
+        if b"\n" not in chunk and b"\r" not in chunk:
             self._held.append(chunk)
             self._size += len(chunk)
             if self._size > MAX_FRAME_BYTES:
@@ -46,7 +46,7 @@ class _Lines:
                     "line"
                 )
             return []
-        lines, rest = _split_lines(b"".join(self._held) + chunk)
+        lines, rest, self._after_cr = _split_lines(b"".join(self._held) + chunk)
         self._held = [rest] if rest else []
         self._size = len(rest)
         return lines
@@ -64,23 +64,21 @@ class Frame:
     event: str | None = None
 
 
-def _split_lines(buf: bytes) -> tuple[list[bytes], bytes]:
-    """Split on LF, CRLF or lone CR; return complete lines and the unfinished rest.
+def _split_lines(buf: bytes) -> tuple[list[bytes], bytes, bool]:
+    """Split on LF, CRLF or lone CR (the SSE rules' three line ends); return complete lines,
+    the unfinished rest, and whether the last line ended with CR.
 
-    A trailing CR is kept back: the LF that may complete a CRLF can arrive in the next read.
+    A CR ends its line at once: a "\r\r" event is whole when it arrives (holding the last CR
+    back for a possible LF had read such events one chunk late, the gap added to TTFT); an LF
+    that then opens the next read is the rest of a CRLF, and the caller skips it.
     """
     if b"\r" in buf:
-        if buf.endswith(b"\r"):
-            head, tail = buf[:-1], b"\r"
-        else:
-            head, tail = buf, b""
-        head = head.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        parts = head.split(b"\n")
-        rest = parts.pop() + tail
-        return parts, rest
+        after_cr = buf.endswith(b"\r")
+        parts = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+        return parts, parts.pop(), after_cr
     parts = buf.split(b"\n")
     rest = parts.pop()
-    return parts, rest
+    return parts, rest, False
 
 
 class SSEDecoder:
@@ -138,7 +136,7 @@ class SSEDecoder:
     def close(self) -> Frame | None:
         """Return an event left without its closing blank line, if any (a truncated stream)."""
         rest = self._lines.rest()
-        if rest:  # a lone CR held back for a possible LF may be the event's closing line
+        if rest:  # a last line without its end may complete the event
             frames = self.feed(rest + b"\n")
             if frames:
                 return frames[-1]

@@ -45,17 +45,16 @@ def test_sse_crlf_split_between_reads_is_not_a_blank_line() -> None:
 
 def test_sse_lone_cr_line_endings() -> None:
     dec = SSEDecoder()
-    # The last CR is held back: it might be the first half of a CRLF.
-    assert [f.data for f in dec.feed(b"data: a\r\rdata: b\r\r")] == ["a"]
-    assert [f.data for f in dec.feed(b"data: c\n\n")] == ["b", "c"]
+    # A CR ends its line at once (test_framing_cr: held back, an event came a read late).
+    assert [f.data for f in dec.feed(b"data: a\r\rdata: b\r\r")] == ["a", "b"]
+    assert [f.data for f in dec.feed(b"data: c\n\n")] == ["c"]
 
 
 def test_a_lone_cr_closing_the_last_event_at_the_end_is_that_event() -> None:
     """Eleventh sweep: `data: [DONE]\\r\\r` ending the body was held back for an LF that never
     came, and lost: the run read "the stream ended without its final message"."""
     dec = SSEDecoder()
-    assert [f.data for f in dec.feed(b"data: a\r\rdata: [DONE]\r\r")] == ["a"]
-    assert dec.close() == Frame("[DONE]")
+    assert [f.data for f in dec.feed(b"data: a\r\rdata: [DONE]\r\r")] == ["a", "[DONE]"]
     assert dec.close() is None
 
 
