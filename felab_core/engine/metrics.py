@@ -293,11 +293,17 @@ def _error_kind(error: str) -> str:
     return error.split(":", 1)[0][:80]
 
 
-def _loaded(m: RequestMetrics) -> bool:
+#: A load the server reports is a model load from this long (Ollama reports ~15 ms warm), or
+#: from SHORT_LOAD_S when it is half the request's TTFT: one rule for the run and its warm-up.
+LOAD_S, SHORT_LOAD_S = 0.2, 0.05
+
+
+def loaded_model(m: RequestMetrics) -> bool:
+    """Whether this request paid for a model load, by the server's own load_duration."""
     load = m.server_load_s or 0.0
-    if load >= 0.2:
+    if load >= LOAD_S:
         return True
-    return load >= 0.05 and m.ttft_s is not None and load >= 0.5 * m.ttft_s
+    return load >= SHORT_LOAD_S and m.ttft_s is not None and load >= 0.5 * m.ttft_s
 
 
 def detect_cold(metrics: Sequence[RequestMetrics]) -> set[int]:
@@ -308,7 +314,7 @@ def detect_cold(metrics: Sequence[RequestMetrics]) -> set[int]:
     or from 50 ms when it is half the request's TTFT. Otherwise the first request is cold when
     its TTFT is over 4x the median of the rest and at least 250 ms more.
     """
-    cold = {m.index for m in metrics if _loaded(m)}
+    cold = {m.index for m in metrics if loaded_model(m)}
     ok = [m for m in metrics if m.ok and m.ttft_s is not None]
     if len(ok) >= 3:
         first, rest = ok[0], ok[1:]

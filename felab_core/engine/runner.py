@@ -30,6 +30,7 @@ from felab_core.engine.metrics import (
     SLO,
     RequestMetrics,
     RunSummary,
+    loaded_model,
     one_read_note,
     past_length_note,
     request_metrics,
@@ -459,7 +460,7 @@ def _warmup_cold_note(warm: list[RequestMetrics], runs: list[RunResult]) -> str 
     if not warm:
         return None
     first = warm[0]
-    if first.server_load_s:
+    if first.server_load_s and loaded_model(first):  # the run's own rule (0.00 s had been one)
         return f"cold start in warm-up: the server loaded the model ({first.server_load_s:.2f} s)"
     typical = next((r.summary.ttft_s.p50 for r in runs if r.summary.ttft_s), None)
     if first.ttft_s and typical and first.ttft_s > 4 * typical and first.ttft_s - typical > 0.25:
