@@ -70,7 +70,9 @@ def test_a_bench_keeps_no_counters_past_the_run(
     """Twenty-first sweep A11: /metrics claiming 2,000,000 tokens written in 0.4 s was kept."""
     looks = iter([_vllm(0, 0, 5.0), _vllm(30, 2_000_000, 5.4)])
 
-    async def snapshot(target: object, notes: list[str]) -> metrics_scrape.Snapshot:
+    async def snapshot(
+        target: object, notes: list[str], model: str | None = None
+    ) -> metrics_scrape.Snapshot:
         return next(looks)
 
     monkeypatch.setattr(runner, "_metrics_snapshot", snapshot)
