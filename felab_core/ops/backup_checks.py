@@ -11,12 +11,12 @@ import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from urllib.parse import quote
 
 from sqlalchemy.exc import DBAPIError
 
 from felab_core.errors import Invalid
 from felab_core.numbers.speeds import MIN_PLAUSIBLE_TPS
+from felab_core.ops.backup_rows import open_read_only as _open_read_only
 from felab_core.ops.backup_rows import rows_felab_never_stores
 from felab_core.people.members import MAX_MODEL_BYTES
 from felab_core.sizing.units import MIN_WEIGHTS_BYTES
@@ -25,11 +25,6 @@ from felab_core.text import with_hidden_shown
 
 class BackupError(Invalid):
     """A backup or restore could not be made; the message says why and what to do."""
-
-
-def _open_read_only(path: Path) -> sqlite3.Connection:
-    """`path` opened read-only: a backup is read, never changed, by checking it."""
-    return sqlite3.connect(f"file:{quote(str(path.absolute()), safe='/')}?mode=ro", uri=True)
 
 
 def _schema_of(con: sqlite3.Connection) -> dict[str, set[str]]:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
@@ -26,10 +27,9 @@ from felab_core.ops.backup_fleet import fleet_rows_problem
 from felab_core.text import with_hidden_shown
 
 
-def _open_read_only(path: Path) -> sqlite3.Connection:
-    from felab_core.ops.backup_checks import _open_read_only as opened
-
-    return opened(path)
+def open_read_only(path: Path) -> sqlite3.Connection:
+    """`path` opened read-only: a backup is read, never changed, by checking it."""
+    return sqlite3.connect(f"file:{quote(str(path.absolute()), safe='/')}?mode=ro", uri=True)
 
 
 def _shown(value: Any) -> str:
@@ -40,7 +40,7 @@ def rows_felab_never_stores(source: Path) -> str:
     """The first row felab's own functions refuse to store as it is, in words ("" if none)."""
     from felab_core.db.session import head_revision
 
-    con = _open_read_only(source)
+    con = open_read_only(source)
     try:
         problem = (
             _fleet_jobs(con)
@@ -183,7 +183,7 @@ def _measured(con: sqlite3.Connection) -> str:
 
 @contextmanager
 def _session(source: Path) -> Iterator[Session]:
-    engine = create_engine("sqlite://", creator=lambda: _open_read_only(source))
+    engine = create_engine("sqlite://", creator=lambda: open_read_only(source))
     try:
         with Session(engine) as session:
             yield session

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,6 +25,7 @@ from felab_core.files import MiB, NamedFileError, broken_link, read_named_text, 
 from felab_core.json_keys import KeyTwice, once
 from felab_core.sizing.errors import SizingError
 from felab_core.sizing.model_names import NAME_ROUNDING, params_in_name, table_names
+from felab_core.sizing.shape import ModelShape as ModelShape  # read from here too
 from felab_core.sizing.shape_agreement import (
     Reading,
     check_experts,
@@ -42,94 +43,11 @@ from felab_core.sizing.tensor_agreement import (
     check_heads,
     check_layers_and_width,
 )
-from felab_core.sizing.units import both_ways, decimal_size_text, tidy_text
+from felab_core.sizing.units import both_ways, decimal_size_text
 from felab_core.text import holds_hidden, with_hidden_shown
 
 if TYPE_CHECKING:
     from felab_core.sizing.gguf_header import GGUFHeader
-
-
-@dataclass(frozen=True)
-class ModelShape:
-    """What sizing needs to know about a model, and where each number came from."""
-
-    name: str
-    n_layers: int
-    n_heads: int
-    n_kv_heads: int
-    head_dim_k: int
-    head_dim_v: int
-    source: str
-    kv_heads_by_layer: tuple[int, ...] | None = None
-    latent_cache_dim: int | None = None
-    hidden_size: int | None = None
-    context_length: int | None = None
-    n_experts: int | None = None
-    n_experts_used: int | None = None
-    params_total: int | None = None
-    params_active: int | None = None
-    weights_bytes: int | None = None
-    active_weights_bytes: Fraction | None = None
-    weights_dtype: str | None = None
-    notes: tuple[str, ...] = field(default=())
-    #: Where weights_bytes was summed from ("the tensors listed in ..."), for a refusal to name
-    #: the file at fault: a folder's safetensors, not its config.json, list the tensors.
-    weights_from: str | None = None
-    #: Why the weights beside a config cannot be read (Git LFS pointers): said when they are
-    #: needed, so the KV cache, which needs none, is still priced.
-    weights_unreadable: str | None = None
-    #: Files beside the config that hold a second copy of the weights and were left out.
-    weights_left_out: str | None = None
-
-    @property
-    def is_moe(self) -> bool:
-        return bool(self.n_experts and self.n_experts > 1 and self.n_experts_used)
-
-    @property
-    def query_heads_per_kv_head(self) -> Fraction:
-        """How many query heads share one KV head (1 = no sharing; 4 for Llama 3.1 8B)."""
-        return Fraction(self.n_heads, self.n_kv_heads)
-
-    def describe(self) -> str:
-        """The shape in plain words, with the grouped-query saving spelled out."""
-        parts = [f"{self.name}: {self.n_layers} layers, {self.n_heads} query heads"]
-        if self.latent_cache_dim is not None:
-            parts.append(
-                f"a compressed (latent) KV cache of {self.latent_cache_dim} numbers per layer "
-                "instead of full keys and values"
-            )
-        else:
-            if self.kv_heads_by_layer is not None:
-                low, high = min(self.kv_heads_by_layer), max(self.kv_heads_by_layer)
-                kv = f"{low} to {high} KV heads per layer"
-            else:
-                kv = f"{self.n_kv_heads} KV heads"
-            if self.head_dim_k == self.head_dim_v:
-                parts.append(f"{kv} of {self.head_dim_k} numbers each")
-            else:
-                parts.append(
-                    f"{kv} with keys of {self.head_dim_k} and values of {self.head_dim_v} numbers"
-                )
-            group = self.query_heads_per_kv_head
-            if group > 1:
-                parts.append(
-                    f"grouped-query attention: {tidy_text(group)} query heads share each KV head, "
-                    f"so the cache is {tidy_text(group)} times smaller than without it"
-                )
-        if self.is_moe:
-            parts.append(
-                f"mixture of experts: {self.n_experts_used} of {self.n_experts} experts work on "
-                "each token"
-            )
-        return "; ".join(parts) + "."
-
-    def weights_read_per_token(self) -> Fraction | None:
-        """Bytes of weights one decoding step reads: all, or for MoE only the active share."""
-        if self.active_weights_bytes is not None:
-            return self.active_weights_bytes
-        if self.weights_bytes is not None and not self.is_moe:
-            return Fraction(self.weights_bytes)
-        return None
 
 
 # ---------------------------------------------------------------- Hugging Face config.json

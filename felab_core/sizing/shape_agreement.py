@@ -24,7 +24,7 @@ from felab_core.text import with_hidden_shown
 
 if TYPE_CHECKING:
     from felab_core.sizing.gguf_header import GGUFHeader
-    from felab_core.sizing.model_shape import ModelShape
+    from felab_core.sizing.shape import ModelShape
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from felab_core.sizing.units import about_text, as_fraction, figure_text, require_speed
 
-if TYPE_CHECKING:  # speed_limit reads this module's names: no import back at run time
-    from felab_core.sizing.speed_limit import Ceiling
+
+class Ceiling(Protocol):
+    """What a check reads of speed_limit's Ceiling (named here, so speed_limit, which reads
+    this module, is not read back: one arrow between the two)."""
+
+    @property
+    def tokens_per_second(self) -> Fraction: ...
+
 
 # Measured single-stream runs usually land at 55-85 % of the ceiling (peer benchmark notes).
 TYPICAL_LOW = Fraction(55, 100)

@@ -20,7 +20,7 @@ from felab_core.sizing.shape_agreement import Reading, hold_together
 from felab_core.text import with_hidden_shown
 
 if TYPE_CHECKING:
-    from felab_core.sizing.model_shape import ModelShape
+    from felab_core.sizing.shape import ModelShape
 
 Tensors = Sequence[tuple[str, tuple[int, ...]]]
 
