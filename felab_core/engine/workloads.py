@@ -294,6 +294,30 @@ class Workload:
         label = f"{self.preset}+custom" if self.preset else None
         return replace(self, **real, preset=label)
 
+    def to_record(self) -> dict[str, Any]:
+        """The workload as a `felab bench --json` record keeps it; the fleet's ingest holds a
+        machine's record to the one its job's workload gives."""
+        sessions = self.sessions is not None
+        return {
+            "preset": self.preset,
+            "concurrency": list(self.concurrency),
+            "rate": self.rate,
+            "burstiness": self.burstiness,
+            "requests": self.requests,
+            "duration_s": self.duration_s,
+            "warmup": self.warmup,
+            "max_tokens": self.max_tokens,
+            "prompt_tokens": self.prompt_tokens,
+            "shared_prefix_tokens": self.shared_prefix_tokens,
+            "seed": self.seed,
+            "tools": self.tools,
+            "temperature": self.temperature,
+            "trace": None if self.trace is None else self.trace.summary(),
+            "sessions": self.sessions,
+            "turns": self.turns if sessions else None,
+            "think_time_s": self.think_time_s if sessions else None,
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class Preset:

@@ -102,25 +102,7 @@ def _expected_row(w: Workload) -> dict[str, float | str | None]:
 
 def expected_workload(w: Workload) -> dict[str, Any]:
     """The record's workload felab_core.engine.measure writes for `w` (TargetResult.to_json)."""
-    return {
-        "preset": w.preset,
-        "concurrency": list(w.concurrency),
-        "rate": w.rate,
-        "burstiness": w.burstiness,
-        "requests": w.requests,
-        "duration_s": w.duration_s,
-        "warmup": w.warmup,
-        "max_tokens": w.max_tokens,
-        "prompt_tokens": w.prompt_tokens,
-        "shared_prefix_tokens": w.shared_prefix_tokens,
-        "seed": w.seed,
-        "tools": w.tools,
-        "temperature": w.temperature,
-        "trace": None if w.trace is None else w.trace.summary(),
-        "sessions": w.sessions,
-        "turns": w.turns if w.sessions is not None else None,
-        "think_time_s": w.think_time_s if w.sessions is not None else None,
-    }
+    return w.to_record()
 
 
 def _same(got: Any, want: Any) -> bool:
