@@ -69,7 +69,7 @@ _SECRET_WORD = (
 )
 _ALWAYS_SECRET = (
     r"(?:(?:\b|(?<=_))(?:api[_ -]?key|access[_-]?token|auth[_-]?token|secret)s?"
-    rf"|pass(?:word|wd|phrase)s?|\bpwd?\b|(?:\b|(?<=_))token(?==)|{_ENV_SECRET})"
+    rf"|pass(?:word|wd|phrase)s?|\bpwd?\b|(?:\b|(?<=_))token(?==)|\b(?:set-)?cookie|{_ENV_SECRET})"
 )
 #: A secret's name joined to its value (`secret-S3A`, `api_key_V2x`, `Bearer%20V`): masked
 #: after a percent-encoded space, `=` or `:` or a `+`; after `-` or `_` only a value that looks
@@ -83,6 +83,8 @@ _SAID_SECRET = re.compile(
     rf"|(?P<head>{_SECRET_WORD}[\"']?[=:]\s*[\"']?)(?P<value>[^\s\"',;&]{{4,}})"
     rf"|(?P<spaced>{_SECRET_WORD}\s+(?:(?:is|was)\s+)?)(?P<spaced_value>[^\s\"',;&]{{6,}})"
     r"|(?P<bearer>\bBearer:?\s+)(?P<bearer_value>[^\s\"',;]{3,})"
+    # HTTP Basic credentials: base64 with a digit, + / or = in it ("Basic usage" stays)
+    r"|(?P<basic>\bBasic\s+)(?=[A-Za-z0-9+/]*[0-9+/=])[A-Za-z0-9+/]{8,}={0,2}"
     rf"|(?P<joined>{_JOINED})(?P<joined_value>[A-Za-z0-9][^\s\"',;&/?#]*)"
     r"|\bsk-[A-Za-z0-9_-]{8,}",
     re.I,
@@ -170,6 +172,8 @@ def _path_masked(found: re.Match[str]) -> str:
 
 
 def _said_masked(found: re.Match[str]) -> str:
+    if found.group("basic") is not None:
+        return found.group("basic") + "***"
     if found.group("always") is not None:
         if found.group("always_value").startswith("***"):
             return found.group(0)

@@ -131,3 +131,22 @@ def test_a_target_name_outside_the_rule_is_refused(tmp_path: Path, name: str, me
     assert "NAMETOK2" not in str(refused.value) and "NK3" not in str(refused.value)
     path.write_text('[targets.gpu-box_2]\nkind = "vllm"\nurl = "http://127.0.0.1:1"\n')
     assert "gpu-box_2" in load_targets(path)
+
+
+@pytest.mark.parametrize(
+    ("said", "shown"),
+    [
+        ("Authorization: Basic dXNlcjpwYXNzd29yZA==", "Authorization: Basic ***"),
+        ("Cookie: session=abc123def456", "Cookie: ***"),
+        ("Set-Cookie: sid=xyz; Path=/", "Set-Cookie: ***; Path=/"),
+    ],
+)
+def test_basic_credentials_and_cookies_are_masked(said: str, shown: str) -> None:
+    """Twenty-second sweep (a2) A2-10: a targets note's Basic credentials and session cookie
+    were shown, stored and printed as typed."""
+    assert redact(said) == shown
+
+
+@pytest.mark.parametrize("prose", ["Basic usage of felab", "Basic configuration", "cookies jar"])
+def test_prose_with_basic_or_cookie_stays(prose: str) -> None:
+    assert redact(prose) == prose

@@ -31,6 +31,7 @@ from felab_core.numbers.row_e2e_tokens import check_e2e_holds_its_tokens
 from felab_core.numbers.row_rates import check_rates, run_length
 from felab_core.numbers.row_workload import check_workload
 from felab_core.numbers.speed_tpot import check_writing_is_one_over_tpot
+from felab_core.redact import redact
 from felab_core.text import FORMULA_MARKS, formula_mark, holds_hidden
 
 #: What a results row's figures may be: anything outside is a corrupted or hand-edited row,
@@ -163,6 +164,7 @@ def check_result_row(row: Mapping[str, str]) -> ResultRow:
         if len((row.get(name) or "").strip()) > longest:
             raise Invalid(f"the result row's {name} is longer than {longest} characters")
     _check_cells_are_plain(row)
+    _check_no_secret(row)
     if "host" in row and not (row["host"] or "").strip():
         raise Invalid("the result row's host is empty: felab writes the machine's name there")
     if "target" in row and not (row["target"] or "").strip():
@@ -204,6 +206,25 @@ def check_result_row(row: Mapping[str, str]) -> ResultRow:
         counts=counts,
         lasted_s=run_length(figures, counts),
     )
+
+
+@functools.lru_cache(maxsize=4096)
+def _shown_masked(value: str) -> str:
+    """`value` with its secrets masked; cached, since a file's rows repeat their names."""
+    return redact(value)
+
+
+def _check_no_secret(row: Mapping[str, str]) -> None:
+    """No name holds a password or key: felab masks them in every URL and name it writes, so
+    a target of http://bob:S3cret@... was typed in after, and would be stored and shown."""
+    for name in _ROW_TEXT_LIMITS:
+        value = row.get(name)
+        if isinstance(value, str) and value and _shown_masked(value) != value:
+            raise Invalid(
+                f"the result row's {name} holds a password or key "
+                f"({_shown_masked(value)[:80]!r}): felab writes none and stores none: "
+                "remove it, or import the file felab bench wrote"
+            )
 
 
 def _check_cells_are_plain(row: Mapping[str, str]) -> None:

@@ -543,3 +543,24 @@ def test_a_results_file_without_its_header_line_is_said_so(tmp_path: Path) -> No
     path.write_text(",".join(BENCH_ROW.values()) + "\n")
     with pytest.raises(UnreadableResults, match=r"line 1 is a row .* the header line was cut off"):
         read_table(path)
+
+
+@pytest.mark.parametrize(
+    ("cells", "shown"),
+    [
+        ({"target": "http://bob:S3cretPw@10.0.0.5:8000"}, "http://bob:***@10.0.0.5:8000"),
+        ({"model": "m-sk-abcdefghijklmnopqrstuvwxyz12"}, "m-***"),
+        ({"host": "box OPENAI_API_KEY=sk-live-123456"}, "box OPENAI_API_KEY=***"),
+    ],
+)
+def test_a_name_holding_a_password_or_key_is_refused(cells: dict[str, str], shown: str) -> None:
+    """Twenty-second sweep (a2) A2-12: a row's target http://bob:S3cretPw@... was stored and
+    shown as typed (felab masks every URL and name it writes, so it was typed in after)."""
+    with pytest.raises(Invalid, match="holds a password or key") as refused:
+        check_result_row(_changed(**cells))
+    assert shown in str(refused.value) and "S3cretPw" not in str(refused.value)
+    assert "abcdefghijklmnop" not in str(refused.value) and "live-123456" not in str(refused.value)
+
+
+def test_a_name_felab_masked_itself_is_kept() -> None:
+    check_result_row(_changed(target="http://bob:***@10.0.0.5:8000", model="secret-llama-7b"))
