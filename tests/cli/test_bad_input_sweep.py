@@ -219,7 +219,7 @@ def _write_files(d: Path) -> None:
         timestamp="2026-12-01T10:00:00+00:00", host="mac", target="mlx", server="mlx",
         model="llama-3.1-8b-4bit", api="openai-chat", preset="day2+custom", concurrency="1",
         requests="10", ok="10", failed="0", ttft_p50_s="0.2", writing_tps_p50="40",
-        itl_p50_s="0.025", tpot_p50_s="0.025", e2e_p50_s="5", output_tps="40",
+        itl_p50_s="0.025", tpot_p50_s="0.025", e2e_p50_s="5", output_tps="40", request_tps="0.2",
     )  # fmt: skip
     (d / "results.csv").write_text(header + ",".join(row[c] for c in CSV_COLUMNS) + "\n")
     shutil.copy(d / "results.csv", d / "charted-speed.png")  # a CSV named as a memo's chart
