@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,20 @@ MAC_INPUTS = MemoInputs(
     model_bytes="4.9GB",
     kv_memory="16GiB",
 )
+
+
+def gguf_inputs(path: Path, model_bytes: str | None = None) -> MemoInputs:
+    """A memo of the GGUF at `path` on a 273 GB/s machine (its size read from the file unless
+    `model_bytes` is given), planned to 2,048 tokens."""
+    return replace(
+        MAC_INPUTS,
+        machines=(MachineSpec(bandwidth="273"),),
+        model=None,
+        model_bytes=model_bytes,
+        gguf=str(path),
+        max_len=2048,
+        contexts=(1024, 2048),
+    )
 
 
 def sample_rows() -> list[dict[str, str]]:

@@ -3,27 +3,18 @@ parameter count, as memo --model holds it to the table's (1 GB for 8B weights ha
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from felab_core.reports.memo import MachineSpec, MemoError, MemoInputs, build_memo
-from tests.reports.conftest import MAC_INPUTS, sample_rows
+from felab_core.reports.memo import MemoError, MemoInputs, build_memo
+from tests.reports.conftest import gguf_inputs, sample_rows
 from tests.sizing.test_model_shape import write_gguf
 
 
 def _inputs(path: Path, size: str) -> MemoInputs:
-    return replace(
-        MAC_INPUTS,
-        machines=(MachineSpec(bandwidth="273"),),
-        model=None,
-        model_bytes=size,
-        gguf=str(path),
-        max_len=2048,
-        contexts=(1024, 2048),
-    )
+    return gguf_inputs(path, size)
 
 
 def _gguf(tmp_path: Path) -> Path:

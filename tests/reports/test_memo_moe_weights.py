@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from felab_core.reports.memo import MachineSpec, MemoError, build_memo
+from felab_core.reports.memo import MemoError, build_memo
 from felab_core.sizing import speed_limit
 from felab_core.sizing.model_shape import from_gguf, known_model
-from tests.reports.conftest import MAC_INPUTS, sample_rows
+from tests.reports.conftest import MAC_INPUTS, gguf_inputs, sample_rows
 from tests.sizing.test_model_shape import write_gguf
 
 
@@ -44,15 +44,7 @@ def test_a_mixture_gguf_gives_the_memo_the_speed_limit_size_limit_gives(tmp_path
             "blk.0.ffn_up_exps.weight": np.zeros((8, 256, 256), np.float32),
         },
     )
-    inputs = replace(
-        MAC_INPUTS,
-        machines=(MachineSpec(bandwidth="273"),),
-        model=None,
-        model_bytes=None,
-        gguf=str(path),
-        max_len=2048,
-        contexts=(1024, 2048),
-    )
+    inputs = gguf_inputs(path)
     memo = build_memo(sample_rows(), inputs)
     shape = from_gguf(path)
     read, _ = speed_limit.weights_for(shape)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from felab_core.reports.memo import MachineSpec, build_memo, render_markdown
-from tests.reports.conftest import MAC_INPUTS, sample_rows
+from tests.reports.conftest import MAC_INPUTS, gguf_inputs, sample_rows
 from tests.sizing.test_model_shape import write_gguf
 
 
@@ -19,15 +19,7 @@ def test_a_small_models_memo_shows_mb(tmp_path: Path) -> None:
         tmp_path / "tiny.gguf",
         tensors={"blk.0.attn_q.weight": np.zeros((512, 512), np.float32)},  # 1 MiB
     )
-    inputs = replace(
-        MAC_INPUTS,
-        machines=(MachineSpec(bandwidth="273"),),
-        model=None,
-        model_bytes=None,
-        gguf=str(path),
-        max_len=2048,
-        contexts=(1024, 2048),
-    )
+    inputs = gguf_inputs(path)
     text = render_markdown(build_memo(sample_rows(), inputs))
     assert "(273 GB/s ÷ 1.05 MB)" in text
     assert "0.0 GB" not in text and "0.00 GB" not in text

@@ -4,7 +4,6 @@ limit by the tensors, 10,000x apart for a padded file)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -12,11 +11,11 @@ import pytest
 from typer.testing import CliRunner
 
 from felab.cli.main import app
-from felab_core.reports.memo import MachineSpec, MemoError, build_memo
+from felab_core.reports.memo import MemoError, build_memo
 from felab_core.sizing.gguf_weights import file_size_problem, gguf_weights
 from felab_core.sizing.model_shape import from_gguf
 from felab_core.sizing.speed_limit import weights_for
-from tests.reports.conftest import MAC_INPUTS, sample_rows
+from tests.reports.conftest import gguf_inputs, sample_rows
 from tests.sizing.test_model_shape import write_gguf
 
 runner = CliRunner()
@@ -31,30 +30,14 @@ def _gguf(path: Path, pad_to: int | None = None) -> Path:
 
 
 def _memo(path: Path) -> None:
-    inputs = replace(
-        MAC_INPUTS,
-        machines=(MachineSpec(bandwidth="273"),),
-        model=None,
-        model_bytes=None,
-        gguf=str(path),
-        max_len=2048,
-        contexts=(1024, 2048),
-    )
+    inputs = gguf_inputs(path)
     build_memo(sample_rows(), inputs)
 
 
 def test_memo_and_size_limit_read_the_same_tensors(tmp_path: Path) -> None:
     path = _gguf(tmp_path / "m.gguf")
     shape = from_gguf(path)
-    inputs = replace(
-        MAC_INPUTS,
-        machines=(MachineSpec(bandwidth="273"),),
-        model=None,
-        model_bytes=None,
-        gguf=str(path),
-        max_len=2048,
-        contexts=(1024, 2048),
-    )
+    inputs = gguf_inputs(path)
     memo = build_memo(sample_rows(), inputs)
     assert memo.weights == weights_for(shape)[0] == gguf_weights(shape, path)[0] == 1_048_576
 
