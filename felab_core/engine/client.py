@@ -171,8 +171,9 @@ async def stream_request(
             tl.end_ns = tl.end_ns or now_ns()
             raise
         tl.error = tl.error or describe_error(exc, url, tl, limits)
-    if tl.error is None and answered_early(tl):
-        tl.error = ANSWERED_EARLY
+    if answered_early(tl):  # before a lost connection: a server that writes on connect may
+        # close it before the request is read, and the chunks it left are not a TTFT either
+        tl.error = ANSWERED_EARLY + (f" (then {tl.error})" if tl.error else "")
         tl.chunks.clear()
     if tl.end_ns is None:
         tl.end_ns = now_ns()

@@ -40,7 +40,8 @@ def test_a_gap_in_the_schedule_is_not_blamed_on_the_server(
     monkeypatch.setattr(bench_cli, "QUIET_NOTICE_S", 0.5)
     trace = tmp_path / "gap.jsonl"
     line = '{{"timestamp": {}, "input_length": 8, "output_length": 4}}\n'
-    trace.write_text(line.format(0) + line.format(1500))
+    # 3 s: a first answer slowed by a busy machine still leaves 0.5 s of silence after it
+    trace.write_text(line.format(0) + line.format(3000))
     server = ScriptedServer(Script(persona="vllm", ttft_s=0.002, itl_s=0.001)).start_in_thread()
     try:
         args = ["bench", "vllm", "--url", server.base_url, "--trace", str(trace), "--warmup", "0",
@@ -49,6 +50,6 @@ def test_a_gap_in_the_schedule_is_not_blamed_on_the_server(
     finally:
         server.stop_thread()
     assert result.exit_code == 0, result.output
-    assert "replaying 2 requests over 2 s" in result.output
-    assert "the schedule leaves gaps of up to 2 s between sends" in result.output
+    assert "replaying 2 requests over 3 s" in result.output
+    assert "the schedule leaves gaps of up to 3 s between sends" in result.output
     assert "loading its model" not in result.output

@@ -80,7 +80,9 @@ print(s.getsockname()[1], flush=True)
 while True:
     c, _ = s.accept()
     c.sendall(answer)  # at once, before reading the request
-    c.recv(65536)
+    c.shutdown(socket.SHUT_WR)
+    while c.recv(65536):  # all of the request: a close with some unread would reset the
+        pass              # connection and drop the answer from felab's buffer
     c.close()
 """
 
@@ -102,3 +104,26 @@ def test_a_server_that_writes_on_connect_gives_no_negative_ttft() -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+async def test_an_early_answer_cut_short_is_still_said_early(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The clean-clone CI of cd1590a: a server that writes on connect closed the connection
+    under felab mid-answer, and the lost connection was said alone, its early chunks kept."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(_answer().split(b'data: {"choices": []')[0])  # four chunks, no end
+        await writer.drain()
+        writer.close()
+
+    monkeypatch.setattr(client_module, "now_ns", lambda: time.monotonic_ns() + 10**9)
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    try:
+        tl = await _ask(server.sockets[0].getsockname()[1])
+    finally:
+        server.close()
+    assert tl.error is not None and tl.error.startswith("answered early"), tl.error
+    assert "(then " in tl.error and tl.chunks == []
+    _no_negative_time(tl)
