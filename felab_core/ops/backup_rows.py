@@ -199,13 +199,16 @@ def _verdicts(source: Path) -> str:
     chip (`felab numbers model` re-judges only the "unverified" ones), so an untouched backup of
     such a database had been refused as "changed after `felab db backup` wrote it". A forged
     figure is held to its run instead (_measured) or to what `numbers enter` reads
-    (_typed_speeds)."""
+    (_typed_speeds). An 'ok' figure whose member has no machine or no model size for its server
+    has no limit behind it at all: felab stores it 'unverified' (sweep 22 b B2), so refused."""
     from felab_core.db import models as m
+    from felab_core.numbers.recording import speed_limit_for
     from felab_core.numbers.verdict import Verdict, judge_imports
     from felab_core.sizing.errors import SizingError
 
     with _session(source) as session:
         judges: dict[int, Callable[[str, str, float], Verdict]] = {}
+        limits: dict[tuple[int, str], object] = {}  # a machine and a model size known?
         numbers = session.scalars(
             select(m.Number)
             .where(m.Number.verdict == "ok", m.Number.metric == "writing_tps")
@@ -220,6 +223,16 @@ def _verdicts(source: Path) -> str:
             model = (number.model or "") if number.source == "measured" else ""
             try:
                 judges[number.member_id](number.server, model, number.value)
+                key = (number.member_id, number.server)
+                if key not in limits:
+                    member = session.get(m.Member, number.member_id)
+                    assert member is not None  # judged above
+                    limits[key] = speed_limit_for(session, member, number.server)
             except (Invalid, SizingError) as exc:
                 return f"holds a figure felab cannot judge: numbers row {number.id} ({exc})"
+            if isinstance(limits[key], str):  # migration 0015 moved every such row off
+                return (
+                    f"holds a figure ranked with no speed limit behind it: numbers row "
+                    f"{number.id} ({limits[key]}; felab stores it 'unverified')"
+                )
     return ""

@@ -24,6 +24,7 @@ from felab_core.drills.review import (
     retention_of,
     streak,
 )
+from felab_core.numbers.verdict import RANKED
 from felab_core.people.members import get_cohort
 from felab_core.text import spreadsheet_cell
 
@@ -122,13 +123,17 @@ def member_progress(session: Session, member: m.Member, now: datetime) -> Member
             m.Number.value,
             m.Number.preset,
             m.Number.model,
+            m.Number.verdict,
         ).where(m.Number.member_id == member.id, m.Number.metric == "writing_tps")
     ).all()
     per_server: dict[str, ServerNumbers] = {}
-    for server, source, value, preset, model in rows:
+    for server, source, value, preset, model, verdict in rows:
         s = per_server.get(server) or ServerNumbers(server)
+        # Counted all; a best is one a leaderboard would rank (a flagged 9,000 tok/s, or one
+        # with no speed limit behind it, is no member's best: `numbers review` lists those).
+        ranked = verdict in RANKED
         if source == "measured":
-            better = s.best_measured is None or value > s.best_measured
+            better = ranked and (s.best_measured is None or value > s.best_measured)
             s = replace(
                 s,
                 measured_count=s.measured_count + 1,
@@ -137,7 +142,7 @@ def member_progress(session: Session, member: m.Member, now: datetime) -> Member
                 measured_model=model if better else s.measured_model,
             )
         else:
-            better = s.best_entered is None or value > s.best_entered
+            better = ranked and (s.best_entered is None or value > s.best_entered)
             s = replace(
                 s,
                 entered_count=s.entered_count + 1,

@@ -14,7 +14,12 @@ from felab_core.drills.review import make_scheduler, rate_card
 from felab_core.drills.speaking import rate_spoken_answer, record_spoken_answer
 from felab_core.errors import Invalid
 from felab_core.numbers.recording import create_job, record_entered, record_measured
-from felab_core.people.members import add_member, set_public_numbers
+from felab_core.people.members import (
+    add_member,
+    set_hardware,
+    set_public_numbers,
+    set_server_model,
+)
 from felab_core.reports.leaderboard import boards_csv, leaderboard, speed_boards, unranked
 from felab_core.reports.progress import (
     cohort_progress,
@@ -116,6 +121,8 @@ def test_member_progress_for_instructors(
         db, ada, "d02.prompt.is-ollama-enough", duration_s=19, self_rating=4
     )
     rate_spoken_answer(db, bo, answer.id, 5)
+    set_hardware(db, ada, chip="M4 Pro")  # 44.6 tok/s within the limit: ranked, so a best
+    set_server_model(db, ada, "ollama", "llama3.1:8b", model_bytes="4.9GB")
     record_entered(db, ada, "ollama", "44.6")
     _measure(db, ada, "ollama", 43.9, "day2", "llama3.1:8b")
     set_public_numbers(db, ada, False)
@@ -136,6 +143,24 @@ def test_member_progress_for_instructors(
 
     late = member_progress(db, bo, NOW)
     assert late.overdue >= 1 and late.streak == 0 and late.new_waiting == 1
+
+
+def test_a_best_in_progress_is_a_figure_the_boards_rank(
+    db: Session, cohort: m.Cohort, members: list[m.Member]
+) -> None:
+    """Sweep 22 b B2: a typed 9,000 tok/s with no machine set (unverified) and one above the
+    limit (flagged) are counted, but neither is the member's best in an instructor's report."""
+    bo = members[1]
+    record_entered(db, bo, "ollama", "9000")  # no machine: unverified
+    p = member_progress(db, bo, NOW)
+    (ollama,) = p.servers
+    assert (p.numbers_entered, ollama.entered_count, ollama.best_entered) == (1, 1, None)
+    set_hardware(db, bo, chip="M4 Pro")
+    set_server_model(db, bo, "ollama", "llama3.1:8b", model_bytes="4.9GB")
+    record_entered(db, bo, "ollama", "70")  # 126 % of 55.7 tok/s: flagged
+    record_entered(db, bo, "ollama", "41.5")  # within: ok
+    (ollama,) = member_progress(db, bo, NOW).servers
+    assert (ollama.entered_count, ollama.best_entered) == (3, 41.5)
 
 
 def test_cohort_progress_table_and_csv(
