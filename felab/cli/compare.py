@@ -189,4 +189,7 @@ def compare(
         except OSError as exc:
             err(f"could not write the chart to {chart}: {exc.strerror or exc}: choose another path")
             raise typer.Exit(EXIT_USAGE) from None
+        except NamedFileError as exc:  # its folder's folder went missing since it was checked
+            err(f"cannot write there: {exc}")
+            raise typer.Exit(EXIT_USAGE) from None
         console.print(f"chart: {drawn}", markup=False)

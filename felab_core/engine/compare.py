@@ -42,6 +42,20 @@ BOOTSTRAP_REQUESTS = 5000
 #: bootstrap per load. Each run resamples its share, at least BOOTSTRAP_LEAST requests.
 BOOTSTRAP_BUDGET = 20_000
 BOOTSTRAP_LEAST = 300
+#: The fewest requests a side for a verdict on a median. Below it the comparison shows the
+#: figures and says "too few requests to tell" (sweep 22 a2 A2-14: 2 requests a side were
+#: called better or worse): a percentile of 2 requests is not a percentile, and a bootstrap
+#: of n requests has few distinct resamples (3 for n = 2), so its "95 %" interval is not one.
+#: 10 is where the median's distribution-free 95 % interval (order statistics) first leaves
+#: out the slowest and the fastest request; under 6 it has none at all.
+LEAST_FOR_VERDICT = 10
+
+
+def least_requests(quantile: float) -> int:
+    """The fewest requests a side for a verdict on this quantile: LEAST_FOR_VERDICT, and for a
+    tail at least 1 / (1 - q), so that one request lies beyond it (20 for p95: under 20, the
+    p95 is the slowest request and its neighbour, not a percentile)."""
+    return max(LEAST_FOR_VERDICT, math.ceil(round(1 / (1 - quantile), 6)))
 
 
 @dataclass(frozen=True)
@@ -65,6 +79,10 @@ FIGURES: tuple[Figure, ...] = (
     Figure("e2e_p50", "end-to-end p50", "s", 1.0, True, "e2e_s", 0.50),
     Figure("writing_tps_p50", "writing speed p50", "tok/s", 1.0, False, "writing_tps", 0.5),
 )
+
+
+#: The verdict of a figure measured on both sides from too few requests (least_requests).
+TOO_FEW = "too few requests to tell"
 
 
 @dataclass(frozen=True)
@@ -93,8 +111,8 @@ class Change:
         """In words: better, worse, within noise, or not measured."""
         if self.diff is None:
             return "not measured in both"
-        if self.low is None:  # both measured, too few requests to resample
-            return "too few requests for an interval"
+        if self.low is None:  # both measured, too few requests (least_requests)
+            return TOO_FEW
         if not self.beyond_noise:
             return "within noise"
         better = (self.diff < 0) == self.figure.lower_is_better
@@ -342,9 +360,10 @@ def compare_runs(
     for fig in FIGURES:
         va, vb = a.values(fig.source), b.values(fig.source)
         fa, fb = _figure_of(va[0], fig.quantile), _figure_of(vb[0], fig.quantile)
+        enough = min(len(va[1]), len(vb[1])) >= least_requests(fig.quantile)
         interval = (
             _bootstrap(sub_a.values(fig.source), sub_b.values(fig.source), fig.quantile, rng)
-            if fa is not None and fb is not None
+            if fa is not None and fb is not None and enough
             else None
         )
         if fa is None or fb is None or interval is None:
@@ -391,6 +410,23 @@ def bootstrap_note(
     )
 
 
+def too_few_note(pair: RunPair) -> list[str]:
+    """What a comparison says of a load whose figures were measured from too few requests
+    for a verdict (least_requests): how many it has, and how many a verdict needs."""
+    few = [c for c in pair.changes if c.verdict == TOO_FEW]
+    if not few:
+        return []
+    measured = [c for c in pair.changes if c.diff is not None]
+    which = "" if few == measured else " for " + ", ".join(c.figure.label for c in few)
+    needs = sorted({(least_requests(c.figure.quantile), c.figure.quantile) for c in few})
+    most, q = needs[-1]
+    tail = f" ({most} for a p{q * 100:g})" if most > needs[0][0] else ""
+    return [
+        f"{pair.load}: too few requests to tell{which} ({pair.requests_a} in A, "
+        f"{pair.requests_b} in B): a verdict needs {needs[0][0]} a side{tail}; run more (-n)"
+    ]
+
+
 def compare_records(
     a: dict[str, Any],
     b: dict[str, Any],
@@ -420,6 +456,7 @@ def compare_records(
         note = bootstrap_note(key, len(ra), len(rb), resampled, matched)
         if note:
             notes.append(note)
+        notes += too_few_note(pairs[-1])
     unmatched += [f"{key} is only in B" for key in runs_b]
     if not pairs:
         raise CompareError(

@@ -132,8 +132,8 @@ async def bench_target(
     notes: list[str] = []
     if target.note:
         notes.append(target.note)
-    if workload.trace is not None and workload.trace.order_note:
-        notes.append(workload.trace.order_note)
+    if workload.trace is not None:
+        notes += [n for n in (workload.trace.order_note, workload.trace.unit_note) if n]
     identity: ServerIdentity | None = None
     if check_server:
         identity = await identify(target.url)

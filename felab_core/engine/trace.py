@@ -20,6 +20,7 @@ import itertools
 import json
 import math
 import random
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +36,11 @@ MAX_LINE_BYTES = 1 << 20
 MAX_TRACE_BYTES = 512 * MiB
 #: A replay of more than a day is a mistake (seconds given as milliseconds, a stray stamp).
 MAX_SPAN_S = 86_400
+#: Requests a median of fewer milliseconds apart than this look like a trace written in
+#: seconds (0, 1.5, 3.2): read as milliseconds, its 30 minutes replay in 1.8 s (A2-9). 5 ms
+#: is 200 requests a second all trace long, past any one server felab times; an honest trace
+#: that fast is replayed all the same, with the note.
+SECONDS_LIKE_GAP_MS = 5.0
 #: A line's prompt and answer, as --prompt-tokens and --max-tokens take them: a line asking
 #: 2,000,000 prompt tokens (with blocks of 65,536) had grown felab past 1.4 GB in 30 s.
 MAX_INPUT_TOKENS = 262_144  # workloads.MAX_TOKENS (a test holds them equal)
@@ -78,6 +84,26 @@ class Trace:
             f"trace {self.name}: line {self.goes_back_at}'s time is before the line above it "
             "(two traces joined, or a shuffled file?); felab replays every request in time "
             "order, so traces laid over each other run at once"
+        )
+
+    @property
+    def unit_note(self) -> str | None:
+        """What a run says when the trace's times look like seconds read as milliseconds: its
+        requests a median of under SECONDS_LIKE_GAP_MS apart, in the file and as replayed
+        (--trace-speed 0.001, which reads them as seconds, silences it). A note, not a
+        refusal: a millisecond trace that busy is rare, not wrong."""
+        gaps = [b.at_s - a.at_s for a, b in itertools.pairwise(self.requests)]
+        apart = [g * 1000 for g in gaps if g > 0]
+        if len(apart) < 2:  # one gap, or all at once: no pace to judge
+            return None
+        median_ms = statistics.median(apart)
+        if median_ms >= SECONDS_LIKE_GAP_MS or median_ms / self.speed >= SECONDS_LIKE_GAP_MS:
+            return None
+        return (
+            f"trace {self.name}: its requests are a median {median_ms:.3g} ms apart "
+            f"({len(self.requests):,} in {self.span_s:.3g} s): felab reads timestamp and delay "
+            "as milliseconds; if this file's times are seconds, replay it with --trace-speed "
+            "0.001 (or multiply them by 1000)"
         )
 
     def offsets_s(self, count: int | None = None) -> list[float]:

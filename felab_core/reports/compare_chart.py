@@ -11,7 +11,7 @@ from pathlib import Path
 from felab_core.chart_text import words_as_written
 from felab_core.engine.compare import Comparison
 from felab_core.engine.record_requests import CompareError
-from felab_core.files import COMPARE_CHART, chart_metadata
+from felab_core.files import COMPARE_CHART, chart_metadata, make_folder_for
 
 #: What --chart writes, by the file's suffix: matplotlib draws each, and each opens as a picture.
 #: Metadata that would change with every run (the date, the library's version) is left out.
@@ -89,7 +89,7 @@ def _draw_comparison(comparison: Comparison, path: Path) -> Path:
     ax.set_title("felab compare: change with its 95 % interval")
     ax.legend(loc="lower right", fontsize="small")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder_for(path, what="chart")  # one missing folder, as bench's files; no tree
     fig.savefig(path, format=fmt, metadata=CHART_FORMATS[path.suffix.lower()][1])
     plt.close(fig)
     return path

@@ -10,6 +10,10 @@ import pytest
 from typer.testing import CliRunner
 
 from felab.cli.main import app
+from felab_core.engine.compare import compare_records
+from felab_core.engine.record_reading import load_record
+from felab_core.files import NamedFileError
+from felab_core.reports.compare_chart import draw_comparison
 from tests.engine.test_compare import _record, _requests, write_record
 
 runner = CliRunner()
@@ -99,3 +103,24 @@ def test_a_records_name_with_escape_codes_is_shown_with_question_marks(
     assert "\x1b" not in out and "?[2J?[31mevil.json" in out
     code, _, err = compare(str(records[0]), str(odd), "--min-effect", "100")
     assert code == 2 and "from 0 to under 100" in err
+
+
+def test_a_chart_whose_folders_do_not_exist_is_refused_and_nothing_made(
+    records: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Sweep 22 (a2), noticed: a chart under a missing tree is refused before the comparison,
+    as bench's --json is (one missing folder is made, as there); drawing it made the whole
+    tree (mkdir parents=True) for anyone who checked the path less carefully."""
+    for where in (Path("/nonexistent/dir/chart.png"), tmp_path / "n1" / "n2" / "chart.png"):
+        code, stdout, stderr = compare(str(records[0]), str(records[1]), "--chart", str(where))
+        assert code == 2 and stdout == "", stderr
+        assert f"{where.parent.parent} does not exist, so felab will not make the chart" in stderr
+        assert not where.parent.parent.exists()
+    one = tmp_path / "charts" / "chart.png"  # one missing folder: made, as for bench's files
+    code, _, stderr = compare(str(records[0]), str(records[1]), "--chart", str(one))
+    assert code == 0 and one.read_bytes().startswith(b"\x89PNG"), stderr
+    comparison = compare_records(load_record(records[0]), load_record(records[1]))
+    deep = tmp_path / "d1" / "d2" / "chart.png"
+    with pytest.raises(NamedFileError, match="does not exist, so felab will not make the chart"):
+        draw_comparison(comparison, deep)
+    assert not (tmp_path / "d1").exists()

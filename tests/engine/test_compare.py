@@ -175,14 +175,46 @@ def test_one_request_a_side_is_too_few_for_an_interval_not_unmeasured() -> None:
     b = _record([(4, _requests([0.06]))])
     ttft = _by_key(compare_records(a, b).runs[0].changes)["ttft_p50"]
     assert ttft.a is not None and ttft.b is not None
-    assert ttft.verdict == "too few requests for an interval"
+    assert ttft.verdict == "too few requests to tell"
+
+
+TOO_FEW = "too few requests to tell"
+
+
+@pytest.mark.parametrize(
+    ("count", "median", "p95"),
+    [(2, TOO_FEW, TOO_FEW), (9, TOO_FEW, TOO_FEW), (10, "worse", TOO_FEW), (20, "worse", "worse")],
+)
+def test_a_verdict_needs_enough_requests_a_side(count: int, median: str, p95: str) -> None:
+    """Sweep 22 (a2) A2-14: 2 requests a side were called better or worse, with a "95 %"
+    interval from the 3 distinct resamples 2 requests have. A median needs 10 a side, a p95
+    20 (under 20 it is the slowest request, not a percentile); the figures are still shown."""
+    a = _record([(4, _requests([0.050 + 0.0001 * i for i in range(count)]))])
+    b = _record([(4, _requests([0.090 + 0.0001 * i for i in range(count)]))])
+    comparison = compare_records(a, b)
+    changes = _by_key(comparison.runs[0].changes)
+    assert (changes["ttft_p50"].verdict, changes["ttft_p95"].verdict) == (median, p95)
+    assert changes["ttft_p50"].a is not None and changes["ttft_p50"].b is not None
+    said = [n for n in comparison.caveats if "too few requests to tell" in n]
+    if count < 10:
+        assert said == [
+            f"4 streams: too few requests to tell ({count} in A, {count} in B): a verdict needs "
+            "10 a side (20 for a p95); run more (-n)"
+        ]
+    elif count < 20:
+        assert said == [
+            "4 streams: too few requests to tell for TTFT p95 (10 in A, 10 in B): a verdict "
+            "needs 20 a side; run more (-n)"
+        ]
+    else:
+        assert said == []
 
 
 def test_two_replays_or_conversations_paced_otherwise_are_said() -> None:
     """Eighteenth sweep (a2) M7: two traces under one name (other sha256), another
     --trace-speed or block size, another --think-time: compared without a word."""
     trace = {"name": "t1.jsonl", "sha256": "f37bf6" + "0" * 58, "speed": 1.0, "block_size": 512}
-    runs = [(0, _requests([0.05] * 10))]
+    runs = [(0, _requests([0.05] * 20))]  # enough for a verdict: no note of too few
     a = _record(runs, preset="trace:t1.jsonl", prompt_tokens=None, trace=trace)
     other = {**trace, "sha256": "98cb23" + "1" * 58, "speed": 2.0, "block_size": 16}
     notes = " | ".join(

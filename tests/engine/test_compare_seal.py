@@ -162,13 +162,13 @@ def test_failed_shares_are_said_when_any_request_failed() -> None:
 
 
 def test_another_machine_address_temperature_or_warmup_is_said() -> None:
-    a = _with(_requests([0.05] * 8), ok=8, failed=0, host="box-a", target__url="http://a:8080",
+    a = _with(_requests([0.05] * 20), ok=20, failed=0, host="box-a", target__url="http://a:8080",
               workload__temperature=0.0, workload__warmup=2)  # fmt: skip
-    b = _with(_requests([0.05] * 8), ok=8, failed=0, host="box-b", target__url="http://b:8080",
+    b = _with(_requests([0.05] * 20), ok=20, failed=0, host="box-b", target__url="http://b:8080",
               workload__temperature=0.7, workload__warmup=0)  # fmt: skip
     said = " | ".join(compare_records(a, b).caveats)
     assert "host (the machine felab ran on) differs: 'box-a' in A, 'box-b' in B" in said
     assert "target url differs: 'http://a:8080' in A, 'http://b:8080' in B" in said
     assert "workload temperature differs: 0.0 in A, 0.7 in B" in said
     assert "workload warm-up (--warmup) differs: 2 in A, 0 in B" in said
-    assert not compare_records(a, a).caveats  # the same settings: not a word
+    assert not compare_records(a, a).caveats  # the same settings (20 requests): not a word

@@ -286,3 +286,37 @@ def test_a_trace_out_of_time_order_is_replayed_in_order_and_said(tmp_path: Path)
     notes = record["notes"]
     assert isinstance(notes, list)
     assert any("line 4's time is before the line above it" in note for note in notes), notes
+
+
+def test_a_trace_in_seconds_is_said_and_how_to_replay_it(tmp_path: Path) -> None:
+    """Sweep 22 (a2) A2-9: timestamps in seconds (0, 1.5, 3.2) were read as milliseconds, so
+    30 minutes replayed in 1.8 s without a word. They are still replayed (an honest trace that
+    busy is rare, not wrong), with a note that says what felab reads and how to replay them."""
+    seconds = [0, 1.5, 3.2, 4.1, 6.0, 7.25]
+    rows = [{"timestamp": t, "input_length": 20, "output_length": 2} for t in seconds]
+    note = parse_trace(_jsonl(rows), name="s.jsonl").unit_note
+    assert note == (
+        "trace s.jsonl: its requests are a median 1.5 ms apart (6 in 0.00725 s): felab reads "
+        "timestamp and delay as milliseconds; if this file's times are seconds, replay it with "
+        "--trace-speed 0.001 (or multiply them by 1000)"
+    )
+    assert parse_trace(_jsonl(rows), speed=0.001).unit_note is None  # read as seconds: said
+    delays = [{"delay": 0.8, "input_length": 20}] * 4  # the gaps given as delays alike
+    assert parse_trace(_jsonl(delays)).unit_note is not None
+    # Honest milliseconds: Mooncake's pace (tens of ms apart), a burst at once, one gap.
+    mooncake = [{"timestamp": 37 * i + (i % 3) * 11, "input_length": 20} for i in range(30)]
+    assert parse_trace(_jsonl(mooncake)).unit_note is None
+    at_once = [{"timestamp": 0, "input_length": 20}] * 5
+    assert parse_trace(_jsonl(at_once)).unit_note is None
+    assert parse_trace(_jsonl(rows[:2])).unit_note is None
+    path = tmp_path / "seconds.jsonl"
+    path.write_text(_jsonl(rows))
+    server = ScriptedServer(Script(persona="llamacpp", ttft_s=0.002, itl_s=0.001))
+    server.start_in_thread()
+    try:
+        record = _replay(server, path)
+    finally:
+        server.stop_thread()
+    notes = record["notes"]
+    assert isinstance(notes, list)
+    assert any("--trace-speed 0.001" in note for note in notes), notes
