@@ -35,11 +35,11 @@ from felab_core.sizing.units import (
     binary_size_text,
     both_ways,
     decimal_text,
-    gb_text,
     mib_text,
     parse_bandwidth,
     parse_bytes,
     round_half_up,
+    size_text,
     tidy_text,
     whole_text,
 )
@@ -217,7 +217,7 @@ def kv_command(
         _pair(
             grid,
             f"memory for {whole_text(memory.tokens)} tokens",
-            f"{mib_text(memory.bytes)} = {gb_text(memory.bytes)}",
+            f"{mib_text(memory.bytes)} = {size_text(memory.bytes, 2)}",
             _value(memory.bytes),
             "bytes",
         )
@@ -488,7 +488,9 @@ def slots_command(
         _pair(grid, "fix", verdict.fix.flags)
         if verdict.fix.memory is not None:
             cost = verdict.fix.memory.bytes
-            _pair(grid, "fix costs", f"{mib_text(cost)} = {gb_text(cost)}", _value(cost), "bytes")
+            _pair(
+                grid, "fix costs", f"{mib_text(cost)} = {size_text(cost, 2)}", _value(cost), "bytes"
+            )
     emit(grid, fmt, console)
     _say(_notes(console, fmt), verdict.explanation)
 
@@ -659,7 +661,7 @@ def chips_command(
         Column("memory", "memory"),
     ]
     if weights is not None:
-        columns.append(Column("ceiling_tps", f"ceiling for {gb_text(weights)}", numeric=True))
+        columns.append(Column("ceiling_tps", f"ceiling for {size_text(weights, 2)}", numeric=True))
     columns.append(Column("source", "source"))
     grid = Grid("Memory bandwidth by chip", columns)
     shown = [c for c in speed_limit.CHIPS if family is None or family.lower() in c.family.lower()]

@@ -15,9 +15,9 @@ from felab_core.sizing.model_shape import ModelShape
 from felab_core.sizing.units import (
     binary_size_text,
     bytes_text,
-    gb_text,
     mib_text,
     require_whole,
+    size_text,
     whole_text,
 )
 
@@ -202,7 +202,7 @@ class KvMemory:
         said = (
             f"{whole_text(self.tokens)} tokens x "
             f"{binary_size_text(self.per_token.bytes)} per token "
-            f"= {mib}{also} = {gb_text(self.bytes)} "
+            f"= {mib}{also} = {size_text(self.bytes, 2)} "
             f"of cache for {self.per_token.shape.name}."
         )
         if self.bytes > MOST_MACHINE_BYTES:  # C23: 119 TiB priced without a word

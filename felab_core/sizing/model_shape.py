@@ -56,7 +56,16 @@ _LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 _HEAD_KEYS = ("num_attention_heads", "n_head", "num_heads", "n_heads")
 _KV_HEAD_KEYS = ("num_key_value_heads", "n_head_kv", "num_kv_heads", "multi_query_group_num")
 _HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model")
-_CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
+#: The trained context under the keys configs give it (GPT-2's n_positions, MPT's max_seq_len,
+#: ChatGLM's seq_length, Baichuan's model_max_length); the first given is read.
+_CONTEXT_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_sequence_length",
+    "max_seq_len",
+    "seq_length",
+    "model_max_length",
+)
 _EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
 _EXPERT_USED_KEYS = ("num_experts_per_tok", "num_experts_per_token", "moe_top_k")
 
@@ -86,6 +95,26 @@ def _aliases_agree(cfg: Mapping[str, Any], where: str, top: Mapping[str, Any] | 
             other = _first(top, keys)
             if other is not None:
                 _same_figure(given[0], other, where, f"{where} (its text_config)")
+
+
+def _huge(value: Any) -> bool:
+    return isinstance(value, int | float) and value > _CONTEXT_LIMIT
+
+
+def _context_aliases(cfg: Mapping[str, Any]) -> list[str]:
+    """A note for each context key that gives another length than the one read: Qwen's first
+    config gives seq_length 8,192 (trained) beside max_position_embeddings 32,768 (its
+    positions), so two lengths are said, not refused; either had been taken without a word."""
+    given = [(k, cfg[k]) for k in _CONTEXT_KEYS if cfg.get(k) is not None]
+    if given and given[-1][0] == "model_max_length" and _huge(given[-1][1]):
+        given.pop()  # a tokenizer's "no limit", not a length
+    return [
+        f"the context length disagrees: {given[0][0]} {_shown_value(given[0][1])} (read), but "
+        f"{key} {_shown_value(value)} in the same config; check the model card, and give the "
+        "length the server runs with --max-len or --contexts"
+        for key, value in given[1:]
+        if value != given[0][1]
+    ]
 
 
 def _same_figure(a: tuple[str, Any], b: tuple[str, Any], a_from: str, b_from: str) -> None:
@@ -315,6 +344,9 @@ def from_hf_config(source: str | Path | Mapping[str, Any], name: str | None = No
         )
 
     ctx_hit = _first(cfg, _CONTEXT_KEYS)
+    if ctx_hit and ctx_hit[0] == "model_max_length" and _huge(ctx_hit[1]):
+        ctx_hit = None  # transformers' "no limit" (1e30) copied from a tokenizer config
+    notes.extend(_context_aliases(cfg))
     experts_hit = _first(cfg, _EXPERT_KEYS)
     used_hit = _first(cfg, _EXPERT_USED_KEYS)
     n_experts = _positive_int(experts_hit[1], experts_hit[0], where) if experts_hit else None
@@ -817,7 +849,15 @@ def from_gguf(path: str | Path) -> ModelShape:
         where=f"the metadata of {with_hidden_shown(where)}",
     )
     tensors_from = shape.weights_from or with_hidden_shown(where)
-    check_layers_and_width(shape, shapes, keys, tensors_from, gguf=True)
+    nextn = key("nextn_predict_layers")  # GLM's MTP blocks: counted, a converter may drop them
+    check_layers_and_width(
+        shape,
+        shapes,
+        keys,
+        tensors_from,
+        gguf=True,
+        missing_layers=nextn if type(nextn) is int and 0 <= nextn <= 16 else 0,
+    )
     check_heads(shape, shapes, keys, tensors_from, gguf=True, check_queries=heads_by_layer is None)
     check_weights_size(shape)
     return shape

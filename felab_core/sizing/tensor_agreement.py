@@ -98,9 +98,22 @@ def _held(
 
 def layers_held(tensors: Tensors, *, gguf: bool) -> int | None:
     """The highest layer number the tensors hold, plus one; None when no tensor is a layer's."""
-    pattern = _LAYER_GGUF if gguf else _LAYER_HF
-    found = [int(hit[1]) for name, _ in tensors if (hit := pattern.match(name)) is not None]
+    found = layers_named(tensors, gguf=gguf)
     return max(found) + 1 if found else None
+
+
+def layers_named(tensors: Tensors, *, gguf: bool) -> set[int]:
+    """The layer numbers the tensors name (`blk.N.`, `model.layers.N.`), each once."""
+    pattern = _LAYER_GGUF if gguf else _LAYER_HF
+    return {int(hit[1]) for name, _ in tensors if (hit := pattern.match(name)) is not None}
+
+
+def _layers_shown(found: set[int]) -> str:
+    """The layers found: "layers 0 to 7", or "2 layers (0 to 31)" where some between are missing."""
+    low, high = min(found), max(found)
+    if len(found) == high + 1:
+        return f"layers 0 to {high:,}"
+    return f"{len(found):,} layer{'' if len(found) == 1 else 's'} ({low:,} to {high:,})"
 
 
 def width_held(tensors: Tensors, *, gguf: bool, quantized: bool = False) -> tuple[int, str] | None:
@@ -131,23 +144,28 @@ def check_layers_and_width(
     *,
     gguf: bool,
     extra_layers: int = 0,
+    missing_layers: int = 0,
     quantized: bool = False,
 ) -> None:
-    """The layer count against the highest layer the tensors hold (plus DeepSeek's and GLM's
-    multi-token-prediction layers, `extra_layers`), the width against the norm's."""
-    held = layers_held(tensors, gguf=gguf)
-    # a GGUF's blocks are held only past the count (llama.cpp's rule); a folder's both ways
-    fewest = shape.n_layers if not gguf else 0
-    if held is not None and not fewest <= held <= shape.n_layers + extra_layers:
-        _held(
-            "the number of layers",
-            shape.n_layers,
-            f"{keys.layers} {shape.n_layers:,}",
-            keys.where,
-            held,
-            f"layers 0 to {held - 1:,}",
-            tensors_from,
-        )
+    """The layer count against the layers the tensors name, each counted once (plus DeepSeek's
+    and GLM's multi-token-prediction layers, `extra_layers`; a GGUF converted without them may
+    lack them, `missing_layers`), the width against the norm's. A GGUF of 2 blocks beside a
+    block_count of 32 had been priced as 32 layers (llama.cpp refuses to load it)."""
+    found = layers_named(tensors, gguf=gguf)
+    if found:
+        held = max(found) + 1
+        fewest = shape.n_layers - missing_layers
+        if not (fewest <= len(found) and held <= shape.n_layers + extra_layers):
+            counted = len(found) if held <= shape.n_layers + extra_layers else held
+            _held(
+                "the number of layers",
+                shape.n_layers,
+                f"{keys.layers} {shape.n_layers:,}",
+                keys.where,
+                counted,
+                _layers_shown(found),
+                tensors_from,
+            )
     width = width_held(tensors, gguf=gguf, quantized=quantized)
     if width is not None and shape.hidden_size is not None:
         _held(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from felab_core.reports.memo import MachineSpec, MemoError, MemoInputs, build_memo
+from felab_core.reports.memo import MachineSpec, MemoError, MemoInputs, build_memo, render_markdown
 from tests.reports.conftest import MAC_INPUTS, sample_rows
 
 H100 = (MachineSpec(chip="H100 SXM"),)
@@ -64,3 +64,18 @@ def test_a_logs_tensor_parallel_size_divides_the_models_weights(tmp_path: Path) 
     path.write_text(config.replace("=2", "=8") + text, encoding="utf-8")
     with pytest.raises(MemoError, match=r"over 8 GPUs, its tensor x pipeline parallel size"):
         build_memo(sample_rows(), _inputs(path))
+
+
+def test_typed_model_bytes_far_from_the_logs_weights_are_said(tmp_path: Path) -> None:
+    """C5: --model-bytes 4.9GB (a 4-bit copy) beside "Model loading took 14.99 GiB" on one GPU
+    passed without a word (the typed size may be another server's quantized copy: said, not
+    refused)."""
+    log = _log(tmp_path / "bf16.log", "14.99 GiB", 40)
+    typed = replace(_inputs(log), model_bytes="4.9GB", bits_per_weight=None)
+    memo = build_memo(sample_rows(), typed)
+    said = " ".join(memo.memory_notes)
+    assert "the weights on one GPU disagrees: 16.10 GB from" in said
+    assert "4.90 GB (4.90 GB over 1 GPU" in said and "--model-bytes for" in said
+    assert said in render_markdown(memo)
+    same = replace(typed, model_bytes="16GB")
+    assert build_memo(sample_rows(), same).memory_notes == ()

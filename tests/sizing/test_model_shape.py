@@ -48,8 +48,10 @@ def write_gguf(
     key_length: int | None = None,
     arch: str = "llama",
     tensors: dict[str, Any] | None = None,
+    every_block: bool = True,
 ) -> Path:
-    """A small GGUF written with the gguf package's own writer."""
+    """A small GGUF written with the gguf package's own writer; each block the tensors leave
+    out gets its norm (`every_block`), as llama.cpp loads only a file holding every block."""
     w = GGUFWriter(str(path), arch)
     w.add_name("test-model")
     w.add_block_count(layers)
@@ -65,6 +67,16 @@ def write_gguf(
         w.add_expert_used_count(used)
     if tensors is None:
         tensors = {"blk.0.attn_q.weight": np.zeros((hidden, hidden), np.float32)}
+    if tensors and every_block:
+        named = {n.split(".")[1] for n in tensors if n.startswith("blk.")}
+        tensors = {
+            **tensors,
+            **{
+                f"blk.{i}.attn_norm.weight": np.zeros((hidden,), np.float32)
+                for i in range(layers)
+                if str(i) not in named
+            },
+        }
     for name, array in tensors.items():
         w.add_tensor(name, array)
     w.write_header_to_file()
@@ -262,7 +274,7 @@ def test_gguf_shape_and_weight_bytes(tmp_path: Path) -> None:
     shape = from_gguf(path)
     assert (shape.n_layers, shape.n_heads, shape.n_kv_heads, shape.head_dim_k) == (2, 4, 2, 16)
     assert shape.context_length == 2048
-    assert shape.weights_bytes == 64 * 64 * 4
+    assert shape.weights_bytes == 64 * 64 * 4 + 64 * 4  # blk.1's norm beside blk.0's q
     assert kv.kv_bytes_per_token(shape, "f16").bytes == 2 * 2 * 2 * 16 * 2
 
 
@@ -279,7 +291,7 @@ def test_gguf_moe_reads_only_the_used_experts(tmp_path: Path) -> None:
     )
     shape = from_gguf(path)
     experts = 8 * 16 * 64 * 4
-    other = 64 * 64 * 4 + 16 * 64 * 4  # the shared expert is always read
+    other = 64 * 64 * 4 + 16 * 64 * 4 + 64 * 4  # the shared expert, blk.1's norm: always read
     assert shape.is_moe
     assert shape.weights_bytes == experts + other
     assert shape.active_weights_bytes == other + Fraction(experts * 2, 8)

@@ -258,7 +258,7 @@ def test_experts_not_named_experts_are_counted_as_experts(tmp_path: Path) -> Non
     shape = from_hf_config(_hf(tmp_path / "m", cfg, tensors))
     assert shape.active_weights_bytes == Fraction(shape.weights_bytes or 0, 4)
     old = {f"blk.0.ffn_gate.{i}.weight": np.zeros((256, 256), np.float32) for i in range(4)}
-    path = write_gguf(tmp_path / "m.gguf", experts=4, used=1, tensors=old)
+    path = write_gguf(tmp_path / "m.gguf", layers=1, experts=4, used=1, tensors=old)
     shape = from_gguf(path)
     assert shape.active_weights_bytes == Fraction(shape.weights_bytes or 0, 4)
     old["blk.0.ffn_gate.7.weight"] = old.pop("blk.0.ffn_gate.3.weight")  # experts 0 to 7?

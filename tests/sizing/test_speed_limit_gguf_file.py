@@ -22,7 +22,8 @@ runner = CliRunner()
 
 
 def _gguf(path: Path, pad_to: int | None = None) -> Path:
-    write_gguf(path, tensors={"blk.0.attn_q.weight": np.zeros((512, 512), np.float32)})  # 1 MiB
+    one_mib = {"blk.0.attn_q.weight": np.zeros((512, 512), np.float32)}
+    write_gguf(path, layers=1, tensors=one_mib)
     if pad_to is not None:
         with path.open("r+b") as fh:
             fh.truncate(pad_to)  # a sparse tail: 10 GB on disk, no 10 GB written

@@ -13,6 +13,7 @@ from felab_core.reports.memo.fits import (
     check_machine_memory,
     check_reading_figures,
     memory_line,
+    typed_weights_note,
     weights_held,
 )
 from felab_core.reports.memo.model import (
@@ -441,6 +442,7 @@ def _build(rows: Sequence[Mapping[str, str]], inputs: MemoInputs, source: str) -
     held = weights_held(inputs, shape, weights)
     typed = inputs.model_bytes is not None
     check_machine_memory(held, budget, per_token, list(machines.values()), typed=typed)
+    typed_note = typed_weights_note(held, budget, per_token) if typed else None
 
     concurrency: list[ConcurrencyRow] = []
     for ctx in contexts:
@@ -478,5 +480,6 @@ def _build(rows: Sequence[Mapping[str, str]], inputs: MemoInputs, source: str) -
         flags=_flags(shape, per_token, per_token_fp8, budget, max_len),
         context_notes=tuple(context_notes),
         memory_line=memory_line(held, budget, per_token, typed=typed),
+        memory_notes=(typed_note,) if typed_note else (),
         limit_notes=tuple(_full_length_limit(m, weights, per_token, max_len) for m in distinct),
     )

@@ -9,6 +9,7 @@ from fractions import Fraction
 
 from felab_core.reports.memo.model import CacheBudget, Machine, MemoError, MemoInputs
 from felab_core.sizing import kv, speed_limit
+from felab_core.sizing.errors import SizingError
 from felab_core.sizing.model_shape import ModelShape
 from felab_core.sizing.shape_agreement import Reading, hold_together
 from felab_core.sizing.units import (
@@ -88,8 +89,37 @@ def memory_planned(
     return held, cache, ""
 
 
+def typed_weights_note(held: Fraction, budget: CacheBudget, per_token: kv.KvPerToken) -> str | None:
+    """--model-bytes beside a vLLM log's weights, held together as the model's own weights are
+    (`_log_weights_held`): 1 GB typed beside "Loading weights took 15 GiB" had passed without a
+    word. Said, not refused: the typed file may be another server's quantized copy."""
+    reading = budget.reading
+    if reading is None or reading.weights_bytes is None:
+        return None
+    try:
+        _log_weights_held(
+            held,
+            reading,
+            budget,
+            per_token,
+            model=f"--model-bytes for {per_token.shape.name}",
+            then="the memory held takes the log's figure, the speed limit --model-bytes; if "
+            "the log's server reads the same file, check --model-bytes or the log",
+        )
+    except SizingError as exc:
+        return f"Note: {exc}"
+    return None
+
+
 def _log_weights_held(
-    held: Fraction, reading: VllmReading, budget: CacheBudget, per_token: kv.KvPerToken
+    held: Fraction,
+    reading: VllmReading,
+    budget: CacheBudget,
+    per_token: kv.KvPerToken,
+    *,
+    model: str | None = None,
+    then: str = "the log is of another model or was edited; give the model the server loads "
+    "(--model-bytes with its files' size, or its --config/--gguf)",
 ) -> None:
     """Hold the log's weights (one GPU's share) to the model's: the speed limit had read 16.06
     GB of tensors while the memory sum took the log's "Model loading took 1.00 GiB". The GPUs
@@ -110,12 +140,15 @@ def _log_weights_held(
     hold_together(
         "the weights on one GPU",
         Reading(reading.weights_bytes, size_text(reading.weights_bytes, 2), reading.source),
-        Reading(share, f"{size_text(share, 2)} ({size_text(held, 2)} {over})", _model(per_token)),
+        Reading(
+            share,
+            f"{size_text(share, 2)} ({size_text(held, 2)} {over})",
+            model or _model(per_token),
+        ),
         low=1 / (2 * (1 if gpus else MOST_GPUS_SHARED)),
         high=2,
         room="the speed limit and the memory held take one weights figure",
-        then="the log is of another model or was edited; give the model the server loads "
-        "(--model-bytes with its files' size, or its --config/--gguf)",
+        then=then,
     )
 
 

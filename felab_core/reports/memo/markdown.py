@@ -111,6 +111,8 @@ def _machine_and_model(memo: Memo) -> list[str]:
         rows.append(["trained context", f"{whole_text(s.context_length)} tokens"])
     rows.append(["model shape from", s.source])
     out = ["## Machine and model", "", _table(["", "value"], rows), ""]
+    for note in memo.memory_notes:
+        out += [note, ""]
     for i, m in enumerate(memo.machines):
         if m.chip is not None:
             out += [f"Bandwidth source: {m.chip.source}.", ""]

@@ -246,6 +246,8 @@ class Memo:
     memory_line: str = ""
     #: Each machine's speed limit at the planned length, its cache read with the weights.
     limit_notes: tuple[str, ...] = ()
+    #: What the memory sum says beside the machine: --model-bytes against a vLLM log's weights.
+    memory_notes: tuple[str, ...] = ()
 
     @property
     def title(self) -> str:
