@@ -7,6 +7,7 @@ Light on purpose (the standard library only): a student's machine loads it with 
 from __future__ import annotations
 
 import base64
+import functools
 import re
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -23,6 +24,23 @@ _URL_HEAD = re.compile(r"(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://[^\s:/@]*:", re.I)
 #: `scheme://token@host`: a user with no password, the usual way a key rides in a URL.
 _URL_BARE_USER = re.compile(r"(?<![a-z0-9+.-])(?P<scheme>[a-z][a-z0-9+.-]*://)[^\s:/@]+@", re.I)
 _WORD = re.compile(r"\S+")
+#: `user:password@host` with no scheme (`carol:S3cret@studio.local`, typed where felab wants a
+#: host or a name): the password masked, as with a scheme. Only where a word begins (a space,
+#: a quote, a bracket, `=` or `,` before it: a scheme's `//` is _URL_HEAD's), and only before
+#: a host that reads as one: a dotted name ending in letters (not a file's extension, so
+#: `llama3.1:8b@q4.gguf` stays), an IPv4 address, [IPv6] or localhost. `llama3.1:8b@q4`,
+#: `image:tag@sha256:...` and an email (`bob@example.com`, `mailto:bob@...`) stay as they are.
+_FILE_ENDS = r"gguf|ggml|bin|safetensors|pth?|onnx|mlx|npz|json|ya?ml|txt|csv|md|py|zip|tar|gz"
+_BARE_HOST = (
+    r"(?:localhost|\d{1,3}(?:\.\d{1,3}){3}|\[[0-9a-f:.]+\]"
+    rf"|(?:[a-z0-9](?:[a-z0-9-]{{0,61}}[a-z0-9])?\.)+(?!(?:{_FILE_ENDS})(?![a-z]))[a-z]{{2,63}})"
+    r"(?::\d{1,5})?(?![a-z0-9_-])(?!\.[a-z0-9])"
+)
+_BARE_USERINFO = re.compile(
+    r"(?<![^\s'\"(\[<{=,;])(?!(?:mailto|e-?mail|mail):)"
+    rf"(?P<user>[a-z0-9._~%+-]*):(?P<password>[^\s'\"]+)(?P<host>@{_BARE_HOST})",
+    re.I,
+)
 #: The names a secret goes by in a URL: after one as a whole path segment (`/key=V`, `/pwd=V`,
 #: `/x-api-key/V`, `/bearer/V`, a gateway's way of carrying a key) or as a query name, the
 #: value is masked. Only a whole segment counts (`/keys`, `/passage`, `/authors` stay).
@@ -114,6 +132,17 @@ def add_secret(value: str | None) -> None:
     """Mask `value` in every redacted text from now on (a token, a password)."""
     if value and len(value) >= 4:
         _secrets.add(value)
+        _masked_once.cache_clear()
+
+
+def add_if_secret(text: str | None) -> bool:
+    """Mask `text` whole from now on when redact() finds a secret in it (a key pasted as
+    --model): a server's error that repeats it, or a note that names it, is then masked
+    wherever it is shown. True when it was one."""
+    if not text or redact(text) == text:
+        return False
+    add_secret(text)
+    return True
 
 
 def add_url_secrets(url: str) -> None:
@@ -139,8 +168,11 @@ def add_url_secrets(url: str) -> None:
 
 def redact(text: str) -> str:
     """`text` with URL passwords and every known secret replaced by ***."""
-    if "://" in text and "@" in text:
-        text = _WORD.sub(_masked_word, text)
+    if "@" in text:
+        if "://" in text:
+            text = _WORD.sub(_masked_word, text)
+        if ":" in text:
+            text = _BARE_USERINFO.sub(_bare_masked, text)
     text = _QUERY_SECRET.sub(r"\g<head>***", text)
     text = _PATH_SECRET.sub(_path_masked, text)
     text = _SAID_SECRET.sub(_said_masked, text)
@@ -161,6 +193,31 @@ def _masked_word(found: re.Match[str]) -> str:
         return _URL_BARE_USER.sub(r"\g<scheme>***@", word)
     at = word.rfind("@")
     return word if at < head.end() else word[: head.end()] + "***" + word[at:]
+
+
+def _bare_masked(found: re.Match[str]) -> str:
+    """`user:password@host` with no scheme: `user:***@host` (one masked already stays)."""
+    if found.group("password") == "***":
+        return found.group(0)
+    return f"{found.group('user')}:***{found.group('host')}"
+
+
+def secret_problem(what: str, text: str) -> str:
+    """The one check for a password or key in text a person typed or a file gave (a model's
+    name, a label, a results row's cell), before felab stores or shows it: '' when `text`
+    holds none, else the refusal's start naming `what` with the secret masked ("the label
+    holds a password or key ('https://bob:***@hf.co/x')"). It is redact()'s own reading, so
+    what felab refuses and what it masks agree; the caller says what to do instead."""
+    shown = _masked_once(text)
+    if shown == text:
+        return ""
+    return f"the {what} holds a password or key ({shown[:80]!r})"
+
+
+@functools.lru_cache(maxsize=4096)
+def _masked_once(text: str) -> str:
+    """redact(text), cached: a file's 60,000 rows repeat their names (emptied by add_secret)."""
+    return redact(text)
 
 
 def _path_masked(found: re.Match[str]) -> str:

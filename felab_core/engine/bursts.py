@@ -6,6 +6,13 @@ hundreds of tokens a millisecond apart gives arrival times that say how fast byt
 socket, not how fast a model writes: ITL 0 ms, 31,000 or 60,000 tokens a second for one user
 had been written as measurements (twenty-second sweep, a A1, A7, A17). Every reader of those
 figures (metrics.request_metrics, the run's note, --find-max-rate) asks `burst_of`.
+
+What a burst leaves standing: TTFT and E2E (when the text reached felab: what a user behind the
+same buffer waits for; an answer sent whole brings its first token with its last), and the
+run's total tok/s and requests a second, which are tokens and answers over the run's wall
+time and read no gap between tokens, so they stay honest. What it takes: ITL, TPOT, writing
+speed, and goodput against an SLO's TPOT bound (a burst's TPOT is not slow, it is unread: such
+a run's goodput is blank, not 0 %).
 """
 
 from __future__ import annotations
@@ -103,9 +110,10 @@ def burst_share(metrics: Sequence[_Answer]) -> tuple[int, int, str | None]:
     return len(said), len(long), (said[0] if said else None)
 
 
-def burst_note(metrics: Sequence[_Answer]) -> str | None:
+def burst_note(metrics: Sequence[_Answer], *, tpot_bound: bool = False) -> str | None:
     """What a run says when answers came in a burst: their ITL, TPOT and writing speed are
-    blank (never 0), and why."""
+    blank (never 0), and why; what stays (TTFT, E2E and the run's total tok/s, over its wall
+    time); with `tpot_bound` (an SLO on TPOT), that goodput is blank too."""
     burst, long, example = burst_share(metrics)
     if not burst:
         return None
@@ -118,5 +126,8 @@ def burst_note(metrics: Sequence[_Answer]) -> str | None:
         f"{which} of more than one token arrived in one read or one burst (e.g. {example}: "
         "faster than a model writes one stream): something buffers the stream "
         "(a proxy, or a server that sends its answer whole or in batches), so no time per "
-        "token (ITL, TPOT) or writing speed can be read for them; time the server directly"
+        "token (ITL, TPOT) or writing speed can be read for them"
+        + (", nor goodput against --slo's tpot bound (blank, not 0 %)" if tpot_bound else "")
+        + "; TTFT and E2E are when the text reached felab, and total tok/s is over the run's "
+        "wall time; time the server directly"
     )

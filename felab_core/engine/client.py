@@ -233,6 +233,7 @@ async def _stream(
                 body,
                 resp.headers.get("retry-after"),
                 sent_login="authorization" in resp.request.headers,
+                asked=(adapter.api, resp.request.url.path),
             )
             return
         encoding = resp.headers.get("content-encoding", "identity").strip().lower()

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from felab_core.engine.bursts import burst_note, burst_of
+from felab_core.engine.bursts import answer_burst, burst_note, burst_of
 from felab_core.engine.timeline import NS, RequestTimeline
 from felab_core.engine.token_counts import (
     COUNT_FROM_CHUNKS_DISBELIEVED,
@@ -411,14 +411,22 @@ def summarize(
         good = sum(1 for m in warm if slo.met_by(m))
         summary.slo = str(slo)
         span = window_s if window_s is not None and window_s > 0 else dur
-        summary.goodput_rps = good / span
-        summary.goodput_fraction = good / len(counted) if counted else None
+        if not _tpot_unread(slo, warm):
+            summary.goodput_rps = good / span
+            summary.goodput_fraction = good / len(counted) if counted else None
     return summary
 
 
-def one_read_note(metrics: list[RequestMetrics]) -> str | None:
+def _tpot_unread(slo: SLO | None, warm: Sequence[RequestMetrics]) -> bool:
+    """Whether the SLO bounds TPOT and an answer's TPOT cannot be read (it came in a burst):
+    counted as missing the bound, its run's goodput had read 0 %; it is blank instead."""
+    return slo is not None and slo.tpot_s is not None and any(answer_burst(m) for m in warm)
+
+
+def one_read_note(metrics: list[RequestMetrics], slo: SLO | None = None) -> str | None:
     """What a run says when answers arrived in one read or one burst (bursts.burst_note)."""
-    return burst_note(metrics)
+    warm = [m for m in metrics if m.ok and not m.cold and not m.outside_window]
+    return burst_note(metrics, tpot_bound=_tpot_unread(slo, warm))
 
 
 def past_length_note(metrics: list[RequestMetrics], max_tokens: int) -> str | None:

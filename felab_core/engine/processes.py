@@ -35,7 +35,7 @@ from felab_core.engine.metrics import SLO, RequestMetrics, request_metrics
 from felab_core.engine.shards import Shard, auto_processes, slices, usable_processes
 from felab_core.engine.targets import Target
 from felab_core.engine.workloads import Workload
-from felab_core.redact import add_url_secrets
+from felab_core.redact import add_if_secret, add_url_secrets
 
 READY_TIMEOUT_S = 120.0  # a spawned process imports httpx and numpy: seconds on a busy laptop
 START_LEAD_NS = 100_000_000  # from the start signal to the first send, so every slice is on time
@@ -126,6 +126,7 @@ def _child(conn: Connection, order: _Order) -> None:
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     add_url_secrets(order.target.url)  # masked here too: a process starts with none known
+    add_if_secret(order.target.model)  # a key pasted as --model, as the parent masks it
     try:
         reply = run_sync(_child_run(conn, order))
         conn.send(("done", reply))

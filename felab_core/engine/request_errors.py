@@ -9,12 +9,14 @@ import asyncio
 import errno
 import json
 import re
+from collections.abc import Iterable
 from typing import Protocol
 from urllib.parse import urlsplit
 
 import httpx
 
-from felab_core.engine.apis import StreamProtocolError
+from felab_core.engine.apis import ADAPTERS, Api, StreamProtocolError
+from felab_core.engine.server_kinds import ServerKind
 from felab_core.engine.stream_shape import shown_text
 from felab_core.engine.timeline import RequestTimeline
 from felab_core.redact import url_without_credentials
@@ -50,6 +52,50 @@ _NO_SUCH_PATH = (
     "(http://HOST:PORT, without a path such as /v1/models), and the --api it serves"
 )
 
+
+def _other_api(status: int, api: Api, path: str) -> str:
+    """A 404 (or 405) on the path the API posts to: which path that was, and the other --api
+    values with theirs, since the commonest cause is a server that speaks another API (an
+    Ollama server asked for /v1/completions answers, vLLM asked for /api/chat does not).
+
+    felab does not probe the other paths: a GET tells a missing path from a POST-only one on
+    some servers only (FastAPI answers 405, Ollama's and llama.cpp's 404 either way), and a
+    POST there would be a generation request. The server's identity, where felab checked it,
+    is in the run's notes."""
+    others = " or ".join(
+        f"--api {a.api.value} ({a.path})" for a in ADAPTERS.values() if a.api is not api
+    )
+    what = "has no endpoint at" if status == 404 else "does not take a POST at"
+    return (
+        f"the server {what} {shown_text(path, 120)}, where --api {api.value} posts: it may "
+        f"speak another API; try {others}, or give its base address as --url "
+        "(http://HOST:PORT, without a path such as /v1/models)"
+    )
+
+
+def wrong_api_note(
+    api: Api, kind: ServerKind | None, evidence: str, errors: Iterable[str | None]
+) -> str | None:
+    """Where felab identified the server (before the run, with no generation request) and
+    its requests got a 404 or 405 on --api's path: the --api that kind of server speaks."""
+    if kind is None or kind.traits.api is api:
+        return None
+    if not any(e and e.startswith(("HTTP 404", "HTTP 405")) and "--api" in e for e in errors):
+        return None
+    return (
+        f"the server is {kind.label} ({evidence}), which speaks --api {kind.traits.api.value}: "
+        f"its requests to {ADAPTERS[api].path} (--api {api.value}) found no endpoint"
+    )
+
+
+def _a_missing_path(status: int, message: str) -> bool:
+    """Whether a 404 or 405 says the path itself is not served: a 405 always, a 404 whose words
+    do not name a model (Ollama's and vLLM's 404 for a model they lack do; FastAPI's "Not
+    Found", Ollama's "404 page not found", llama.cpp's "File Not Found" or a proxy's page do
+    not)."""
+    return status == 405 or (status == 404 and "model" not in message.lower())
+
+
 #: An HTML page's start (a proxy's or a web server's error page) and its <title>.
 _HTML_START = re.compile(r"\s*(<!doctype html|<html|<head|<body|<title)", re.IGNORECASE)
 _HTML_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
@@ -63,10 +109,16 @@ _REFUSED_LOGIN = (
 
 
 def server_error_message(
-    status: int, body: bytes, retry_after: str | None = None, *, sent_login: bool = False
+    status: int,
+    body: bytes,
+    retry_after: str | None = None,
+    *,
+    sent_login: bool = False,
+    asked: tuple[Api, str] | None = None,
 ) -> str:
     """The server's own words for a 4xx/5xx, whatever shape it wraps them in, and what the
-    status usually means (and how long the server asked to be left alone, if it said)."""
+    status usually means (and how long the server asked to be left alone, if it said).
+    `asked`: the API and the URL path posted to, for a 404 or 405 on that path."""
     text = body.decode("utf-8", errors="replace").strip()
     message = text
     try:
@@ -88,7 +140,9 @@ def server_error_message(
             message = str(err)
     said = f"HTTP {status}: {shown_text(message) or '(empty body)'}"
     advice = _REFUSED_LOGIN if status == 401 and sent_login else _STATUS_ADVICE.get(status)
-    if status == 404 and message.strip(" .").lower() in ("", "not found", "404 not found"):
+    if asked is not None and _a_missing_path(status, message):
+        advice = _other_api(status, *asked)  # the path itself, not a model (sweep 22 a A15)
+    elif status == 404 and message.strip(" .").lower() in ("", "not found", "404 not found"):
         advice = _NO_SUCH_PATH  # the path itself, not a model (Ollama's 404 names the model)
     wait = shown_text(retry_after or "", 40)
     # seconds up to a day, or an HTTP date: anything else (-5, twenty digits) is not repeated

@@ -37,6 +37,7 @@ from felab_core.engine.metrics import (
     summarize,
 )
 from felab_core.engine.probe import IdentityError, ServerIdentity, check_identity, identify
+from felab_core.engine.request_errors import wrong_api_note
 from felab_core.engine.server_kinds import ServerKind
 from felab_core.engine.shards import Shard, check_on_time
 from felab_core.engine.targets import Target
@@ -46,7 +47,7 @@ from felab_core.engine.trace import TracePrompts
 from felab_core.engine.workloads import (
     Workload,
 )
-from felab_core.redact import add_url_secrets, url_without_credentials
+from felab_core.redact import add_if_secret, add_url_secrets, redact, url_without_credentials
 from felab_core.sizing.errors import SizingError
 from felab_core.sizing.metrics_scrape import ServerRates, Snapshot, diff, scrape
 
@@ -91,6 +92,14 @@ def served_instead(target: Target, identity: ServerIdentity | None) -> tuple[str
     )
 
 
+#: Said when --model looks like a key or password: it is sent as given, and shown masked.
+SECRET_MODEL_NOTE = (
+    "the model name given looks like a key or password (sk-..., hf_...): it was sent to the "
+    "server as given, and is masked (***) in the table, the results CSV and the record; was "
+    "a key pasted as --model? give the model's name (the server's /v1/models lists it)"
+)
+
+
 def _not_listed(target: Target, identity: ServerIdentity | None) -> str | None:
     """What a run says when --model names a model the server does not list (twenty-first
     sweep A15: `--model other` was stored without a word beside a server listing only m)."""
@@ -130,6 +139,8 @@ async def bench_target(
     add_url_secrets(target.url)  # however the target was made: a server may repeat them
     limits = limits or ClientLimits()
     notes: list[str] = []
+    if add_if_secret(target.model):  # sweep 22 a2 A2-13: a key pasted as --model
+        notes.append(SECRET_MODEL_NOTE)
     if target.note:
         notes.append(target.note)
     if workload.trace is not None:
@@ -253,7 +264,7 @@ async def bench_target(
                 notes.append(f"{label}: {measured.stopped}")
             if workload.tools and (prose := _answers_without_a_call(timelines)):
                 notes.append(f"{label}: {prose}")
-            if buffered := one_read_note(metrics):
+            if buffered := one_read_note(metrics, slo):
                 notes.append(f"{label}: {buffered}")
             asked = None if workload.trace else workload.max_tokens  # a trace's lines set theirs
             if asked is not None and (longer := past_length_note(metrics, asked)):
@@ -284,20 +295,24 @@ async def bench_target(
                 "later runs were not started"
             )
             break
+    errors = [m.error for run in runs for m in run.requests]
+    if identity and (other := wrong_api_note(target.api, identity.kind, identity.evidence, errors)):
+        notes.append(other)
     cold_note = _warmup_cold_note(warm, runs)
     if cold_note:
         notes.append(cold_note)
-    return TargetResult(
+    filed = model or (identity.models[0] if identity and identity.models else None)
+    return TargetResult(  # what the table, the CSV and the record show: no secret in them
         interrupted=interrupted,
         target=target,
-        model=model or (identity.models[0] if identity and identity.models else None),
+        model=None if filed is None else redact(filed),
         identity=identity,
         workload=workload,
         runs=runs,
         warmup=warm,
         started_at=started_at,
-        host=this_host(),
-        notes=notes,
+        host=redact(this_host()),
+        notes=[redact(note) for note in notes],
     )
 
 

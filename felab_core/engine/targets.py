@@ -380,7 +380,8 @@ def resolve_target(
     else:
         if name not in targets:
             known = ", ".join(sorted(targets))
-            raise TargetError(f"unknown target {name!r}: known targets are {known}")
+            # a key typed where a name goes is not repeated (sweep 22 a2 A2-13)
+            raise TargetError(f"unknown target {redact(name)!r}: known targets are {known}")
         base = targets[name]
         if url is not None:
             # The default's note is about its default address; a given URL makes it moot.

@@ -83,6 +83,32 @@ class Script:
     # A server of limited capacity: at most `slots` streams at once, the rest wait their turn
     # (the wait shows in TTFT), as a batch-size-limited engine does. 0: no limit.
     slots: int = 0
+    # The generation paths it serves (("/completion",): an old llama.cpp-style server that
+    # speaks none of felab's APIs); None: the persona's own (PERSONA_PATHS). Another path is
+    # answered with the persona's own 404.
+    paths: tuple[str, ...] | None = None
+
+
+#: Every generation path the scripted server can serve.
+ALL_PATHS = ("/v1/chat/completions", "/v1/completions", "/api/chat")
+#: The generation paths each persona serves, as the real server does: vLLM, SGLang and MLX
+#: speak the OpenAI API only (a persona not named here serves all three).
+PERSONA_PATHS = {
+    "vllm": ALL_PATHS[:2],
+    "sglang": ALL_PATHS[:2],
+    "mlx": ALL_PATHS[:2],
+}
+#: The 404 each persona answers a path it does not serve with, as the real server words it.
+PERSONA_404 = {
+    "vllm": (b'{"detail":"Not Found"}', "application/json"),  # FastAPI's
+    "sglang": (b'{"detail":"Not Found"}', "application/json"),
+    "mlx": (b"Not Found", "text/plain"),  # mlx_lm.server's http.server handler
+    "ollama": (b"404 page not found", "text/plain"),  # Go's gin
+    "llamacpp": (
+        b'{"error":{"code":404,"message":"File Not Found","type":"not_found_error"}}',
+        "application/json",
+    ),
+}
 
 
 @dataclass(slots=True)
@@ -260,8 +286,10 @@ class ScriptedServer:
             body404 = b"model 'x' not found, try pulling it first"
             await self._send_whole(writer, 404, body404, "text/plain")
             return True
-        if path not in ("/v1/chat/completions", "/v1/completions", "/api/chat"):
-            await self._send_whole(writer, 404, b"no such route", "text/plain")
+        served = s.paths if s.paths is not None else PERSONA_PATHS.get(s.persona, ALL_PATHS)
+        if path not in served or path not in ALL_PATHS:
+            body404, ctype = PERSONA_404.get(s.persona, (b"no such route", "text/plain"))
+            await self._send_whole(writer, 404, body404, ctype)
             return True
         if s.slots > 0:
             if self._slots is None:
