@@ -69,6 +69,13 @@ def make_folder_for(path: Path, *, what: str) -> None:
     folder = path.parent
     if folder.is_dir():
         return
+    above = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if above is not None and not above.is_dir():  # mkdir -p would fail there too
+        raise NamedFileError(
+            above,
+            f"is not a folder (a file or a device), so felab cannot make the {what} under it: "
+            "choose another path",
+        )
     if not folder.parent.is_dir():
         raise NamedFileError(
             folder.parent,

@@ -31,15 +31,16 @@ _WORD = re.compile(r"\S+")
 #: `llama3.1:8b@q4.gguf` stays), an IPv4 address, [IPv6] or localhost. `llama3.1:8b@q4`,
 #: `image:tag@sha256:...` and an email (`bob@example.com`, `mailto:bob@...`) stay as they are.
 _FILE_ENDS = r"gguf|ggml|bin|safetensors|pth?|onnx|mlx|npz|json|ya?ml|txt|csv|md|py|zip|tar|gz"
-_BARE_HOST = (
+_BARE_HOST = re.compile(
     r"(?:localhost|\d{1,3}(?:\.\d{1,3}){3}|\[[0-9a-f:.]+\]"
     rf"|(?:[a-z0-9](?:[a-z0-9-]{{0,61}}[a-z0-9])?\.)+(?!(?:{_FILE_ENDS})(?![a-z]))[a-z]{{2,63}})"
-    r"(?::\d{1,5})?(?![a-z0-9_-])(?!\.[a-z0-9])"
-)
-_BARE_USERINFO = re.compile(
-    r"(?<![^\s'\"(\[<{=,;])(?!(?:mailto|e-?mail|mail):)"
-    rf"(?P<user>[a-z0-9._~%+-]*):(?P<password>[^\s'\"]+)(?P<host>@{_BARE_HOST})",
+    r"(?::\d{1,5})?(?![a-z0-9_-])(?!\.[a-z0-9])",
     re.I,
+)
+#: Where a schemeless user may begin in a word: its start, or after a quote, a bracket, `=`, `,`
+#: or `;`; a user of URL characters, then `:` not followed by `//` (a scheme's).
+_BARE_USER = re.compile(
+    r"(?:^|(?<=['\"(\[<{=,;]))(?!(?:mailto|e-?mail|mail):)[a-z0-9._~%+-]*:(?!//)", re.I
 )
 #: The names a secret goes by in a URL: after one as a whole path segment (`/key=V`, `/pwd=V`,
 #: `/x-api-key/V`, `/bearer/V`, a gateway's way of carrying a key) or as a query name, the
@@ -132,7 +133,7 @@ def add_secret(value: str | None) -> None:
     """Mask `value` in every redacted text from now on (a token, a password)."""
     if value and len(value) >= 4:
         _secrets.add(value)
-        _masked_once.cache_clear()
+        redact_cached.cache_clear()
 
 
 def add_if_secret(text: str | None) -> bool:
@@ -172,7 +173,7 @@ def redact(text: str) -> str:
         if "://" in text:
             text = _WORD.sub(_masked_word, text)
         if ":" in text:
-            text = _BARE_USERINFO.sub(_bare_masked, text)
+            text = _WORD.sub(_bare_masked, text)
     text = _QUERY_SECRET.sub(r"\g<head>***", text)
     text = _PATH_SECRET.sub(_path_masked, text)
     text = _SAID_SECRET.sub(_said_masked, text)
@@ -196,10 +197,23 @@ def _masked_word(found: re.Match[str]) -> str:
 
 
 def _bare_masked(found: re.Match[str]) -> str:
-    """`user:password@host` with no scheme: `user:***@host` (one masked already stays)."""
-    if found.group("password") == "***":
-        return found.group(0)
-    return f"{found.group('user')}:***{found.group('host')}"
+    """One word: `user:password@host` with no scheme made `user:***@host`. The password runs
+    to the last `@` that a host follows (a password may hold `@`); each word is read once, and
+    each `@` in it looked at once."""
+    word = found.group(0)
+    if "@" not in word or ":" not in word:
+        return word
+    user = _BARE_USER.search(word)
+    if user is None:
+        return word
+    at = len(word)
+    while (at := word.rfind("@", user.end(), at)) > user.end():
+        if _BARE_HOST.match(word, at + 1):
+            password = word[user.end() : at]
+            if password == "***":
+                return word
+            return word[: user.end()] + "***" + word[at:]
+    return word
 
 
 def secret_problem(what: str, text: str) -> str:
@@ -208,15 +222,15 @@ def secret_problem(what: str, text: str) -> str:
     holds none, else the refusal's start naming `what` with the secret masked ("the label
     holds a password or key ('https://bob:***@hf.co/x')"). It is redact()'s own reading, so
     what felab refuses and what it masks agree; the caller says what to do instead."""
-    shown = _masked_once(text)
+    shown = redact_cached(text)
     if shown == text:
         return ""
     return f"the {what} holds a password or key ({shown[:80]!r})"
 
 
 @functools.lru_cache(maxsize=4096)
-def _masked_once(text: str) -> str:
-    """redact(text), cached: a file's 60,000 rows repeat their names (emptied by add_secret)."""
+def redact_cached(text: str) -> str:
+    """redact(text), cached, for names a file's 60,000 rows repeat (emptied by add_secret)."""
     return redact(text)
 
 

@@ -133,13 +133,16 @@ class Settings(BaseSettings):
     )
     # The upper bounds are `felab bench`'s own (engine/workloads.py): a job never asks more.
     job_max_concurrency: int = Field(
-        default=64, ge=1, le=4096, description="Most users one job may run."
+        default=64, ge=1, le=4096, description="The most users one job may run at once."
     )
     job_max_requests: int = Field(
         default=500, ge=1, le=1_000_000, description="Most requests one job may send."
     )
     job_max_tokens: int = Field(
-        default=4096, ge=1, le=262_144, description="Most output tokens a request."
+        default=4096,
+        ge=1,
+        le=262_144,
+        description="The most output tokens one request may ask for.",
     )
     job_max_per_hour: int = Field(
         default=10, ge=1, le=1_000_000, description="Jobs one member may ask an hour."
@@ -326,7 +329,7 @@ class Settings(BaseSettings):
     def _not_blank(cls, value: object) -> object:
         """Set but empty is a mistake (an unfilled .env line), not a wish for the default."""
         if isinstance(value, str) and not value.strip():
-            raise ValueError("is set but empty: give a value, or unset it for the default")
+            raise ValueError("is set but empty: give a value")  # "or unset it": said after
         return value
 
     @field_validator("targets_file", "worker_key_file", "broker_ca_file", mode="before")

@@ -82,6 +82,7 @@ from felab_core.people.members import (
     update_server_model,
 )
 from felab_core.people.privacy import delete_member, export_member
+from felab_core.redact import redact
 from felab_core.sizing.speed_limit import SpeedCheck
 from felab_core.sizing.units import (
     GB,
@@ -130,8 +131,9 @@ def _console() -> Console:
 
 
 def _say(console: Console, text: str) -> None:
-    """Print prose as it is: no markup parsing, no hard wrapping."""
-    console.print(text, markup=False, soft_wrap=True)
+    """Print prose as it is (no markup parsing, no hard wrapping), secrets masked: a name
+    stored before felab refused a key in one (a model's, a results row's host) is shown so."""
+    console.print(redact(text), markup=False, soft_wrap=True)
 
 
 def _tps(value: float) -> str:

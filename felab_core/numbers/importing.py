@@ -25,6 +25,7 @@ from felab_core.numbers.run_keys import (
     run_named,
 )
 from felab_core.numbers.verdict import judge_imports
+from felab_core.redact import redact, redact_cached
 
 IMPORT_OUTCOMES = ("recorded", "result only", "already imported", "skipped")
 _NEEDED_COLUMNS = ("server", "model", "preset", "concurrency", "writing_tps_p50")
@@ -44,6 +45,14 @@ class ImportedRow:
     outcome: str
     reason: str = ""
     tokens_per_s: float | None = None
+
+    def __post_init__(self) -> None:
+        """Every text felab shows about a row, masked: a skipped row's model may hold the key
+        it was skipped for (`llama3.1:8b?api_key=...`), and its line is printed."""
+        for name in ("server", "model", "preset"):
+            object.__setattr__(self, name, redact_cached(getattr(self, name)))
+        if self.reason:
+            object.__setattr__(self, "reason", redact(self.reason))
 
 
 @dataclass(frozen=True)
@@ -162,7 +171,7 @@ class _Planned:
 
 
 def _refusal(problems: list[tuple[int, str]]) -> str:
-    shown = "; ".join(f"line {line}: {why}" for line, why in problems[:_SHOWN_PROBLEMS])
+    shown = redact("; ".join(f"line {line}: {why}" for line, why in problems[:_SHOWN_PROBLEMS]))
     more = len(problems) - _SHOWN_PROBLEMS
     rest = f" (and {more:,} more)" if more > 0 else ""
     return (

@@ -31,7 +31,7 @@ from felab_core.numbers.row_e2e_tokens import check_e2e_holds_its_tokens
 from felab_core.numbers.row_rates import check_rates, run_length
 from felab_core.numbers.row_workload import check_workload
 from felab_core.numbers.speed_tpot import check_writing_is_one_over_tpot
-from felab_core.redact import redact
+from felab_core.redact import secret_problem
 from felab_core.text import FORMULA_MARKS, formula_mark, holds_hidden
 
 #: What a results row's figures may be: anything outside is a corrupted or hand-edited row,
@@ -208,21 +208,22 @@ def check_result_row(row: Mapping[str, str]) -> ResultRow:
     )
 
 
-@functools.lru_cache(maxsize=4096)
-def _shown_masked(value: str) -> str:
-    """`value` with its secrets masked; cached, since a file's rows repeat their names."""
-    return redact(value)
+#: A cell that is a figure (12, 0.0239, 4.46e1, -1): no password or key takes that shape, and a
+#: 60,000-row file's figures, each different, are not each read for one.
+_FIGURE = re.compile(r"[0-9.eE+-]*")
 
 
 def _check_no_secret(row: Mapping[str, str]) -> None:
-    """No name holds a password or key: felab masks them in every URL and name it writes, so
-    a target of http://bob:S3cret@... was typed in after, and would be stored and shown."""
-    for name in _ROW_TEXT_LIMITS:
-        value = row.get(name)
-        if isinstance(value, str) and value and _shown_masked(value) != value:
+    """No cell holds a password or key: felab masks them in every URL and name it writes, so
+    a target of http://bob:S3cret@... (or a host of bob:S3cret@studio.local) was typed in
+    after, and would be stored (every cell is), exported and shown. Every text cell, through
+    felab's one check (secret_problem)."""
+    for name, value in row.items():
+        if not isinstance(value, str) or not value or _FIGURE.fullmatch(value):
+            continue
+        if problem := secret_problem(f"result row's {name}", value):
             raise Invalid(
-                f"the result row's {name} holds a password or key "
-                f"({_shown_masked(value)[:80]!r}): felab writes none and stores none: "
+                f"{problem}: felab writes none and stores none: "
                 "remove it, or import the file felab bench wrote"
             )
 

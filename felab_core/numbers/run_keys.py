@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from felab_core.redact import redact
+
 #: What tells one run from another in a results CSV: a `felab bench` run on one target (its
 #: start time, to the second; the machine; the target's name) of one server, model and preset
 #: times one load per row: a concurrency (a sweep gives each once) or a rate. Everything else a
@@ -98,14 +100,15 @@ def first_difference(before: Mapping[str, str], now: Mapping[str, str]) -> str |
         if column in RUN_COLUMNS or column not in before:
             continue
         if _figure(before[column]) != _figure(text):
-            return f"{column} {before[column][:20]!r} there, {text[:20]!r} here"
+            return f"{column} {redact(before[column])[:20]!r} there, {redact(text)[:20]!r} here"
     return None
 
 
 def run_named(row: Mapping[str, str]) -> str:
-    """The run a row is, as a student finds it in the file."""
+    """The run a row is, as a student finds it in the file (a stored row's cells masked: one
+    imported before felab refused `user:password@` with no scheme may hold one)."""
     stamp, host, target, users, rate = (
-        _cell(row, c)[:40] for c in ("timestamp", "host", "target", "concurrency", "rate")
+        redact(_cell(row, c))[:40] for c in ("timestamp", "host", "target", "concurrency", "rate")
     )
     load = f"rate {rate}/s" if rate else f"concurrency {users}"
     return f"timestamp {stamp or '(none)'}, host {host}, target {target}, {load}"

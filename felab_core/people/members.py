@@ -18,6 +18,7 @@ from felab_core.content.calendar import ADVANCE_MODES, local_date, zone
 from felab_core.db import models as m
 from felab_core.engine.server_kinds import validate_server
 from felab_core.errors import Forbidden, Invalid, NotFound
+from felab_core.redact import secret_problem
 from felab_core.sizing.errors import SizingError
 from felab_core.sizing.model_shape import file_size_problem
 from felab_core.sizing.speed_limit import find_chip
@@ -304,6 +305,8 @@ def set_server_model(
             raise Invalid(f"the {what} is longer than {most} characters: give the short name")
         if mark := formula_mark(text, allowed="@"):  # a spreadsheet would run it as a formula
             raise Invalid(f"the {what} begins with {mark!r}: no model's name does")
+        if secret := secret_problem(what, text.strip()):  # stored, and shown on every call
+            raise Invalid(f"{secret}: felab stores none and shows none: {retype}")
     size: int | None = None
     if model_bytes is not None:
         try:
