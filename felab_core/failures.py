@@ -117,7 +117,9 @@ def settings_messages(errors: list[dict[str, Any]]) -> list[str]:
             f" ({info.description.rstrip('.')})" if info is not None and info.description else ""
         )
         msg = str(e["msg"]).removeprefix("Value error, ")
-        lines.append(f"{name}{value}: {msg}{about}. Fix it, or unset it for the default.")
+        # a message that already says "unset it" is not told it twice
+        tail = "" if "unset it" in msg else " Fix it, or unset it for the default."
+        lines.append(f"{name}{value}: {msg}{about}.{tail}")
     return lines
 
 

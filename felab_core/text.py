@@ -164,3 +164,8 @@ def comma_items(text: str, example: str) -> list[str]:
             f"here, so {advice}"
         )
     return [item for item in items if item]
+
+
+def counted(n: int, word: str, plural: str | None = None) -> str:
+    """`1 request`, `2 requests`, `1,000 requests`: a count and its noun, in the right number."""
+    return f"{n:,} {word if n == 1 else (plural or word + 's')}"

@@ -36,9 +36,10 @@ from felab.cli.output import (
     text,
 )
 from felab.cli.stopping import sigterm_as_ctrl_c
-from felab.cli.waiting import SilenceNotice
+from felab.cli.waiting import ProgressLines, SilenceNotice
 from felab_core.engine.apis import Api
 from felab_core.engine.bench import BenchOutcome, run_bench, save_outcomes
+from felab_core.engine.client import MAX_LIMIT_S, MIN_LIMIT_S
 from felab_core.engine.event_loop import run_sync
 from felab_core.engine.measure import RunResult, TargetResult
 from felab_core.engine.metrics import Stats
@@ -49,7 +50,13 @@ from felab_core.engine.results import (
 )
 from felab_core.engine.server_kinds import ServerKind
 from felab_core.engine.targets import Target, TargetError, load_targets
-from felab_core.engine.workloads import PRESETS
+from felab_core.engine.workloads import (
+    MAX_BURSTINESS,
+    MAX_DURATION_S,
+    MIN_BURSTINESS,
+    MIN_DURATION_S,
+    PRESETS,
+)
 from felab_core.failures import EXIT_INTERRUPTED
 from felab_core.redact import url_without_credentials
 from felab_core.settings import get_settings
@@ -82,6 +89,8 @@ err_console = Console(stderr=True, highlight=False)
 
 #: Seconds without a finished request before the bench says it is still waiting.
 QUIET_NOTICE_S = 30.0
+#: Where no bar is drawn (not a terminal), a progress line at most this often.
+PROGRESS_LINE_S = 30.0
 
 
 def _fmt(value: float | None, scale: float = 1.0, digits: int = 1) -> str:
@@ -282,7 +291,8 @@ def bench(
     burstiness: float | None = typer.Option(
         None,
         "--burstiness",
-        help="Open loop gaps: 1 = Poisson, <1 burstier, >1 steadier (above 0, at most 1,000).",
+        help=f"Open loop gaps: 1 = Poisson, <1 burstier, >1 steadier ({MIN_BURSTINESS:g} to "
+        f"{MAX_BURSTINESS:,.0f}).",
     ),
     requests: int | None = typer.Option(
         None, "--requests", "-n", help="Requests per run, 1 to 1,000,000."
@@ -290,7 +300,8 @@ def bench(
     duration: float | None = typer.Option(
         None,
         "--duration",
-        help="Seconds per run, at most 86,400 (instead of, or as well as, --requests).",
+        help=f"Seconds per run, {MIN_DURATION_S:g} to {MAX_DURATION_S:,.0f} (instead of, or as "
+        "well as, --requests).",
     ),
     warmup: int | None = typer.Option(
         None, "--warmup", help="Warm-up requests, not counted (0 to 1,000)."
@@ -385,12 +396,15 @@ def bench(
         help="Goodput objective, e.g. ttft=0.5,tpot=0.05 (seconds) or ttft=500ms,tpot=50ms.",
     ),
     timeout: float = typer.Option(
-        600.0, "--timeout", help="Seconds one request may take (above 0, at most 86,400)."
+        600.0,
+        "--timeout",
+        help=f"Seconds one request may take ({MIN_LIMIT_S:g} to {MAX_LIMIT_S:,.0f}).",
     ),
     stall_timeout: float = typer.Option(
         60.0,
         "--stall-timeout",
-        help="Seconds of silence mid-stream before a request fails (above 0, at most 86,400).",
+        help=f"Seconds of silence mid-stream before a request fails ({MIN_LIMIT_S:g} to "
+        f"{MAX_LIMIT_S:,.0f}).",
     ),
     csv_path: Path | None = typer.Option(
         None, "--csv", help="Results CSV to append a row to (default: results/01-latency.csv)."
@@ -504,6 +518,8 @@ def bench(
                 requests=requests,
                 duration=duration,
                 concurrency=concurrency,
+                sessions=sessions,
+                preset=preset,
             )
         except ValueError as exc:
             err_console.print(f"[red]error:[/red] {esc(str(exc))}")
@@ -542,11 +558,18 @@ def bench(
                 "Ctrl-C stops."
             )
             return
+        # A silent server (no headers, or a stream that stopped) meets --stall-timeout first
+        # (httpx's read timeout); --timeout caps the whole request, pings and all.
+        limit = (
+            f"after {stall_timeout:g} s of silence (--stall-timeout) or {timeout:g} s in all "
+            "(--timeout)"
+            if stall_timeout < timeout
+            else f"at --timeout ({timeout:g} s)"
+        )
         err_console.print(
             f"[yellow]waiting:[/yellow] no request has finished in {seconds:.0f} s. A server "
-            "loading its model, or writing long answers, can take this long; one that took the "
-            f"connection and never answers is given up at --timeout ({timeout:g} s), and the "
-            "target with it when the warm-up gets no token"
+            "loading its model, or writing long answers, can take this long; a request is given "
+            f"up {limit}, and the target with it when the warm-up gets no token"
             + (" (without --no-check, felab asks it first)" if no_check else "")
             + ". Ctrl-C stops."
         )
@@ -563,6 +586,13 @@ def bench(
         SilenceNotice(QUIET_NOTICE_S, quiet_for) as silence,
     ):
         tasks: dict[str, TaskID] = {}
+        lines = (
+            None
+            if err_console.is_terminal
+            else ProgressLines(
+                PROGRESS_LINE_S, lambda line: err_console.print(line, markup=False, style="dim")
+            )
+        )
 
         def progress(target: Target, label: str, done: int, total: int | None) -> None:
             silence.poke()
@@ -570,6 +600,8 @@ def bench(
             if key not in tasks:  # the description is markup: a name's '[/y]' had crashed it
                 tasks[key] = bar.add_task(esc(key), total=total)
             bar.update(tasks[key], completed=done, total=total)
+            if lines is not None:
+                lines.update(key, done, total)
 
         def once(k: int = 0) -> list[BenchOutcome]:
             return run_sync(

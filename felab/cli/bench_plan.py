@@ -271,10 +271,26 @@ def check_search(
     requests: int | None,
     duration: float | None,
     concurrency: str | None,
+    sessions: int | None = None,
+    preset: str | None = None,
 ) -> None:
-    """--find-max-rate runs its own probes: refuse the flags it would not apply."""
-    if len(chosen) != 1 or workload.trace is not None or workload.sessions is not None:
-        raise ValueError("--find-max-rate searches one target with a synthetic workload")
+    """--find-max-rate runs its own probes: refuse the flags it would not apply, naming them."""
+    if len(chosen) != 1:
+        raise ValueError(
+            f"--find-max-rate searches one target: name one of {', '.join(t.name for t in chosen)}"
+        )
+    if workload.trace is not None:
+        raise ValueError(
+            "--find-max-rate sets its own arrival rates with a synthetic workload: drop --trace"
+        )
+    if workload.sessions is not None:
+        chat = PRESETS.get(preset or workload.preset or "")
+        flags = [f"--preset {chat.name}"] if chat and chat.workload.sessions else []
+        flags += ["--sessions"] if sessions is not None or not flags else []
+        raise ValueError(
+            "--find-max-rate sends single requests at a rate, not conversations: drop "
+            + " and ".join(flags)
+        )
     if workload.rate is not None and workload.rate > SEARCH_CEILING:  # exit 70 before
         raise ValueError(
             f"--find-max-rate starts at --rate and goes up to {SEARCH_CEILING:,.0f} req/s: give "

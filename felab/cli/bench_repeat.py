@@ -19,6 +19,7 @@ from felab_core.engine.bench import BenchOutcome, save_outcomes
 from felab_core.engine.measure import RunResult
 from felab_core.engine.repeats import intervals, measured
 from felab_core.failures import EXIT_INTERRUPTED
+from felab_core.text import counted
 
 
 def _load(run: RunResult) -> str:
@@ -137,8 +138,8 @@ def _interrupted(
     whole = repeats[:-1]
     notes.print(
         f"[yellow]interrupted:[/yellow] repeat {k} of {times} was stopped (Ctrl-C or SIGTERM) "
-        f"after {finished} requests finished; it is left out of the figures and the results CSV "
-        "(its --json file keeps it)"
+        f"after {counted(finished, 'request')} finished; it is left out of the figures and the "
+        "results CSV (its --json file keeps it)"
         + (
             f"; the table is over the {len(whole)} whole repeats"
             if len(whole) >= 2

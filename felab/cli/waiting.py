@@ -48,3 +48,21 @@ class SilenceNotice:
     ) -> None:
         self._stop.set()
         self._thread.join(timeout=2.0)
+
+
+class ProgressLines:
+    """Where no bar is drawn (stderr not a terminal: a log, CI, `2> file`), a line of progress
+    at most every `every_s` seconds, fed by the bar's own callback: a long warm-up or a
+    5,000-conversation run the person asked for had said nothing for minutes."""
+
+    def __init__(self, every_s: float, say: Callable[[str], None]) -> None:
+        self._every_s = every_s
+        self._say = say
+        self._last = time.monotonic()
+
+    def update(self, what: str, done: int, total: int | None) -> None:
+        now = time.monotonic()
+        if now - self._last < self._every_s:
+            return
+        self._last = now
+        self._say(f"{what}: {done:,}{'' if total is None else f' of {total:,}'} done")

@@ -435,8 +435,9 @@ class Ollama:
         if frame.data.startswith(("data:", "event:")):  # an OpenAI-style server's event stream
             raise StreamProtocolError(
                 f"an OpenAI-style event stream (lines of 'data: ...'), not Ollama's /api/chat: "
-                f"this server speaks the OpenAI API; use --api openai-chat (or drop --kind "
-                f"ollama): {frame.data[:60]!r}"
+                # Ollama's API comes from --api ollama, --kind ollama or the ollama target:
+                # which one is not known here, so the advice names only the way out
+                f"this server speaks the OpenAI API; use --api openai-chat: {frame.data[:60]!r}"
             )
         obj = _loads(frame.data)
         info = FrameInfo()

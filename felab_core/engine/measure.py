@@ -45,6 +45,7 @@ from felab_core.engine.workloads import (
     turn_message,
 )
 from felab_core.redact import url_without_credentials
+from felab_core.text import counted
 
 SCHEMA = "felab.bench/1"
 #: The most characters a conversation's history may reach: about four a token of the longest
@@ -276,8 +277,8 @@ def client_check(
             "starting requests)"
         )
         check.warnings.append(
-            f"{check.queued_requests} requests waited {waited}; latency from the schedule "
-            "includes that wait"
+            f"{counted(check.queued_requests, 'request')} waited {waited}; latency from the "
+            "schedule includes that wait"
         )
     return check
 

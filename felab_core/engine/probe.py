@@ -18,6 +18,7 @@ import httpx
 from felab_core.bounded_get import aget_bounded
 from felab_core.engine.request_errors import (
     connect_failure,
+    credentials_refused,
     protocol_error_text,
     unread_http,
 )
@@ -238,8 +239,8 @@ async def identify(base_url: str, *, wait_s: float = PROBE_TIMEOUT_S) -> ServerI
         return ServerIdentity(
             None,
             None,
-            f"its identity endpoints answered {statuses}: they want credentials felab does "
-            "not send",
+            f"its identity endpoints answered {statuses}: they "
+            + credentials_refused(base_url, they=True),
             ids,
         )
     return ServerIdentity(None, None, unconfirmed, ids)

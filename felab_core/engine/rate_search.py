@@ -138,12 +138,13 @@ def judge(rate: float, summary: RunSummary, bounds: tuple[Bound, ...]) -> Probe:
         return probe
     if summary.ok == 0:  # not load: the server answers none at any rate ("fell behind" misled)
         kinds = ", ".join(sorted(summary.errors)) or "no reason given"
-        probe.misses.append(f"all {sent} requests failed ({kinds})")
+        every = "the one request" if sent == 1 else f"all {sent:,} requests"
+        probe.misses.append(f"{every} failed ({kinds})")
         return probe
     if summary.stopped:
         probe.misses.append("over-saturated: the run stopped sending")
     if summary.failed / sent > MAX_FAILED:
-        probe.misses.append(f"{summary.failed} of {sent} requests failed")
+        probe.misses.append(f"{summary.failed:,} of {sent:,} requests failed")
     if (finished := finished_rate(rate, summary)) < MIN_KEPT_UP * rate:
         probe.misses.append(
             f"finished only {finished:.2f} req/s of {rate:g} asked: the server fell behind"

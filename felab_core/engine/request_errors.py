@@ -101,6 +101,20 @@ _HTML_START = re.compile(r"\s*(<!doctype html|<html|<head|<body|<title)", re.IGN
 _HTML_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
 
 
+def credentials_refused(url: str, what: str = "", *, they: bool = False) -> str:
+    """Why a 401 or 403 came ("the server ...", or "they ..."), agreeing with the failure
+    line: httpx sends a URL's user and password as Basic auth, so they were refused; a URL
+    without them sent none."""
+    parts = urlsplit(url)
+    if parts.username or parts.password:
+        return f"refused the user and password in the URL (sent as Basic auth){what}"
+    verb = "want" if they else "wants"
+    return (
+        f"{verb} credentials{what}, which felab does not send (an API key, or a login in "
+        "front of it)"
+    )
+
+
 #: A 401 when the URL held a user and password: httpx sent them as Basic auth.
 _REFUSED_LOGIN = (
     "the server refused the user and password in the URL (sent as Basic auth): check them, or "

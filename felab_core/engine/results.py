@@ -251,29 +251,35 @@ def _check_header(path: Path) -> bool:
 def _needs_line_end(path: Path) -> bool:
     """True when the file's last row is whole but has no line end (an editor saved it so): the
     next row must not be glued onto it. ResultsFileError when that last row is cut short (a
-    copy stopped mid-row): a row appended there would be read as part of it."""
+    copy stopped mid-row, with its line end or without): a row appended there would be read
+    as part of it, or sit below a row the next reader trips on."""
     try:
         with path.open("rb") as fh:
             size = fh.seek(0, os.SEEK_END)
             if size == 0:
                 return False
-            fh.seek(max(0, size - 65536))
-            tail = fh.read()
+            fh.seek(size - 1)
+            ended = fh.read(1) in (b"\n", b"\r")
+        with path.open(newline="", encoding="utf-8-sig", errors="replace") as fh:
+            reader = csv.reader(fh)
+            width = len(next(reader, []))  # an older felab's header may be shorter
+            cells, line = width, 1
+            for row in reader:  # a quoted cell may hold a line end: rows, not lines
+                if row:  # a blank line is no row
+                    cells, line = len(row), reader.line_num
     except OSError:
         return False  # the write itself will say why
-    if tail.endswith((b"\n", b"\r")):
-        return False
-    last = tail.rsplit(b"\n", 1)[-1].decode("utf-8", "replace")
-    cells = next(csv.reader([last]), [])
-    with path.open(newline="", encoding="utf-8-sig", errors="replace") as fh:
-        width = len(next(csv.reader(fh), []))  # an older felab's header may be shorter
-    if len(cells) != width:
+    except csv.Error as exc:  # a cell over csv's size limit, say
         raise ResultsFileError(
-            f"{path}: its last line is cut short ({len(cells)} cells where its header has "
-            f"{width}), as if a copy stopped mid-row; a new row would be glued onto it: mend "
-            "or remove that line, or pass --csv another file"
+            f"{path}: not readable as CSV ({exc}): fix or move the file, or give another with --csv"
+        ) from None
+    if cells != width:
+        raise ResultsFileError(
+            f"{path}: its last line is cut short (line {line}: {cells} cells where its header "
+            f"has {width}), as if a copy stopped mid-row: fix or move the file, or give another "
+            "with --csv"
         )
-    return True
+    return not ended
 
 
 def append_csv(path: Path, rows: list[dict[str, str]]) -> None:

@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from felab_core.bounded_get import direct_client, get_bounded
-from felab_core.engine.request_errors import connect_failure
+from felab_core.engine.request_errors import connect_failure, credentials_refused
 from felab_core.redact import url_password_masked
 from felab_core.sizing.errors import BadAnswer, SizingError, Unreachable
 from felab_core.sizing.units import decimal_text, whole_text
@@ -225,8 +225,7 @@ def scrape(
     if response.status_code in (401, 403):  # behind a key or a login: not switched off
         raise SizingError(
             f"{url_password_masked(url)} answered HTTP {response.status_code}: the server "
-            "wants credentials for its /metrics, which felab does not send (an API key, or a "
-            "login in front of it); its own figures are left out"
+            f"{credentials_refused(url, ' for its /metrics')}; its own figures are left out"
         )
     if response.status_code != 200:
         raise SizingError(
