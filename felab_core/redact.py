@@ -62,7 +62,8 @@ _PATH_SECRET = re.compile(
 )
 #: A secret passed in a URL's query (`?password=`, `&api_key=`, `?token=`): its value masked.
 _QUERY_SECRET = re.compile(
-    rf"(?P<head>[?&;](?:{_SECRET_NAMES}|sslpassword)=)[^&#\s]+",
+    # a value masked already is left (else its closing quote went with it: masked twice)
+    rf"(?P<head>[?&;](?:{_SECRET_NAMES}|sslpassword)=)(?![*]{{3}}(?![^&#\s'\")\]]))[^&#\s]+",
     re.I,
 )
 #: An environment variable's name for a secret (`OPENAI_API_KEY`, `HF_TOKEN`, `DB_PW`): the

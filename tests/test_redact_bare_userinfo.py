@@ -113,3 +113,11 @@ def test_a_stored_rows_run_and_difference_are_named_masked() -> None:
     )
     said = first_difference({"x": "carol:TopSecretPW42@studio.local"}, {"x": "other"})
     assert said is not None and "TopSecret" not in said
+
+
+def test_a_masked_query_value_keeps_its_closing_quote() -> None:
+    """A skipped row's reason quotes its masked model ('...?api_key=***'): masked again for the
+    line felab prints, the quote and what followed had gone with it."""
+    said = "the model ('llama3.1:8b?api_key=***'): remove it"
+    assert redact(said) == said
+    assert redact("x?api_key=sk-LEAKME1234567890') y") == "x?api_key=*** y"
