@@ -161,8 +161,8 @@ def test_a_long_restore_says_what_it_is_doing(
     ("revision", "orders", "says"),
     [
         ("abc123def", True, "holds another program's tables (orders) and its own schema version"),
-        ("0014", True, "holds another program's tables (orders) and its own schema version"),
-        ("0014", False, "is at schema 0014 but lacks felab's tables (bench_jobs"),
+        ("0015", True, "holds another program's tables (orders) and its own schema version"),
+        ("0015", False, "is at schema 0015 but lacks felab's tables (bench_jobs"),
     ],
 )
 @pytest.mark.parametrize("args", [["db", "status"], ["db", "upgrade"], ["status"]])
@@ -175,7 +175,7 @@ def test_another_alembic_programs_database_is_not_felabs(
 
     from felab_core.db.session import head_revision
 
-    assert head_revision() == "0014"  # the cases above name the latest revision
+    assert head_revision() == "0015"  # the cases above name the latest revision
     data_dir.mkdir(parents=True)
     with sqlite3.connect(data_dir / "felab.db") as con:
         con.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) PRIMARY KEY)")
