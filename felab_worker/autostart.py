@@ -104,7 +104,8 @@ def _quoted(arg: str) -> str:
 
 
 class ServiceError(RuntimeError):
-    """The service manager refused; the message says what it said."""
+    """The service manager refused or could not be reached (exit 3: nothing in the command to
+    fix); the message says what it said."""
 
 
 def _run(cmd: list[str]) -> str:
@@ -127,16 +128,19 @@ def install(svc: ServiceFile) -> None:
         _run(["systemctl", "--user", "enable", "--now", svc.label])
 
 
-def uninstall(svc: ServiceFile) -> None:
+def uninstall(svc: ServiceFile) -> bool:
+    """Stop and remove the service; False when it was not installed (its file is absent: the
+    service manager is not asked, so a machine without one is told so, not its error)."""
+    if not svc.path.exists():
+        return False
     if svc.kind == "launchd":
-        if svc.path.exists():
-            _run(["launchctl", "unload", "-w", str(svc.path)])
+        _run(["launchctl", "unload", "-w", str(svc.path)])
     else:
-        if svc.path.exists():
-            _run(["systemctl", "--user", "disable", "--now", svc.label])
+        _run(["systemctl", "--user", "disable", "--now", svc.label])
     svc.path.unlink(missing_ok=True)
     if svc.kind == "systemd":
         _run(["systemctl", "--user", "daemon-reload"])
+    return True
 
 
 def status(svc: ServiceFile) -> str:

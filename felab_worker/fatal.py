@@ -13,6 +13,7 @@ import logging
 from collections.abc import Iterator
 
 from felab_core.errors import Invalid
+from felab_worker.outage import BrokerOutage, install, remove
 
 
 class FatalError(logging.Filter):
@@ -30,15 +31,20 @@ class FatalError(logging.Filter):
 
 
 @contextlib.contextmanager
-def kept_fatal() -> Iterator[FatalError]:
-    """Run Celery inside: the filter holds the error it stopped on, if any."""
+def kept_fatal(outage: BrokerOutage | None = None) -> Iterator[FatalError]:
+    """Run Celery inside: the filter holds the error it stopped on, if any; with `outage`, a
+    broker that goes away and comes back is said in a line each (felab_worker.outage)."""
     fatal = FatalError()
     celery_log = logging.getLogger("celery.worker")
     celery_log.addFilter(fatal)
+    if outage is not None:
+        install(outage)
     try:
         yield fatal
     finally:
         celery_log.removeFilter(fatal)
+        if outage is not None:
+            remove(outage)
 
 
 class BrokerKeyWrongType(Invalid):

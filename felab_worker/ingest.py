@@ -46,8 +46,10 @@ from felab_core.ops.status import fleet_facts
 from felab_core.settings import Settings
 from felab_worker.acl import Synced
 from felab_worker.app import server_app
+from felab_worker.broker import broker_url
 from felab_worker.dispatch import Dispatcher
 from felab_worker.gate import gated, only_felab_tasks
+from felab_worker.outage import BrokerOutage, away_reason
 
 log = logging.getLogger("felab.ingest")
 
@@ -62,6 +64,7 @@ class Ingest:
 
     settings: Settings
     dispatcher: Dispatcher
+    outage: BrokerOutage
     _last_reconcile: float = float("-inf")
     started: float = field(default_factory=time.monotonic)
 
@@ -187,10 +190,12 @@ class Ingest:
         return {"expired": out.expired, "failed": out.failed, "requeued": out.requeued}
 
 
-def create_app(settings: Settings) -> tuple[Celery, Ingest]:
-    """The ingest's Celery app with its three tasks registered."""
+def create_app(settings: Settings, *, debug: bool = False) -> tuple[Celery, Ingest]:
+    """The ingest's Celery app with its three tasks registered; with `debug`, Celery's own
+    words about a broker that went away are kept (tracebacks included)."""
     app = server_app(settings)
-    state = Ingest(settings, Dispatcher(settings, app))
+    outage = BrokerOutage(broker_url(settings), "ingest", debug=debug)
+    state = Ingest(settings, Dispatcher(settings, app), outage)
     retry: dict[str, Any] = {
         "bind": True,
         "autoretry_for": TRANSIENT,
@@ -210,6 +215,7 @@ def create_app(settings: Settings) -> tuple[Celery, Ingest]:
 
     @app.task(name="felab.reconcile")  # type: ignore[untyped-decorator]
     def reconcile_task() -> None:
+        state.outage.back()  # a beat came through the broker
         if not state.due():
             log.info("a reconcile asked for between beats was skipped")
             return
@@ -217,6 +223,11 @@ def create_app(settings: Settings) -> tuple[Celery, Ingest]:
             state.reconcile()
         except TRANSIENT as exc:
             log.warning("reconciler skipped a beat: the database is away (%s)", exc)
+        except Exception as exc:  # the broker gone again mid-beat: said once, not a traceback
+            reason = away_reason(exc)
+            if reason is None:
+                raise
+            state.outage.away(reason)
 
     only_felab_tasks(app)
     gated(app)

@@ -49,6 +49,7 @@ from felab_worker.login import (
     user_of,
 )
 from felab_worker.names import INGEST_QUEUE, Names
+from felab_worker.outage import BrokerOutage, away_reason
 from felab_worker.spool import Spool
 
 log = logging.getLogger("felab.worker")
@@ -77,6 +78,7 @@ class Runtime:
     max_result_bytes: int = 1_000_000
     stop: threading.Event = field(default_factory=threading.Event)
     login: RefusalWatch | None = None  # set by configure; the heartbeat loop feeds it
+    outage: BrokerOutage | None = None  # set by start: a broker away said once, and its return
     _unreadable_said: bool = False
     _sender: tuple[int, queue.Queue[dict[str, Any]]] | None = None
 
@@ -176,9 +178,11 @@ class Runtime:
                 self.resend_pending(connection=conn, all_of_them=first)
                 first = False
                 self._login_seen(None)
+                if self.outage is not None:
+                    self.outage.back()
             except Exception as exc:  # the broker restarting: try again next beat
-                if not self._login_seen(exc):  # a refusal is said once, by the watch
-                    log.warning("heartbeat not sent (%s); retrying", exc)
+                if not self._login_seen(exc) and not self._away(exc):  # a refusal is said
+                    log.warning("heartbeat not sent (%s); retrying", exc)  # once, by the watch
                 if conn is not None:
                     with contextlib.suppress(Exception):
                         conn.release()
@@ -191,6 +195,14 @@ class Runtime:
 
     def _login_seen(self, exc: BaseException | None) -> bool:
         return self.login is not None and self.login.saw(exc)
+
+    def _away(self, exc: BaseException) -> bool:
+        """Whether `exc` is the broker being away, said (once per outage) by the outage."""
+        reason = away_reason(exc)
+        if self.outage is None or reason is None:
+            return False
+        self.outage.away(reason)
+        return True
 
     # ------------------------------------------------------------------ the control list
 
@@ -217,8 +229,8 @@ class Runtime:
         while not self.stop.is_set():
             try:
                 raw = self.store.pop(key, 1.0)
-            except Exception as exc:
-                if not refusal(exc):  # a refusal is the heartbeat loop's to say
+            except Exception as exc:  # a refusal is the heartbeat loop's to say
+                if not refusal(exc) and not self._away(exc):
                     log.warning("control list not read (%s); retrying", exc)
                 self.stop.wait(self.heartbeat_s)
                 continue
@@ -288,11 +300,17 @@ def _stopped_on(exc: BaseException, rt: Runtime, settings: Settings) -> BaseExce
     )
 
 
-def start(rt: Runtime, settings: Settings, *, pool: str, loglevel: str) -> None:
+def start(
+    rt: Runtime, settings: Settings, *, pool: str, loglevel: str, debug: bool = False
+) -> None:
     """Run the worker until stopped: its own queue only, one job at a time. An error Celery
-    cannot recover from is raised (Celery itself would log it and exit 0)."""
+    cannot recover from is raised (Celery itself would log it and exit 0). A broker that goes
+    away is said in one line, and its return in another (Celery's retries and tracebacks only
+    with `debug`)."""
     ident = rt.identity
-    with kept_fatal() as fatal:
+    url = rt.login.url if rt.login is not None else broker_url(settings)
+    rt.outage = BrokerOutage(url, "worker", debug=debug, refusals_said=rt.login is not None)
+    with kept_fatal(rt.outage) as fatal:
         rt.app.worker_main(  # it drops Celery's exit code: the filter keeps the error
             worker_args(
                 settings,

@@ -75,7 +75,10 @@ def check_reachable(
     )
     try:
         pong = client.ping()
-    except redis.exceptions.NoPermissionError:
+    except redis.exceptions.NoPermissionError as exc:
+        wrong_db = _database_refused(url, exc)
+        if wrong_db is not None:
+            raise wrong_db from None
         return  # Redis answered: a pairing user may not be allowed PING
     except redis.exceptions.AuthenticationError:  # reached: it refused the user (b B7)
         user = urlsplit(url).username or "default"
@@ -122,7 +125,45 @@ def check_reachable(
         )
 
 
-def _prefix_refused(url: str, settings: Settings) -> PairingError:
+def _database_refused(url: str, exc: BaseException) -> PairingError | None:
+    """The words for Redis refusing the URL's database (SELECT on connecting, NOPERM): felab's
+    pairing and machine users may use database 0 only (sweep 23 M1: it was blamed on the
+    port); None for any other refusal."""
+    if "'select' command" not in str(exc):
+        return None
+    parts = urlsplit(url)
+    db = parts.path.strip("/") or "0"
+    return PairingError(
+        f"the broker at {redacted(url)} refused database {db[:20]} to user "
+        f"{parts.username or 'default'!r} (felab's pairing and machine users may use database 0 "
+        "only): use the pairing URL exactly as your instructor gave it (it ends in /0)"
+    )
+
+
+_MACHINE_USER = re.compile(r"-machine\.[0-9]+\Z")
+
+
+def _prefix_refused(url: str, settings: Settings, exc: BaseException | None = None) -> PairingError:
+    """The words for Redis refusing the pairing inbox or answer: the URL's database, its user
+    (a paired machine's own URL, sweep 23 M2, had been blamed on FELAB_BROKER_PREFIX), or the
+    prefix."""
+    wrong_db = None if exc is None else _database_refused(url, exc)
+    if wrong_db is not None:
+        return wrong_db
+    user = urlsplit(url).username or "default"
+    pairing_user = Names(settings.broker_prefix).pairing_user
+    if _MACHINE_USER.search(user):
+        return PairingError(
+            f"the broker URL {redacted(url)} names {user}, a paired machine's own user (from "
+            f"`felab worker identity`): pairing needs the pairing URL (user {pairing_user}) "
+            "your instructor gave, in FELAB_BROKER_URL"
+        )
+    if user != pairing_user and not user.endswith("-pairing"):
+        return PairingError(
+            f"the broker URL {redacted(url)} names user {user[:60]!r}, not felab's pairing "
+            f"user ({pairing_user}): use the pairing URL your instructor gave, in "
+            "FELAB_BROKER_URL"
+        )
     return PairingError(
         f"the broker at {redacted(url)} refused the pairing user the inbox "
         f"{settings.broker_prefix}{PAIRING_QUEUE}: FELAB_BROKER_PREFIX must be the "
@@ -170,8 +211,9 @@ def _publish(
     exc = outcome[0]
     if exc is None:
         return
-    if "no permissions to access one of the keys" in str(exc):  # reached, and refused
-        raise _prefix_refused(url, settings) from None
+    said = str(exc)
+    if "no permissions to access one of the keys" in said or "'select' command" in said:
+        raise _prefix_refused(url, settings, exc) from None  # reached, and refused
     if not _unreachable(exc):  # it answered, with what kombu could not read
         raise BrokerNotRedis(
             f"the broker address {redacted(url)} answered the pairing request, but not as Redis "
@@ -226,7 +268,7 @@ def pair_machine(settings: Settings, code: str, *, timeout_s: float = 30.0) -> I
             time.sleep(0.2)
     except (RedisError, ServiceError) as exc:  # a timeout: the budget spent, no answer
         if isinstance(exc, NoPermissionError):
-            raise _prefix_refused(url, settings) from None
+            raise _prefix_refused(url, settings, exc) from None
         if not isinstance(exc, RedisTimeout):
             raise failure(exc, url, "GET", settings.broker_prefix) from None
     if raw is None:

@@ -49,6 +49,11 @@ def set_debug(value: bool) -> None:
     _debug = value
 
 
+def debugging() -> bool:
+    """Whether tracebacks were asked for (`--debug` or FELAB_DEBUG=1)."""
+    return _debug or debug_requested()
+
+
 def bounded(group: type[TyperGroup]) -> type[TyperGroup]:
     """`group` with the error boundary around everything it runs."""
 

@@ -58,6 +58,7 @@ def ingest(
     """Run the trusted ingest: the one process that writes job progress and results to the
     database, redeems pairing requests, keeps the broker's users in step with the database, with
     the reconciler beating inside it."""
+    from felab.cli.boundary import debugging
     from felab_core.ops import logs
     from felab_worker.answers import BrokerUnusable, shown
     from felab_worker.app import worker_args
@@ -82,7 +83,7 @@ def ingest(
         except BrokerUnreachable as exc:
             err(str(exc))
             raise typer.Exit(EXIT_UNREACHABLE) from None
-    app, state = create_app(settings)
+    app, state = create_app(settings, debug=debugging())
     if settings.metrics_port is not None:
         from felab_core.ops.metrics import FleetCollector, serve
 
@@ -102,7 +103,9 @@ def ingest(
         log.info("broker users in step with the database: %d machine(s)", synced.machines)
     schedule = settings.data_dir / "ingest-beat-schedule"
     schedule.parent.mkdir(parents=True, exist_ok=True)
-    with kept_fatal() as fatal:  # Celery would log it with a traceback, then exit 0
+    # Celery would log its fatal error with a traceback, then exit 0; and a broker that goes
+    # away with a traceback for every beat: both said in one line (traceback with --debug)
+    with kept_fatal(state.outage) as fatal:
         app.worker_main(
             worker_args(
                 settings,

@@ -102,6 +102,7 @@ def start(
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(folder)
+    from felab.cli.boundary import debugging
     from felab_core.ops import logs
     from felab_worker import login, machine
     from felab_worker.answers import BrokerUnusable
@@ -129,7 +130,9 @@ def start(
 
         serve(settings.metrics_port, settings.metrics_addr)
     # A fatal error of Celery's is raised here and said in one line by the CLI's boundary.
-    machine.start(rt, settings, pool=pool.value if pool else "", loglevel=loglevel.value)
+    machine.start(
+        rt, settings, pool=pool.value if pool else "", loglevel=loglevel.value, debug=debugging()
+    )
 
 
 def _pair_wait(value: float) -> float:
@@ -283,7 +286,7 @@ def service_install(name: str = NAME, dry_run: bool = DRY, platform: str = PLATF
         install(svc)
     except ServiceError as exc:
         err(f"{exc}; the file is at {svc.path}: start it by hand, or run `felab worker start`")
-        raise typer.Exit(EXIT_USAGE) from None
+        raise typer.Exit(EXIT_UNREACHABLE) from None  # the service manager, not the input
     console.print(f"installed and started {svc.label} ({svc.path})", markup=False)
 
 
@@ -294,10 +297,13 @@ def service_uninstall(name: str = NAME) -> None:
 
     svc = _service(name, None)
     try:
-        uninstall(svc)
+        removed = uninstall(svc)
     except ServiceError as exc:
         err(str(exc))
-        raise typer.Exit(EXIT_USAGE) from None
+        raise typer.Exit(EXIT_UNREACHABLE) from None  # the service manager, not the input
+    if not removed:
+        console.print(f"not installed ({svc.path} is absent): nothing to remove", markup=False)
+        return
     console.print(f"removed {svc.label}", markup=False)
 
 
@@ -311,4 +317,4 @@ def service_status(name: str = NAME) -> None:
         console.print(status(svc), markup=False)
     except ServiceError as exc:
         err(str(exc))
-        raise typer.Exit(EXIT_USAGE) from None
+        raise typer.Exit(EXIT_UNREACHABLE) from None  # the service manager, not the input

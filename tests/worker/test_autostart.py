@@ -97,3 +97,24 @@ def test_install_runs_where_a_systemd_user_session_exists(paired: Path) -> None:
         assert "felab-worker-studio.service" in status.output
     finally:
         runner.invoke(app, ["worker", "service", "uninstall", "--name", "studio"])
+
+
+def test_a_service_manager_that_cannot_be_reached_exits_3(paired: Path) -> None:
+    """Sweep 23 M3: no systemd user bus (a container, an ssh session without lingering) ended
+    `service install` with exit 2, "fix the input"; nothing in the input is wrong, the service
+    manager could not be used: exit 3, and the file stays where the message says. The L of
+    row 110: `uninstall` of a service never installed said systemctl's error; it says so."""
+    probe = subprocess.run(
+        ["systemctl", "--user", "is-system-running"], capture_output=True, text=True, timeout=30
+    ) if shutil.which("systemctl") else None  # fmt: skip
+    said = (probe.stdout + probe.stderr).strip() if probe else "offline"
+    if said.splitlines()[0] not in ("offline", "") and "Failed to connect" not in said:
+        pytest.skip(f"a systemd user session answers here ({said!r}): install would succeed")
+    gone = runner.invoke(app, ["worker", "service", "uninstall", "--name", "studio"])
+    assert gone.exit_code == 0, gone.output
+    assert "not installed" in gone.output and "nothing to remove" in gone.output
+    out = runner.invoke(app, ["worker", "service", "install", "--name", "studio"])
+    assert out.exit_code == 3, out.output
+    assert "the file is at" in out.output and "felab worker start" in out.output
+    assert (paired.parents[1] / "home/.config/systemd/user/felab-worker-studio.service").exists()
+    assert "SECRETPW" not in out.output
