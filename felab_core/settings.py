@@ -16,6 +16,7 @@ from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_va
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from felab_core.files import expand_home as _home
+from felab_core.setting_folders import checked_folder
 from felab_core.text import holds_hidden, loose_number_problem
 
 
@@ -307,14 +308,7 @@ class Settings(BaseSettings):
     @field_validator("results_dir", "cache_dir", "data_dir", "content_dir", mode="before")
     @classmethod
     def _folder(cls, value: object) -> object:
-        if isinstance(value, str) and not value.strip():
-            raise ValueError("is empty: give a folder, or unset it for the default")
-        if isinstance(value, str) and holds_hidden(value):  # had been blamed on the database URL
-            raise ValueError(
-                "holds control or invisible characters (a pasted line?): give the folder's path "
-                "plainly"
-            )
-        return _home(value)
+        return checked_folder(value)
 
     @field_validator(
         "database_url",

@@ -39,11 +39,19 @@ def _problems(problems: list[ContentProblem], *, loading: bool = True) -> None:
         err.print(f"  {p}", markup=False, soft_wrap=True)
 
 
+def _skipped(skipped: list[ContentProblem]) -> None:
+    """Files named almost like a pack and not read, each said (a note: they are not refused)."""
+    err = Console(stderr=True, highlight=False)
+    for p in skipped:
+        err.print(f"note: {p}", markup=False, soft_wrap=True)
+
+
 @content_app.command("check")
 def check(folder: Path = typer.Argument(None, help=_DIR_HELP)) -> None:
     """Check every pack in a folder and report every problem; changes nothing."""
     folder = folder or get_settings().content_dir
     report = check_dir(folder)
+    _skipped(report.skipped)
     if not report.ok:
         _problems(report.problems, loading=False)
         raise typer.Exit(code=EXIT_PROBLEMS)
@@ -73,8 +81,10 @@ def load(folder: Path = typer.Argument(None, help=_DIR_HELP)) -> None:
         with service_errors(), session_scope(factory) as session:
             report = load_folder(session, folder)
     except ContentError as exc:
+        _skipped(exc.skipped)
         _problems(exc.problems)
         raise typer.Exit(code=EXIT_PROBLEMS) from None
+    _skipped(report.skipped)
     say = Console(highlight=False)
     packs = ", ".join(report.packs)
     if not report.changed:

@@ -48,8 +48,11 @@ class ContentProblem:
 class ContentError(ValueError):
     """A content folder that does not check clean; `problems` lists every fault found."""
 
-    def __init__(self, problems: list[ContentProblem]) -> None:
+    def __init__(
+        self, problems: list[ContentProblem], skipped: list[ContentProblem] | None = None
+    ) -> None:
         self.problems = problems
+        self.skipped = skipped or []  # near misses not read (CheckReport.skipped)
         count = f"{len(problems)} problem{'' if len(problems) == 1 else 's'}"
         head = f"{count} in the content; nothing was loaded:"
         super().__init__("\n".join([head, *(f"  {p}" for p in problems)]))
@@ -66,6 +69,8 @@ class ParsedPack:
 class CheckReport:
     packs: list[ParsedPack] = field(default_factory=list)
     problems: list[ContentProblem] = field(default_factory=list)
+    #: Files named almost like a pack (day-10.yaml.bak, day-10.json), not read: said, not refused.
+    skipped: list[ContentProblem] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -389,7 +394,7 @@ def parse_pack(path: Path) -> tuple[ParsedPack | None, list[ContentProblem]]:
         return None, problems
     for loc, message in _cross_checks(pack):
         problems.append(ContentProblem(path, field_path(loc), message, pos.line(loc)))
-    named = re.fullmatch(r"day-0*(\d+)\.ya?ml", path.name)
+    named = re.fullmatch(r"day-0*(\d+)\.ya?ml", path.name, re.IGNORECASE)
     if named and int(named.group(1)) != pack.day:
         problems.append(
             ContentProblem(
@@ -418,8 +423,27 @@ def _strings(value: object, where: str = "") -> list[tuple[str, str]]:
 
 def pack_files(folder: Path) -> list[Path]:
     """Every entry named like a pack: one that is a folder, a pipe or a device is then refused
-    by name, not passed over (a folder named day-02.yaml read as "no packs here")."""
-    return sorted(p for p in folder.iterdir() if p.suffix in PACK_SUFFIXES)
+    by name, not passed over (a folder named day-02.yaml read as "no packs here"). The suffix
+    in any case: Day-10.YAML, saved so by some editors, had been passed over without a word."""
+    return sorted(p for p in folder.iterdir() if p.suffix.lower() in PACK_SUFFIXES)
+
+
+def near_misses(folder: Path) -> list[ContentProblem]:
+    """Files not read as packs whose names look meant as one (day-10.yaml.bak, day-10.json,
+    day-10.yaml.txt): each named, so a pack is not left out unseen. Hidden files (an editor's
+    .day-10.yaml.swp) and others (README.md, notes.txt) are passed over."""
+    return [
+        ContentProblem(
+            p,
+            "",
+            "not read: a pack's name ends in .yaml or .yml; rename it to load it, or move it "
+            "out of the folder",
+        )
+        for p in sorted(folder.iterdir())
+        if not p.name.startswith(".")
+        and p.suffix.lower() not in PACK_SUFFIXES
+        and (p.name.lower().startswith("day") or re.search(r"\.ya?ml", p.name, re.IGNORECASE))
+    ]
 
 
 def check_dir(folder: Path) -> CheckReport:
@@ -435,6 +459,7 @@ def check_dir(folder: Path) -> CheckReport:
         )
         return report
     files = pack_files(folder)
+    report.skipped = near_misses(folder)
     if not files:
         report.problems.append(
             ContentProblem(folder, "", "no .yaml packs here; see content/README.md for the format")

@@ -37,6 +37,7 @@ class LoadReport:
 
     counts: Counter[str] = field(default_factory=Counter)
     packs: list[str] = field(default_factory=list)
+    skipped: list[ContentProblem] = field(default_factory=list)  # CheckReport.skipped
 
     def add(self, kind: str, outcome: str) -> None:
         self.counts[f"{kind} {outcome}"] += 1
@@ -292,8 +293,8 @@ def load_folder(session: Session, folder: Path) -> LoadReport:
     """
     report = check_folder(session, folder)
     if not report.ok:
-        raise ContentError(report.problems)
-    loaded = LoadReport()
+        raise ContentError(report.problems, report.skipped)
+    loaded = LoadReport(skipped=report.skipped)
     with session.begin_nested():
         load_packs(session, report.packs, loaded)
     return loaded

@@ -77,6 +77,8 @@ def load_record(path: Path, *, unsealed: bool = False) -> dict[str, Any]:
     """
     try:
         text = read_named_text(path, what="bench record (JSON)", limit=GiB)
+        if not text.strip():  # had read "not a JSON file (Expecting value: line 1 ...)"
+            raise NamedFileError(path, "is empty: give a record `felab bench --json` wrote")
         values = text.count(",")
         if values <= MOST_VALUES:  # 63 million zeros (126 MB) had taken 2.6 GB to parse
             record, state = parse_sealed(text, once, _UNREAD)
