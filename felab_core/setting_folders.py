@@ -31,7 +31,7 @@ def checked_folder(value: object) -> object:
     empty, holding control characters, or a file where the folder should be (FELAB_CACHE_DIR
     set to a file had `felab lab where` say "not installed" and exit 0)."""
     if isinstance(value, str) and not value.strip():
-        raise ValueError("is empty: give a folder, or unset it for the default")
+        raise ValueError("is empty: give a folder")  # "or unset it": said after
     if isinstance(value, str) and holds_hidden(value):  # had been blamed on the database URL
         raise ValueError(
             "holds control or invisible characters (a pasted line?): give the folder's path plainly"
