@@ -96,8 +96,8 @@ def memo(
         None,
         "--chip",
         metavar="CHIP",
-        help="The machine the rows ran on, from `felab size chips` (e.g. 'M4 Pro', H100). "
-        "Several machines: HOST=CHIP once per host.",
+        help="The machine the rows ran on, from `felab size chips` "
+        "(e.g. 'M4 Pro', 'H100 SXM'). Several machines: HOST=CHIP once per host.",
         show_default=False,
     ),
     bandwidth: list[str] | None = typer.Option(
@@ -188,7 +188,8 @@ def memo(
     --bandwidth), the model (--model, --config or --gguf) with its file size (--model-bytes),
     and the memory left for the cache (--kv-memory, --kv-tokens, --blocks or --vllm-log).
 
-    The memo keeps the newest run per server and machine, shows each writing speed as a
+    The memo keeps the newest run per server and machine that had a request answered (a
+    newer run whose requests all failed is named in a note), shows each writing speed as a
     percentage of the speed limit (flagging any above it as impossible), works out the cache
     per token and per conversation, how many conversations fit at each length, and the flags
     to try first (prefix caching, chunked prefill, fp8 cache) with what each buys.
@@ -196,7 +197,7 @@ def memo(
     [bold]Examples[/bold]
 
       felab memo --chip "M4 Pro" --model llama-3.1-8b --model-bytes 4.9GB --kv-memory 16GiB
-      felab memo --csv results/01-latency.csv --chip H100 --model llama-3.1-8b \\
+      felab memo --csv results/01-latency.csv --chip "H100 SXM" --model llama-3.1-8b \\
           --model-bytes 8.5GB --vllm-log vllm.log --out results/memo.md
       felab memo --chip "studio=M2 Ultra" --chip "laptop=M4 Pro" --gguf model.gguf --blocks 8234
     """

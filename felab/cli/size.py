@@ -504,7 +504,7 @@ def limit_command(
         None, "--bandwidth", help="Memory bandwidth, GB/s (e.g. 273 or '3.35 TB/s')."
     ),
     chip: str | None = typer.Option(
-        None, "--chip", help="A chip from `felab size chips` (e.g. 'M4 Pro', H100)."
+        None, "--chip", help="A chip from `felab size chips` (e.g. 'M4 Pro', 'H100 SXM')."
     ),
     model_bytes: str | None = typer.Option(
         None, "--model-bytes", help="Bytes of weights read per token, e.g. 4.9GB."

@@ -312,6 +312,19 @@ class UnreadableResults(ValueError):
         self.not_utf8 = not_utf8
 
 
+def _refuse_json(text: str) -> None:
+    """A JSON file is no CSV: the bench record (`--json`) given for the results file was read as
+    a header of `{` and blamed "line 2: 2 cells where the header has 1" (sweep 23 s2 M2)."""
+    head = text.lstrip()[:1]
+    if head not in ("{", "["):
+        return
+    kind = "a felab bench record" if '"felab.bench/' in text[:256] else "JSON"
+    raise UnreadableResults(
+        f"is {kind}, not the results CSV: felab bench writes its rows to {DEFAULT_CSV_NAME} "
+        "(in FELAB_RESULTS_DIR, results/ unless set, or the --csv it was given); give that file"
+    )
+
+
 def read_table(path: Path) -> tuple[list[str], list[dict[str, str]]]:
     """The header and rows of a results CSV from anywhere (read_table_lines, without lines)."""
     columns, rows, _ = read_table_lines(path)
@@ -343,6 +356,7 @@ def read_table_lines(path: Path) -> tuple[list[str], list[dict[str, str]], list[
         raise UnreadableResults(
             f"is not UTF-8 text (byte {skip + exc.start})", not_utf8=True
         ) from None
+    _refuse_json(text)
     reader = csv.DictReader(io.StringIO(text, newline=""))
     try:
         columns = list(reader.fieldnames or [])

@@ -191,7 +191,30 @@ def _experts_fit(n_experts: int | None, n_used: int | None, where: str) -> None:
         )
 
 
+def _refuse_weights_file(path: Path) -> None:
+    """A model's weights given as its config: a GGUF had been read as text and told to "save the
+    model's config.json as UTF-8" (sweep 23 s2 M3); a safetensors file fares the same."""
+    if not path.is_file():  # a pipe is not opened here; read_named_text says what it is
+        return
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(10)
+    except OSError:
+        return  # read_named_text says why
+    if head.startswith(b"GGUF"):
+        raise SizingError(
+            f"{path} is a GGUF model (it starts with GGUF), not a config.json: pass it with "
+            "--gguf instead of --config"
+        )
+    if len(head) == 10 and head[8:10] == b'{"' and int.from_bytes(head[:8], "little") > 2:
+        raise SizingError(
+            f"{path} is a safetensors weights file, not a config.json: give the config.json "
+            "beside it, or the folder that holds both, with --config"
+        )
+
+
 def _load_json(path: Path) -> dict[str, Any]:
+    _refuse_weights_file(path)
     try:
         text = read_named_text(path, what="model's config.json", limit=16 * MiB)
     except NamedFileError as exc:

@@ -212,6 +212,20 @@ _FAMILIES = {
 }
 
 
+#: Where a person reads which chip they have, by maker (the first word of a chip's family).
+_WHERE_NAMED = {
+    "Apple": "About This Mac",
+    "NVIDIA": "`nvidia-smi --query-gpu=name --format=csv`",
+    "AMD": "`rocm-smi --showproductname`",
+}
+
+
+def where_named(chip: Chip) -> str:
+    """Where the owner of `chip` reads its exact name: About This Mac for a Mac, nvidia-smi for
+    an NVIDIA GPU (About This Mac had been said for an H100 too)."""
+    return _WHERE_NAMED.get(chip.family.split()[0], "the maker's system tool")
+
+
 def find_chip(name: str) -> Chip:
     """Look a chip up by name or alias ('M4 Pro', 'h100 sxm', 'DGX Spark')."""
     wanted = _key(name)
@@ -221,7 +235,7 @@ def find_chip(name: str) -> Chip:
             which = "; ".join(f"'{c.name}' ({float(c.bandwidth_gb_s):,.0f} GB/s)" for c in chips)
             raise SizingError(
                 f"{echo_of(name)} names {len(chips)} chips of different speeds: {which}. "
-                "Give the one you have (About This Mac, or nvidia-smi, names it)"
+                f"Give the one you have ({where_named(chips[0])} names it)"
             )
     for chip in CHIPS:
         if any(_key(n) == wanted for n in (chip.name, *chip.aliases)):

@@ -300,7 +300,7 @@ def test_rows_that_do_not_compare_are_called_out() -> None:
     assert (
         "llama.cpp on mac: the newest run has no writing speed (0 of 8 requests succeeded)" in text
     )
-    assert next(r for r in memo.rows if r.server == "llamacpp").verdict == "no writing speed"
+    assert next(r for r in memo.rows if r.server == "llamacpp").verdict == "every request failed"
 
 
 # ---------------------------------------------------------------- other inputs

@@ -35,7 +35,7 @@ from felab_core.reports.memo.model import (
     MemoInputs,
     TimingRow,
 )
-from felab_core.reports.memo.results import _fraction, _int, _latest, _server_rank
+from felab_core.reports.memo.results import _fraction, _int, _latest, _server_rank, _when
 from felab_core.reports.memo.weights import weights_read
 from felab_core.sizing import capacity as cap
 from felab_core.sizing import change, kv, speed_limit, vllm_log
@@ -237,6 +237,12 @@ def _row_notes(rows: Sequence[TimingRow], weights: Fraction) -> list[str]:
             "check the model column."
         )
     for r in rows:
+        if r.failed_after is not None:
+            notes.append(
+                f"{r.name}: the newest run, {r.failed_after:%Y-%m-%d %H:%M}, had every request "
+                f"fail: shown is the one before it ({r.measured_at:%Y-%m-%d %H:%M}); check the "
+                "server is up and rerun `felab bench` before quoting it."
+            )
         if r.check is None:
             done = (
                 f" ({r.ok} of {r.requests} requests succeeded)"
@@ -386,11 +392,11 @@ def _build(rows: Sequence[Mapping[str, str]], inputs: MemoInputs, source: str) -
     shape = resolve_shape(config=inputs.config, gguf=inputs.gguf, model=inputs.model)
     weights, weights_note = weights_read(inputs, shape)
     latest = _latest(rows, source)
-    hosts = sorted({row["host"] for row, _, _ in latest})
+    hosts = sorted({row["host"] for row, *_ in latest})
     machines = _machines(inputs.machines, hosts, weights, weights_note)
 
     timing: list[TimingRow] = []
-    for row, stamp, older in latest:
+    for row, stamp, older, failed in latest:
         where = f"{source}, {row['server']} on {row['host']}"
         machine = machines[row["host"]]
         tps = _fraction(row, "writing_tps_p50", where)
@@ -414,6 +420,7 @@ def _build(rows: Sequence[Mapping[str, str]], inputs: MemoInputs, source: str) -
                 machine=machine,
                 check=check,
                 older_rows=older,
+                failed_after=_when(failed["timestamp"], where) if failed is not None else None,
             )
         )
     timing.sort(key=lambda r: (r.host, _server_rank(r.server)))

@@ -127,7 +127,8 @@ class Machine:
 
 @dataclass(frozen=True)
 class TimingRow:
-    """The newest run of one server on one machine, set against that machine's speed limit."""
+    """The newest run of one server on one machine that had a request answered, set against
+    that machine's speed limit."""
 
     host: str
     server: str
@@ -146,6 +147,8 @@ class TimingRow:
     machine: Machine
     check: speed_limit.SpeedCheck | None
     older_rows: int
+    #: A newer run of this server whose every request failed, passed over for this one.
+    failed_after: datetime | None = None
 
     @property
     def server_label(self) -> str:
@@ -168,7 +171,7 @@ class TimingRow:
     @property
     def verdict(self) -> str:
         if self.check is None:
-            return "no writing speed"
+            return "every request failed" if self.ok == 0 else "no writing speed"
         return self.check.verdict
 
     @property

@@ -113,14 +113,18 @@ def _when(text: str, where: str) -> datetime:
 
 def _latest(
     rows: Sequence[Mapping[str, str]], source: str
-) -> list[tuple[Mapping[str, str], datetime, int]]:
-    """The newest row per (host, server), with how many older rows it replaces.
+) -> list[tuple[Mapping[str, str], datetime, int, Mapping[str, str] | None]]:
+    """The newest row per (host, server) that had a request answered, with how many rows as old
+    or older it replaces and the newer row whose requests all failed, if one was passed over (a run
+    against a stopped server had hidden the good run before it, sweep 23 s2 L5). A server whose
+    every run failed shows its newest.
 
     One run at several concurrencies writes rows with one timestamp: the one-user row wins (the
     speed limit is about one conversation), else the last one written.
     """
-    best: dict[tuple[str, str], tuple[tuple[datetime, bool, int], Mapping[str, str]]] = {}
-    counts: dict[tuple[str, str], int] = {}
+    best: dict[tuple[str, str], tuple[tuple[bool, datetime, bool, int], Mapping[str, str]]] = {}
+    newest: dict[tuple[str, str], tuple[tuple[datetime, bool, int], Mapping[str, str]]] = {}
+    stamps: dict[tuple[str, str], list[datetime]] = {}
     for index, row in enumerate(rows):
         where = f"{source}, row {index + 2}"
         missing = [c for c in REQUIRED_COLUMNS if c not in row]
@@ -130,12 +134,20 @@ def _latest(
             )
         stamp = _when(row["timestamp"], where)
         single = not (row.get("rate") or "").strip() and _int(row, "concurrency", where) == 1
+        answered = _int(row, "ok", where) != 0  # a row without the count is taken as answered
         key = (row["host"], row["server"] or row["target"])
-        rank = (stamp, single, index)
-        counts[key] = counts.get(key, 0) + 1
-        if key not in best or rank > best[key][0]:
-            best[key] = (rank, row)
-    return [(row, rank[0], counts[key] - 1) for key, (rank, row) in best.items()]
+        stamps.setdefault(key, []).append(stamp)
+        if key not in best or (answered, stamp, single, index) > best[key][0]:
+            best[key] = ((answered, stamp, single, index), row)
+        if key not in newest or (stamp, single, index) > newest[key][0]:
+            newest[key] = ((stamp, single, index), row)
+    latest = []
+    for key, (rank, row) in best.items():
+        top_rank, top = newest[key]
+        failed = top if top_rank[0] > rank[1] else None
+        older = sum(stamp <= rank[1] for stamp in stamps[key]) - 1  # the failed: in a note
+        latest.append((row, rank[1], older, failed))
+    return latest
 
 
 def _server_rank(server: str) -> tuple[int, str]:
