@@ -41,8 +41,10 @@ def test_an_earlier_identity_may_be_replaced(tmp_path: Path) -> None:
 
 def test_a_folder_it_cannot_write_is_refused_before_the_code_is_sent(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
-    blocker.write_text("x")
+    # Settings refuse a data folder under a file when read (setting_folders); one that became
+    # a file after they were read is still refused by pairing before the code is sent.
     settings = Settings(broker_url=NOWHERE, data_dir=blocker / "data")
+    blocker.write_text("x")
     with pytest.raises(
         Invalid, match=r"cannot write this machine's identity in .*code was not used"
     ):
