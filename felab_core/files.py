@@ -62,6 +62,14 @@ def refuse_special(path: Path, *, what: str, to_write: bool = False) -> os.stat_
     return info
 
 
+def blocking_file(folder: Path) -> Path | None:
+    """The file (or device) that stands where `folder` or a folder above it should be, so no
+    folder can be made there; None when the nearest part there is a folder. The one rule behind
+    every "X is not a folder" felab says: settings, the database, output paths."""
+    above = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    return above if above is not None and not above.is_dir() else None
+
+
 def make_folder_for(path: Path, *, what: str) -> None:
     """Make the folder `path` goes in when only that last folder is missing (backups/ beside
     the data); a deeper missing tree is a typo, and making it (/nonexistent/dir, as root) would
@@ -69,8 +77,7 @@ def make_folder_for(path: Path, *, what: str) -> None:
     folder = path.parent
     if folder.is_dir():
         return
-    above = next((p for p in (folder, *folder.parents) if p.exists()), None)
-    if above is not None and not above.is_dir():  # mkdir -p would fail there too
+    if (above := blocking_file(folder)) is not None:  # mkdir -p would fail there too
         raise NamedFileError(
             above,
             f"is not a folder (a file or a device), so felab cannot make the {what} under it: "
@@ -119,8 +126,7 @@ def read_named_bytes(path: Path, *, what: str, limit: int) -> bytes:
     if info is None:
         if (link := broken_link(path)) is not None:
             raise NamedFileError(path, link)
-        above = next((p for p in path.parents if p.exists()), None)
-        if above is not None and not above.is_dir():
+        if (above := blocking_file(path.parent)) is not None:
             raise NamedFileError(path, f"cannot exist: {above} is a file, not a folder")
         raise NamedFileError(path, f"does not exist: give the path of the {what}")
     if info.st_size > limit:

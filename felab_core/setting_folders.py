@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from felab_core.files import expand_home
+from felab_core.files import blocking_file, expand_home
 from felab_core.text import holds_hidden
 
 
@@ -13,8 +13,7 @@ def _not_a_folder(path: Path) -> str | None:
     """Why the folder `path` cannot be (or be made): it, or the nearest part of it there is, is
     a file or a device. None when it is a folder, or could become one."""
     try:
-        above = next((p for p in (path, *path.parents) if p.exists()), None)
-        if above is None or above.is_dir():
+        if (above := blocking_file(path)) is None:
             return None
     except OSError:  # a part felab may not look into: the command that uses it says so
         return None

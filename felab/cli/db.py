@@ -33,6 +33,7 @@ from felab_core.db.session import (
 )
 from felab_core.errors import ServiceError
 from felab_core.failures import Failure, explain
+from felab_core.files import blocking_file
 from felab_core.redact import redact
 from felab_core.settings import get_settings
 from felab_core.text import with_hidden_shown
@@ -126,8 +127,7 @@ def status_cmd() -> None:
         if engine.dialect.name == "sqlite":
             path = sqlite_file(get_settings().resolved_database_url())
             if path is not None and not path.exists():  # connecting would make an empty one
-                above = next((p for p in path.parents if p.exists()), None)
-                if above is not None and not above.is_dir():  # upgrade could not make it there
+                if (above := blocking_file(path.parent)) is not None:  # nor could upgrade
                     err(
                         f"no database at {path}: {above} is not a folder (a file or a device), "
                         "so none can be made there; check FELAB_DATA_DIR or FELAB_DATABASE_URL"

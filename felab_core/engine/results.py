@@ -28,6 +28,7 @@ from felab_core.files import (
     BENCH_RECORD,
     RESULTS_CSV,
     NamedFileError,
+    blocking_file,
     make_folder_for,
     refuse_overwrite,
 )
@@ -202,6 +203,10 @@ def check_destinations(
         except NamedFileError as exc:
             raise ResultsFileError(f"cannot write there: {exc}") from None
         folder = path.parent
+        if (blocker := blocking_file(folder)) is not None:
+            raise ResultsFileError(
+                f"cannot write {path}: {blocker} is a file, not a folder; choose another path"
+            )
         if not folder.exists() and not folder.parent.exists() and not folder.parent.is_symlink():
             raise ResultsFileError(  # as make_folder_for: one missing folder is made, no tree
                 f"cannot write {path}: {folder.parent} does not exist, so felab will not make "
@@ -209,10 +214,6 @@ def check_destinations(
             )
         for above in (folder, *folder.parents):
             if above.exists():
-                if not above.is_dir():
-                    raise ResultsFileError(
-                        f"cannot write {path}: {above} is a file, not a folder; choose another path"
-                    )
                 try:  # a real try (root passes every access() check, /proc takes no file)
                     tempfile.TemporaryFile(dir=above).close()
                 except OSError as exc:

@@ -141,3 +141,16 @@ def test_json_record_meets_the_contract(tmp_path: Path, result: TargetResult) ->
         "chunk_times_s",
     } <= set(req)
     assert len(req["chunk_times_s"]) == req["output_tokens"] == 32
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_an_output_under_a_file_names_the_file_at_any_depth(tmp_path: Path, depth: int) -> None:
+    """Sweep 23 (s3, fx99): two or more folders below a regular file had been told "does not
+    exist ... make the folder first (mkdir -p)", which would fail there too."""
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("x")
+    out = blocker.joinpath(*["sub"] * depth, "run.json")
+    with pytest.raises(ResultsFileError) as said:
+        check_destinations(None, out)
+    assert f"{blocker} is a file, not a folder" in str(said.value)
+    assert "mkdir -p" not in str(said.value)
