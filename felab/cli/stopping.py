@@ -3,7 +3,9 @@
 `felab demo` and `felab lab` raise KeyboardInterrupt on SIGTERM; a bench must do more: its first
 Ctrl-C keeps what finished (asyncio's runner cancels the run, which saves what it measured), so
 a SIGTERM is handed to whatever answers Ctrl-C at that moment instead of ending the process
-with nothing written.
+with nothing written. Where SIGINT was ignored when felab started (a script's `felab bench ... &`:
+the shell starts background jobs so), asyncio installs no Ctrl-C handler; the run is then
+cancelled the same way directly, and SIGINT stays ignored as the shell asked.
 """
 
 from __future__ import annotations
@@ -13,13 +15,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
+from felab_core.engine.event_loop import interrupt_running
+
 
 def _as_ctrl_c(_signum: int, frame: FrameType | None) -> None:
     handler = signal.getsignal(signal.SIGINT)
-    if callable(handler):
+    if callable(handler) and handler is not signal.default_int_handler:
         handler(signal.SIGINT, frame)  # asyncio's runner: cancel the run, keep what finished
         return
-    raise KeyboardInterrupt
+    if interrupt_running():  # the first SIGTERM where SIGINT is ignored: the same, directly
+        return
+    raise KeyboardInterrupt  # no run, or the second SIGTERM: stop at once
 
 
 @contextmanager

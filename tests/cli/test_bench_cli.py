@@ -152,10 +152,18 @@ def test_results_go_to_felab_results_dir(
     assert (tmp_path / "elsewhere" / "01-latency.csv").exists()
 
 
-@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
-def test_ctrl_c_keeps_what_finished_and_leaves_the_csv_alone(tmp_path: Path, signame: str) -> None:
+@pytest.mark.parametrize(
+    ("signame", "sigint_ignored"),
+    [("SIGINT", False), ("SIGTERM", False), ("SIGTERM", True)],
+    ids=["ctrl-c", "sigterm", "sigterm-started-in-background"],
+)
+def test_ctrl_c_keeps_what_finished_and_leaves_the_csv_alone(
+    tmp_path: Path, signame: str, sigint_ignored: bool
+) -> None:
     """A real `felab bench` process, interrupted the way a terminal does it (SIGINT), or by
-    `kill`, `timeout` or a CI limit (SIGTERM), which had ended it with nothing written (A15)."""
+    `kill`, `timeout` or a CI limit (SIGTERM), which had ended it with nothing written (A15).
+    Sweep 24 M4: a script's `felab bench ... &` starts with SIGINT ignored, where asyncio sets
+    no Ctrl-C handler; a SIGTERM there had ended it (130) with no table and no record."""
     import signal
     import subprocess
     import sys
@@ -183,7 +191,15 @@ def test_ctrl_c_keeps_what_finished_and_leaves_the_csv_alone(tmp_path: Path, sig
         str(json_path),
     ]
     try:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+            if sigint_ignored
+            else None,
+        )
         deadline = time.monotonic() + 20
         while len(server.log) < 5 and time.monotonic() < deadline:
             time.sleep(0.05)
