@@ -41,6 +41,7 @@ from felab_core.engine.apis import Api
 from felab_core.engine.bench import BenchOutcome, run_bench, save_outcomes
 from felab_core.engine.client import MAX_LIMIT_S, MIN_LIMIT_S
 from felab_core.engine.event_loop import run_sync
+from felab_core.engine.loads import run_load
 from felab_core.engine.measure import RunResult, TargetResult
 from felab_core.engine.metrics import Stats
 from felab_core.engine.results import (
@@ -143,11 +144,9 @@ def comparison_grid(outcomes: list[BenchOutcome]) -> Grid:
         model = short_model(r.model)
         for run in r.runs:
             s = run.summary
-            users = (
-                text(f"{run.rate:g}/s")
-                if run.rate is not None
-                else text("as traced")  # a trace sets its own arrivals: no user count
-                if run.concurrency == 0
+            users = (  # a rate or a trace sets the arrivals: its load in words, with -c's cap
+                text(run_load(r.workload, run.concurrency))
+                if r.workload.open_loop
                 else Cell(str(run.concurrency), run.concurrency)
             )
             ok = (
@@ -204,8 +203,7 @@ def _print_details(outcomes: list[BenchOutcome], out: Console) -> None:
             say(f"[yellow]{esc(r.target.name)}:[/yellow] {esc(note)}")
         for run in r.runs:
             s = run.summary
-            # an open loop's load is its rate (its concurrency is a cap, 0 for none: "c=0")
-            load = f"{run.rate:g} req/s" if run.rate is not None else f"c={run.concurrency}"
+            load = run_load(r.workload, run.concurrency)  # as the table and compare say it
             for kind, count in s.errors.items():
                 warn(f"[red]{esc(r.target.name)}: {count} failed: {esc(kind)}[/red]")
             first_error = next((m.error for m in run.requests if m.error), None)

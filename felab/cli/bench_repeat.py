@@ -16,16 +16,10 @@ from rich.markup import escape as esc
 from felab.cli.bench_plan import repeat_path
 from felab.cli.output import Column, Format, Grid, emit, number, text
 from felab_core.engine.bench import BenchOutcome, save_outcomes
-from felab_core.engine.measure import RunResult
+from felab_core.engine.loads import run_load
 from felab_core.engine.repeats import intervals, measured
 from felab_core.failures import EXIT_INTERRUPTED
 from felab_core.text import counted
-
-
-def _load(run: RunResult) -> str:
-    if run.rate is not None:
-        return f"{run.rate:g} req/s"
-    return f"{run.concurrency} stream{'' if run.concurrency == 1 else 's'}"  # not "1 streams"
 
 
 def interval_grid(repeats: list[list[BenchOutcome]]) -> Grid:
@@ -60,7 +54,7 @@ def interval_grid(repeats: list[list[BenchOutcome]]) -> Grid:
                 rel = iv.relative
                 grid.add(
                     text(outcome.target.name),
-                    text(_load(run)),
+                    text(run_load(outcome.result.workload, run.concurrency)),
                     text(iv.headline.label),
                     text(iv.headline.unit),
                     number(iv.mean, digits),
@@ -116,8 +110,9 @@ def _say_failures(k: int, outcomes: list[BenchOutcome], notes: Console) -> None:
             if first_error:
                 notes.print(f"  first error: {esc(first_error)}", soft_wrap=True)
             if not measured(run.summary) and not result.interrupted:
+                load = run_load(result.workload, run.concurrency)
                 notes.print(
-                    f"[yellow]repeat {k}: {name} {_load(run)}: no request succeeded, so this "
+                    f"[yellow]repeat {k}: {name} {load}: no request succeeded, so this "
                     "repeat is left out of the means and intervals below[/yellow]",
                     soft_wrap=True,
                 )

@@ -133,8 +133,8 @@ def compare(
     """Compare two `felab bench --json` records: better, worse or within noise.
 
     For TTFT, ITL, TPOT, end-to-end and writing speed: the change from A to B with a 95 %
-    bootstrap interval over requests, and a verdict. Runs are matched by load (the same
-    --concurrency or --rate).
+    bootstrap interval over requests, and a verdict. Runs are matched by load: the same
+    --concurrency, or the same --rate (or --trace and --trace-speed) and -c cap.
 
     Run `felab bench llamacpp -c 8 --json a.json`, change one server flag, run it again with
     `--json b.json`, then `felab compare a.json b.json --chart change.png`.

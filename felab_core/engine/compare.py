@@ -28,6 +28,7 @@ from felab_core.engine.compare_notes import (
     setting_notes,
     unsealed_sides,
 )
+from felab_core.engine.loads import check_same_trace, same_load_flags
 from felab_core.engine.record_reading import load_key
 from felab_core.engine.record_requests import CompareError, Sample, sample_of
 from felab_core.text import with_hidden_shown
@@ -435,17 +436,19 @@ def compare_records(
     b_name: str = "B",
     min_effect: float = DEFAULT_MIN_EFFECT,
 ) -> Comparison:
-    """Runs matched by their load (the same concurrency or rate); others are named and left."""
+    """Runs matched by their load (load_label: streams, or a rate or a trace's speed and its
+    cap); others are named and left."""
     if not (0 <= min_effect < 1) or not math.isfinite(min_effect):
         raise CompareError(f"the smallest effect worth naming must be 0-100 %, not {min_effect}")
-    runs_b = {load_key(r): r for r in b["runs"]}
-    matched = sum(load_key(r) in runs_b for r in a["runs"])
+    check_same_trace(a.get("workload"), b.get("workload"))
+    runs_b = {load_key(r, b.get("workload")): r for r in b["runs"]}
+    matched = sum(load_key(r, a.get("workload")) in runs_b for r in a["runs"])
     resampled = resampled_per_run(matched)
     pairs = []
     unmatched = []
     notes = []
     for run_a in a["runs"]:
-        key = load_key(run_a)
+        key = load_key(run_a, a.get("workload"))
         run_b = runs_b.pop(key, None)
         if run_b is None:
             unmatched.append(f"{key} is only in A")
@@ -460,8 +463,10 @@ def compare_records(
     unmatched += [f"{key} is only in B" for key in runs_b]
     if not pairs:
         raise CompareError(
-            "A and B share no load to compare (" + "; ".join(unmatched) + "): run both with "
-            "the same --concurrency or --rate"
+            "A and B share no load to compare ("
+            + "; ".join(unmatched)
+            + "): run both with "
+            + same_load_flags(a, b)
         )
     if not any(p.requests_a and p.requests_b for p in pairs):  # "not measured in both" throughout
         empty = "; ".join(f"{p.load}: {p.requests_a} in A, {p.requests_b} in B" for p in pairs)

@@ -28,6 +28,7 @@ import numpy as np
 from felab_core import __version__
 from felab_core.engine.apis import Api, GenerationRequest, adapter_for
 from felab_core.engine.client import ClientLimits, Lanes, now_ns, stream_request
+from felab_core.engine.loads import run_load
 from felab_core.engine.metrics import (
     RequestMetrics,
     RunSummary,
@@ -585,14 +586,10 @@ def steady_window(
 
 
 def _run_label(workload: Workload, concurrency: int) -> str:
-    """What the progress bar calls a run."""
-    if workload.trace is not None:
-        return f"trace x{workload.trace.speed:g}"
+    """What the progress bar and the run's notes call a run (its load, as everywhere)."""
     if workload.sessions is not None:
         return f"{workload.sessions} sessions x {workload.turns} turns, c={concurrency}"
-    if workload.rate is not None:
-        return f"rate {workload.rate:g}/s"
-    return f"c={concurrency}"
+    return run_load(workload, concurrency)
 
 
 @dataclass(slots=True)

@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from felab_core.engine.loads import load_label, trace_speed_of
 from felab_core.engine.measure import SCHEMA
 from felab_core.engine.record_requests import (
     MOST_GAPS,
@@ -156,7 +157,7 @@ def load_record(path: Path, *, unsealed: bool = False) -> dict[str, Any]:
         raise CompareError(
             f"{path}: interrupted is {cut(interrupted)}, not true or false: {broken}"
         )
-    loads = [load_key(run) for run in record["runs"]]
+    loads = [load_key(run, record.get("workload")) for run in record["runs"]]
     if len(set(loads)) < len(loads):  # felab writes one run a load
         raise CompareError(f"{path}: the record holds one load more than once: {broken}")
     replayed = (record.get("workload") or {}).get("trace") is not None
@@ -323,8 +324,8 @@ def _check_words(path: Path, record: dict[str, Any]) -> None:
         )
 
 
-def load_key(run: dict[str, Any]) -> str:
+def load_key(run: dict[str, Any], workload: Any) -> str:
+    """A run's load as bench named it (load_label): two records' runs match by it."""
     rate = run.get("rate")
-    if finite(rate):
-        return f"{rate:g} req/s"
-    return f"{run.get('concurrency')} stream{'' if run.get('concurrency') == 1 else 's'}"
+    speed = trace_speed_of(workload if isinstance(workload, dict) else None)
+    return load_label(run.get("concurrency"), rate if finite(rate) else None, speed)

@@ -216,15 +216,10 @@ def test_two_replays_or_conversations_paced_otherwise_are_said() -> None:
     trace = {"name": "t1.jsonl", "sha256": "f37bf6" + "0" * 58, "speed": 1.0, "block_size": 512}
     runs = [(0, _requests([0.05] * 20))]  # enough for a verdict: no note of too few
     a = _record(runs, preset="trace:t1.jsonl", prompt_tokens=None, trace=trace)
-    other = {**trace, "sha256": "98cb23" + "1" * 58, "speed": 2.0, "block_size": 16}
+    other = {**trace, "block_size": 16}  # another trace or speed is another load: refused
     notes = " | ".join(
         compare_records(a, {**a, "workload": {**a["workload"], "trace": other}}).caveats
     )
-    assert (
-        "workload trace's contents (sha256) differs: 'f37bf6000000...' in A, '98cb23111111...' in B"
-        in notes
-    )
-    assert "workload --trace-speed differs: 1.0 in A, 2.0 in B" in notes
     assert "workload --trace-block-size differs: 512 in A, 16 in B" in notes
     assert not compare_records(a, a).caveats
     chat = _record([(4, _requests([0.05] * 10))], sessions=4, turns=5, think_time_s=1.0)
@@ -245,3 +240,39 @@ def test_another_burstiness_or_tools_is_noted() -> None:
     assert "workload burstiness differs: 1.0 in A, 0.05 in B" in notes
     assert "workload tools differs: False in A, True in B" in notes
     assert not any("tools" in n for n in _caveats(a, _record([(0, [])], burstiness=1.0)))
+
+
+def test_another_trace_or_trace_speed_is_another_load() -> None:
+    """Sweep 24 M3: a trace replayed at --trace-speed 1 and 20 (or another trace's contents)
+    was matched as one load and given better/worse verdicts with only a note, while another
+    --rate is refused; a replay's load was named "0 streams" (M2)."""
+    trace = {"name": "t1.jsonl", "sha256": "f37bf6" + "0" * 58, "speed": 1.0, "block_size": 512}
+    runs = [(0, _requests([0.05] * 20))]
+    a = _record(runs, preset="trace:t1.jsonl", prompt_tokens=None, trace=trace)
+    assert [p.load for p in compare_records(a, a).runs] == ["as traced"]
+    fast = {**a, "workload": {**a["workload"], "trace": {**trace, "speed": 20.0}}}
+    refused = (
+        r"as traced is only in A; as traced x20 is only in B\): run both with the same --trace"
+    )
+    with pytest.raises(CompareError, match=refused):
+        compare_records(a, fast)
+    other = {**a, "workload": {**a["workload"], "trace": {**trace, "sha256": "98cb23" + "1" * 58}}}
+    refused = r"replayed different traces \(sha256 f37bf6000000\.\.\. in A, 98cb23111111\.\.\. in B"
+    with pytest.raises(CompareError, match=refused):
+        compare_records(a, other)
+    closed = _record([(1, _requests([0.05] * 20))])
+    with pytest.raises(CompareError, match=r"as traced is only in A; 1 stream is only in B"):
+        compare_records(a, closed)
+
+
+def test_a_rate_with_several_caps_is_several_loads() -> None:
+    """Sweep 24 M1: `-c 1,4 --rate 2` runs two loads, each capped otherwise in flight; both had
+    been keyed "2 req/s" alone, so compare matched a cap-4 run with a cap-free one."""
+    a = _record([(1, _requests([0.05] * 20)), (4, _requests([0.05] * 20))], rate=2.0)
+    free = _record([(0, _requests([0.05] * 20))], rate=2.0)
+    for run in a["runs"] + free["runs"]:
+        run["rate"] = 2.0
+    assert [p.load for p in compare_records(a, a).runs] == ["2 req/s, cap 1", "2 req/s, cap 4"]
+    refused = r"2 req/s, cap 1 is only in A; 2 req/s, cap 4 is only in A; 2 req/s is only in B"
+    with pytest.raises(CompareError, match=refused):
+        compare_records(a, free)
