@@ -26,6 +26,7 @@ from felab_core.jobs.keys import verify
 from felab_core.jobs.lifecycle import TERMINAL, finish, lose, start
 from felab_core.jobs.messages import JobMessage
 from felab_core.jobs.result_checks import check_result
+from felab_core.jobs.result_load import Signed
 from felab_core.jobs.result_store import checked_rows, store_result
 from felab_core.jobs.spread import follow_slice, store_slice
 from felab_core.jobs.workload import progress_total, too_large_reason
@@ -191,7 +192,8 @@ def _job_event(
                 ack=ack,
             )
         if kind in ("result", "failed") and job.status == "queued":
-            res = _finished(session, job, worker, kind, body, now, s)
+            signed = Signed(float(payload["at"]), job.created_at)  # sent before the current
+            res = _finished(session, job, worker, kind, body, now, s, signed)
             res.ack = ack
             res.withdraw.append((worker.id, job.id))
             return res
@@ -221,7 +223,8 @@ def _job_event(
         message = lose(session, job, now, s, why)
         return Ingested(True, job=job, resend=[message] if message else [], ack=ack)
     if kind in ("result", "failed"):
-        res = _finished(session, job, worker, kind, body, now, s)
+        signed = Signed(float(payload["at"]), job.sent_at or job.created_at)
+        res = _finished(session, job, worker, kind, body, now, s, signed)
         res.ack = ack
         return res
     raise Invalid(f"unknown event kind {kind!r}")
@@ -270,6 +273,7 @@ def _finished(
     body: dict[str, Any],
     now: datetime,
     s: Settings,
+    signed: Signed,
 ) -> Ingested:
     if kind == "failed":
         said = body.get("reason")
@@ -287,11 +291,11 @@ def _finished(
         with session.begin_nested():
             _all_finite(body)
             if job.spread_of is not None:
-                store_slice(session, job, body, now)  # held to its job there, as a run is
+                store_slice(session, job, body, now, signed)  # held to its job, as a run is
             else:
                 record = body.get("record")
                 rows = checked_rows(body)
-                check_result(job, rows, record, now)
+                check_result(job, rows, record, now, signed)
                 store_result(session, job, worker.name, rows, record, now)
     except ServiceError as exc:
         finish(session, job, "failed", now, error=f"the result was refused: {exc}")

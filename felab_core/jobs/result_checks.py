@@ -22,11 +22,11 @@ from felab_core.engine.workloads import MAX_TOKENS as MAX_WORKLOAD_TOKENS
 from felab_core.engine.workloads import Workload
 from felab_core.errors import Invalid
 from felab_core.jobs.result_load import (
-    CLOCK_SLACK,
-    aware,
+    Signed,
     check_lengths,
     check_load,
     check_runs,
+    check_timed,
 )
 from felab_core.jobs.workload import ASKED, job_workload
 
@@ -68,17 +68,21 @@ def check_result(
     rows: list[dict[str, Any]],
     record: Any,
     now: datetime,
+    signed: Signed | None = None,
 ) -> None:
     """Refuse (Invalid) a result that is not `job`'s run: its rows (check_rows_are_the_jobs),
     the record felab writes beside them (check_record), one run a concurrency the job asked,
     the job's load, and no run longer than the time the job has existed. A slice of a spread
-    run is held to the same, with its share of the requests."""
+    run is held to the same, with its share of the requests. `signed`: when the machine
+    signed it and since when the run it answers was its to do (result_load.Signed)."""
     w = job_workload(job.preset, dict(job.params or {}), ASKED)
-    check_rows_are_the_jobs(job, rows, now)
+    check_rows_are_the_jobs(job, rows, now, signed)
     if not isinstance(record, dict):
         raise Invalid(
             f"job {job.id}'s result has no record: felab sends the run's record with its rows"
         )
+    if record.get("started_at") is not None:  # felab writes the run's start there too
+        check_timed(job, f"job {job.id}'s record", record["started_at"], now, signed)
     check_record(job, record, rows)
     check_runs(job, w, rows, record)
     check_load(job, w, rows, record)
@@ -86,7 +90,10 @@ def check_result(
 
 
 def check_rows_are_the_jobs(
-    job: m.BenchJob, rows: list[dict[str, Any]], now: datetime | None = None
+    job: m.BenchJob,
+    rows: list[dict[str, Any]],
+    now: datetime | None = None,
+    signed: Signed | None = None,
 ) -> None:
     """Refuse (Invalid) a row that lacks a field felab writes, ran another workload than `job`
     asked, named another target, or was timed before the job was made or after `now`."""
@@ -127,25 +134,7 @@ def check_rows_are_the_jobs(
             raise Invalid(
                 f"{what} measured target {target[:64]!r}; job {job.id} asked {job.target!r}"
             )
-        _check_time(job, what, row["timestamp"], now)
-
-
-def _check_time(job: m.BenchJob, what: str, stamp: Any, now: datetime | None) -> None:
-    try:
-        at = aware(datetime.fromisoformat(str(stamp)))
-    except ValueError:
-        raise Invalid(f"{what} has timestamp {str(stamp)[:40]!r}, not a time") from None
-    made = aware(job.created_at)
-    if at < made - CLOCK_SLACK:
-        raise Invalid(
-            f"{what} was timed at {at.isoformat()}, before job {job.id} was made "
-            f"({made.isoformat()}): a result is measured for its job, not copied from another run"
-        )
-    if now is not None and at > aware(now) + CLOCK_SLACK:
-        raise Invalid(
-            f"{what} was timed at {at.isoformat()}, after its result arrived "
-            f"({aware(now).isoformat()}): a run is timed before it is sent"
-        )
+        check_timed(job, what, row["timestamp"], now, signed)
 
 
 def check_record(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -30,12 +31,69 @@ CLOCK_SLACK = timedelta(seconds=300)
 RUN_EDGE_S = 2.0
 #: A second for the clocks and a run's own edges.
 _EDGE_S = 1.0
+#: How far a machine's clock may step (NTP) between a run's start and the result's signing,
+#: both on that clock: the time between them fits in the time the server saw pass.
+SIGNED_EDGE_S = 5.0
 #: The row's latency columns, each no longer than its run.
 _LATENCIES = ("ttft_p50_s", "ttft_p95_s", "e2e_p50_s", "e2e_p95_s")
 
 
 def aware(at: datetime) -> datetime:
     return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Signed:
+    """When a machine signed a result (`at`: seconds, on its own clock) and since when the run
+    it answers was its to do (`since`, on the server's clock: the send of the attempt it names,
+    or the job's making for an earlier attempt)."""
+
+    at: float
+    since: datetime
+
+
+def check_timed(
+    job: m.BenchJob, what: str, stamp: Any, now: datetime | None, signed: Signed | None = None
+) -> None:
+    """Refuse (Invalid) a run timed at `stamp` before its job was made or sent, or after its
+    result arrived. Against the server's clock a machine's clock gets CLOCK_SLACK; against the
+    result's own signing time (the same clock, sweep 24 M3: a run kept from 152 s before its
+    job was made, signed afresh, had passed the slack) the run's start is no further back than
+    the job's send from the result's arrival, on the server's clock."""
+    try:
+        at = aware(datetime.fromisoformat(str(stamp)))
+    except (TypeError, ValueError):
+        raise Invalid(f"{what} has timestamp {str(stamp)[:40]!r}, not a time") from None
+    made = aware(job.created_at)
+    copied = "a result is measured for its job, not copied from another run"
+    if at < made - CLOCK_SLACK:
+        raise Invalid(
+            f"{what} was timed at {at.isoformat()}, before job {job.id} was made "
+            f"({made.isoformat()}): {copied}"
+        )
+    if now is not None and at > aware(now) + CLOCK_SLACK:
+        raise Invalid(
+            f"{what} was timed at {at.isoformat()}, after its result arrived "
+            f"({aware(now).isoformat()}): a run is timed before it is sent"
+        )
+    if signed is None or now is None:
+        return
+    since = aware(signed.since)
+    ran_for = signed.at - at.timestamp()  # the machine's clock both: no offset between clocks
+    had = (aware(now) - since).total_seconds()
+    if ran_for > max(had, 0.0) + SIGNED_EDGE_S:
+        done = "made" if since == made else "sent to its machine"
+        raise Invalid(
+            f"{what} was timed at {at.isoformat()}, before job {job.id} was {done} "
+            f"({since.isoformat()}): its machine signed the result {ran_for:,.0f} s after that "
+            f"time, and the job was {done} {max(had, 0.0):,.0f} s before the result arrived; "
+            f"{copied}"
+        )
+    if -ran_for > SIGNED_EDGE_S:
+        raise Invalid(
+            f"{what} was timed at {at.isoformat()}, {-ran_for:,.0f} s after its machine signed "
+            "the result (on its own clock): a run is timed before it is sent"
+        )
 
 
 def _float(value: Any) -> float | None:

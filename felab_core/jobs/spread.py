@@ -33,7 +33,7 @@ from felab_core.jobs.lifecycle import TERMINAL, Send, finish, new_attempt, send_
 from felab_core.jobs.messages import MAX_SHARDS, JobMessage
 from felab_core.jobs.queueing import check_job, server_for, slices_of
 from felab_core.jobs.result_checks import check_result
-from felab_core.jobs.result_load import check_slice_report
+from felab_core.jobs.result_load import Signed, check_slice_report
 from felab_core.jobs.result_slices import check_slice_requests, hold_row_to_requests
 from felab_core.jobs.result_store import checked_rows, own_columns, store_result
 from felab_core.jobs.run import REQUEST_FIELDS
@@ -156,7 +156,13 @@ def spread_workers(
     return list(able[:count])
 
 
-def store_slice(session: Session, job: m.BenchJob, body: dict[str, Any], now: datetime) -> None:
+def store_slice(
+    session: Session,
+    job: m.BenchJob,
+    body: dict[str, Any],
+    now: datetime,
+    signed: Signed | None = None,
+) -> None:
     """Keep what one slice measured for the merge; a slice is never recorded on its own, but
     its row is checked as a run's is, so that one machine's bad row fails its own slice (it
     had been kept, then failed the merge when the honest slice came, blamed on that one)."""
@@ -164,7 +170,7 @@ def store_slice(session: Session, job: m.BenchJob, body: dict[str, Any], now: da
     record = body.get("record")
     # held to its job as a run is (its share of the requests): a slice's rows and record had
     # skipped the job's checks, kept until the merge
-    check_result(job, rows, record, now)
+    check_result(job, rows, record, now, signed)
     row = own_columns(rows[0])
     check_result_row({**row, "host": "slice"})  # its host is named at the merge
     report = body.get("shard")

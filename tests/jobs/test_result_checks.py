@@ -14,6 +14,7 @@ from felab_core.db import models as m
 from felab_core.errors import Invalid
 from felab_core.jobs.ingest import ingest_event
 from felab_core.jobs.keys import Identity, new_private_key
+from felab_core.jobs.lifecycle import new_attempt
 from felab_core.jobs.messages import JobMessage, event
 from felab_core.jobs.pairing import issue_pair_code, redeem_pair_code
 from felab_core.jobs.queueing import queue_bench_job
@@ -88,6 +89,60 @@ def test_a_row_of_another_workload_fails_the_job(
     says = says.replace("job 1", f"job {job.id}")  # PostgreSQL's ids run on across tests
     assert job.status == "failed" and says in (job.error or ""), job.error
     assert db.query(m.BenchResult).filter_by(job_id=job.id).count() == 0
+
+
+def _send_signed(
+    db: Session, ident: Identity, job: m.BenchJob, body: dict[str, Any], signed_s: float
+) -> bool:
+    """Send `body` as the machine does, signed `signed_s` after the job was made on its own
+    clock; it arrives 30 s after the job was made on the server's."""
+    at = (NOW + timedelta(seconds=signed_s)).timestamp()
+    ev = event(ident.worker_id, "result", job_id=job.id, attempt=job.attempt, at=at)
+    arrived = NOW + timedelta(seconds=30)
+    return ingest_event(db, ident.sign({**ev, "body": body}), now=arrived).accepted
+
+
+@pytest.mark.parametrize(
+    ("row_s", "started_s", "sent_s", "says"),
+    [
+        (-152, None, None, "row 1 of the result was timed at 2026-03-03T11:57:28+00:00, before "
+         "job 1 was made (2026-03-03T12:00:00+00:00): its machine signed the result 182 s after"),
+        (5, -152, None, "job 1's record was timed at 2026-03-03T11:57:28+00:00, before job 1 "
+         "was made"),
+        (10, None, 20, "row 1 of the result was timed at 2026-03-03T12:00:10+00:00, before job 1 "
+         "was sent to its machine (2026-03-03T12:00:20+00:00)"),
+    ],
+)  # fmt: skip
+def test_a_run_timed_before_its_job_was_made_or_sent_fails_it(
+    db: Session,
+    student: m.Member,
+    row_s: float,
+    started_s: float | None,
+    sent_s: float | None,
+    says: str,
+) -> None:
+    """Sweep 24 M3: a run kept from 152 s before its job was made (inside the 300 s a machine's
+    clock may be off) was signed afresh as the job's result and stored as its figure."""
+    ident, job = _job(db, student)
+    if sent_s is not None:  # sent again (the machine had not taken it): the run is that send's
+        new_attempt(job, NOW + timedelta(seconds=sent_s), resend=True)
+    body = job_body("quick", at=NOW + timedelta(seconds=row_s))
+    if started_s is not None:
+        body["record"]["started_at"] = (NOW + timedelta(seconds=started_s)).isoformat()
+    assert not _send_signed(db, ident, job, body, signed_s=30)
+    _refused(db, job, says)
+
+
+@pytest.mark.parametrize("behind_s", [-240, 0, 240])
+def test_a_fresh_run_on_a_clock_minutes_off_is_kept(
+    db: Session, student: m.Member, behind_s: float
+) -> None:
+    """A machine's clock minutes off the server's: its run and its signing are on that clock."""
+    ident, job = _job(db, student)
+    body = job_body("quick", at=NOW + timedelta(seconds=2 - behind_s))
+    body["record"]["started_at"] = body["rows"][0]["timestamp"]
+    assert _send_signed(db, ident, job, body, signed_s=29 - behind_s), job.error
+    assert job.status == "done", job.error
 
 
 @pytest.mark.parametrize(
