@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+import aiohttp
 import discord
 from discord.ext import commands
 from sqlalchemy.orm import Session, sessionmaker
@@ -27,6 +28,7 @@ from felab_core.db.session import default_sessions, session_scope
 from felab_core.jobs.lifecycle import Publisher
 from felab_core.ops import logs, metrics
 from felab_core.ops.status import fleet_status
+from felab_core.redact import redact
 from felab_core.settings import Settings
 
 log = logging.getLogger("felab.bot")
@@ -50,6 +52,22 @@ _REFUSED = (
 
 class BotConfigError(RuntimeError):
     """The bot cannot start as configured; the message says what to set."""
+
+
+class DiscordUnreachable(RuntimeError):
+    """Discord's API could not be reached (no network, DNS, a port that closed); the message
+    says so in the same words for `felab bot` and `felab bot sync`."""
+
+
+#: What discord.py's login and REST calls raise when Discord's API is not reached.
+_NETWORK_ERRORS = (aiohttp.ClientError, OSError, TimeoutError)
+
+
+def _unreachable(exc: BaseException) -> DiscordUnreachable:
+    return DiscordUnreachable(
+        f"could not reach Discord's API ({type(exc).__name__}: {redact(str(exc))[:160]}): "
+        "check this machine's network (or FELAB_DISCORD_API_URL)"
+    )
 
 
 def token_of(settings: Settings) -> str:
@@ -139,6 +157,8 @@ def run(settings: Settings, publisher: Callable[[], Publisher] | None = None) ->
         bot.run(token, log_handler=None)
     except discord.LoginFailure:
         raise BotConfigError(_REFUSED) from None
+    except _NETWORK_ERRORS as exc:  # the login's first request: DNS, no route, a closed port
+        raise _unreachable(exc) from None
     except discord.PrivilegedIntentsRequired:
         raise BotConfigError(
             "Discord refused the message-content intent: turn on Message Content Intent in the "
@@ -152,21 +172,24 @@ async def sync(settings: Settings, guild_id: int | None) -> list[str]:
     token = token_of(settings)
     use_api(settings.discord_api_url)
     bot = FelabBot(settings, None, run_loops=False)
-    async with bot:
-        try:
-            await bot.login(token)
-        except discord.LoginFailure:
-            raise BotConfigError(_REFUSED) from None
-        try:
-            if guild_id is not None:
-                guild = discord.Object(id=guild_id)
-                bot.tree.copy_global_to(guild=guild)
-                done = await bot.tree.sync(guild=guild)
-            else:
-                done = await bot.tree.sync()
-        except discord.Forbidden as exc:
-            raise BotConfigError(
-                f"Discord refused the commands ({exc.text}): invite the bot to that server with "
-                "the applications.commands scope, and check the guild id"
-            ) from None
+    try:
+        async with bot:
+            try:
+                await bot.login(token)
+            except discord.LoginFailure:
+                raise BotConfigError(_REFUSED) from None
+            try:
+                if guild_id is not None:
+                    guild = discord.Object(id=guild_id)
+                    bot.tree.copy_global_to(guild=guild)
+                    done = await bot.tree.sync(guild=guild)
+                else:
+                    done = await bot.tree.sync()
+            except discord.Forbidden as exc:
+                raise BotConfigError(
+                    f"Discord refused the commands ({exc.text}): invite the bot to that server "
+                    "with the applications.commands scope, and check the guild id"
+                ) from None
+    except _NETWORK_ERRORS as exc:  # as `felab bot` says it
+        raise _unreachable(exc) from None
     return [c.name for c in done]

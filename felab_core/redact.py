@@ -137,6 +137,23 @@ def add_secret(value: str | None) -> None:
         redact_cached.cache_clear()
 
 
+def plain_token(value: object) -> object:
+    """A token given in a setting (FELAB_DISCORD_TOKEN), as felab uses it: the spaces and line
+    breaks around it dropped (a Windows .env line ends in a CR, which HTTP refuses in a header,
+    in an error that quoted the whole token), and masked in every redacted text from now on.
+    A space or control character left inside is refused, in words that never repeat it."""
+    if not isinstance(value, str):
+        return value
+    token = value.strip()
+    if not all(c.isprintable() and not c.isspace() for c in token):
+        raise ValueError(
+            "holds a space, a line break or an invisible character inside it (pasted with "
+            "something else?): copy the token again from Discord's developer portal"
+        )
+    add_secret(token)
+    return token
+
+
 def add_if_secret(text: str | None) -> bool:
     """Mask `text` whole from now on when redact() finds a secret in it (a key pasted as
     --model): a server's error that repeats it, or a note that names it, is then masked

@@ -1,4 +1,7 @@
-"""Configuration from `FELAB_*` environment variables, one place for every setting."""
+"""Configuration from `FELAB_*` environment variables, one place for every setting.
+
+Long because every setting is here, once, with its bounds and its words (the operator's table).
+"""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_va
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from felab_core.files import expand_home as _home
+from felab_core.redact import plain_token
 from felab_core.setting_folders import checked_folder
 from felab_core.text import holds_hidden, loose_number_problem
 
@@ -223,6 +227,13 @@ class Settings(BaseSettings):
         le=64_000_000,
         description="Largest result a worker may send (bytes of JSON); 500 requests take ~0.2 MB.",
     )
+    broker_max_memory_bytes: int = Field(
+        default=1024**3,
+        ge=64 * 1024**2,
+        le=1024**4,
+        description="The memory cap `felab broker setup` and the ingest give a Redis that has "
+        "none (maxmemory 0), refusing writes when full (noeviction); a cap already set is kept.",
+    )
     job_max_resends: int = Field(
         default=5,
         ge=0,
@@ -361,6 +372,11 @@ class Settings(BaseSettings):
                 "is not an IP address: give 127.0.0.1 (this machine only) or 0.0.0.0 (all)"
             ) from None
         return value.strip()
+
+    @field_validator("discord_token", mode="before")
+    @classmethod
+    def _token(cls, value: object) -> object:
+        return plain_token(value)
 
     @field_validator("discord_api_url")
     @classmethod

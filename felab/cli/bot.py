@@ -8,6 +8,8 @@ Discord rate-limits command registration, and a global sync takes up to an hour 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import typer
 
@@ -30,16 +32,28 @@ def bot_main(ctx: typer.Context) -> None:
     """Run the bot until stopped (Ctrl-C), posting each cohort's daily drill at its time."""
     if ctx.invoked_subcommand is not None:
         return
-    from felab_bot.app import BotConfigError, run
+    from felab_bot.app import run
 
     settings = get_settings()
     _check_api(settings)
-    with service_errors():
-        try:
-            run(settings, lambda: _dispatcher(settings))
-        except BotConfigError as exc:
-            err(str(exc))
-            raise typer.Exit(EXIT_USAGE) from None
+    with service_errors(), _bot_errors():
+        run(settings, lambda: _dispatcher(settings))
+
+
+@contextmanager
+def _bot_errors() -> Iterator[None]:
+    """How `felab bot` and `felab bot sync` both say what stopped them: a setting to fix (exit
+    2), or Discord's API not reached (exit 3), in the same words."""
+    from felab_bot.app import BotConfigError, DiscordUnreachable
+
+    try:
+        yield
+    except BotConfigError as exc:
+        err(str(exc))
+        raise typer.Exit(EXIT_USAGE) from None
+    except DiscordUnreachable as exc:
+        err(str(exc))
+        raise typer.Exit(EXIT_UNREACHABLE) from None
 
 
 #: Discord's API answers /gateway/bot in well under a second; a silent one is said in seconds.
@@ -81,8 +95,8 @@ def _check_api(settings: Settings) -> None:
             failure = "connection refused: nothing listens there; start it, or unset it"
         err(f"{where}: {failure}")
         raise typer.Exit(EXIT_UNREACHABLE) from None
-    except httpx.HTTPError as exc:
-        err(f"{where}: {connect_failure(exc, url)}")
+    except httpx.HTTPError as exc:  # the token is masked should an error quote the header
+        err(f"{where}: {redact(connect_failure(exc, url))}")
         raise typer.Exit(EXIT_UNREACHABLE) from None
     if answer.status_code == 401:
         return  # the bot's own start says the token was refused
@@ -122,21 +136,10 @@ def sync_cmd(
     ),
 ) -> None:
     """Register the slash commands with Discord (global without --guild: up to an hour)."""
-    from felab_bot.app import BotConfigError, sync
+    from felab_bot.app import sync
 
     _check_api(get_settings())
-    import aiohttp
-
-    try:
+    with _bot_errors():
         names = asyncio.run(sync(get_settings(), guild))
-    except BotConfigError as exc:
-        err(str(exc))
-        raise typer.Exit(EXIT_USAGE) from None
-    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-        err(
-            f"could not reach Discord's API ({type(exc).__name__}: {redact(str(exc))[:160]}): "
-            "check this machine's network (or FELAB_DISCORD_API_URL)"
-        )
-        raise typer.Exit(EXIT_UNREACHABLE) from None
     where = f"guild {guild}" if guild is not None else "every guild (global)"
     typer.echo(f"synced {len(names)} command(s) to {where}: {', '.join(sorted(names))}")
