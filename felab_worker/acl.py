@@ -85,10 +85,26 @@ def pairing_rules(names: Names, secret_hash: str, version: tuple[int, ...]) -> l
 
 
 @dataclass(frozen=True)
+class MemoryCap:
+    """Redis's maxmemory and maxmemory-policy after the sync; `set_now` when felab set them
+    (the cap was 0), else they are the operator's, left as they are."""
+
+    bytes: int
+    policy: str
+    set_now: bool
+
+    @property
+    def evicts(self) -> bool:
+        """Whether a full Redis drops keys (felab's queued jobs among them) to make room."""
+        return self.policy != "noeviction"
+
+
+@dataclass(frozen=True)
 class Synced:
     machines: int
     removed: int
     push_cap: int | None = None  # Redis's proto-max-bulk-len after the sync; None if unread
+    memory: MemoryCap | None = None  # Redis's memory cap after the sync; None if unread
 
 
 #: The least cap on one pushed message: a job or event is kilobytes, a result at most
@@ -121,6 +137,27 @@ def cap_pushes(client: Any, most: int) -> int | None:
         return None
 
 
+def cap_memory(client: Any, most: int) -> MemoryCap | None:
+    """Cap Redis's memory at `most` bytes, full Redis refusing writes (noeviction) rather than
+    dropping felab's keys, when it has no cap (maxmemory 0): one machine's 150 pushes of 7 MB
+    took a self-run Redis to 771 MB in 2.6 s, towards the host's memory. A cap the operator set
+    is left as it is. None when Redis will not say (CONFIG refused): the operator sets it."""
+    from redis.exceptions import ConnectionError, TimeoutError
+
+    try:
+        current = int(client.config_get("maxmemory").get("maxmemory"))
+        if current == 0:
+            client.config_set("maxmemory-policy", "noeviction")
+            client.config_set("maxmemory", most)
+            return MemoryCap(most, "noeviction", set_now=True)
+        policy = str(client.config_get("maxmemory-policy").get("maxmemory-policy"))
+        return MemoryCap(current, policy, set_now=False)
+    except (ConnectionError, TimeoutError):
+        raise  # a broker that stopped answering, not one that will not say
+    except Exception:  # redis.ResponseError / NoPermissionError, a reply that is not a number
+        return None
+
+
 def ensure_users(
     client: Any,
     names: Names,
@@ -128,9 +165,11 @@ def ensure_users(
     machines: list[MachineCredential],
     *,
     push_cap: int = _LEAST_PUSH_CAP,
+    memory_cap: int | None = None,
 ) -> Synced:
     """Make the broker's felab users exactly the database's: create or refresh each, and delete
-    users of machines no longer paired; cap the size of a pushed message. Idempotent.
+    users of machines no longer paired; cap the size of a pushed message, and Redis's memory
+    when nobody has (`memory_cap` bytes; None: left alone). Idempotent.
 
     Every answer is checked (answers.py): a server that says +OK to everything had been
     reported as "broker users ready", and students were handed a URL to nothing. The machines'
@@ -158,7 +197,8 @@ def ensure_users(
     ]
     for user in stale:
         client.acl_deluser(user)
-    return Synced(len(wanted), len(stale), cap_pushes(client, push_cap))
+    memory = cap_memory(client, memory_cap) if memory_cap is not None else None
+    return Synced(len(wanted), len(stale), cap_pushes(client, push_cap), memory)
 
 
 def set_machine(client: Any, names: Names, cred: MachineCredential) -> None:

@@ -112,7 +112,10 @@ class Dispatcher:
         if not self.redis:
             return acl.Synced(0, 0)
         cap = acl.push_cap_for(self.settings.result_max_bytes)
-        return acl.ensure_users(self.admin, self.names, pairing_hash, machines, push_cap=cap)
+        memory = self.settings.broker_max_memory_bytes
+        return acl.ensure_users(
+            self.admin, self.names, pairing_hash, machines, push_cap=cap, memory_cap=memory
+        )
 
     def add_machine(self, cred: MachineCredential) -> None:
         if self.redis:

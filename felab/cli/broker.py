@@ -10,6 +10,7 @@ import ipaddress
 import json
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 import typer
@@ -22,6 +23,9 @@ from felab_core.db.session import session_scope
 from felab_core.errors import Invalid, ServiceError
 from felab_core.settings import Settings, get_settings
 from felab_core.text import echo_of
+
+if TYPE_CHECKING:
+    from felab_worker.acl import MemoryCap
 
 broker_app = typer.Typer(
     name="broker",
@@ -44,6 +48,31 @@ def public_url(settings: Settings) -> str:
     port = f":{parts.port}" if parts.port else ""
     # No query or fragment: the admin URL's ?password=... must never reach the students' URL.
     return urlunsplit(parts._replace(netloc=f"{host}{port}", query="", fragment=""))
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**30:g} GiB" if n % 2**30 == 0 else f"{n / 2**20:,.4g} MiB"
+
+
+def memory_words(memory: MemoryCap | None) -> str:
+    """What `broker setup` says of Redis's memory cap (acl.cap_memory)."""
+    if memory is None:
+        return (
+            "Redis would not say its maxmemory (CONFIG refused): cap it there (maxmemory, with "
+            "maxmemory-policy noeviction), or one machine's pushes can fill the host's memory"
+        )
+    if memory.set_now:
+        return (
+            f"Redis had no memory cap (maxmemory 0): set to {_size(memory.bytes)}, refusing "
+            "writes when full (noeviction); FELAB_BROKER_MAX_MEMORY_BYTES sets another"
+        )
+    said = f"Redis's memory cap is {_size(memory.bytes)} (maxmemory, set there): left as it is"
+    if memory.evicts:
+        said += (
+            f"; its policy {memory.policy[:40]} drops keys when full, felab's queued jobs among "
+            "them: set maxmemory-policy noeviction"
+        )
+    return said
 
 
 #: Seconds for all of `broker setup`'s commands after the reachability check (the machines'
@@ -125,6 +154,9 @@ def setup(
                     "machines": synced.machines,
                     "removed": synced.removed,
                     "push_cap_bytes": synced.push_cap,
+                    "memory_cap_bytes": synced.memory.bytes if synced.memory else None,
+                    "memory_policy": synced.memory.policy if synced.memory else None,
+                    "memory_cap_set": synced.memory.set_now if synced.memory else False,
                 }
             )
         )
@@ -139,6 +171,8 @@ def setup(
             else "\nRedis would not say its proto-max-bulk-len (CONFIG refused): set it to 8mb "
             "there, or one machine's push of hundreds of MB reaches the ingest whole"
         )
+        + "\n"
+        + memory_words(synced.memory)
         + "\nStudents set this before `felab worker pair --code CODE` (it can only pair):\n"
         f"  FELAB_BROKER_URL={url}",
         markup=False,

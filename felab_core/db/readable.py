@@ -11,6 +11,7 @@ could not read says which one (felab/cli/db.py).
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, time
@@ -26,11 +27,34 @@ from felab_core.sizing.units import GB, MAX_BANDWIDTH
 from felab_core.text import with_hidden_shown
 
 #: Values felab bounds whenever it writes them (numbers/speeds.py, sizing/units.py), with the
-#: words for the bound: a figure past them is no figure felab stored.
+#: words for the bound (low < value <= high): a figure past them is no figure felab stored.
+#: A card's FSRS state as the fsrs library keeps it (fsrs.State; its Scheduler clamps stability
+#: to 0.001 and more, difficulty to MIN_DIFFICULTY-MAX_DIFFICULTY, 1-10): a restored stability
+#: of -5 or 0, or a step of -4, had stopped the next review as "a bug in felab". Rating a card
+#: checks its row with these too (drills/review.py).
 BOUNDS: dict[tuple[str, str], tuple[float, float, str]] = {
     ("members", "bandwidth_gb_s"): (0.0, float(MAX_BANDWIDTH / GB), "GB/s above 0 up to 100,000"),
     ("numbers", "value"): (0.0, MAX_PLAUSIBLE_TPS, "tokens/s above 0 up to 100,000"),
+    ("card_states", "state"): (0, 3, "1, 2 or 3 (FSRS's learning, review and relearning)"),
+    ("card_states", "step"): (-1, 2**31 - 1, "a learning step counted from 0"),
+    ("card_states", "stability"): (0.0, sys.float_info.max, "an FSRS stability above 0 days"),
+    ("card_states", "difficulty"): (
+        math.nextafter(1.0, 0.0),  # 1.0 itself is in: FSRS clamps to it
+        10.0,
+        "an FSRS difficulty from 1 to 10",
+    ),
 }
+
+
+def bound_problem(table_name: str, column_name: str, value: Any) -> str | None:
+    """What is wrong with a number felab bounds when it writes it (BOUNDS), or None."""
+    bound = BOUNDS.get((table_name, column_name))
+    if bound is None or not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    low, high, words = bound
+    if not low < value <= high:
+        return f"{_shown(value)}: felab keeps {words}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -112,11 +136,7 @@ def _problem(
         return _not_kind(raw, expected)
     if isinstance(value, float) and not math.isfinite(value):
         return f"{_shown(raw)}, not a finite number"
-    if where in BOUNDS and isinstance(value, int | float):
-        low, high, words = BOUNDS[where]
-        if not low < value <= high:
-            return f"{_shown(raw)}: felab keeps {words}"
-    return None
+    return bound_problem(*where, value)
 
 
 def _reader(kind: sqltypes.TypeEngine[Any], dialect: Any) -> Callable[[Any], Any] | None:
@@ -192,6 +212,9 @@ def _fine_sql(conn: Connection, table_name: str, col: Any) -> str | None:
         fine = f"typeof({x}) = 'integer' AND {x} IN (0, 1)"
     elif isinstance(kind, sqltypes.Integer):
         fine = f"typeof({x}) = 'integer'"
+        if (table_name, col.name) in BOUNDS:
+            low, high = BOUNDS[(table_name, col.name)][:2]
+            fine += f" AND {x} > {low!r} AND {x} <= {high!r}"
     elif isinstance(kind, sqltypes.Float) and not kind.asdecimal:
         low, high = BOUNDS.get((table_name, col.name), (-1.7e308, 1.7e308, ""))[:2]
         fine = f"typeof({x}) IN ('integer', 'real') AND {x} > {low!r} AND {x} <= {high!r}"

@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 
 from felab_core.content.calendar import course_day, local_date, zone
 from felab_core.db import models as m
+from felab_core.db.readable import Unreadable, bound_problem
 from felab_core.drills.kinds import KINDS, Item
 from felab_core.errors import Invalid, NotFound
 from felab_core.settings import get_settings
@@ -199,6 +200,24 @@ def _streak_step(current: int, best: int, last: date | None, day: date) -> tuple
     return current, max(best, current), day
 
 
+def _checked(state: m.CardState) -> m.CardState:
+    """A stored FSRS state held to what FSRS keeps (db/readable's BOUNDS, as `felab db restore`
+    holds a backup to): a stability of -5 edited into the database had stopped the review as
+    "a bug in felab"; the row is named instead, as for any value felab cannot use."""
+    for column in ("state", "step", "stability", "difficulty"):
+        value = getattr(state, column)
+        why = bound_problem("card_states", column, value)
+        if value is None and (column != "step" or state.state == 3) and state.state in (2, 3):
+            why = "empty, where FSRS keeps a value for a card past its first review"
+        if why is not None:
+            raise Invalid(
+                f"the database holds a value felab cannot use: "
+                f"{Unreadable('card_states', column, state.id, why)} (changed outside felab?): "
+                "restore a backup (`felab db restore FILE --yes`), or correct that value"
+            )
+    return state
+
+
 def rate_card(
     session: Session,
     member: m.Member,
@@ -241,7 +260,7 @@ def rate_card(
         state = m.CardState(member_id=member.id, card_id=card.id, reps=0, lapses=0)
         session.add(state)
     else:
-        before = state.state
+        before = _checked(state).state
         fcard = fsrs.Card(
             card_id=card.id,
             state=fsrs.State(state.state),

@@ -347,6 +347,13 @@ _NEVER_STORED = (
         "its review counts, counted up from 0",
     ),
     ("card_states", "reps < 0 OR lapses < 0", "reps or lapses, counted up from 0"),
+    # FSRS asserts these once a card is past its first review (its values: db/readable BOUNDS)
+    (
+        "card_states",
+        "state IN (2, 3) AND (stability IS NULL OR difficulty IS NULL) OR state = 3 AND step "
+        "IS NULL",
+        "an FSRS review state without its stability, difficulty or step",
+    ),
     ("reviews", "duration_ms < 0", "duration_ms"),
     ("spoken_answers", "duration_s < 0", "duration_s"),
     ("job_outbox", "attempts < 0", "attempts"),
