@@ -234,13 +234,6 @@ class Settings(BaseSettings):
         description="The memory cap `felab broker setup` and the ingest give a Redis that has "
         "none (maxmemory 0), refusing writes when full (noeviction); a cap already set is kept.",
     )
-    broker_max_memory_bytes: int = Field(
-        default=1024**3,
-        ge=64 * 1024**2,
-        le=1024**4,
-        description="The memory cap `felab broker setup` and the ingest give a Redis that has "
-        "none (maxmemory 0), refusing writes when full (noeviction); a cap already set is kept.",
-    )
     job_max_resends: int = Field(
         default=5,
         ge=0,
