@@ -6,6 +6,7 @@ reports is cleaned here before it is kept.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -27,13 +28,23 @@ _KINDS = frozenset(k.value for k in ServerKind)
 
 
 def ago(when: datetime, now: datetime) -> str:
-    """A moment as people say it: "12 s ago", "3 min ago", "2 h ago"."""
-    secs = int((now - when).total_seconds())
+    """A moment as people say it: "12 s ago", "3 min ago", "2 h ago", "3 days ago"; one still
+    to come "... ahead" (a clock far off)."""
+    return ago_s((now - when).total_seconds())
+
+
+def ago_s(seconds: float) -> str:
+    """`seconds` in the past (negative: ahead) as people say it: "2 h ago", "365 days ahead"."""
+    if not math.isfinite(seconds) or abs(seconds) > 1e12:
+        return "ages ago" if seconds > 0 else "ages ahead"
+    secs, side = int(abs(seconds)), "ago" if seconds >= 0 else "ahead"
     if secs < 90:
-        return f"{secs} s ago"
+        return f"{secs} s {side}"
     if secs < 5400:
-        return f"{secs // 60} min ago"
-    return f"{secs // 3600} h ago"
+        return f"{secs // 60} min {side}"
+    if secs < 2 * 86400:
+        return f"{secs // 3600} h {side}"
+    return f"{secs // 86400:,} days {side}"
 
 
 def clean_targets(raw: Any) -> dict[str, str] | None:

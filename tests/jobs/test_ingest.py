@@ -49,6 +49,12 @@ def test_old_future_and_replayed_events_are_refused(db: Session, student: m.Memb
         old = ident.sign(event(w.id, "heartbeat", at=AT + skew, body={"seq": 8}))
         with pytest.raises(Forbidden, match="old copy"):
             ingest_event(db, old, now=NOW)
+    # sweep 24 LOW: "signed 7205 s from now" for one 2 h old, "-31535993 s from now" ahead
+    now_s = NOW.timestamp()
+    for at, says in ((now_s - 7205, "signed 2 h ago"), (now_s + 365 * 86400, "365 days ahead")):
+        old = ident.sign(event(w.id, "heartbeat", at=at, body={"seq": 8}))
+        with pytest.raises(Forbidden, match=says):
+            ingest_event(db, old, now=NOW)
     unsigned_time = ident.sign({k: v for k, v in event(w.id, "heartbeat").items() if k != "at"})
     with pytest.raises(Forbidden, match="no time"):
         ingest_event(db, unsigned_time, now=NOW)
