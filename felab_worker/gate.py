@@ -23,8 +23,11 @@ from typing import Any
 from celery.worker.consumer import Consumer
 
 from felab_core.ops import metrics
+from felab_core.ops.repeats import Repeated
 
 log = logging.getLogger("felab.ingest")
+#: A flood of them is said once a kind, then counted (felab_core.ops.repeats).
+_SAID = Repeated(log)
 
 #: What Celery sends on after a task, for whoever wrote the message.
 _CANVAS = ("callbacks", "errbacks", "chain", "chord")
@@ -108,7 +111,12 @@ def refusal(message: Any, tasks: Mapping[str, Any]) -> str | None:
 
 def _drop(message: Any, why: str) -> None:
     metrics.INGEST_REFUSED.labels("malformed").inc()
-    log.warning("refused a message on the broker: %s (dropped)", why)
+    _SAID.warn(
+        why,
+        "refused {n:,} more messages on the broker that felab never sends (dropped)",
+        "refused a message on the broker: %s (dropped)",
+        why,
+    )
     if not message.acknowledged:
         message.ack()
 

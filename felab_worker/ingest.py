@@ -42,6 +42,7 @@ from felab_core.jobs.pairing import (
 )
 from felab_core.jobs.reconciler import reconcile
 from felab_core.ops import logs, metrics
+from felab_core.ops.repeats import Repeated, flush_all
 from felab_core.ops.status import fleet_facts
 from felab_core.settings import Settings
 from felab_worker.acl import Synced
@@ -52,6 +53,8 @@ from felab_worker.gate import gated, only_felab_tasks
 from felab_worker.outage import BrokerOutage, away_reason
 
 log = logging.getLogger("felab.ingest")
+#: A machine's flood of refused events is said once a kind, then counted.
+_SAID = Repeated(log)
 
 #: Database errors worth waiting out (the server restarting, a dropped connection).
 TRANSIENT = (sa_exc.OperationalError, sa_exc.InterfaceError)
@@ -119,7 +122,14 @@ class Ingest:
                 log.debug("applied a %s event", payload.get("kind"))
         except ServiceError as exc:
             metrics.INGEST_REFUSED.labels(exc.reason).inc()
-            log.warning("refused an event from worker %s: %s", str(who)[:24], exc)
+            name = str(who) if isinstance(who, int) and not isinstance(who, bool) else "?"
+            _SAID.warn(
+                (name, exc.reason),
+                f"refused {{n:,}} more events from worker {name} ({exc.reason})",
+                "refused an event from worker %s: %s",
+                str(who)[:24],
+                exc,
+            )
             return None
         if not res.accepted:
             log.info("dropped: %s", res.reason)
@@ -216,6 +226,7 @@ def create_app(settings: Settings, *, debug: bool = False) -> tuple[Celery, Inge
     @app.task(name="felab.reconcile")  # type: ignore[untyped-decorator]
     def reconcile_task() -> None:
         state.outage.back()  # a beat came through the broker
+        flush_all()  # the counts of a flood that stopped
         if not state.due():
             log.info("a reconcile asked for between beats was skipped")
             return

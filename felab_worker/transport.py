@@ -20,6 +20,7 @@ from typing import Any
 from kombu.transport import TRANSPORT_ALIASES, redis
 
 from felab_core.ops import metrics
+from felab_core.ops.repeats import Repeated
 from felab_worker.answers import BrokerUnusable, shown
 
 log = logging.getLogger("felab.broker")
@@ -31,9 +32,18 @@ _NOT_AN_ENVELOPE = (ValueError, KeyError, TypeError, AttributeError)
 _LONGEST_TAG = 128
 
 
+#: A flood of junk is said once a kind, then counted (felab_core.ops.repeats).
+_SAID = Repeated(log)
+
+
 def _dropped(why: str) -> None:
     metrics.INGEST_REFUSED.labels("malformed").inc()
-    log.warning("dropped a message on the broker that no felab process wrote (%s)", why)
+    _SAID.warn(
+        why,
+        "dropped {n:,} more messages on the broker that no felab process wrote",
+        "dropped a message on the broker that no felab process wrote (%s)",
+        why,
+    )
 
 
 def envelope_refusal(raw: Any) -> str | None:

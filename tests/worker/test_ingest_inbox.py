@@ -19,7 +19,7 @@ from felab_core.settings import Settings
 from felab_worker.gate import refusal
 from felab_worker.ingest import create_app
 from felab_worker.transport import envelope_refusal
-from tests.e2e.fleet import FELAB, PREFIX, RedisServer, base_env, free_port
+from tests.e2e.fleet import FELAB, PREFIX, RedisServer, base_env, free_port, wait_for
 from tests.worker.processes import kill_group, start_felab, wait_in
 
 TASKS = create_app(Settings(broker_url="redis://127.0.0.1:1/0"))[0].tasks
@@ -204,18 +204,25 @@ def test_hostile_messages_are_dropped_in_one_line_and_the_ingest_goes_on(
         for raw in hostile:
             admin.lpush(f"{PREFIX}ingest.inbox", json.dumps(raw))
         admin.lpush(f"{PREFIX}pairing.inbox", json.dumps(hostile[1]))
+        # sweep 24 M2: a flood of junk wrote a warning each (100,032 lines): now one, counted
+        admin.lpush(f"{PREFIX}ingest.inbox", *[f"junk{i}" for i in range(300)])
         for _ in range(3):  # more than the prefetch slots: each is taken and answered
             admin.lpush(f"{PREFIX}ingest.inbox", json.dumps(envelope()))
-        wait_in(log, proc, NOT_AN_EVENT, count=3)
+        total = len(hostile) + 1 + 300 + 3
+        wait_for(lambda: _refused_count(metrics_port) >= total, 30, "every message refused")
         assert proc.poll() is None
         assert admin.hlen(f"{PREFIX}unacked") == 0  # every message acknowledged
         assert admin.llen(f"{PREFIX}ingest.inbox") == 0
-        # each hostile message, and the three honest-looking ones the events layer refuses
-        assert _refused_count(metrics_port) == len(hostile) + 1 + 3
+        # each hostile message, the junk, and the three honest-looking ones the events layer
+        # refuses (one line: the same refusal from the same worker, counted after)
+        assert _refused_count(metrics_port) == total
     finally:
         kill_group(proc)
     out = log.read_text(errors="replace")
     assert "marker.from_the_sender" not in out  # no callback was sent, so none came back
     assert "Traceback" not in out and "full contents" not in out and "evil.x" in out
     refusals = [line for line in out.splitlines() if " a message on the broker" in line]
-    assert len(refusals) == len(hostile) + 1, out
+    # one line a kind: the three 'callbacks' messages (two inboxes) are one, the junk one more
+    assert len(refusals) == len(hostile) - 1 + 1, out
+    assert out.count("asks for Celery's 'callbacks'") == 1 and out.count("JSONDecodeError") == 1
+    assert out.count(NOT_AN_EVENT) == 1, out
