@@ -123,6 +123,24 @@ def settings_messages(errors: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def unreadable_sqlite(where: str, said: str) -> str | None:
+    """What to do about an SQLite database that SQLite cannot read (`said` is its message):
+    damaged or cut short ("malformed"), or no SQLite file at all; None for any other error.
+    One wording for every command, and for `db backup` and `db restore`, which add theirs."""
+    if "file is not a database" in said or "file is encrypted" in said:
+        return (
+            f"{where} is not an SQLite database (another program's file, or felab's overwritten "
+            "or cut short): point FELAB_DATABASE_URL or FELAB_DATA_DIR at felab's own database, "
+            "or restore a backup (`felab db restore FILE --yes`)"
+        )
+    if "malformed" in said or "corrupt" in said:
+        return (
+            f"the database {where} is damaged (SQLite: {said}): restore a backup "
+            "(`felab db restore FILE --yes`)"
+        )
+    return None
+
+
 def _database_url() -> str:
     try:
         from felab_core.settings import get_settings
@@ -208,12 +226,8 @@ def explain(exc: BaseException) -> Failure | None:
     if "sqlalchemy.exc.DBAPIError" in names:
         orig = getattr(exc, "orig", None)
         detail = _first_line(orig)
-        if "file is not a database" in detail or "file is encrypted" in detail:
-            return Failure(
-                f"{_database_url()} is not an SQLite database: point FELAB_DATABASE_URL or "
-                "FELAB_DATA_DIR at felab's own database",
-                EXIT_USAGE,
-            )
+        if (unreadable := unreadable_sqlite(_database_url(), detail)) is not None:
+            return Failure(unreadable, EXIT_USAGE)
         if "unable to open database file" in detail:
             return Failure(
                 f"cannot open the database {_database_url()}: the path is a folder, or its "

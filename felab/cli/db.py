@@ -211,8 +211,10 @@ def restore_cmd(
         err(f"this replaces everything in {_where()}: run again with --yes to do it")
         raise typer.Exit(EXIT_USAGE)
     with service_errors(), slow_note(_note, f"checking {_sized(path)}, then copying it in..."):
-        restore(get_settings().resolved_database_url(), path, started=process_started())
+        note = restore(get_settings().resolved_database_url(), path, started=process_started())
     Console(highlight=False).print(
         f"{_where()} restored from {path}; now `felab broker setup` (the broker's users)",
         markup=False,
     )
+    if note is not None:
+        _note(f"note: {note}")

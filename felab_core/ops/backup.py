@@ -19,6 +19,7 @@ from pathlib import Path
 from sqlalchemy.engine import make_url
 
 from felab_core.engine.results import ResultsFileError, check_destinations
+from felab_core.failures import unreadable_sqlite
 from felab_core.files import (
     SQLITE_DATABASE,
     NamedFileError,
@@ -183,14 +184,16 @@ def backup(url: str, to: Path, *, force: bool = False, started: float | None = N
     if database is not None:
         if not database.is_file():  # connecting would make an empty one, and back that up
             raise BackupError(f"the database {database} does not exist: nothing to back up")
+        deadline = _deadline(started)
+        _check_live(url, database, deadline)
         try:
             _copy_sqlite(
-                database,
-                partial,
-                BACKUP_APPLICATION_ID,
-                locked=database,
-                deadline=_deadline(started),
+                database, partial, BACKUP_APPLICATION_ID, locked=database, deadline=deadline
             )
+            _check_copy(database, partial)
+        except sqlite3.DatabaseError as exc:  # damaged past the pages _check_live read
+            partial.unlink(missing_ok=True)
+            raise _unreadable(database, str(exc)) from None
         except BackupError:
             partial.unlink(missing_ok=True)
             raise
@@ -289,6 +292,84 @@ def _copy_sqlite(
         src.close()
 
 
+class _Unreadable(Exception):
+    """SQLite cannot read the database: damaged, cut short, or not an SQLite file."""
+
+
+def _unreadable(database: Path, said: str) -> BackupError:
+    """A backup refused: the live database cannot be read, in the words every command uses."""
+    words = unreadable_sqlite(str(database), said) or f"cannot read {database} ({said})"
+    return BackupError(f"{words}; nothing was backed up")
+
+
+def _tables(database: Path, deadline: float) -> list[str]:
+    """The tables of an existing SQLite file; _Unreadable when SQLite cannot read it, and
+    BackupUnreachable when another process holds it locked until `deadline`."""
+    con = sqlite3.connect(database, timeout=_left(deadline))
+    try:
+        rows = con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise BackupUnreachable(_locked(database)) from None
+        raise
+    except sqlite3.DatabaseError as exc:  # SQLITE_CORRUPT, SQLITE_NOTADB
+        raise _Unreadable(str(exc)) from None
+    finally:
+        con.close()
+    return [str(name) for (name,) in rows]
+
+
+def _check_live(url: str, database: Path, deadline: float) -> None:
+    """Refuse, before anything is copied, a live database SQLite cannot read, an empty one,
+    or another program's (refused as every other command refuses it): `db restore` would
+    refuse the copy, and the backup had said "backed up" (sweep 24, M3 and M5)."""
+    from felab_core.db.session import DatabaseError, make_engine, refuse_foreign
+
+    try:
+        tables = _tables(database, deadline)
+    except _Unreadable as exc:
+        raise _unreadable(database, str(exc)) from None
+    if not tables:
+        raise BackupError(
+            f"the database {database} is empty (no felab schema yet): nothing to back up; "
+            "check FELAB_DATABASE_URL or FELAB_DATA_DIR"
+        )
+    engine = make_engine(url, create=False)
+    try:
+        refuse_foreign(engine, tables=tables)
+    except DatabaseError as exc:
+        raise BackupError(f"{exc}; nothing was backed up") from None
+    finally:
+        engine.dispose()
+
+
+def _check_copy(database: Path, copy: Path) -> None:
+    """SQLite's quick check of a fresh copy: a page damaged inside the live file is copied as
+    it is, and `db restore` would refuse the backup only when it is needed."""
+    con = sqlite3.connect(copy)
+    try:
+        said = [str(row[0]) for row in con.execute("PRAGMA quick_check(1)").fetchall()]
+    finally:
+        con.close()
+    if said != ["ok"]:
+        first = " ".join(" ".join(said).replace("*** in database main ***", "").split())[:200]
+        raise _unreadable(database, f"database disk image is malformed: {first}")
+
+
+def _set_aside(target: Path) -> Path:
+    """Move a live database SQLite cannot read out of a restore's way, with its journal files
+    (a hot journal beside the new file would be played into it), to a name not yet taken."""
+    kept = target.with_name(f"{target.name}.unreadable")
+    n = 1
+    while any(Path(f"{kept}{end}").exists() for end in ("", "-journal", "-wal", "-shm")):
+        n += 1
+        kept = target.with_name(f"{target.name}.unreadable-{n}")
+    for end in ("-journal", "-wal", "-shm", ""):  # the database last: its journals go with it
+        if Path(f"{target}{end}").exists():
+            Path(f"{target}{end}").replace(Path(f"{kept}{end}"))
+    return kept
+
+
 def _wait_unlocked(database: Path, deadline: float) -> None:
     """Wait, until `deadline`, for another process's write lock on `database` to go (nothing is
     written); BackupUnreachable if it stays. Other errors are left to the copy to say."""
@@ -331,9 +412,11 @@ def check_source(source: Path, url: str) -> None:
     _refuse_other_engine(source, make_url(url).get_backend_name())
 
 
-def restore(url: str, source: Path, *, started: float | None = None) -> None:
+def restore(url: str, source: Path, *, started: float | None = None) -> str | None:
     """Replace the database named by `url` with the backup in `source`. Stop the bot and the
-    ingest first: what they write meanwhile would be lost. A lock is waited on as backup's."""
+    ingest first: what they write meanwhile would be lost. A lock is waited on as backup's.
+    A live SQLite file SQLite cannot read (damaged, cut short) is what a restore is for: it is
+    moved aside, and the words returned say where (None when there was nothing to say)."""
     check_source(source, url)
     backend = make_url(url).get_backend_name()
     if backend == "sqlite":
@@ -357,9 +440,29 @@ def restore(url: str, source: Path, *, started: float | None = None) -> None:
         _wait_unlocked(target, deadline)  # a locked database said before the checks' time
         check_sqlite_backup(source)  # before anything is replaced
         target.parent.mkdir(parents=True, exist_ok=True)
-        # application_id 0: the live database, no longer a backup
+        said: str | None = None
+        if target.is_file():
+            try:
+                _tables(target, deadline)
+            except _Unreadable as exc:
+                said = str(exc)
+            except sqlite3.OperationalError:  # a file it may not open: the copy says so
+                pass
+        try:  # application_id 0: the live database, no longer a backup
+            if said is None:
+                _copy_sqlite(source, target, 0, locked=target, deadline=deadline)
+        except sqlite3.DatabaseError as exc:  # damaged past the pages read above
+            if unreadable_sqlite(str(target), str(exc)) is None:
+                raise
+            said = str(exc)
+        if said is None:
+            return None
+        kept = _set_aside(target)
         _copy_sqlite(source, target, 0, locked=target, deadline=deadline)
-        return
+        return (
+            f"the database it replaced could not be read (SQLite: {said}); that file is kept "
+            f"as {kept}"
+        )
     if backend == "postgresql":
         out = subprocess.run(
             [_tool("pg_restore"), "--clean", "--if-exists", "--no-owner", "--single-transaction",
@@ -368,5 +471,5 @@ def restore(url: str, source: Path, *, started: float | None = None) -> None:
         )  # fmt: skip
         if out.returncode != 0:
             raise BackupError(f"pg_restore failed: {out.stderr.strip()[-500:]}")
-        return
+        return None
     raise BackupError(f"felab restores SQLite and PostgreSQL, not {backend}")
