@@ -14,8 +14,8 @@ from rich.console import Console
 from rich.table import Table
 
 from felab.cli.db import service_errors, sessions
-from felab_core.content.loader import ContentError, ContentProblem, check_dir
-from felab_core.content.store import load_folder
+from felab_core.content.loader import ContentError, ContentProblem
+from felab_core.content.store import check_with_database, load_folder
 from felab_core.db.session import session_scope
 from felab_core.drills.kinds import KINDS
 from felab_core.settings import get_settings
@@ -50,11 +50,13 @@ def _skipped(skipped: list[ContentProblem]) -> None:
 def check(folder: Path = typer.Argument(None, help=_DIR_HELP)) -> None:
     """Check every pack in a folder and report every problem; changes nothing."""
     folder = folder or get_settings().content_dir
-    report = check_dir(folder)
+    report, not_compared = check_with_database(folder)
     _skipped(report.skipped)
     if not report.ok:
         _problems(report.problems, loading=False)
         raise typer.Exit(code=EXIT_PROBLEMS)
+    if not_compared is not None:
+        _skipped([ContentProblem(folder, "", not_compared)])
     table = Table(title=f"{folder}: all packs check clean")
     kinds = [kind.section for kind in KINDS.values()]  # each drill kind its column
     for col in ("file", "day", "cards", "prompts", *kinds, "numbers"):

@@ -19,6 +19,7 @@ import yaml
 from pydantic import ValidationError
 
 from felab_core.content.format import FORMAT, ID_PATTERN, Pack
+from felab_core.content.yaml_numbers import number_surprise, yaml_number_form
 from felab_core.files import NamedFileError, broken_link, read_named_bytes
 from felab_core.text import holds_hidden, with_hidden_shown
 
@@ -189,13 +190,15 @@ def _expected(err: dict[str, Any]) -> str:
             kind_of = "a date" if isinstance(given, date) else "a number"
             got = f"{kind_of} ({given})"
         return f"expected text, got {got}: put the value in quotes to keep it as text"
-    exponent_as_text = isinstance(given, str) and re.fullmatch(
-        r"[-+]?\d+[eE][-+]?\d+", given.strip()
-    )  # YAML 1.1 reads 4e1 as text: a float needs a dot
-    if kind in ("float_type", "float_parsing") and exponent_as_text:
+    text = given.strip() if isinstance(given, str) else ""
+    as_number = yaml_number_form(text) if text else None
+    if kind in ("float_type", "float_parsing") and as_number and as_number == text:
+        return f"expected a number, got the text {shown}: remove the quotes"
+    if kind in ("float_type", "float_parsing") and as_number is not None:
         return (
-            f"expected a number, got the text {shown}: YAML reads an exponent without a dot "
-            "as text; write it with one, such as 1.0e3"
+            f"expected a number, got the text {shown}: the pack's YAML (1.1) reads an exponent "
+            f"as a number only with a dot and a sign, so write {as_number} (or the number "
+            "without an exponent)"
         )
     if kind in ("model_type", "dict_type"):
         return f"expected a mapping of fields (key: value lines), got {shown}"
@@ -236,30 +239,6 @@ MAX_DEPTH = 40
 MAX_EXPANDED_NODES = 100_000
 
 
-#: Plain YAML 1.1 numbers a person does not mean: 10:00 is 600 (base 60), 0x2 and 012 are hex
-#: and octal, 1_0 is 10. `minutes: 10:00` had been stored as 600 minutes.
-_SURPRISE_NUMBER = re.compile(
-    r"[-+]?(?:[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?"  # base 60
-    r"|0b[01_]+|0x[0-9a-fA-F_]+|0[0-7_]+"  # binary, hex, octal (012)
-    r"|[0-9]+_[0-9_]*(?:\.[0-9_]*)?)"  # digits grouped by _
-)
-
-
-def _number_surprise(event: yaml.ScalarEvent) -> str | None:
-    """Why a plain scalar would be read as a number its writer did not mean (None if not)."""
-    value = event.value
-    if event.style is not None or not _SURPRISE_NUMBER.fullmatch(value):
-        return None
-    number = yaml.safe_load(value)
-    if isinstance(number, bool) or not isinstance(number, int | float):
-        return None
-    return (
-        f"{value[:40]} is read by YAML as the number {number!r} (base 60, hex, "
-        "octal or grouped by _): write the number plainly (10 for ten minutes), or quote it "
-        f"('{value[:40]}') to keep it as text"
-    )
-
-
 def _shape_problem(text: str) -> tuple[str, int | None] | None:
     """Aliases, nesting and the size the document would have with every alias written out,
     counted from the parser's events before any tree is built."""
@@ -293,7 +272,7 @@ def _shape_problem(text: str) -> tuple[str, int | None] | None:
             anchor, size = stack[-1]
             stack[-1] = (anchor, size + anchors.get(event.anchor or "", 1))
         elif isinstance(event, yaml.ScalarEvent):
-            surprise = _number_surprise(event)
+            surprise = number_surprise(event)
             if surprise is not None:
                 return surprise, line
             anchor, size = stack[-1]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -64,9 +64,55 @@ def _body(spec: BaseModel, *skip: str) -> dict[str, Any]:
     return spec.model_dump(mode="json", exclude={"id", "step", *skip}, exclude_none=True)
 
 
-def _db_problems(session: Session, parsed: list[ParsedPack]) -> list[ContentProblem]:
-    """Rules that need the database: a day number already held by another pack."""
+def _model_of(section: str) -> type[Any]:
+    fixed: dict[str, type[Any]] = {
+        "steps": m.ContentStep,
+        "numbers": m.NumberField,
+        "cards": m.Card,
+        "prompts": m.SpeakPrompt,
+    }
+    return fixed.get(section, m.DrillItem)
+
+
+def _taken_ids(session: Session, parsed: list[ParsedPack]) -> list[ContentProblem]:
+    """An item id that the database holds for another pack's day, that pack not in this load:
+    loading it would move the row, and the students' review history, to another question
+    (sweep 24, M1: a day-03 pack took over a loaded day-02 card, "card updated: 1"). A pack
+    in the same load that no longer lists the id gives it up: the item moves, as meant."""
+    loading = {p.pack.id for p in parsed}
+    wanted: dict[type[Any], dict[str, tuple[ParsedPack, str]]] = {}
+    for p in parsed:
+        for section, i, item_id, _ in p.pack.all_items():
+            wanted.setdefault(_model_of(section), {})[item_id] = (p, f"{section}[{i}].id")
     problems: list[ContentProblem] = []
+    for model, ids in wanted.items():
+        rows = session.execute(
+            select(model.key, m.ContentDay.number, m.ContentPack.key, m.ContentPack.source_path)
+            .join(m.ContentDay, m.ContentDay.id == model.day_id)
+            .join(m.ContentPack, m.ContentPack.id == m.ContentDay.pack_id)
+            .where(model.key.in_(sorted(ids)))
+        ).all()
+        for key, number, owner, source in sorted(rows):
+            p, where = ids[key]
+            if owner in loading:
+                continue
+            problems.append(
+                ContentProblem(
+                    p.path,
+                    where,
+                    f"{key!r} is already an item of day {number} in the database (pack "
+                    f"{owner!r}, {source}), and this pack is day {p.pack.day}: loading it "
+                    f"would take it from day {number}, with its students' history; give it a "
+                    f"new id, or load {source} in the same folder without it to move it here",
+                )
+            )
+    return problems
+
+
+def _db_problems(session: Session, parsed: list[ParsedPack]) -> list[ContentProblem]:
+    """Rules that need the database: a day number already held by another pack, and an item
+    id held by another pack's day."""
+    problems: list[ContentProblem] = _taken_ids(session, parsed)
     rows = session.execute(
         select(m.ContentDay.number, m.ContentPack.key).join(
             m.ContentPack, m.ContentPack.id == m.ContentDay.pack_id
@@ -284,6 +330,48 @@ def check_folder(session: Session | None, folder: Path) -> CheckReport:
     if session is not None and report.ok:
         report.problems.extend(_db_problems(session, report.packs))
     return report
+
+
+def check_with_database(folder: Path) -> tuple[CheckReport, str | None]:
+    """`felab content check`: the folder's packs, then, where felab's database is there at the
+    latest schema, the rules that need it (a day or an id another loaded pack holds). Changes
+    nothing, makes no database. The second value says why the database was not compared."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from felab_core.db.session import (
+        DatabaseError,
+        current_revision,
+        head_revision,
+        make_engine,
+        session_factory,
+        sqlite_file,
+    )
+    from felab_core.settings import get_settings
+
+    report = check_dir(folder)
+    if not report.ok:
+        return report, None
+    only = "ids and days were checked within this folder only"
+    try:
+        url = get_settings().resolved_database_url()
+        engine = make_engine(url, create=False)
+    except (DatabaseError, ValidationError) as exc:
+        return report, f"the database could not be used ({str(exc).splitlines()[0]}): {only}"
+    try:
+        path = sqlite_file(url) if engine.dialect.name == "sqlite" else None
+        if engine.dialect.name == "sqlite" and (path is None or not path.is_file()):
+            return report, f"no database yet: {only}"
+        if current_revision(engine) != head_revision():
+            return report, f"the database is not at the latest schema: {only}"
+        with session_factory(engine)() as session:
+            report.problems.extend(_db_problems(session, report.packs))
+            session.rollback()
+    except (DatabaseError, SQLAlchemyError) as exc:
+        said = str(getattr(exc, "orig", None) or exc).splitlines()[0][:200]
+        return report, f"the database could not be read ({said}): {only}"
+    finally:
+        engine.dispose()
+    return report, None
 
 
 def load_folder(session: Session, folder: Path) -> LoadReport:

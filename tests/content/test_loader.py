@@ -157,7 +157,8 @@ def test_an_exponent_without_a_dot_says_yaml_read_it_as_text(tmp_path: Path) -> 
     edited = re.sub(r"(?m)^(\s+example:) .*$", r"\1 4e1", text, count=1)
     assert edited != text
     (msg,) = _problems(tmp_path, edited)
-    assert "got the text '4e1': YAML reads an exponent without a dot as text" in msg, msg
+    assert "got the text '4e1': the pack's YAML (1.1) reads an exponent" in msg, msg
+    assert "write 4.0e+1" in msg, msg
 
 
 def test_duplicate_id_and_unknown_step(tmp_path: Path) -> None:
