@@ -581,7 +581,11 @@ def limit_command(
                 )
             per = kv.kv_bytes_per_token(shape, kv_type)
         reads = speed_limit.bytes_per_token(
-            weights, kv=per, context_tokens=context, weights_note=note
+            weights,
+            kv=per,
+            context_tokens=context,
+            weights_note=note,
+            weights_at_most=speed_limit.share_unknown(shape),  # a mixture read whole: a floor
         )
         limit = speed_limit.ceiling(bw, reads, found)
         _flag("--measured", measured)
@@ -602,7 +606,8 @@ def limit_command(
     _pair(
         grid,
         "ceiling",
-        f"{about_text(tps)} tokens/s ({decimal_text(tps, 2)})",
+        f"{'at least ' if limit.lower_bound else ''}{about_text(tps)} tokens/s "
+        f"({decimal_text(tps, 2)})",
         float(round_half_up(Fraction(tps), 2)),
         "tokens/s",
     )

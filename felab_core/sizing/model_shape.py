@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from felab_core.files import MiB, NamedFileError, broken_link, read_named_text, refuse_special
 from felab_core.json_keys import KeyTwice, once
 from felab_core.sizing.errors import SizingError
+from felab_core.sizing.expert_params import moe_params
 from felab_core.sizing.model_names import NAME_ROUNDING, params_in_name, table_names
 from felab_core.sizing.shape import ModelShape as ModelShape  # read from here too
 from felab_core.sizing.shape_agreement import (
@@ -421,7 +422,16 @@ def from_hf_config(source: str | Path | Mapping[str, Any], name: str | None = No
         n_experts_used=n_used,
         weights_dtype=str(dtype) if dtype else None,
         notes=tuple(notes),
+        kind=" ".join(
+            k
+            for k in (cfg.get("model_type"), top.get("model_type"), architecture)
+            if isinstance(k, str)
+        )
+        or None,
     )
+    counted = moe_params(cfg, shape)  # the active share of a file given beside the config
+    if counted is not None:
+        shape = replace(shape, params_total=counted[0], params_active=counted[1])
     if folder is not None:
         keys = ShapeKeys(
             layers=layers_key,
@@ -855,6 +865,7 @@ def from_gguf(path: str | Path) -> ModelShape:
         weights_bytes=total or None,
         weights_dtype=_gguf_file_type_name(file_type),
         notes=tuple(notes),
+        kind=str(arch),
         weights_from=f"the tensors listed in {with_hidden_shown(str(gguf_path))}"
         + (f" and the {len(shards) - 1:,} shards beside it" if len(shards) > 1 else ""),
     )

@@ -43,6 +43,9 @@ class ModelShape:
     weights_unreadable: str | None = None
     #: Files beside the config that hold a second copy of the weights and were left out.
     weights_left_out: str | None = None
+    #: The architecture the file names (config.json's model_type, a GGUF's general.architecture),
+    #: to tell which family of models it is beside a server's own name for its model.
+    kind: str | None = None
 
     @property
     def is_moe(self) -> bool:

@@ -19,6 +19,12 @@ class Ceiling(Protocol):
     @property
     def tokens_per_second(self) -> Fraction: ...
 
+    @property
+    def lower_bound(self) -> bool: ...
+
+
+#: The verdict on a speed above a limit that is only a lower bound.
+UNVERIFIED = "above the lower-bound limit (unverified)"
 
 # Measured single-stream runs usually land at 55-85 % of the ceiling (peer benchmark notes).
 TYPICAL_LOW = Fraction(55, 100)
@@ -48,7 +54,14 @@ class SpeedCheck:
 
     @property
     def impossible(self) -> bool:
-        return self.share > 1
+        """Above the limit; never above a limit that is only a lower bound (a mixture of
+        experts of unknown active share): that speed is `unverified`."""
+        return self.share > 1 and not self.ceiling.lower_bound
+
+    @property
+    def unverified(self) -> bool:
+        """Above a limit that is only a lower bound: neither shown possible nor impossible."""
+        return self.share > 1 and self.ceiling.lower_bound
 
     @property
     def measured_text(self) -> str:
@@ -63,6 +76,8 @@ class SpeedCheck:
     @property
     def verdict(self) -> str:
         share = self.share
+        if self.unverified:
+            return UNVERIFIED
         if share > 1:
             return "impossible"
         if share > TYPICAL_HIGH:
@@ -79,6 +94,14 @@ class SpeedCheck:
             f"{limit} tokens per second this machine can reach."
         )
         verdict = self.verdict
+        if verdict == UNVERIFIED:
+            return (
+                f"{self.measured_text} tokens per second is {self.percent_text} of the at least "
+                f"{limit} tokens per second this machine can reach with every expert's weights "
+                "read; a mixture of experts reads only its active experts, whose share is not "
+                "known here, so this speed may be right: give the model's GGUF (or its "
+                "safetensors beside config.json) for the exact limit."
+            )
         if verdict == "impossible":
             causes = "; ".join(IMPOSSIBLE_CAUSES)
             return (

@@ -254,6 +254,9 @@ class BytesPerToken:
     kv_cache: Fraction
     context_tokens: int
     weights_note: str
+    #: The weights counted are all of a mixture of experts', whose active share is unknown: a
+    #: token reads at most these, so the ceiling is a lower bound and no speed is impossible.
+    weights_at_most: bool = False
 
     @property
     def total(self) -> Fraction:
@@ -266,6 +269,7 @@ def bytes_per_token(
     kv: KvPerToken | None = None,
     context_tokens: int = 0,
     weights_note: str = "",
+    weights_at_most: bool = False,
 ) -> BytesPerToken:
     """Weights read per token plus, at a given context, the KV cache read with them."""
     require_positive(
@@ -294,6 +298,7 @@ def bytes_per_token(
         kv_cache=kv_bytes,
         context_tokens=context_tokens,
         weights_note=weights_note,
+        weights_at_most=weights_at_most,
     )
 
 
@@ -362,12 +367,21 @@ def active_share(shape: ModelShape) -> Fraction | None:
     return share if 0 < share < 1 else None
 
 
+def share_unknown(shape: ModelShape | None) -> bool:
+    """Whether `shape` has experts whose share a token reads is unknown (a config.json whose
+    layout felab does not count, or that names no experts used per token): its weights are
+    then read whole, an upper bound, and the speed limit only a lower bound."""
+    if shape is None or not (shape.n_experts and shape.n_experts > 1):
+        return False
+    return active_share(shape) is None
+
+
 def read_of_file(shape: ModelShape, file_bytes: Fraction, what: str) -> tuple[Fraction, str]:
     """Bytes a token reads from a model file (`what` names it): all, or a mixture of experts'
     active share, as weights_for reads tensors (the memo had divided by the whole file)."""
     share = active_share(shape)
     if share is None:
-        if shape.is_moe:
+        if share_unknown(shape):
             return file_bytes, (
                 f"{what}; a mixture of experts reads only its active experts, and their share "
                 "is unknown here, so this speed limit is on the low side"
@@ -390,6 +404,11 @@ class Ceiling:
     @property
     def tokens_per_second(self) -> Fraction:
         return self.bandwidth / self.reads.total
+
+    @property
+    def lower_bound(self) -> bool:
+        """The weights are a mixture's whole, of unknown active share: a limit of at least this."""
+        return self.reads.weights_at_most
 
     @property
     def explanation(self) -> str:
@@ -416,6 +435,12 @@ class Ceiling:
         )
         if reads.weights_note:
             text += f" Weights: {reads.weights_note}."
+        if self.lower_bound:
+            text += (
+                " All the experts' weights are counted, but a token reads only the active "
+                "experts', so the real limit is higher: this one is the least it can be, and a "
+                "speed above it is unverified, not impossible."
+            )
         if self.chip and reads.total > self.chip.memory_bytes:
             text += (
                 f" That is more than one {self.chip.name} holds ({self.chip.memory}), so check "

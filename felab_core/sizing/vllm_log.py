@@ -78,6 +78,7 @@ class VllmReading:
     later_lines_from: int | None = None  # a later startup that printed no cache starts here
     source: str = ""
     lines_cut_at: int | None = None  # a log longer than MAX_LOG_LINES: only these were read
+    model: str | None = None  # the model the startup served, as its log names it
 
     @property
     def format_words(self) -> str:
@@ -416,6 +417,7 @@ def parse_log(text: str | Iterable[str], source: str = "log") -> VllmReading:
         kv_memory_slack=last.kv_slack,
         weights_bytes=weights,
         gpus=last.gpus,
+        model=last.model,
         version=last.version,
         occurrences=occurrences,
         startups_skipped=skipped,

@@ -39,6 +39,13 @@ _MAXLEN_RES = (
 )
 _MAXLEN_GATES = ("max_seq_len=", "max_model_len", "max model len", "--max-model-len")
 _KV_DTYPE_RE = re.compile(r"\bkv_cache_dtype=([\w]+)")
+#: The model a startup serves: its engine config's model='...' (V0 and V1 alike), the newer
+#: "non-default args: {'model': '...'}", or served_model_name=... .
+_MODEL_RES = (
+    re.compile(r"\bmodel='([^']{1,300})'"),
+    re.compile(r"['\"]model['\"]\s*:\s*['\"]([^'\"]{1,300})['\"]"),
+    re.compile(r"\bserved_model_name=\[?'?([^,\s'\]]{1,300})"),
+)
 _MODEL_DTYPE_RE = re.compile(r"\bdtype=torch\.(\w+)")
 _KV_MEMORY_RES = (
     re.compile(r"Available KV cache memory: ([\d.]+) (GiB|GB)"),
@@ -141,6 +148,7 @@ class LogLine:
     version: str | None = None
     dcp: int | None = None
     gpus: int | None = None  # tensor x pipeline parallel: the GPUs one copy is spread over
+    model: str | None = None  # the model the server was started with, as the log names it
 
 
 _PARALLEL_RE = re.compile(r"\b(tensor|pipeline)_parallel_size['\"]?\s*[=:]\s*(\d+)")
@@ -188,6 +196,8 @@ def read_line(line: str) -> LogLine:
         m = _search(pattern, line, gate)
         if m:
             found.max_len = _length(m.group(1))
+    m = _first(_MODEL_RES, line) if "model" in line else None
+    found.model = m.group(1) if m and m.group(1) not in ("None", "") else None
     m = _search(_KV_DTYPE_RE, line, "kv_cache_dtype=")
     found.kv_dtype = m.group(1) if m else None
     m = _search(_MODEL_DTYPE_RE, line, "dtype=torch.")

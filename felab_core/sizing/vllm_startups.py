@@ -40,6 +40,7 @@ class Startup:
     weights: Fraction | None = None
     version: str | None = None
     gpus: int | None = None
+    model: str | None = None
 
     def __post_init__(self) -> None:
         self._settings = OneStartup(self.source)
@@ -53,7 +54,7 @@ class Startup:
         """Whether this line belongs to the next startup rather than this one."""
         settings = (
             found.block_size, found.max_len, found.kv_dtype, found.model_dtype,
-            found.kv_memory, found.weights, found.version, found.gpus,
+            found.kv_memory, found.weights, found.version, found.gpus, found.model,
         )  # fmt: skip
         summary = not self.tokens_hits and all(not hit[3] for hit in self.block_hits)
         if self.has_cache and not summary and any(value is not None for value in settings):
@@ -85,6 +86,7 @@ class Startup:
         self.weights = self.weights if found.weights is None else found.weights
         self.version = self.version or found.version
         self.gpus = found.gpus or self.gpus
+        self.model = self.model or found.model  # the engine config's, before any later alias
 
 
 class Startups:

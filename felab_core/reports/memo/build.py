@@ -40,6 +40,7 @@ from felab_core.reports.memo.weights import weights_read
 from felab_core.sizing import capacity as cap
 from felab_core.sizing import change, kv, speed_limit, vllm_log
 from felab_core.sizing.errors import SizingError
+from felab_core.sizing.model_family import log_model_problem
 from felab_core.sizing.model_shape import ModelShape, resolve_shape
 from felab_core.sizing.units import (
     GB,
@@ -57,7 +58,7 @@ from felab_core.text import with_hidden_shown
 
 
 def _machines(
-    specs: Sequence[MachineSpec], hosts: Sequence[str], weights: Fraction, note: str
+    specs: Sequence[MachineSpec], hosts: Sequence[str], reads: speed_limit.BytesPerToken
 ) -> dict[str, Machine]:
     """Each host's machine and speed limit; a host with no machine would get a wrong percentage."""
     if not specs:
@@ -65,7 +66,6 @@ def _machines(
             "name the machine the rows were measured on: --chip 'M4 Pro' (see `felab size chips`) "
             "or --bandwidth 273 (GB/s from the maker's spec sheet)"
         )
-    reads = speed_limit.bytes_per_token(weights, weights_note=note)
     by_host: dict[str | None, MachineSpec] = {}
     for spec in specs:
         if spec.host in by_host:
@@ -345,12 +345,13 @@ def _full_length_limit(
     priced the weights alone, whatever cache --kv-tokens or --blocks planned."""
     reads = speed_limit.bytes_per_token(weights, kv=per_token, context_tokens=max_len)
     at = speed_limit.ceiling(machine.limit.bandwidth, reads, machine.chip)
+    least = "at least " if machine.limit.lower_bound else ""  # a mixture's unknown share
     return (
         f"A conversation at the planned {whole_text(max_len)} tokens also reads its cache for "
         f"each token ({whole_text(max_len)} x {binary_size_text(per_token.bytes)} = "
         f"{size_text(reads.kv_cache, 2)}), so there the limit is {machine.bandwidth_text} ÷ "
-        f"{size_text(reads.total, 2)} = {about_text(at.tokens_per_second)} tokens per second "
-        f"({decimal_text(at.tokens_per_second, 2)})."
+        f"{size_text(reads.total, 2)} = {least}{about_text(at.tokens_per_second)} tokens per "
+        f"second ({decimal_text(at.tokens_per_second, 2)})."
     )
 
 
@@ -393,7 +394,9 @@ def _build(rows: Sequence[Mapping[str, str]], inputs: MemoInputs, source: str) -
     weights, weights_note = weights_read(inputs, shape)
     latest = _latest(rows, source)
     hosts = sorted({row["host"] for row, *_ in latest})
-    machines = _machines(inputs.machines, hosts, weights, weights_note)
+    at_most = speed_limit.share_unknown(shape)  # a mixture read whole: the limit is a floor
+    reads = speed_limit.bytes_per_token(weights, weights_note=weights_note, weights_at_most=at_most)
+    machines = _machines(inputs.machines, hosts, reads)
 
     timing: list[TimingRow] = []
     for row, stamp, older, failed in latest:
@@ -433,6 +436,9 @@ def _build(rows: Sequence[Mapping[str, str]], inputs: MemoInputs, source: str) -
     max_len = inputs.max_len or reading_len or DEFAULT_MAX_LEN
     contexts, context_notes = _contexts(inputs, shape, max_len, reading_len is not None)
     budget = _budget(inputs, per_token, max_len, list(machines.values()))
+    served = budget.reading.model if budget.reading else None  # another model's cache?
+    if wrong := log_model_problem(served, shape, str(inputs.vllm_log), inputs.model_flag):
+        raise MemoError(wrong)
     if budget.reading is None and budget.base.tokens < budget.base.max_len:
         length = (  # the default is said as one: it was not typed (sixteenth sweep M8)
             f"--max-len {whole_text(max_len)}"

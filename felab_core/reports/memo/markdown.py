@@ -56,7 +56,11 @@ def _plural(n: int, word: str) -> str:
 
 def _summary(memo: Memo) -> list[str]:
     lines: list[str] = []
-    believable = [r for r in memo.rows if r.check is not None and not r.check.impossible]
+    believable = [
+        r
+        for r in memo.rows
+        if r.check is not None and not r.check.impossible and not r.check.unverified
+    ]
     if believable:
         best = max(believable, key=lambda r: r.check.share if r.check else Fraction(0))
         assert best.check is not None
@@ -66,6 +70,14 @@ def _summary(memo: Memo) -> list[str]:
             f"tokens per second {who}, {best.percent_text} of the speed limit."
         )
     for m in memo.machines:
+        if m.limit.lower_bound:  # a mixture read whole: what the memo knows is a floor
+            lines.append(
+                f"- **Speed limit on {m.label}: at least {about_text(m.limit.tokens_per_second)} "
+                f"tokens per second** for one conversation ({m.bandwidth_text} ÷ "
+                f"{size_text(memo.weights, 1)}, every expert's weights; a token reads only the "
+                "active experts', so the real limit is higher)."
+            )
+            continue
         lines.append(
             f"- **Speed limit on {m.label}: {about_text(m.limit.tokens_per_second)} tokens per "
             f"second** for one conversation ({m.bandwidth_text} ÷ {size_text(memo.weights, 1)}); "
@@ -87,6 +99,14 @@ def _summary(memo: Memo) -> list[str]:
         lines.append(
             f"- **{_plural(len(memo.impossible), 'row')} above the speed limit cannot be right:** "
             f"{names}. Find the cause before quoting it."
+        )
+    unverified = [r for r in memo.rows if r.check is not None and r.check.unverified]
+    if unverified:
+        names = ", ".join(r.name for r in unverified)
+        lines.append(
+            f"- **{_plural(len(unverified), 'row')} above the lower-bound limit, unverified:** "
+            f"{names}. Give the model's GGUF (or its safetensors beside config.json) for the "
+            "exact limit."
         )
     lines.append(
         "- **Try first:** prefix caching, chunked prefill and an fp8 cache. Then, and only then, "
@@ -169,6 +189,9 @@ def _timing(memo: Memo, chart: str | None) -> list[str]:
     for r in memo.impossible:
         assert r.check is not None
         out += [f"**{r.name} is impossible.** {r.check.explanation}", ""]
+    for r in memo.rows:
+        if r.check is not None and r.check.unverified:
+            out += [f"**{r.name} is unverified.** {r.check.explanation}", ""]
     for note in memo.row_notes:
         out += [note, ""]
     if chart:

@@ -107,6 +107,13 @@ class MemoInputs:
     vllm_log: Path | None = None
     hosts: tuple[str, ...] = ()
 
+    @property
+    def model_flag(self) -> str:
+        """The flag that named the model, as a message quotes it: --model NAME, --config PATH."""
+        if self.model is not None:
+            return f"--model {self.model}"
+        return f"--config {self.config}" if self.config is not None else f"--gguf {self.gguf}"
+
 
 # ---------------------------------------------------------------- the memo's data
 
