@@ -104,8 +104,6 @@ def failure(exc: BaseException, url: str, command: str, prefix: str) -> ServiceE
     gives is a broker felab cannot use (exit 3)."""
     from redis import exceptions as rx
 
-    from felab_worker.fatal import broker_fault
-
     if isinstance(exc, ServiceError):
         return exc
     if isinstance(exc, rx.NoPermissionError):
@@ -127,3 +125,21 @@ def failure(exc: BaseException, url: str, command: str, prefix: str) -> ServiceE
             f"({shown(exc, 80)}): is Redis restarting, or is FELAB_BROKER_URL's port Redis's?"
         )
     return not_redis(url, command, shown(exc, 120) or type(exc).__name__)
+
+
+class BrokerKeyWrongType(Invalid):
+    """A queue's key on the broker holds another kind of value: Redis refuses every pop."""
+
+
+def broker_fault(exc: BaseException, prefix: str) -> BrokerKeyWrongType | None:
+    """The words for a broker whose queue key holds a string, hash or set (WRONGTYPE): only
+    the trusted side or another program sharing the Redis can write one (machines may only
+    push), so the fix is on the broker."""
+    if "WRONGTYPE" not in str(exc):
+        return None
+    return BrokerKeyWrongType(
+        f"a queue on the broker holds another kind of value (Redis said WRONGTYPE): another "
+        f"program writes keys under FELAB_BROKER_PREFIX ({prefix!r}) on this Redis? Give felab "
+        f"its own prefix or Redis database, or delete the wrong keys (redis-cli --scan "
+        f"--pattern '{prefix}*' shows them; TYPE tells a queue, a list, from the rest)"
+    )

@@ -2,8 +2,8 @@
 
 Celery logs "Unrecoverable error" with its traceback and then returns from `worker_main`, so
 the command would exit 0 after a page of Python. The machine's worker and the ingest both run
-Celery under `kept_fatal()` and raise what it kept; `broker_fault` says the one a broker in a
-bad state causes (a key of another kind where a queue should be) in words.
+Celery under `kept_fatal()` and raise what it kept; `answers.broker_fault` says the one a
+broker in a bad state causes (a key of another kind where a queue should be) in words.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import contextlib
 import logging
 from collections.abc import Iterator
 
-from felab_core.errors import Invalid
 from felab_worker.outage import BrokerOutage, install, remove
 
 
@@ -45,21 +44,3 @@ def kept_fatal(outage: BrokerOutage | None = None) -> Iterator[FatalError]:
         celery_log.removeFilter(fatal)
         if outage is not None:
             remove(outage)
-
-
-class BrokerKeyWrongType(Invalid):
-    """A queue's key on the broker holds another kind of value: Redis refuses every pop."""
-
-
-def broker_fault(exc: BaseException, prefix: str) -> BrokerKeyWrongType | None:
-    """The words for a broker whose queue key holds a string, hash or set (WRONGTYPE): only
-    the trusted side or another program sharing the Redis can write one (machines may only
-    push), so the fix is on the broker."""
-    if "WRONGTYPE" not in str(exc):
-        return None
-    return BrokerKeyWrongType(
-        f"a queue on the broker holds another kind of value (Redis said WRONGTYPE): another "
-        f"program writes keys under FELAB_BROKER_PREFIX ({prefix!r}) on this Redis? Give felab "
-        f"its own prefix or Redis database, or delete the wrong keys (redis-cli --scan "
-        f"--pattern '{prefix}*' shows them; TYPE tells a queue, a list, from the rest)"
-    )

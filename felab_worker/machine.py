@@ -36,9 +36,10 @@ from felab_core.jobs.run import execute, target_names
 from felab_core.jobs.workload import Limits
 from felab_core.ops import logs, metrics
 from felab_core.settings import Settings
+from felab_worker.answers import broker_fault
 from felab_worker.app import machine_app, soft_time_limit, worker_args
 from felab_worker.broker import Store, broker_url, make_store
-from felab_worker.fatal import broker_fault, kept_fatal
+from felab_worker.fatal import kept_fatal
 from felab_worker.gate import gated, only_felab_tasks
 from felab_worker.login import (
     BrokerRefused,

@@ -60,10 +60,10 @@ def ingest(
     the reconciler beating inside it."""
     from felab.cli.boundary import debugging
     from felab_core.ops import logs
-    from felab_worker.answers import BrokerUnusable, shown
+    from felab_worker.answers import BrokerUnusable, broker_fault, shown
     from felab_worker.app import worker_args
     from felab_worker.broker import broker_url, is_redis
-    from felab_worker.fatal import broker_fault, kept_fatal
+    from felab_worker.fatal import kept_fatal
     from felab_worker.ingest import create_app
     from felab_worker.names import BEAT_QUEUE, INGEST_QUEUE, PAIRING_QUEUE
     from felab_worker.pairing import BrokerUnreachable, check_reachable

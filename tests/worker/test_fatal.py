@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from felab_worker.fatal import broker_fault
+from felab_worker.answers import broker_fault
 from tests.e2e.fleet import FELAB, PREFIX, RedisServer, base_env, wait_for
 from tests.worker.processes import kill_group, start_felab, wait_in
 
