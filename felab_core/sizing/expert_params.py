@@ -15,18 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from felab_core.sizing.hybrid_layers import is_hybrid
 from felab_core.sizing.shape import ModelShape
 
-#: Keys of layouts whose layers are not all attention + feed-forward (Jamba's Mamba layers,
-#: hybrid models): their parameters are not counted here.
-_OTHER_LAYOUTS = (
-    "attn_layer_period",
-    "expert_layer_period",
-    "layers_block_type",
-    "mamba_d_state",
-    "ssm_cfg",
-    "hybrid_override_pattern",
-)
 #: A feed-forward block's matrices: gate, up and down (every current mixture's experts).
 _FFN_MATRICES = 3
 
@@ -75,7 +66,8 @@ def _attention(cfg: Mapping[str, Any], shape: ModelShape, hidden: int) -> int | 
 def moe_params(cfg: Mapping[str, Any], shape: ModelShape) -> tuple[int, int] | None:
     """(all parameters, those one token uses) of a mixture of experts from its config's shapes;
     None for a dense model or a layout whose shapes the config does not all give."""
-    if not shape.is_moe or any(key in cfg for key in _OTHER_LAYOUTS):
+    # hybrid layers (Mamba, linear attention) and Jamba's expert period are not counted here
+    if not shape.is_moe or "expert_layer_period" in cfg or is_hybrid(cfg):
         return None
     assert shape.n_experts and shape.n_experts_used
     hidden, vocab = shape.hidden_size, _count(cfg, "vocab_size")

@@ -127,15 +127,15 @@ class KvPerToken:
         k, v = self.key_dtype, self.value_dtype
         if s.latent_cache_dim is not None:
             return (
-                f"{s.n_layers} layers x {s.latent_cache_dim} numbers x "
+                f"{s.cache_layers} layers x {s.latent_cache_dim} numbers x "
                 f"{bytes_text(k.bytes_per_element)} = {bytes_text(self.bytes)}"
             )
         if s.kv_heads_by_layer is None and s.head_dim_k == s.head_dim_v and k == v:
             return (
-                f"2 x {s.n_layers} layers x {s.n_kv_heads} KV heads x {s.head_dim_k} numbers x "
+                f"2 x {s.cache_layers} layers x {s.n_kv_heads} KV heads x {s.head_dim_k} numbers x "
                 f"{bytes_text(k.bytes_per_element)} = {bytes_text(self.bytes)}"
             )
-        heads = sum(s.kv_heads_by_layer) if s.kv_heads_by_layer else s.n_layers * s.n_kv_heads
+        heads = sum(s.kv_heads_by_layer) if s.kv_heads_by_layer else s.cache_layers * s.n_kv_heads
         return (
             f"{heads} KV heads over all layers x ({s.head_dim_k} key numbers x "
             f"{bytes_text(k.bytes_per_element)} + {s.head_dim_v} value numbers x "
@@ -149,8 +149,13 @@ class KvPerToken:
             if self.key_dtype == self.value_dtype
             else f"keys as {self.key_dtype.words}, values as {self.value_dtype.words}"
         )
+        where = (
+            "every layer"
+            if self.shape.attention_layers is None
+            else f"each of its {self.shape.cache_layers} attention layers"
+        )
         text = (
-            f"Each token of conversation leaves notes (keys and values) in every layer. For "
+            f"Each token of conversation leaves notes (keys and values) in {where}. For "
             f"{self.shape.name}, stored as {dtype}: {self.formula}"
             + (f" ({binary_size_text(self.bytes)})" if self.bytes >= 1024 else "")
             + " per token."
@@ -174,9 +179,9 @@ def kv_bytes_per_token(
         )
     s = shape
     if s.latent_cache_dim is not None:
-        total = Fraction(s.n_layers * s.latent_cache_dim) * k.bytes_per_element
+        total = Fraction(s.cache_layers * s.latent_cache_dim) * k.bytes_per_element
     else:
-        heads = sum(s.kv_heads_by_layer) if s.kv_heads_by_layer else s.n_layers * s.n_kv_heads
+        heads = sum(s.kv_heads_by_layer) if s.kv_heads_by_layer else s.cache_layers * s.n_kv_heads
         total = heads * (s.head_dim_k * k.bytes_per_element + s.head_dim_v * v.bytes_per_element)
     return KvPerToken(shape=shape, key_dtype=k, value_dtype=v, bytes=total)
 

@@ -25,6 +25,7 @@ from felab_core.files import MiB, NamedFileError, broken_link, read_named_text, 
 from felab_core.json_keys import KeyTwice, once
 from felab_core.sizing.errors import SizingError
 from felab_core.sizing.expert_params import moe_params
+from felab_core.sizing.hybrid_layers import cache_layers, cache_layers_note
 from felab_core.sizing.model_names import NAME_ROUNDING, params_in_name, table_names
 from felab_core.sizing.shape import ModelShape as ModelShape  # read from here too
 from felab_core.sizing.shape_agreement import (
@@ -181,6 +182,16 @@ def _head_width(value: Any, key: str, where: str) -> int:
             f"{_HEAD_LIMIT:,}); check that the file is the model's own config"
         )
     return width
+
+
+def _expert_count(hit: tuple[str, Any] | None, where: str) -> int | None:
+    """An expert count: 0 is a dense model's (Granite-4.0-H's dense configs ship
+    num_local_experts 0), read as no mixture; a negative or a non-number is refused."""
+    if hit is None:
+        return None
+    if type(hit[1]) is int and hit[1] == 0:
+        return 0
+    return _positive_int(hit[1], hit[0], where)
 
 
 def _experts_fit(n_experts: int | None, n_used: int | None, where: str) -> None:
@@ -373,9 +384,10 @@ def from_hf_config(source: str | Path | Mapping[str, Any], name: str | None = No
     notes.extend(_context_aliases(cfg))
     experts_hit = _first(cfg, _EXPERT_KEYS)
     used_hit = _first(cfg, _EXPERT_USED_KEYS)
-    n_experts = _positive_int(experts_hit[1], experts_hit[0], where) if experts_hit else None
-    n_used = _positive_int(used_hit[1], used_hit[0], where) if used_hit else None
+    n_experts = _expert_count(experts_hit, where)
+    n_used = _expert_count(used_hit, where)
     _experts_fit(n_experts, n_used, where)
+    n_experts, n_used = n_experts or None, n_used or None  # 0 experts: a dense model
     if n_experts and n_experts > 1 and n_used is None:  # c C6: read as dense without a word
         notes.append(
             f"{experts_hit[0] if experts_hit else 'experts'} says {n_experts} experts, but no "
@@ -387,6 +399,9 @@ def from_hf_config(source: str | Path | Mapping[str, Any], name: str | None = No
             "some layers use a sliding window and keep fewer tokens; figures here are the "
             "full-length upper bound"
         )
+    kept = cache_layers(cfg, n_layers)
+    if kept is not None:
+        notes.append(cache_layers_note(kept, n_layers))
     dtype = cfg.get("torch_dtype") or cfg.get("dtype") or top.get("torch_dtype")
     architectures = top.get("architectures")
     architecture = (
@@ -422,6 +437,7 @@ def from_hf_config(source: str | Path | Mapping[str, Any], name: str | None = No
         n_experts_used=n_used,
         weights_dtype=str(dtype) if dtype else None,
         notes=tuple(notes),
+        attention_layers=kept,
         kind=" ".join(
             k
             for k in (cfg.get("model_type"), top.get("model_type"), architecture)

@@ -46,6 +46,14 @@ class ModelShape:
     #: The architecture the file names (config.json's model_type, a GGUF's general.architecture),
     #: to tell which family of models it is beside a server's own name for its model.
     kind: str | None = None
+    #: Of a hybrid model (Jamba, Qwen3-Next, Granite-4.0-H), the layers that keep a KV cache;
+    #: None when every layer does. The rest keep a fixed state per sequence, not per token.
+    attention_layers: int | None = None
+
+    @property
+    def cache_layers(self) -> int:
+        """The layers whose keys and values the cache holds for every token."""
+        return self.attention_layers if self.attention_layers is not None else self.n_layers
 
     @property
     def is_moe(self) -> bool:
