@@ -40,6 +40,24 @@ async def _ask(port: int) -> RequestTimeline:
         return await stream_request(client, url, adapter, payload, RequestTimeline(0), limits)
 
 
+async def _ask_stamped_late(monkeypatch: pytest.MonkeyPatch, body: bytes) -> RequestTimeline:
+    """Ask a server that writes `body` once it has read the request's head, with felab's send
+    stamped a second later than the kernel's arrival stamps (the answer reads as early)."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(body)
+        await writer.drain()
+        writer.close()
+
+    monkeypatch.setattr(client_module, "now_ns", lambda: time.monotonic_ns() + 10**9)
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    try:
+        return await _ask(server.sockets[0].getsockname()[1])
+    finally:
+        server.close()
+
+
 def _no_negative_time(tl: RequestTimeline) -> None:
     m = request_metrics(tl)
     assert m.ttft_s is None or m.ttft_s >= 0
@@ -52,19 +70,7 @@ async def test_an_answer_stamped_before_the_request_went_out_fails_it(
 ) -> None:
     """felab's send stamps a second later than the kernel's arrival stamps: the answer was
     there before the request was sent (what a server that writes on connect looks like)."""
-
-    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
-        writer.write(_answer())
-        await writer.drain()
-        writer.close()
-
-    monkeypatch.setattr(client_module, "now_ns", lambda: time.monotonic_ns() + 10**9)
-    server = await asyncio.start_server(answer, "127.0.0.1", 0)
-    try:
-        tl = await _ask(server.sockets[0].getsockname()[1])
-    finally:
-        server.close()
+    tl = await _ask_stamped_late(monkeypatch, _answer())
     assert tl.error is not None
     assert "the server answered before felab finished sending the request" in tl.error
     m = request_metrics(tl)
@@ -111,19 +117,8 @@ async def test_an_early_answer_cut_short_is_still_said_early(
 ) -> None:
     """The clean-clone CI of cd1590a: a server that writes on connect closed the connection
     under felab mid-answer, and the lost connection was said alone, its early chunks kept."""
-
-    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
-        writer.write(_answer().split(b'data: {"choices": []')[0])  # four chunks, no end
-        await writer.drain()
-        writer.close()
-
-    monkeypatch.setattr(client_module, "now_ns", lambda: time.monotonic_ns() + 10**9)
-    server = await asyncio.start_server(answer, "127.0.0.1", 0)
-    try:
-        tl = await _ask(server.sockets[0].getsockname()[1])
-    finally:
-        server.close()
+    four_chunks_no_end = _answer().split(b'data: {"choices": []')[0]
+    tl = await _ask_stamped_late(monkeypatch, four_chunks_no_end)
     assert tl.error is not None and tl.error.startswith("answered early"), tl.error
     assert "(then " in tl.error and tl.chunks == []
     _no_negative_time(tl)
