@@ -9,6 +9,11 @@ envelope whose delivery tag kombu could not keep its acknowledgement under: a nu
 stopped the ingest (exit 70, eighteenth sweep). What Celery then makes of a message is the
 ingest's gate's to judge (felab_worker/gate.py).
 
+An acknowledgement the broker did not take (it went away as the task ended) is let go of here
+all the same: kombu kept the message counted as unacknowledged, the ingest's one-message window
+stayed full, so it never asked the broker for another message, never noticed the broker had
+gone and came back deaf (a restart under a busy ingest; CI, stop 34).
+
 felab's Celery apps name it for redis:// and rediss:// (felab_worker/app.py registers it).
 """
 
@@ -17,7 +22,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kombu.transport import TRANSPORT_ALIASES, redis
+from kombu.transport import TRANSPORT_ALIASES, redis, virtual
 
 from felab_core.ops import metrics
 from felab_core.ops.repeats import Repeated
@@ -84,7 +89,29 @@ def _brpop_answer(said: Any, **_options: Any) -> tuple[Any, Any] | None:
     )
 
 
+class QoS(redis.QoS):
+    """kombu's, letting go of a message here when the broker could not be told it is done:
+    Redis keeps it among the unacknowledged (redelivered after the visibility timeout, and the
+    ingest applies an event once), so nothing is lost, and the window opens again."""
+
+    def ack(self, delivery_tag: Any) -> None:
+        try:
+            super().ack(delivery_tag)  # type: ignore[no-untyped-call]
+        except BaseException:
+            virtual.QoS.ack(self, delivery_tag)  # type: ignore[no-untyped-call]
+            raise
+
+    def reject(self, delivery_tag: Any, requeue: bool = False) -> None:
+        try:
+            super().reject(delivery_tag, requeue)  # type: ignore[no-untyped-call]
+        except BaseException:
+            virtual.QoS.ack(self, delivery_tag)  # type: ignore[no-untyped-call]
+            raise
+
+
 class Channel(redis.Channel):
+    QoS = QoS
+
     def _create_client(self, asynchronous: bool = False) -> Any:
         client = super()._create_client(asynchronous)  # type: ignore[no-untyped-call]
         client.set_response_callback("BRPOP", _brpop_answer)
