@@ -31,6 +31,7 @@ from felab_core.jobs.result_store import checked_rows, store_result
 from felab_core.jobs.spread import follow_slice, store_slice
 from felab_core.jobs.workload import progress_total, too_large_reason
 from felab_core.ops import metrics
+from felab_core.redact import redact
 from felab_core.settings import Settings, get_settings
 from felab_core.text import with_hidden_shown
 
@@ -278,8 +279,10 @@ def _finished(
         said = body.get("reason")
         if not isinstance(said, str) or not said.strip():  # {'nested': [...]} was str()-ed
             said = "the worker reported a failure without a reason in words"
-        # a machine's words reach an instructor's terminal and chat: never an escape code
-        finish(session, job, "failed", now, error=with_hidden_shown(said.strip())[:2000])
+        # a machine's words reach an instructor's terminal and chat: never an escape code, and
+        # never a password or key the machine put in them
+        error = with_hidden_shown(redact(said.strip()))[:2000]
+        finish(session, job, "failed", now, error=error)
         return Ingested(True, job=job)
     size = len(json.dumps(body))
     if size > s.result_max_bytes:

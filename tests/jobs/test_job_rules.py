@@ -322,14 +322,21 @@ def test_the_machine_is_the_one_named_or_the_only_one(db: Session, student: m.Me
         ),
         ({"nested": ["\x1b[31m"]}, "the worker reported a failure without a reason in words"),
         ("  ", "the worker reported a failure without a reason in words"),
+        (
+            "POST https://ada:hunter2-pass@api.example/v1 said 401 for key "
+            "sk-proj-Zq8rT2vX9wL4mN7pK3sJ6hF1dG5cB0aE",
+            "POST https://ada:***@api.example/v1 said 401 for key ***",
+        ),
     ],
-    ids=["escape-codes", "not-text", "blank"],
+    ids=["escape-codes", "not-text", "blank", "a-secret"],
 )
 def test_a_machines_failure_is_stored_as_words_only(
     db: Session, student: m.Member, reason: object, stored: str
 ) -> None:
     """Sixteenth sweep (b) F7: a machine's failure reached `felab worker jobs` with escape codes
-    that cleared the instructor's screen; a non-text reason was stored as Python's repr."""
+    that cleared the instructor's screen; a non-text reason was stored as Python's repr. A
+    secret in a signed reason (a machine's own words, honest or not) is masked before it is
+    stored and posted."""
     ident = _paired(db, student)
     job = queue_bench_job(db, student, _worker(db, ident), "mlx", now=NOW, settings=S).job
     ev = event(
