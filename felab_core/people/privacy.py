@@ -10,6 +10,11 @@ database enforces). Jobs they asked for on someone else's machine stay that owne
 asked cleared. Cohort-level rows (daily posts) hold nothing personal and stay. A job's PNG chart
 is exported as {"base64": ...}.
 
+Every text in the export passes through redact(): rows stored before felab refused secrets at
+the door (a note or a job's server URL holding `https://user:pass@host` or an `sk-...` key)
+would otherwise leave felab in a file the member may share. A machine's public key is not
+free text and is kept as stored.
+
 The bot's messages about the member in Discord (felab_core.people.chat_posts) are exported, and
 deleting the member marks each for removal: the bot deletes them from Discord.
 """
@@ -27,21 +32,35 @@ from felab_core.db import models as m
 from felab_core.errors import Forbidden, Invalid
 from felab_core.people.chat_posts import mark_for_deletion
 from felab_core.people.members import get_member, keep_an_instructor
+from felab_core.redact import redact
 
 EXPORT_FORMAT = "felab.member-export/1"
 
+#: Columns that are no free text and must come back as stored (a key, not a secret).
+_KEPT_AS_STORED = frozenset({"public_key"})
+
 
 def _plain(value: Any) -> Any:
+    """`value` JSON-ready, every text in it (also inside a JSON column) with secrets masked."""
+    if isinstance(value, str):
+        return redact(value)
     if isinstance(value, datetime | date | time):
         return value.isoformat()
     if isinstance(value, bytes):  # a job's PNG chart: JSON has no bytes
         return {"base64": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
     return value
 
 
 def _row(obj: Any) -> dict[str, Any]:
     mapper = inspect(type(obj))
-    return {c.key: _plain(getattr(obj, c.key)) for c in mapper.column_attrs}
+    return {
+        c.key: getattr(obj, c.key) if c.key in _KEPT_AS_STORED else _plain(getattr(obj, c.key))
+        for c in mapper.column_attrs
+    }
 
 
 def export_member(session: Session, member_id: int) -> dict[str, Any]:
@@ -89,7 +108,7 @@ def export_member(session: Session, member_id: int) -> dict[str, Any]:
     return {
         "format": EXPORT_FORMAT,
         "member": _row(member),
-        "cohort": {"id": member.cohort.id, "name": member.cohort.name},
+        "cohort": {"id": member.cohort.id, "name": _plain(member.cohort.name)},
         "servers": rows(m.MemberServer, m.MemberServer.member_id),
         "card_states": states,
         "reviews": reviews,

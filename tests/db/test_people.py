@@ -218,3 +218,30 @@ def test_delete_removes_everything_and_nothing_else(
     assert db.scalar(select(func.count(m.PeerRating.id))) == 0
     assert db.scalar(select(func.count(m.BenchResult.id))) == 0
     assert db.scalar(select(func.count(m.JobOutbox.id))) == 0
+
+
+def test_export_masks_secrets_in_rows_stored_before_they_were_refused(
+    db: Session, student: m.Member
+) -> None:
+    """An older felab stored what it now refuses at the door (a key in a note, a password in a
+    URL); the export, a file the member may share, masks them."""
+    db.add(m.MemberServer(member_id=student.id, server="vllm", model="https://bob:hunter2@hf.co/x"))
+    db.add(
+        m.Number(
+            member_id=student.id,
+            server="vllm",
+            metric="writing_tps",
+            value=42.0,
+            unit="tokens/s",
+            source="entered",
+            model="sk-abcdefghijklmnop1234",
+            verdict_note="server at https://alice:S3cretPw@gpu.lab:8000/v1 said ok",
+        )
+    )
+    db.flush()
+    text = json.dumps(export_member(db, student.id))
+    assert "hunter2" not in text and "S3cretPw" not in text and "sk-abcdefgh" not in text
+    (number,) = export_member(db, student.id)["numbers"]
+    assert number["model"] == "***"
+    assert number["verdict_note"] == "server at https://alice:***@gpu.lab:8000/v1 said ok"
+    assert export_member(db, student.id)["servers"][0]["model"] == "https://bob:***@hf.co/x"
