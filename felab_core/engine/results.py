@@ -227,6 +227,23 @@ def check_destinations(
         _needs_line_end(csv_path)  # a cut last row: refused before the run, not after it
 
 
+def other_separator(header: list[str]) -> str:
+    """The words for a header split by `;` or a tab, not `,` (a spreadsheet set to a language
+    with decimal commas saves CSV with `;`): the file was read as one column, and "has no
+    server column" or "37 cells where the header has 1" did not say why. '' for a header with
+    more than one column or no other separator."""
+    if len(header) != 1:
+        return ""
+    for mark, name in ((";", "`;`"), ("\t", "tab")):
+        if mark in header[0]:
+            return (
+                f"looks {name}-separated (its header line has {name} and no `,`): felab reads "
+                "comma-separated CSV; save it with commas (in a spreadsheet: CSV with `,` as "
+                "the field delimiter)"
+            )
+    return ""
+
+
 def _check_header(path: Path) -> bool:
     """True when `path` already holds felab's header; ResultsFileError for other columns."""
     if not (path.exists() and path.stat().st_size > 0):
@@ -237,9 +254,12 @@ def _check_header(path: Path) -> bool:
     except (UnicodeDecodeError, csv.Error):
         header = []
     if tuple(header) != CSV_COLUMNS[: len(header)] or not header:
+        other = other_separator(header)
         raise ResultsFileError(
-            f"{path} has other columns than this felab writes; move it aside or pass --csv "
-            "with a new file"
+            f"{path} {other}, or move it aside or pass --csv with a new file"
+            if other
+            else f"{path} has other columns than this felab writes; move it aside or pass "
+            "--csv with a new file"
         )
     if len(header) < len(CSV_COLUMNS):
         raise ResultsFileError(
@@ -361,6 +381,8 @@ def read_table_lines(path: Path) -> tuple[list[str], list[dict[str, str]], list[
     reader = csv.DictReader(io.StringIO(text, newline=""))
     try:
         columns = list(reader.fieldnames or [])
+        if other := other_separator(columns):  # before its rows are counted against it
+            raise UnreadableResults(other)
         if len(columns) > MAX_CSV_COLUMNS:  # each row would be a dict of them all
             raise UnreadableResults(
                 f"has {len(columns):,} columns: felab writes {len(CSV_COLUMNS)} (and reads at "

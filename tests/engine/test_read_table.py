@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from felab_core.engine.results import CSV_COLUMNS, UnreadableResults, read_table
+from felab_core.engine.results import (
+    CSV_COLUMNS,
+    ResultsFileError,
+    UnreadableResults,
+    append_csv,
+    read_table,
+)
 
 SAMPLE_CSV = Path(__file__).resolve().parents[1] / "reports" / "fixtures" / "sample-latency.csv"
 
@@ -90,3 +96,22 @@ def test_a_file_past_the_size_limit_is_refused_before_it_is_parsed(
         read_table(path)
     path.write_text(",".join(CSV_COLUMNS) + "\n")
     assert read_table(path) == (list(CSV_COLUMNS), [])
+
+
+@pytest.mark.parametrize(("mark", "name"), [(";", "`;`"), ("\t", "tab")])
+def test_a_semicolon_separated_file_is_said_so(tmp_path: Path, mark: str, name: str) -> None:
+    """A spreadsheet in a language with decimal commas saves CSV with `;`: read as one column,
+    it was blamed for "37 cells where the header has 1" or for having no server column."""
+    path = tmp_path / "semicolons.csv"
+    path.write_text(
+        mark.join(CSV_COLUMNS) + "\n" + mark.join(["1,5"] * len(CSV_COLUMNS)) + "\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(UnreadableResults) as caught:
+        read_table(path)
+    assert str(caught.value).startswith(f"looks {name}-separated")
+    assert "save it with commas" in str(caught.value)
+    with pytest.raises(ResultsFileError) as appended:  # felab bench --csv onto it
+        append_csv(path, [])
+    assert f"looks {name}-separated" in str(appended.value)
+    assert "move it aside" in str(appended.value)
