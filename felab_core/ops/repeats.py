@@ -51,22 +51,28 @@ class Repeated:
         how a count is said, with `{n}` for it: "dropped {n:,} more messages ..."."""
         with self._lock:
             now = self.clock()
-            self._due(now)
+            counts = self._due(now)
             if key not in self._windows and len(self._windows) >= self.most_keys:
                 key = _OTHERS
             window = self._windows.get(key)
+            new = window is None
             if window is not None:
                 window.count += 1
-                return
-            self._windows[key] = _Window(now, 0, more)
-        self.log.warning(msg, *args)
+            else:
+                self._windows[key] = _Window(now, 0, more)
+        self._say(counts)  # outside the lock: a handler that warns again cannot deadlock
+        if new:
+            self.log.warning(msg, *args)
 
     def flush(self) -> None:
         """Say the counts whose period is over (a flood that stopped is counted too)."""
         with self._lock:
-            self._due(self.clock())
+            counts = self._due(self.clock())
+        self._say(counts)
 
-    def _due(self, now: float) -> None:
+    def _due(self, now: float) -> list[tuple[str, float]]:
+        """The counts whose period is over, their windows started again (under the lock)."""
+        counts = []
         for key, window in list(self._windows.items()):
             took = now - window.since
             if took < self.every_s:
@@ -74,8 +80,13 @@ class Repeated:
             if window.count == 0:  # quiet a whole period: said in full when it comes back
                 del self._windows[key]
                 continue
-            self.log.warning("%s in the last %.0f s", window.more.format(n=window.count), took)
+            counts.append((window.more.format(n=window.count), took))
             self._windows[key] = _Window(now, 0, window.more)
+        return counts
+
+    def _say(self, counts: list[tuple[str, float]]) -> None:
+        for words, took in counts:
+            self.log.warning("%s in the last %.0f s", words, took)
 
 
 _ALL: list[Repeated] = []

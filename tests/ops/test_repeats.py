@@ -39,3 +39,30 @@ def test_a_flood_is_said_once_then_counted(caplog: pytest.LogCaptureFixture) -> 
         "dropped 1 more messages on the broker that no felab process wrote in the last 37 s",
         "back again",
     ]
+
+
+def test_a_count_said_to_a_handler_that_warns_again_does_not_deadlock() -> None:
+    """The counts were logged under the lock: a handler that warns through the same Repeated
+    (a log shipper's own refusal, say) waited for it forever."""
+    import threading
+
+    now = [0.0]
+    log = logging.getLogger("felab.test.reentrant")
+    said = Repeated(log, every_s=30, clock=lambda: now[0])
+
+    class Echo(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "more" in record.getMessage():
+                said.warn("echo", "{n} more echoes", "an echo")
+
+    log.addHandler(Echo())
+    try:
+        said.warn("junk", "{n} more junk", "junk")
+        said.warn("junk", "{n} more junk", "junk")
+        now[0] = 31.0
+        done = threading.Thread(target=said.flush, daemon=True)
+        done.start()
+        done.join(5)
+        assert not done.is_alive(), "flush waited on its own lock"
+    finally:
+        log.handlers.clear()
