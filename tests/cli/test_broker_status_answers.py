@@ -200,3 +200,24 @@ def test_a_wrong_broker_password_is_said_as_refused_not_unreached(tmp_path: Path
             assert "not reached" not in flat and "not-the-password" not in flat
     finally:
         server.stop()
+
+
+def test_a_broker_url_with_a_user_and_no_password_is_said_so(tmp_path: Path) -> None:
+    """`redis://admin@host` (no password, or the password typed without its `:`) refused by
+    Redis was said as "a wrong password ... check the user and password", a password never
+    given; and the bare user, often that password, was repeated in the words."""
+    from tests.e2e.fleet import RedisServer
+
+    (tmp_path / "redis").mkdir()
+    server = RedisServer(tmp_path / "redis")
+    try:
+        bare = server.url.replace(f"admin:{server.password}@", "S3cretAsUser@")
+        assert bare != server.url
+        code, out, _ = _felab(bare, "status")
+        flat = " ".join(out.split())
+        assert code == 2, out
+        assert "refused the user (no password was given)" in flat
+        assert "(:PASSWORD before the @)" in flat
+        assert "wrong password" not in flat and "S3cretAsUser" not in flat
+    finally:
+        server.stop()
