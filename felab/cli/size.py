@@ -185,7 +185,10 @@ def kv_command(
         per = kv.kv_bytes_per_token(shape, dtype, value_dtype)
         memory = kv.kv_memory(tokens, per) if tokens is not None else None
     grid = _pairs(f"KV cache: {shape.name}")
-    _pair(grid, "layers", str(shape.n_layers), shape.n_layers)
+    layers = str(shape.n_layers)
+    if shape.attention_layers is not None:  # a hybrid: the cache is the attention layers'
+        layers = f"{shape.attention_layers} of {shape.n_layers} (attention only)"
+    _pair(grid, "layers", layers, shape.n_layers)
     _pair(grid, "query heads", str(shape.n_heads), shape.n_heads)
     if shape.latent_cache_dim is not None:
         dim = shape.latent_cache_dim

@@ -25,6 +25,7 @@ from felab_core.files import MiB, NamedFileError, broken_link, read_named_text, 
 from felab_core.json_keys import KeyTwice, once
 from felab_core.sizing.errors import SizingError
 from felab_core.sizing.expert_params import moe_params
+from felab_core.sizing.gguf_hybrid import gguf_cache_layers, kv_zeros_mark_layers
 from felab_core.sizing.hybrid_layers import cache_layers, cache_layers_note
 from felab_core.sizing.model_names import NAME_ROUNDING, params_in_name, table_names
 from felab_core.sizing.shape import ModelShape as ModelShape  # read from here too
@@ -189,9 +190,29 @@ def _expert_count(hit: tuple[str, Any] | None, where: str) -> int | None:
     num_local_experts 0), read as no mixture; a negative or a non-number is refused."""
     if hit is None:
         return None
-    if type(hit[1]) is int and hit[1] == 0:
-        return 0
-    return _positive_int(hit[1], hit[0], where)
+    key, value = hit
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise SizingError(
+            f"{where}: {key} is {_shown_value(value)}, but it must be a whole number, 0 for a "
+            "dense model; check that the file is the model's own config"
+        )
+    return 0 if value == 0 else _positive_int(value, key, where)
+
+
+def _expert_counts(
+    experts: tuple[str, Any] | None, used: tuple[str, Any] | None, where: str
+) -> tuple[int | None, int | None]:
+    """The experts and the experts a token uses, None for a dense model (no key, or 0 of 0, as
+    llama.cpp reads it); 2 of 0, or 0 of 8, is refused (read as dense without a word before)."""
+    n_experts, n_used = _expert_count(experts, where), _expert_count(used, where)
+    _experts_fit(n_experts, n_used, where)
+    if n_experts and n_used == 0 and used is not None:
+        raise SizingError(
+            f"{where}: {used[0]} is 0, but the model has {n_experts:,} experts: a token uses 1 "
+            f"to {n_experts:,} of them (0 is a dense model's, beside 0 experts); check that the "
+            "file is the model's own config"
+        )
+    return n_experts or None, n_used or None
 
 
 def _experts_fit(n_experts: int | None, n_used: int | None, where: str) -> None:
@@ -384,10 +405,7 @@ def from_hf_config(source: str | Path | Mapping[str, Any], name: str | None = No
     notes.extend(_context_aliases(cfg))
     experts_hit = _first(cfg, _EXPERT_KEYS)
     used_hit = _first(cfg, _EXPERT_USED_KEYS)
-    n_experts = _expert_count(experts_hit, where)
-    n_used = _expert_count(used_hit, where)
-    _experts_fit(n_experts, n_used, where)
-    n_experts, n_used = n_experts or None, n_used or None  # 0 experts: a dense model
+    n_experts, n_used = _expert_counts(experts_hit, used_hit, where)  # 0 experts: dense
     if n_experts and n_experts > 1 and n_used is None:  # c C6: read as dense without a word
         notes.append(
             f"{experts_hit[0] if experts_hit else 'experts'} says {n_experts} experts, but no "
@@ -723,7 +741,10 @@ def from_gguf(path: str | Path) -> ModelShape:
             _check_groups(layer_heads, int(kv), f"{gguf_path} (layer {layer})")
     notes: list[str] = []
     if kv_by_layer is not None:
-        notes.append("the number of KV heads differs from layer to layer; each layer is counted")
+        if not kv_zeros_mark_layers(kv_by_layer):  # else: "N of M layers keep a KV cache"
+            notes.append(
+                "the number of KV heads differs from layer to layer; each layer is counted"
+            )
         if all(v == 0 for v in kv_by_layer):
             raise SizingError(f"{gguf_path}: every layer has zero KV heads")
         for layer, layer_kv in enumerate(kv_by_layer):
@@ -789,17 +810,15 @@ def from_gguf(path: str | Path) -> ModelShape:
             "some layers use a sliding window and keep fewer tokens; figures here are the "
             "full-length upper bound"
         )
+    kept = gguf_cache_layers(key, arch, n_layers, kv_by_layer, where)
+    if kept is not None:
+        notes.append(cache_layers_note(kept, n_layers))
 
-    n_experts = key("expert_count")
-    n_used = key("expert_used_count")
-    if all(type(n) is int and n == 0 for n in (n_experts, n_used) if n is not None):
-        n_experts = n_used = None  # 0 (or 0 of 0): not a mixture, as llama.cpp reads it
-    else:  # 0 of 8 experts, or 2 of 0, were read as "not a mixture" without a word
-        if n_experts is not None:
-            n_experts = _positive_int(n_experts, f"{arch}.expert_count", str(gguf_path))
-        if n_used is not None:
-            n_used = _positive_int(n_used, f"{arch}.expert_used_count", str(gguf_path))
-    _experts_fit(n_experts, n_used, str(gguf_path))
+    experts_hit, used_hit = (
+        (f"{arch}.{k}", key(k)) if key(k) is not None else None
+        for k in ("expert_count", "expert_used_count")
+    )  # 0 (or 0 of 0): not a mixture, as llama.cpp reads it
+    n_experts, n_used = _expert_counts(experts_hit, used_hit, str(gguf_path))
     total = 0
     expert = 0
     every_tensor: list[Any] = []
@@ -881,6 +900,7 @@ def from_gguf(path: str | Path) -> ModelShape:
         weights_bytes=total or None,
         weights_dtype=_gguf_file_type_name(file_type),
         notes=tuple(notes),
+        attention_layers=kept,
         kind=str(arch),
         weights_from=f"the tensors listed in {with_hidden_shown(str(gguf_path))}"
         + (f" and the {len(shards) - 1:,} shards beside it" if len(shards) > 1 else ""),

@@ -153,8 +153,8 @@ def test_experts_used_past_the_experts_are_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("experts", "used", "says"),
     [
-        (8, 0, "llama.expert_used_count is 0, but it must be a whole number above zero"),
-        (0, 2, "llama.expert_count is 0, but it must be a whole number above zero"),
+        (8, 0, "llama.expert_used_count is 0, but the model has 8 experts: a token uses 1 to 8"),
+        (0, 2, "2 experts used per token, but the model has 0"),
     ],
 )
 def test_an_expert_count_of_zero_beside_experts_is_refused(
