@@ -135,6 +135,13 @@ class Dispatcher:
         queue = self.names.key(self.names.jobs_queue(worker_id))
         return answers.a_count(self.admin.llen(queue), self.url, "LLEN")
 
+    def inbox_waiting(self) -> int | None:
+        """Messages waiting in the ingest's inbox (None on the embedded broker): one shared list
+        for every machine, so a flood from one delays everyone's results behind it."""
+        if not self.redis:
+            return None
+        return answers.a_count(self.admin.llen(self.names.key(INGEST_QUEUE)), self.url, "LLEN")
+
     def oldest_unread_s(self) -> float:
         """How long the oldest event waiting in the ingest's inbox has waited (0 when none, or
         on the embedded broker): the ingest is behind on machines' news by that much."""

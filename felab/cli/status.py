@@ -69,7 +69,9 @@ def status(
             broker = "embedded (this machine's SQLite broker)"
         reached = True
         machines = [replace(mc, depth=dispatcher.depth(mc.worker_id)) for mc in fleet.machines]
-        fleet = replace(fleet, machines=machines)
+        waiting = dispatcher.inbox_waiting()
+        oldest = dispatcher.oldest_unread_s() if waiting else None
+        fleet = replace(fleet, machines=machines, inbox_waiting=waiting, inbox_oldest_s=oldest)
     except Exception as exc:
         if reached:  # it answered, then failed a queue read: whose to fix, the words say
             from felab_worker.answers import BrokerUnusable, failure
@@ -122,4 +124,16 @@ def _print(fleet: FleetStatus, broker: str) -> None:
     )
     for cohort_id, cohort, when in fleet.next_posts:
         console.print(f"next daily post of {cohort} (cohort {cohort_id}): {when}", markup=False)
+    if fleet.inbox_waiting is not None:
+        console.print(f"ingest inbox: {_inbox(fleet)}", markup=False)
     console.print(f"broker: {broker}", markup=False)
+
+
+def _inbox(fleet: FleetStatus) -> str:
+    """The ingest's backlog: results wait behind everything in it (is the ingest running?)."""
+    if not fleet.inbox_waiting:
+        return "empty"
+    said = f"{fleet.inbox_waiting:,} waiting"
+    if fleet.inbox_oldest_s:
+        said += f", the oldest signed {_age(fleet.inbox_oldest_s)}"
+    return said + " (is `felab worker ingest` running and keeping up?)"

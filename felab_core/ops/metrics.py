@@ -79,6 +79,17 @@ class FleetCollector(Collector):
         yield GaugeMetricFamily(
             "felab_outbox_dead", "Posts set aside after every try failed.", value=dead
         )
+        if "inbox" in facts:  # a broker that can say (Redis)
+            yield GaugeMetricFamily(
+                "felab_ingest_inbox_waiting",
+                "Messages waiting in the ingest's inbox (every machine's, one list).",
+                value=facts["inbox"],
+            )
+            yield GaugeMetricFamily(
+                "felab_ingest_inbox_oldest_seconds",
+                "Seconds since the oldest waiting message was signed (as its sender says).",
+                value=facts.get("inbox_oldest_s", 0.0),
+            )
 
 
 def serve(port: int, addr: str = "127.0.0.1", *, extra: Collector | None = None) -> None:

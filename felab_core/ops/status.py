@@ -37,6 +37,10 @@ class FleetStatus:
     outbox_dead: int
     #: (cohort id, its name, the ISO instant): the id is what --cohort takes
     next_posts: list[tuple[int, str, str]] = field(default_factory=list)
+    #: Messages waiting in the ingest's inbox and how long ago the oldest was signed (as its
+    #: sender says); None where the broker cannot say (embedded) or was not reached
+    inbox_waiting: int | None = None
+    inbox_oldest_s: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -221,3 +221,31 @@ def test_a_broker_url_with_a_user_and_no_password_is_said_so(tmp_path: Path) -> 
         assert "wrong password" not in flat and "S3cretAsUser" not in flat
     finally:
         server.stop()
+
+
+def test_status_shows_the_ingests_inbox_waiting_and_its_oldest(tmp_path: Path) -> None:
+    """Every machine's events wait in one inbox: a stopped or flooded ingest shows there first
+    (sweep 24 M2's flood delayed another member's result 35 s). Real redis-server."""
+    import base64
+
+    from felab_worker.names import INGEST_QUEUE, Names
+    from tests.e2e.fleet import RedisServer
+
+    (tmp_path / "redis").mkdir()
+    server = RedisServer(tmp_path / "redis")
+    try:
+        code, out, _ = _felab(server.url, "status")
+        assert code == 0 and "ingest inbox: empty" in out, out
+        inbox = Names(get_settings().broker_prefix).key(INGEST_QUEUE)
+        for ago in (40, 20, 5):  # LPUSHed: the oldest ends last
+            body = json.dumps([[{"at": time.time() - ago}], {}, {}]).encode()
+            server.client().lpush(inbox, json.dumps({"body": base64.b64encode(body).decode()}))
+        code, out, _ = _felab(server.url, "status")
+        flat = " ".join(out.split())
+        assert code == 0 and "ingest inbox: 3 waiting, the oldest signed 40 s ago" in flat, out
+        assert "`felab worker ingest` running" in flat
+        code, out, _ = _felab(server.url, "status", "--json")
+        data = json.loads(out)
+        assert data["inbox_waiting"] == 3 and 39 <= data["inbox_oldest_s"] < 60
+    finally:
+        server.stop()

@@ -9,12 +9,14 @@ from pathlib import Path
 import yaml
 from prometheus_client import REGISTRY
 
-import felab_core.ops.metrics  # noqa: F401 (defines felab's metrics in the default registry)
+from felab_core.ops.metrics import FleetCollector  # (defines felab's metrics in the registry)
 
 ROOT = Path(__file__).resolve().parents[2]
-#: Gauges read from the database at scrape time (FleetCollector), not in the default registry.
-COLLECTED = {"felab_queue_depth", "felab_worker_heartbeat_age_seconds", "felab_outbox_pending",
-             "felab_outbox_dead"}  # fmt: skip
+#: Gauges read from the database and the broker at scrape time (FleetCollector, not in the
+#: default registry), with every fact it can be given.
+_FACTS = {"depth": {1: 0}, "age": {1: 1.0}, "pending": 0, "dead": 0, "inbox": 3,
+          "inbox_oldest_s": 40.0}  # fmt: skip
+COLLECTED = {family.name for family in FleetCollector(lambda: _FACTS).collect()}
 
 
 def _served() -> set[str]:
@@ -34,6 +36,7 @@ def test_every_panel_queries_a_metric_felab_serves() -> None:
     served = _served() | {f"{n}_bucket" for n in _served()}
     assert used and used <= served, sorted(used - served)
     assert {"felab_jobs_total", "felab_queue_depth", "felab_outbox_pending"} <= used
+    assert {"felab_ingest_inbox_waiting", "felab_ingest_inbox_oldest_seconds"} <= COLLECTED
 
 
 def test_prometheus_scrapes_the_bot_and_the_ingest() -> None:
