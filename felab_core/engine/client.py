@@ -21,7 +21,11 @@ from felab_core.bounded_get import first_bytes
 from felab_core.engine.apis import ApiAdapter, StreamProtocolError
 from felab_core.engine.framing import FrameTooLarge, NDJSONDecoder
 from felab_core.engine.netbackend import RX_STAMP_INFO, LeanTransport
-from felab_core.engine.request_errors import describe_error, server_error_message
+from felab_core.engine.request_errors import (
+    describe_error,
+    login_sent,
+    server_error_message,
+)
 from felab_core.engine.stream_shape import (
     HEAD_BYTES,
     asked_tokens,
@@ -232,7 +236,7 @@ async def _stream(
                 resp.status_code,
                 body,
                 resp.headers.get("retry-after"),
-                sent_login="authorization" in resp.request.headers,
+                sent_login=login_sent(resp.request.headers),
                 asked=(adapter.api, resp.request.url.path),
             )
             return

@@ -6,6 +6,7 @@ broke. Apart from client.py, which sends the request and stamps what came back.
 from __future__ import annotations
 
 import asyncio
+import base64
 import errno
 import json
 import re
@@ -106,6 +107,8 @@ def credentials_refused(url: str, what: str = "", *, they: bool = False) -> str:
     line: httpx sends a URL's user and password as Basic auth, so they were refused; a URL
     without them sent none."""
     parts = urlsplit(url)
+    if parts.username and not parts.password:  # `http://alice@host`: no password was sent
+        return f"refused the user in the URL (no password was given; sent as Basic auth){what}"
     if parts.username or parts.password:
         return f"refused the user and password in the URL (sent as Basic auth){what}"
     verb = "want" if they else "wants"
@@ -120,6 +123,30 @@ _REFUSED_LOGIN = (
     "the server refused the user and password in the URL (sent as Basic auth): check them, or "
     "drop them if the server wants an API key instead (vLLM and SGLang --api-key)"
 )
+#: A 401 when the URL held a user and no password (`http://alice@host`): "check them" sent the
+#: reader to a password they never gave.
+_REFUSED_USER = (
+    "the server refused the user in the URL (no password was given; sent as Basic auth): add "
+    "its password (USER:PASSWORD before the @), or drop the user if the server wants an API "
+    "key instead (vLLM and SGLang --api-key)"
+)
+
+
+def login_sent(headers: httpx.Headers) -> str:
+    """What a request's Authorization header sent, for a 401's words: "" none, "user" a Basic
+    login with an empty password (a URL's bare user), "login" any other."""
+    said = headers.get("authorization", "")
+    if not said:
+        return ""
+    scheme, _, value = said.partition(" ")
+    if scheme.lower() == "basic":
+        try:
+            pair = base64.b64decode(value.strip(), validate=True).decode("utf-8", "replace")
+        except ValueError:
+            return "login"
+        if pair.endswith(":") and pair.count(":") == 1:
+            return "user"
+    return "login"
 
 
 def server_error_message(
@@ -127,7 +154,7 @@ def server_error_message(
     body: bytes,
     retry_after: str | None = None,
     *,
-    sent_login: bool = False,
+    sent_login: bool | str = False,
     asked: tuple[Api, str] | None = None,
 ) -> str:
     """The server's own words for a 4xx/5xx, whatever shape it wraps them in, and what the
@@ -153,7 +180,8 @@ def server_error_message(
         if err is not None:
             message = str(err)
     said = f"HTTP {status}: {shown_text(message) or '(empty body)'}"
-    advice = _REFUSED_LOGIN if status == 401 and sent_login else _STATUS_ADVICE.get(status)
+    refused_login = _REFUSED_USER if sent_login == "user" else _REFUSED_LOGIN
+    advice = refused_login if status == 401 and sent_login else _STATUS_ADVICE.get(status)
     if asked is not None and _a_missing_path(status, message):
         advice = _other_api(status, *asked)  # the path itself, not a model (sweep 22 a A15)
     elif status == 404 and message.strip(" .").lower() in ("", "not found", "404 not found"):

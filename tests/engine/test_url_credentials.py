@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from felab.cli.main import app
+from felab_core.engine.request_errors import credentials_refused
 
 PASSWORD = "Sup3rSecretPw"
 BASIC = base64.b64encode(f"alice:{PASSWORD}".encode()).decode()
@@ -81,6 +82,17 @@ def test_a_password_the_server_repeats_is_masked_everywhere(
     assert "refused the user and password in the URL (sent as Basic auth)" in " ".join(
         result.output.split()
     )
+
+
+def test_a_url_with_a_user_and_no_password_is_said_so(refusing_server: int, tmp_path: Path) -> None:
+    """`http://alice@host` sent no password: a 401 said "refused the user and password ...
+    check them", a password never given; the notes said so too."""
+    result = _bench_once(f"http://alice@127.0.0.1:{refusing_server}", tmp_path / "r.json")
+    flat = " ".join(result.output.split())
+    assert "refused the user in the URL (no password was given; sent as Basic auth)" in flat
+    assert "user and password" not in flat
+    assert credentials_refused("http://alice@h:1").startswith("refused the user in the URL (no")
+    assert "user and password" in credentials_refused("http://alice:pw@h:1")
 
 
 def test_a_key_in_the_urls_path_is_masked_in_the_record_and_on_screen(
