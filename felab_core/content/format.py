@@ -15,7 +15,7 @@ from pydantic import AfterValidator, Field, create_model, field_validator
 
 from felab_core.content.fields import ID_PATTERN, EngineerVersion, ItemId, Strict, Text, Word
 from felab_core.drills.kinds import KINDS
-from felab_core.engine.server_kinds import ServerKind
+from felab_core.engine.server_kinds import ServerKind, kind_names
 
 __all__ = ["FORMAT", "ID_PATTERN", "METRICS", "EngineerVersion", "Pack", "Word"]
 
@@ -32,8 +32,7 @@ Metric = Literal["writing_tps", "ttft_s", "output_tps"]
 
 def _known_server(value: str) -> str:
     if value not in {k.value for k in ServerKind}:
-        names = ", ".join(k.value for k in ServerKind)
-        raise ValueError(f"expected one of {names}, got {value!r}")
+        raise ValueError(f"expected one of {kind_names()}, got {value!r}")
     return value
 
 
@@ -116,7 +115,7 @@ class PromptSpec(Strict):
     step: ItemId | None = None
     question: Text
     answer: Text
-    seconds: int = Field(default=20, ge=5, le=120)
+    seconds: int = Field(default=20, ge=5, le=120, strict=True)  # strict: `on` is not 1
     meaning: list[Phrase] = Field(default_factory=list)
 
 
@@ -128,7 +127,7 @@ class PackBase(Strict):
     day: int = Field(ge=1, le=366, strict=True)  # strict: `day: true` is not day 1
     title: Text
     summary: Text | None = None
-    minutes: int | None = Field(default=None, ge=1, le=600)
+    minutes: int | None = Field(default=None, ge=1, le=600, strict=True)  # `yes` is not 1
     done_when: DoneWhen | None = None
     steps: list[Step] = Field(default_factory=list)
     numbers: list[NumberField] = Field(default_factory=list)

@@ -155,6 +155,10 @@ def field_path(loc: tuple[str | int, ...]) -> str:
     return out
 
 
+#: A sample value for each number field, for the advice given when a field holds true/false.
+_SAMPLE_NUMBERS = {"day": "3", "minutes": "10", "seconds": "20", "example": "44.6"}
+
+
 def _expected(err: dict[str, Any]) -> str:
     """Pydantic's message, reworded where an author needs to know what to write instead."""
     kind = err["type"]
@@ -190,7 +194,17 @@ def _expected(err: dict[str, Any]) -> str:
             kind_of = "a date" if isinstance(given, date) else "a number"
             got = f"{kind_of} ({given})"
         return f"expected text, got {got}: put the value in quotes to keep it as text"
+    if kind in ("int_type", "float_type") and isinstance(given, bool):
+        # Python's bool is an int: a lax field had stored `minutes: yes` as 1 minute
+        key = str(loc[-1]) if loc else "day"
+        return (
+            f"expected a number, got {str(given).lower()} (YAML reads an unquoted "
+            f"yes/no/on/off as true/false): give the number, e.g. {key}: "
+            f"{_SAMPLE_NUMBERS.get(key, '3')}"
+        )
     text = given.strip() if isinstance(given, str) else ""
+    if kind == "int_type" and re.fullmatch(r"[0-9]+", text):
+        return f"expected a whole number, got the text {shown}: remove the quotes"
     as_number = yaml_number_form(text) if text else None
     if kind in ("float_type", "float_parsing") and as_number and as_number == text:
         return f"expected a number, got the text {shown}: remove the quotes"

@@ -420,3 +420,42 @@ def test_quoted_or_plain_words_are_not_numbers(tmp_path: Path, body: str) -> Non
     (tmp_path / "day-01.yaml").write_text(f"format: 1\nday: 1\n{body}\n")
     _, problems = parse_pack(tmp_path / "day-01.yaml")
     assert not any("is read by YAML as the number" in p.message for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    ("pattern", "value", "says"),
+    [
+        (r"(?m)^day: .*$", "day: yes", "day: expected a number, got true"),
+        (r"(?m)^minutes: .*$", "minutes: yes", "minutes: expected a number, got true"),
+        (r"(?m)^(\s+)example: 44\.6$", r"\1example: no", "example: expected a number, got false"),
+    ],
+    ids=["day", "minutes", "example"],
+)
+def test_a_yes_or_no_where_a_number_goes_is_said_as_yaml_reads_it(
+    tmp_path: Path, pattern: str, value: str, says: str
+) -> None:
+    """Python's bool is an int: `minutes: yes` had been stored as 1 minute, and `day: yes`
+    was refused as "Input should be a valid integer, got True"."""
+    text = DAY2.read_text(encoding="utf-8")
+    edited = re.sub(pattern, value, text, count=1)
+    assert edited != text
+    (msg,) = _problems(tmp_path, edited)
+    assert msg.startswith(str(tmp_path / "day-02.yaml") + ":"), msg
+    assert says in msg and "(YAML reads an unquoted yes/no/on/off as true/false)" in msg, msg
+    key = says.split(":")[0]
+    assert f"give the number, e.g. {key}: " in msg, msg
+
+
+def test_a_prompt_of_on_seconds_is_refused_not_read_as_one(tmp_path: Path) -> None:
+    data = _raw()
+    data["prompts"] = [{"id": "d02.prompt.x", "question": "Why?", "answer": "So.", "seconds": True}]
+    (msg,) = _problems(tmp_path, data)
+    assert "prompts[0].seconds: expected a number, got true" in msg, msg
+    assert "e.g. seconds: 20" in msg, msg
+
+
+def test_a_quoted_whole_number_says_remove_the_quotes(tmp_path: Path) -> None:
+    data = _raw()
+    data["minutes"] = "10"
+    (msg,) = _problems(tmp_path, data)
+    assert "minutes: expected a whole number, got the text '10': remove the quotes" in msg, msg
