@@ -71,7 +71,8 @@ def machine_rules(
 
 
 def pairing_rules(names: Names, secret_hash: str, version: tuple[int, ...]) -> list[str]:
-    """What an unpaired machine may do: push one request, read an answer (sealed)."""
+    """What an unpaired machine may do: push one request, read an answer (sealed), read the
+    broker's clock (the request's deadline)."""
     inbox = glob_escape(names.key(PAIRING_QUEUE))
     answers = glob_escape(names.answer_key(""))
     return [
@@ -79,6 +80,8 @@ def pairing_rules(names: Names, secret_hash: str, version: tuple[int, ...]) -> l
         "on",
         f"#{secret_hash}",
         *_connect_rules(version),
+        # the broker's clock, which a request's deadline is set on (read-only, no key)
+        "+time",
         f"(+lpush %W~{inbox})",
         f"(+get %R~{answers}*)",
     ]

@@ -35,6 +35,7 @@ from felab_core.jobs.ingest import Ingested, ingest_event
 from felab_core.jobs.lifecycle import send_after_commit
 from felab_core.jobs.pairing import (
     MachineCredential,
+    PairRequestLate,
     machine_credentials,
     pairing_secret_hash,
     redeem_pair_request,
@@ -157,7 +158,7 @@ class Ingest:
         box: dict[str, str]
         try:
             with session_scope(self.sessions) as session:
-                paired = redeem_pair_request(session, payload)
+                paired = redeem_pair_request(session, payload, now_s=self._clock())
                 worker = paired.worker
                 answer: dict[str, Any] = {"worker_id": worker.id, "name": worker.name}
                 if self.dispatcher.redis:
@@ -169,10 +170,30 @@ class Ingest:
                     self.dispatcher.add_machine(cred)
                 box = {"sealed": seal(paired.secret, answer)}
                 log.info("paired worker %s (%s)", worker.id, worker.name)
+        except PairRequestLate as exc:  # its sender left: nobody reads an answer
+            _SAID.warn(
+                ("pairing", "late"),
+                "dropped {n:,} more pairing requests whose senders had stopped waiting (their "
+                "codes not used)",
+                "dropped a pairing request that came %.0f s after its sender stopped waiting "
+                "(was the ingest stopped?): its code was not used, the machine may pair with it "
+                "again",
+                exc.late_s,
+            )
+            return
         except ServiceError as exc:
             box = {"error": str(exc)}
         key = self.dispatcher.names.answer_key(answer_id(payload))
         self.dispatcher.store.set(key, json.dumps(box), int(self.settings.pair_code_ttl_s))
+
+    def _clock(self) -> float:
+        """The broker's clock, which a pairing request's `until` is read on; this machine's
+        when the broker is the embedded one or does not answer."""
+        try:
+            now = self.dispatcher.store.clock()
+        except Exception:  # the broker away: the redeem fails on it soon after, or this is near
+            now = None
+        return time.time() if now is None else now
 
     # ------------------------------------------------------------------ the reconciler
 

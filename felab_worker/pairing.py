@@ -259,20 +259,56 @@ def _unreachable(exc: BaseException) -> bool:
     return True
 
 
+#: What a request's deadline leaves the ingest to write its answer in before the machine stops
+#: reading (at most this, or a third of the wait).
+_ANSWER_ROOM_S = 5.0
+
+
+def _until(store: Any, url: str, deadline: float, timeout_s: float) -> float | None:
+    """When the ingest must no longer redeem this request, on the broker's clock (a student's
+    clock may be minutes off the server's): before this machine stops reading, by room for the
+    answer. None when the broker will not tell its time (a pairing user made by an older
+    felab): the request then waits for no deadline, as it used to."""
+    try:
+        now = store.clock() if is_redis(url) else None
+    except Exception:  # refused (NOPERM), away or not Redis's answer: the publish says which
+        return None
+    left = deadline - time.monotonic()
+    return (time.time() if now is None else now) + left - min(_ANSWER_ROOM_S, timeout_s / 3)
+
+
+def _no_answer(timeout_s: float, until: float | None) -> str:
+    """The words for a wait that ended without an answer: whether the code is still good."""
+    if until is not None:
+        return (
+            f"no answer from the ingest within {timeout_s:g} s; the code was not used and stays "
+            "good until it expires: check that `felab worker ingest` is running on the same "
+            "broker (FELAB_BROKER_URL, FELAB_BROKER_PREFIX), then pair again with the same code"
+        )
+    return (
+        f"no answer from the ingest within {timeout_s:g} s: is `felab worker ingest` running "
+        "on the same broker (FELAB_BROKER_URL, FELAB_BROKER_PREFIX)? This broker's pairing "
+        "user cannot read its clock (made by an older felab: `felab broker setup` on the server "
+        "updates it), so the request waits there and may use the code when the ingest starts; "
+        "if the next try says the code is used, ask the bot for a new one"
+    )
+
+
 def pair_machine(settings: Settings, code: str, *, timeout_s: float = 30.0) -> Identity:
     """Redeem `code` for this machine; the identity returned is not saved yet."""
     check_code_shape(code)
     check_identity_destination(settings.worker_key_file, settings.data_dir)
     url = broker_url(settings)
     key = new_private_key()
-    request = make_request(code, key, target_names(settings.targets_file))
     from redis.exceptions import NoPermissionError, RedisError
     from redis.exceptions import TimeoutError as RedisTimeout
 
     deadline = time.monotonic() + timeout_s
     check_reachable(url, settings, timeout_s)
-    _publish(url, settings, request, deadline, timeout_s)
     store = make_store(url, settings, within_s=max(0.5, deadline - time.monotonic()))
+    until = _until(store, url, deadline, timeout_s)
+    request = make_request(code, key, target_names(settings.targets_file), until)
+    _publish(url, settings, request, deadline, timeout_s)
     answer_key = Names(settings.broker_prefix).answer_key(answer_id(request))
     raw = None
     try:
@@ -287,10 +323,7 @@ def pair_machine(settings: Settings, code: str, *, timeout_s: float = 30.0) -> I
         if not isinstance(exc, RedisTimeout):
             raise failure(exc, url, "GET", settings.broker_prefix) from None
     if raw is None:
-        raise BrokerUnreachable(  # a service that did not answer: exit 3, nothing to retype
-            f"no answer from the ingest within {timeout_s:g} s: is `felab worker ingest` running "
-            "on the same broker (FELAB_BROKER_URL, FELAB_BROKER_PREFIX)?"
-        )
+        raise BrokerUnreachable(_no_answer(timeout_s, until))  # exit 3, nothing to retype
     try:
         box = json.loads(raw)
     except ValueError:

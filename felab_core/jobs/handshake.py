@@ -80,13 +80,20 @@ def _proof(secret: str, body: dict[str, Any]) -> str:
 
 
 def make_request(
-    code: str, key: Ed25519PrivateKey, targets: dict[str, str] | None
+    code: str,
+    key: Ed25519PrivateKey,
+    targets: dict[str, str] | None,
+    until: float | None = None,
 ) -> dict[str, Any]:
-    """The pairing request a machine pushes: lookup, public key, target names, proof, signature."""
+    """The pairing request a machine pushes: lookup, public key, target names, the time (the
+    broker's clock, seconds) after which its sender no longer waits for the answer, proof and
+    signature (both cover `until`, so it cannot be moved)."""
     secret = code_secret(code)
     body: dict[str, Any] = {"lookup": lookup_of(secret), "public_key": public_key_text(key)}
     if targets is not None:
         body["targets"] = targets
+    if until is not None:
+        body["until"] = round(until, 3)
     return sign({**body, "proof": _proof(secret, body)}, key)
 
 

@@ -9,6 +9,7 @@ once, before it expires; the request that redeems it must prove it came from the
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import secrets
 from dataclasses import dataclass
@@ -129,14 +130,46 @@ def lookup_pair_code(session: Session, lookup: str) -> m.PairCode | None:
     return session.scalar(select(m.PairCode).where(m.PairCode.lookup == lookup).with_for_update())
 
 
+class PairRequestLate(Forbidden):
+    """The request reached the ingest after its sender had stopped waiting for the answer (the
+    ingest was stopped meanwhile): redeeming it would spend the code on a key nobody holds, and
+    the student's next try with the same code would be told it is used."""
+
+    def __init__(self, late_s: float) -> None:
+        super().__init__(
+            f"the pairing request came {late_s:.0f} s after its sender stopped waiting: the "
+            "code was not used, and pairs the machine when it tries again",
+            reason="late",
+        )
+        self.late_s = late_s
+
+
+def check_still_awaited(payload: dict[str, Any], now_s: float) -> None:
+    """Refuse a request whose sender has given up (`until`, seconds on the broker's clock, which
+    `now_s` reads too). A request without `until` is an older felab's: it names no deadline."""
+    until = payload.get("until")
+    if until is None:
+        return
+    if isinstance(until, bool) or not isinstance(until, int | float) or not math.isfinite(until):
+        raise Invalid("the pairing request's deadline is not a time: it was refused")
+    if now_s > until:
+        raise PairRequestLate(now_s - until)
+
+
 def redeem_pair_request(
-    session: Session, payload: dict[str, Any], *, now: datetime | None = None
+    session: Session,
+    payload: dict[str, Any],
+    *,
+    now: datetime | None = None,
+    now_s: float | None = None,
 ) -> Paired:
     """Redeem a machine's pairing request (felab_core.jobs.handshake.make_request).
 
     Only the trusted ingest calls this. The request must prove it was made with the code and be
-    signed by the key it carries; the machine gets a new broker password (the old one, if the
-    name was paired before, stops working once the broker's users are brought up to date).
+    signed by the key it carries, and its sender must still be waiting (`now_s`: the broker's
+    clock; PairRequestLate leaves the code unspent). The machine gets a new broker password (the
+    old one, if the name was paired before, stops working once the broker's users are brought
+    up to date).
     """
     now = now or utcnow()
     lookup = payload.get("lookup")
@@ -144,6 +177,7 @@ def redeem_pair_request(
         raise Invalid("not a felab pairing request")
     row = _usable(lookup_pair_code(session, lookup), now)
     check_request(payload, row.code_hash)
+    check_still_awaited(payload, now.timestamp() if now_s is None else now_s)
     public_key = load_public_key(str(payload.get("public_key")))
     worker = _redeem(session, row, public_key, payload.get("targets"), now)
     return Paired(worker, new_broker_secret(session, worker, now=now), row.code_hash)
