@@ -49,7 +49,7 @@ from felab_core.engine.results import (
     default_csv,
     short_model,
 )
-from felab_core.engine.server_kinds import ServerKind
+from felab_core.engine.server_kinds import ServerKind, kind_names
 from felab_core.engine.targets import Target, TargetError, load_targets
 from felab_core.engine.workloads import (
     MAX_BURSTINESS,
@@ -260,7 +260,7 @@ def _print_details(outcomes: list[BenchOutcome], out: Console) -> None:
 def bench(
     targets: list[str] = typer.Argument(
         None,
-        help="Target names: ollama, llamacpp, mlx, vllm, sglang, or your own from the targets "
+        help=f"Target names: {kind_names(targets=True)}, or your own from the targets "
         "file. Several are timed one after another and compared in one table.",
         show_default=False,
     ),

@@ -51,6 +51,7 @@ from felab_core.engine.results import (
     default_csv,
     read_table_lines,
 )
+from felab_core.engine.server_kinds import kind_names
 from felab_core.errors import Invalid
 from felab_core.files import (
     MEMBER_EXPORT,
@@ -108,6 +109,8 @@ numbers_app = typer.Typer(
 
 _MEMBER_HELP = "A member's Discord id (default: this terminal's own learner)."
 _COHORT_HELP = "The member's cohort number (with --member)."
+_LAB_SERVERS = ("ollama", "llamacpp", "mlx")  # the day's three; the other kinds after them
+_SERVER_HELP = f"ollama, llamacpp or mlx (also {kind_names(besides=_LAB_SERVERS)})."
 
 
 F = TypeVar("F", bound=Callable[..., None])
@@ -213,7 +216,7 @@ def machine(
 
 @_command("model")
 def model(
-    server: str = typer.Argument(..., help="ollama, llamacpp or mlx (also vllm, sglang, openai)."),
+    server: str = typer.Argument(..., help=_SERVER_HELP),
     size: str | None = typer.Option(
         None,
         "--bytes",
@@ -271,7 +274,7 @@ def model(
 
 @_command("enter", context_settings={"ignore_unknown_options": True})
 def enter(
-    server: str = typer.Argument(..., help="ollama, llamacpp or mlx (also vllm, sglang, openai)."),
+    server: str = typer.Argument(..., help=_SERVER_HELP),
     value: str = typer.Argument(
         ..., help="Tokens per second as your timing script printed it, such as 44.6."
     ),

@@ -15,7 +15,7 @@ from pydantic import AfterValidator, Field, create_model, field_validator
 
 from felab_core.content.fields import ID_PATTERN, EngineerVersion, ItemId, Strict, Text, Word
 from felab_core.drills.kinds import KINDS
-from felab_core.engine.server_kinds import ServerKind
+from felab_core.engine.server_kinds import ServerKind, kind_names
 
 __all__ = ["FORMAT", "ID_PATTERN", "METRICS", "EngineerVersion", "Pack", "Word"]
 
@@ -32,8 +32,7 @@ Metric = Literal["writing_tps", "ttft_s", "output_tps"]
 
 def _known_server(value: str) -> str:
     if value not in {k.value for k in ServerKind}:
-        names = ", ".join(k.value for k in ServerKind)
-        raise ValueError(f"expected one of {names}, got {value!r}")
+        raise ValueError(f"expected one of {kind_names()}, got {value!r}")
     return value
 
 

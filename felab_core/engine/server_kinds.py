@@ -117,10 +117,26 @@ TRAITS: dict[ServerKind, KindTraits] = {
 LAB_KINDS = tuple(k for k, t in TRAITS.items() if t.lab is not None)
 
 
+def kind_names(last: str = "", *, targets: bool = False, besides: tuple[str, ...] = ()) -> str:
+    """The kinds' names for a message or a help text, read from this table, so a kind added
+    here is named wherever they are listed (trtllm was missing from every list typed by hand).
+    `last`: the word before the last name ("or"; "" joins all with commas); `targets`: only
+    kinds with a default target (an address: not `openai`); `besides`: names said already."""
+    kinds = [
+        k.value
+        for k in ServerKind
+        if (not targets or TRAITS[k].port is not None) and k.value not in besides
+    ]
+    if not last or len(kinds) < 2:
+        return ", ".join(kinds)
+    return f"{', '.join(kinds[:-1])} {last} {kinds[-1]}"
+
+
 def validate_server(server: str) -> str:
     """A server kind's name as felab stores it; Invalid names the kinds it knows."""
     try:
         return ServerKind(server.strip().lower()).value
     except ValueError:
-        names = ", ".join(k.value for k in ServerKind)
-        raise Invalid(f"{server!r} is not a server felab knows: use one of {names}") from None
+        raise Invalid(
+            f"{server!r} is not a server felab knows: use one of {kind_names()}"
+        ) from None

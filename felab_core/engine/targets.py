@@ -33,7 +33,7 @@ from pydantic import (
 )
 
 from felab_core.engine.apis import Api, adapter_for
-from felab_core.engine.server_kinds import ServerKind
+from felab_core.engine.server_kinds import ServerKind, kind_names
 from felab_core.files import MiB, NamedFileError, read_named_text
 from felab_core.redact import add_url_secrets, redact, url_as_typed_masked, url_query_masked
 from felab_core.text import formula_mark, holds_hidden, with_hidden_shown
@@ -336,7 +336,7 @@ def load_targets(path: Path | None) -> dict[str, Target]:
                 )
                 raise TargetError(
                     f"targets file {path}: [targets.{name}] {what}, so it needs both kind "
-                    "(ollama, llamacpp, mlx, vllm, sglang or openai) and url"
+                    f"({kind_names('or')}) and url"
                 )
             api = entry.api or entry.kind.traits.api
             base = Target(name, entry.kind, entry.url, api)
@@ -369,7 +369,7 @@ def resolve_target(
     """One target from a name and/or flags; flags win over the file and the defaults."""
     if name is None:
         if url is None:
-            raise TargetError("name a target (ollama, llamacpp, mlx, vllm, sglang) or give --url")
+            raise TargetError(f"name a target ({kind_names(targets=True)}) or give --url")
         kind = kind or ServerKind.OPENAI
         base = Target(
             "custom",

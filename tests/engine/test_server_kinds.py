@@ -78,3 +78,30 @@ def test_a_trtllm_server_is_timed_under_its_own_name(tmp_path: Path) -> None:
     assert record["target"]["kind"] == "trtllm"
     said = " ".join(result.output.split())
     assert "could not confirm" in said and "TensorRT-LLM" in said
+
+
+def test_every_list_of_kinds_in_words_names_every_kind(tmp_path: Path) -> None:
+    """trtllm was named by `felab numbers enter`'s refusal (read from ServerKind) but not by
+    the lists typed by hand: a target file's missing kind, bench without a target, the help
+    of bench's targets and of numbers' server. Each now comes from kind_names()."""
+    import inspect
+
+    import pytest
+
+    from felab.cli.bench import bench
+    from felab.cli.numbers import enter, model
+    from felab_core.engine.targets import TargetError, load_targets, resolve_target
+
+    targeted = [k.value for k in ServerKind if TRAITS[k].port is not None]
+    with pytest.raises(TargetError) as unnamed:
+        resolve_target(None, targets=dict(DEFAULT_TARGETS))
+    assert all(k in str(unnamed.value) for k in targeted), unnamed.value
+    path = tmp_path / "targets.toml"
+    path.write_text('[targets.new]\nurl = "http://x:1"\n')
+    with pytest.raises(TargetError) as kindless:
+        load_targets(path)
+    assert all(k.value in str(kindless.value) for k in ServerKind), kindless.value
+    helps = [inspect.signature(bench).parameters["targets"].default.help]
+    helps += [inspect.signature(c).parameters["server"].default.help for c in (enter, model)]
+    for text in helps:
+        assert "trtllm" in text and all(k in text for k in targeted), text
