@@ -37,7 +37,7 @@ from felab_core.sizing.units import (
     decimal_text,
     mib_text,
     parse_bandwidth,
-    parse_bytes,
+    parse_model_bytes,
     round_half_up,
     size_text,
     tidy_text,
@@ -555,7 +555,7 @@ def limit_command(
                     "--bits-per-weight sizes a model from the table (--model): --model-bytes "
                     "already gives the size; drop one"
                 )
-            weights = parse_bytes(model_bytes, default_unit="bytes")
+            weights = parse_model_bytes(model_bytes)
             note = f"{both_ways(weights)} as given"
         else:
             shape = _maybe_shape(config, gguf, model)
@@ -659,7 +659,7 @@ def chips_command(
         lambda: (
             None
             if model_bytes is None
-            else speed_limit.bytes_per_token(parse_bytes(model_bytes)).weights
+            else speed_limit.bytes_per_token(parse_model_bytes(model_bytes, table=False)).weights
         )  # refuses 0, 1 B
     )
     columns = [

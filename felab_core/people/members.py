@@ -27,7 +27,7 @@ from felab_core.sizing.units import (
     MIN_WEIGHTS_BYTES,
     bytes_text,
     parse_bandwidth,
-    parse_bytes,
+    parse_model_bytes,
 )
 from felab_core.text import formula_mark, holds_hidden
 
@@ -310,7 +310,7 @@ def set_server_model(
     size: int | None = None
     if model_bytes is not None:
         try:
-            exact = parse_bytes(str(model_bytes))
+            exact = parse_model_bytes(str(model_bytes), "--bytes", table=False)
         except SizingError as exc:
             raise Invalid(str(exc)) from None
         if exact <= 0:  # 1e-20 is above zero, and far below a byte: said below, as a size

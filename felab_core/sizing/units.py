@@ -318,6 +318,34 @@ def parse_bytes(text: str | int | float, default_unit: str = "bytes") -> Fractio
     return number * factor
 
 
+def parse_model_bytes(
+    text: str | int | float, flag: str = "--model-bytes", table: bool = True
+) -> Fraction:
+    """A model's weights in bytes, read as parse_bytes reads a size; '8b' or '70B' is refused
+    as what it reads like, a parameter count (8 billion), not the 8 bytes it had been taken
+    as. `table`: the command also takes --model NAME --bits-per-weight, which sizes from the
+    parameter count."""
+    typed = text.strip() if isinstance(text, str) else ""
+    match = _NUMBER_RE.match(typed)
+    if match and match.group(2) in ("b", "B") and "/" not in typed:
+        count = as_fraction(match.group(1))
+        if 0 < count < MIN_WEIGHTS_BYTES:
+            shown = tidy_text(count)
+            via = (
+                "; or give the model by name, --model NAME --bits-per-weight 16, and felab "
+                "sizes it from its parameter count"
+                if table
+                else ""
+            )
+            raise SizingError(
+                f"{flag} {typed} reads like {shown} billion parameters, not bytes: "
+                f"{flag} takes the weights' size, such as 16GB ({shown}B parameters at 16-bit "
+                f"are about {tidy_text(count * 2)} GB; a 4-bit file, about "
+                f"{decimal_text(count * Fraction(9, 16), 1)} GB){via}"
+            )
+    return parse_bytes(text)
+
+
 def parse_bandwidth(text: str | int | float) -> Fraction:
     """Read a memory bandwidth ('273', '273 GB/s', '3.35 TB/s') as exact bytes per second.
 

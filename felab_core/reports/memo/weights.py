@@ -14,14 +14,14 @@ from felab_core.sizing.gguf_weights import gguf_weights
 from felab_core.sizing.model_shape import ModelShape, file_size_problem
 from felab_core.sizing.shape_agreement import Reading, hold_together
 from felab_core.sizing.speed_limit import read_of_file  # a mixture of experts: the active share
-from felab_core.sizing.units import MB, as_fraction, parse_bytes, size_text, tidy_text
+from felab_core.sizing.units import MB, as_fraction, parse_model_bytes, size_text, tidy_text
 
 
 def weights_read(inputs: MemoInputs, shape: ModelShape) -> tuple[Fraction, str]:
     """Bytes one token reads: the course divides by the file's size, so that comes first."""
     if inputs.model_bytes is not None:
         if isinstance(inputs.model_bytes, str):
-            weights = parse_bytes(inputs.model_bytes)
+            weights = parse_model_bytes(inputs.model_bytes)
         else:
             weights = Fraction(inputs.model_bytes)
         if weights < MB:

@@ -1,0 +1,67 @@
+"""`--model-bytes 8b` reads like 8 billion parameters: it had been taken as 8 bytes and refused
+as "8 bytes of weights is no model", which never said what the flag takes."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from fractions import Fraction
+
+import pytest
+from typer.testing import CliRunner
+
+from felab.cli.main import app
+from felab_core.reports.memo import build_memo
+from felab_core.sizing import units
+from felab_core.sizing.errors import SizingError
+from felab_core.sizing.units import GB
+from tests.reports.conftest import MAC_INPUTS, sample_rows
+
+WIDE = {"COLUMNS": "200", "NO_COLOR": "1"}
+
+
+@pytest.mark.parametrize(
+    ("typed", "billions", "at16"),
+    [("8b", "8", "16"), ("70B", "70", "140"), ("1.5b", "1.5", "3")],
+)
+def test_a_parameter_count_is_said_as_one(typed: str, billions: str, at16: str) -> None:
+    with pytest.raises(SizingError) as exc:
+        units.parse_model_bytes(typed)
+    text = str(exc.value)
+    assert f"--model-bytes {typed} reads like {billions} billion parameters, not bytes" in text
+    assert "takes the weights' size, such as 16GB" in text
+    assert f"{billions}B parameters at 16-bit are about {at16} GB" in text
+    assert "--model NAME --bits-per-weight 16" in text
+
+
+@pytest.mark.parametrize(
+    ("typed", "size"),
+    [("4.9GB", 49 * GB // 10), ("4912898304B", 4912898304), ("4912898304", 4912898304)],
+)
+def test_a_size_is_still_a_size(typed: str, size: int) -> None:
+    assert units.parse_model_bytes(typed) == Fraction(size)
+
+
+def test_bytes_written_out_are_not_called_parameters() -> None:
+    assert units.parse_model_bytes("8 bytes") == 8  # refused later as "no model", in bytes
+
+
+@pytest.mark.parametrize(
+    ("args", "table"),
+    [
+        (("limit", "--chip", "M4 Pro", "--model-bytes", "8b"), True),
+        (("chips", "--model-bytes", "8B"), False),
+    ],
+)
+def test_size_commands_say_it(args: tuple[str, ...], table: bool) -> None:
+    result = CliRunner().invoke(app, ["size", *args], env=WIDE)
+    assert result.exit_code == 2, result.output
+    assert "billion parameters, not bytes" in result.output, result.output
+    assert "no model" not in result.output
+    assert ("--bits-per-weight 16" in result.output) == table  # size chips has no --model
+
+
+def test_the_memo_says_it() -> None:
+    inputs = replace(MAC_INPUTS, model_bytes="8b")
+    with pytest.raises(Exception, match="8 billion parameters, not bytes") as exc:
+        build_memo(sample_rows(), inputs)
+    assert "8 bytes" not in str(exc.value)
