@@ -265,10 +265,16 @@ def explain(exc: BaseException) -> Failure | None:
                 EXIT_UNREACHABLE,
             )
         return Failure(f"the database refused: {detail}", EXIT_USAGE)
+    if "redis.exceptions.AuthenticationError" in names:  # reached: it refused the user
+        return Failure(
+            f"the broker at {_broker_url()} refused its user: {_first_line(exc)}\n"
+            "       Check the user and password in FELAB_BROKER_URL (`felab broker setup` "
+            "prints the server's URLs; a student's machine uses the one it paired with).",
+            EXIT_USAGE,
+        )
     if names & {
         "redis.exceptions.ConnectionError",
         "redis.exceptions.TimeoutError",
-        "redis.exceptions.AuthenticationError",
         "kombu.exceptions.OperationalError",
     }:
         url = _broker_url()
