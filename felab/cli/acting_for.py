@@ -9,6 +9,7 @@ from pathlib import Path
 
 from sqlalchemy.orm import Session
 
+from felab_core.content.calendar import zone
 from felab_core.db import models as m
 from felab_core.errors import Invalid
 from felab_core.people.members import ensure_local_member, find_member, get_cohort
@@ -17,16 +18,32 @@ from felab_core.text import with_hidden_shown
 
 def local_zone() -> str:
     """This machine's IANA time zone name (TZ, else /etc/localtime), or UTC."""
-    name = os.environ.get("TZ", "").lstrip(":")
-    if name and "/" in name:
-        return name
+    return _local_zone()[0]
+
+
+def _local_zone() -> tuple[str, bool]:
+    """The zone's name, and whether it came from TZ. Any name zoneinfo reads is taken from TZ
+    (TZ=UTC had been passed over for /etc/localtime), and glibc's path form
+    (TZ=/usr/share/zoneinfo/Europe/Paris) is read as the name at its end."""
+    name = os.environ.get("TZ", "").strip().lstrip(":")
+    if "zoneinfo/" in name:
+        name = name.split("zoneinfo/", 1)[1]
+    if name:
+        try:
+            zone(name)
+            return name, True
+        except Invalid:
+            # Meant as a zone's name (a POSIX rule such as JST-9 holds a digit, and is passed
+            # over as before): said, naming TZ, when a learner is made in it.
+            if "/" in name or not any(c.isdigit() for c in name):
+                return name, True
     try:
         target = str(Path("/etc/localtime").resolve())
         if "zoneinfo/" in target:
-            return target.split("zoneinfo/", 1)[1]
+            return target.split("zoneinfo/", 1)[1], False
     except OSError:
         pass
-    return "UTC"
+    return "UTC", False
 
 
 def member_for(
@@ -38,9 +55,20 @@ def member_for(
     if member_id is None:
         if cohort_id is not None:
             raise Invalid("--cohort picks a member's cohort: give --member too")
-        return ensure_local_member(
-            session, timezone=timezone or local_zone(), now=datetime.now(UTC)
-        )
+        name, from_tz = (timezone, False) if timezone else _local_zone()
+        try:
+            return ensure_local_member(session, timezone=name, now=datetime.now(UTC))
+        except Invalid:
+            if not from_tz:
+                raise
+            # a learner is made in TZ's zone on first use: "'Foo/Bar' is not a time zone
+            # name" had not said where Foo/Bar came from
+            raise Invalid(
+                f"the TZ environment variable is {with_hidden_shown(repr(os.environ['TZ']))}, "
+                "not an IANA time zone name, and this terminal's learner is made in it: set TZ to one "
+                "such as Europe/Paris (or unset it, and /etc/localtime is read), or give "
+                "felab drill --timezone Europe/Paris"
+            ) from None
     if not member_id.strip():
         raise Invalid("--member is empty: give the member's Discord id (a number)")
     if cohort_id is None:
