@@ -65,8 +65,8 @@ def member_for(
             # name" had not said where Foo/Bar came from
             raise Invalid(
                 f"the TZ environment variable is {with_hidden_shown(repr(os.environ['TZ']))}, "
-                "not an IANA time zone name, and this terminal's learner is made in it: set TZ to one "
-                "such as Europe/Paris (or unset it, and /etc/localtime is read), or give "
+                "not an IANA time zone name, and this terminal's learner is made in it: set TZ "
+                "to one such as Europe/Paris (or unset it, and /etc/localtime is read), or give "
                 "felab drill --timezone Europe/Paris"
             ) from None
     if not member_id.strip():
