@@ -11,6 +11,7 @@ Long because the bandwidth table (every chip with its published figure and sourc
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from fractions import Fraction
@@ -240,10 +241,24 @@ def find_chip(name: str) -> Chip:
     for chip in CHIPS:
         if any(_key(n) == wanted for n in (chip.name, *chip.aliases)):
             return chip
+    near = [repr(n) for n in near_chips(name)]
+    said = f"{', '.join(near[:-1])} or {near[-1]}" if len(near) > 1 else "".join(near)
+    guess = f" (did you mean {said}?)" if near else ""
     raise SizingError(
-        f"{echo_of(name)} is not in felab's bandwidth table; run `felab size chips` for the list, "
-        "or give the bandwidth itself with --bandwidth (GB/s from the maker's spec sheet)"
+        f"{echo_of(name)} is not in felab's bandwidth table{guess}; run `felab size chips` for "
+        "the list, or give the bandwidth itself with --bandwidth (GB/s from the maker's spec sheet)"
     )
+
+
+def near_chips(name: str) -> list[str]:
+    """The table's names closest to a mistyped one ('M4 Prp' -> 'M4 Pro', 'RTX 4900' -> 'RTX
+    4090'), compared as looked up (_key); a family's name stands for its chips."""
+    names: dict[str, str] = {_key(family): family for family in _FAMILIES}
+    for chip in CHIPS:
+        for n in (chip.name, *chip.aliases):
+            names.setdefault(_key(n), chip.name)
+    found = difflib.get_close_matches(_key(name), list(names), n=6, cutoff=0.75)
+    return list(dict.fromkeys(names[k] for k in found))[:3]
 
 
 @dataclass(frozen=True)
