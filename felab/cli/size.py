@@ -43,6 +43,7 @@ from felab_core.sizing.units import (
     tidy_text,
     whole_text,
 )
+from felab_core.text import echo_of
 
 size_app = typer.Typer(
     name="size",
@@ -275,12 +276,34 @@ def capacity_command(
     try_max_len: int | None = typer.Option(
         None, "--try-max-len", min=1, max=MAX_TOKENS, help="What-if max length (default: half)."
     ),
+    # Taken only to be refused in words: click's "No such option: --model (Possible options:
+    # --help)" left a person who sized the model with `size kv` nowhere to go.
+    model: str | None = typer.Option(None, "--model", hidden=True),
+    config: str | None = typer.Option(None, "--config", hidden=True),
+    gguf: str | None = typer.Option(None, "--gguf", hidden=True),
     fmt: Format = format_option(),
 ) -> None:
     """Cache capacity and worst-case conversations at once; what fp8 or a shorter max buys."""
     console = _console()
     kv_dtype = kv_dtype_typed or "f16"  # typed or not: a log's own type is checked against it
     with _sizing_errors():
+        named = next(
+            (
+                (flag, v)
+                for flag, v in (("--model", model), ("--config", config), ("--gguf", gguf))
+                if v is not None
+            ),
+            None,
+        )
+        if named is not None:
+            raise SizingError(
+                f"size capacity takes no {named[0]} (it counts the server's cache, which needs "
+                "no model): give --tokens N (or --blocks N --block-size B) with --max-len L, or "
+                "read vLLM with --vllm-log FILE or --url URL. The cache one token of this model "
+                f"takes is `felab size kv {named[0]} {echo_of(named[1])}`: size kv reads a model "
+                "from felab's table (--model), a folder with config.json (--config) or a GGUF "
+                "file (--gguf)"
+            )
         kv.vllm_kv_dtype(kv_dtype, "--kv-dtype")  # the flags first: a typo before any file
         kv.vllm_kv_dtype(try_dtype, "--try-dtype")
         reading: vllm_log.VllmReading | None = None
