@@ -322,9 +322,9 @@ def parse_model_bytes(
     text: str | int | float, flag: str = "--model-bytes", table: bool = True
 ) -> Fraction:
     """A model's weights in bytes, read as parse_bytes reads a size; '8b' or '70B' is refused
-    as what it reads like, a parameter count (8 billion), not the 8 bytes it had been taken
-    as. `table`: the command also takes --model NAME --bits-per-weight, which sizes from the
-    parameter count."""
+    as 8 bytes (no model file) that reads like a parameter count (8 billion): "8 bytes of
+    weights is no model" had not said what the flag takes. `table`: the command also takes
+    --model NAME --bits-per-weight, which sizes from the parameter count."""
     typed = text.strip() if isinstance(text, str) else ""
     match = _NUMBER_RE.match(typed)
     if match and match.group(2) in ("b", "B") and "/" not in typed:
@@ -338,7 +338,8 @@ def parse_model_bytes(
                 else ""
             )
             raise SizingError(
-                f"{flag} {typed} reads like {shown} billion parameters, not bytes: "
+                f"{flag} {typed} is {shown} {'byte' if count == 1 else 'bytes'}, no model "
+                f"file; it reads like {shown} billion parameters: "
                 f"{flag} takes the weights' size, such as 16GB ({shown}B parameters at 16-bit "
                 f"are about {tidy_text(count * 2)} GB; a 4-bit file, about "
                 f"{decimal_text(count * Fraction(9, 16), 1)} GB){via}"

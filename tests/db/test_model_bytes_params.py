@@ -17,5 +17,5 @@ def test_a_parameter_count_for_the_model_file_is_said_as_one(
     with pytest.raises(Invalid) as exc:
         set_server_model(db, student, "mlx", "llama3.1:8b", model_bytes="8b")
     text = str(exc.value)
-    assert "--bytes 8b reads like 8 billion parameters, not bytes" in text, text
+    assert "--bytes 8b is 8 bytes, no model file; it reads like 8 billion parameters" in text, text
     assert "--bits-per-weight" not in text  # this command has no --model

@@ -1,5 +1,6 @@
 """`--model-bytes 8b` reads like 8 billion parameters: it had been taken as 8 bytes and refused
-as "8 bytes of weights is no model", which never said what the flag takes."""
+as "8 bytes of weights is no model", which never said what the flag takes; now both
+readings are said."""
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ def test_a_parameter_count_is_said_as_one(typed: str, billions: str, at16: str) 
     with pytest.raises(SizingError) as exc:
         units.parse_model_bytes(typed)
     text = str(exc.value)
-    assert f"--model-bytes {typed} reads like {billions} billion parameters, not bytes" in text
+    said = f"--model-bytes {typed} is {billions} bytes, no model file; it reads like {billions}"
+    assert f"{said} billion parameters" in text, text
     assert "takes the weights' size, such as 16GB" in text
     assert f"{billions}B parameters at 16-bit are about {at16} GB" in text
     assert "--model NAME --bits-per-weight 16" in text
@@ -55,13 +57,16 @@ def test_bytes_written_out_are_not_called_parameters() -> None:
 def test_size_commands_say_it(args: tuple[str, ...], table: bool) -> None:
     result = CliRunner().invoke(app, ["size", *args], env=WIDE)
     assert result.exit_code == 2, result.output
-    assert "billion parameters, not bytes" in result.output, result.output
-    assert "no model" not in result.output
+    assert "bytes, no model file; it reads like 8 billion parameters" in result.output, (
+        result.output
+    )
     assert ("--bits-per-weight 16" in result.output) == table  # size chips has no --model
 
 
 def test_the_memo_says_it() -> None:
     inputs = replace(MAC_INPUTS, model_bytes="8b")
-    with pytest.raises(Exception, match="8 billion parameters, not bytes") as exc:
+    with pytest.raises(
+        Exception, match="8 bytes, no model file; it reads like 8 billion parameters"
+    ) as exc:
         build_memo(sample_rows(), inputs)
-    assert "8 bytes" not in str(exc.value)
+    assert "such as 16GB" in str(exc.value)
