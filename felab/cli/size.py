@@ -26,7 +26,8 @@ from felab_core.sizing import capacity as cap
 from felab_core.sizing import kv, slots, slots_live, speed_limit, vllm_live, vllm_log
 from felab_core.sizing.errors import SizingError, Unreachable
 from felab_core.sizing.gguf_weights import gguf_weights
-from felab_core.sizing.model_shape import ModelShape, resolve_shape, weights_summary
+from felab_core.sizing.model_shape import resolve_shape, weights_summary
+from felab_core.sizing.shape import ModelShape
 from felab_core.sizing.units import (
     GB,
     MAX_TOKENS,

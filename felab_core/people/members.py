@@ -20,7 +20,7 @@ from felab_core.engine.server_kinds import validate_server
 from felab_core.errors import Forbidden, Invalid, NotFound
 from felab_core.redact import secret_problem
 from felab_core.sizing.errors import SizingError
-from felab_core.sizing.model_shape import file_size_problem
+from felab_core.sizing.known_models import file_size_problem
 from felab_core.sizing.speed_limit import find_chip
 from felab_core.sizing.units import (
     GB,

@@ -4,7 +4,7 @@ share, as a GGUF's or safetensors' tensors and the table's parameter counts are 
 a Mixtral config beside --model-bytes 26GB divided by the whole file, a limit 3.6x low, and
 called believable speeds impossible).
 
-The count follows the rule the tensor readers use (model_shape._active_bytes): everything but
+The count follows the rule the tensor readers use (shape_values.active_bytes): everything but
 the routed experts is read for every token, and of the experts the used share. Layouts it
 does not know (layers that are not attention, such as Mamba's) give None, and the share stays
 unknown: the speed limit is then said to be a lower bound.

@@ -13,7 +13,8 @@ from fractions import Fraction
 from pathlib import Path
 
 from felab_core.sizing.errors import SizingError
-from felab_core.sizing.model_shape import ModelShape, gguf_file_bytes
+from felab_core.sizing.gguf_shape import gguf_file_bytes
+from felab_core.sizing.shape import ModelShape
 from felab_core.sizing.speed_limit import weights_for
 from felab_core.sizing.units import MB, both_ways
 from felab_core.text import with_hidden_shown

@@ -3,7 +3,7 @@ and the like mix attention layers with Mamba or linear-attention ones, which kee
 per sequence rather than keys and values per token (sweep 25 H1: a Jamba config had been sized
 at every layer, 8 times its cache, and the memo said 30 conversations where about 240 fit).
 
-One reading of the layout keys, for the KV cache (model_shape.py) and for the parameter count of
+One reading of the layout keys, for the KV cache (hf_config.py) and for the parameter count of
 a mixture (expert_params.py), so that the two agree on what a hybrid is.
 """
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from felab_core.sizing.errors import SizingError
-from felab_core.sizing.model_shape import ModelShape
+from felab_core.sizing.shape import ModelShape
 from felab_core.sizing.units import (
     binary_size_text,
     bytes_text,

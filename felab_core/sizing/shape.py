@@ -1,7 +1,7 @@
 """The shape of a model as sizing reads it (layers, heads, experts, weights) and where each
-figure came from. Apart from model_shape.py, which reads files into it, so that the checks
-holding its figures to the files (shape_agreement.py, tensor_agreement.py) read the shape
-without reading model_shape.py back.
+figure came from. Apart from the readers that fill it (hf_config.py, gguf_shape.py,
+known_models.py), so that the checks holding its figures to the files (shape_agreement.py,
+tensor_agreement.py) read the shape without reading the readers back.
 """
 
 from __future__ import annotations

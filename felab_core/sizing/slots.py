@@ -14,7 +14,7 @@ from fractions import Fraction
 
 from felab_core.sizing.errors import SizingError
 from felab_core.sizing.kv import KvMemory, kv_bytes_per_token, kv_memory
-from felab_core.sizing.model_shape import ModelShape
+from felab_core.sizing.shape import ModelShape
 from felab_core.sizing.units import article, decimal_text, require_whole, whole_text
 
 # Recent llama.cpp rounds the cache length, and each split seat, up to a multiple of this.

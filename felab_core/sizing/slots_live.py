@@ -17,7 +17,7 @@ from felab_core.bounded_get import Deadline, direct_client, get_bounded
 from felab_core.engine.request_errors import connect_failure
 from felab_core.redact import url_password_masked
 from felab_core.sizing.errors import BadAnswer, SizingError, Unreachable, answer_cut_off
-from felab_core.sizing.model_shape import ModelShape
+from felab_core.sizing.shape import ModelShape
 from felab_core.sizing.slots import (
     LLAMA_CTX_PAD,
     SlotVerdict,

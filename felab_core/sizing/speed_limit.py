@@ -18,7 +18,7 @@ from fractions import Fraction
 
 from felab_core.sizing.errors import SizingError
 from felab_core.sizing.kv import KvPerToken
-from felab_core.sizing.model_shape import ModelShape
+from felab_core.sizing.shape import ModelShape
 from felab_core.sizing.units import (
     GB,
     MIN_WEIGHTS_BYTES,

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from felab.cli.main import app
 from felab_core.engine.results import CSV_COLUMNS
 from felab_core.reports.memo import MachineSpec, MemoError, build_memo, load_results
-from felab_core.sizing.model_shape import file_size_problem
+from felab_core.sizing.known_models import file_size_problem
 from tests.reports.conftest import MAC_INPUTS, SAMPLE_CSV, sample_rows
 
 runner = CliRunner()

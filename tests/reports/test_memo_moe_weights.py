@@ -13,7 +13,8 @@ import pytest
 
 from felab_core.reports.memo import MemoError, build_memo
 from felab_core.sizing import speed_limit
-from felab_core.sizing.model_shape import from_gguf, known_model
+from felab_core.sizing.gguf_shape import from_gguf
+from felab_core.sizing.known_models import known_model
 from tests.reports.conftest import MAC_INPUTS, gguf_inputs, sample_rows
 from tests.sizing.test_model_shape import write_gguf
 

@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 from felab.cli.main import app
 from felab_core.reports.memo import MachineSpec, MemoError, build_memo, render_markdown
 from felab_core.sizing import speed_limit
-from felab_core.sizing.model_shape import from_hf_config, known_model
+from felab_core.sizing.hf_config import from_hf_config
+from felab_core.sizing.known_models import known_model
 from felab_core.sizing.vllm_log import parse_log
 from tests.reports.conftest import MAC_INPUTS, SAMPLE_CSV, blank_row
 

@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from felab_core.sizing import SizingError, capacity, change, kv
-from felab_core.sizing.model_shape import ModelShape, known_model
+from felab_core.sizing.known_models import known_model
+from felab_core.sizing.shape import ModelShape
 from felab_core.sizing.units import (
     GB,
     GiB,
@@ -245,7 +246,7 @@ def test_change_refuses_zero() -> None:
 def test_one_byte_is_a_byte() -> None:
     """The fp8 working reads "x 1 byte", not "x 1 bytes"."""
     from felab_core.sizing import kv
-    from felab_core.sizing.model_shape import known_model
+    from felab_core.sizing.known_models import known_model
     from felab_core.sizing.units import bytes_text
 
     per = kv.kv_bytes_per_token(known_model("Llama 3.1 8B"), "fp8")

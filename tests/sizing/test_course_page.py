@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from felab_core.sizing import capacity, change, kv, slots, speed_limit, vllm_log
-from felab_core.sizing.model_shape import known_model
+from felab_core.sizing.known_models import known_model
 from felab_core.sizing.units import (
     about_text,
     about_words,

@@ -15,7 +15,7 @@ from gguf import GGMLQuantizationType, GGUFReader, GGUFWriter
 
 from felab_core.sizing.errors import SizingError
 from felab_core.sizing.gguf_header import GGUFHeaderError, read_header
-from felab_core.sizing.model_shape import from_gguf
+from felab_core.sizing.gguf_shape import from_gguf
 from tests.sizing.test_model_shape import write_gguf
 
 

@@ -18,7 +18,8 @@ from typer.testing import CliRunner
 
 from felab.cli.main import app
 from felab_core.sizing import SizingError, kv
-from felab_core.sizing.model_shape import from_gguf, from_hf_config
+from felab_core.sizing.gguf_shape import from_gguf
+from felab_core.sizing.hf_config import from_hf_config
 from tests.sizing.test_hybrid_kv_sweep25_fx115 import JAMBA
 from tests.sizing.test_model_shape import LLAMA_31_8B_CONFIG
 

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from felab.cli.main import app
 from felab_core.sizing.errors import SizingError
-from felab_core.sizing.model_shape import from_gguf
+from felab_core.sizing.gguf_shape import from_gguf
 from tests.sizing.test_model_shape import write_gguf
 
 runner = CliRunner()

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from felab.cli.main import app
 from felab_core.sizing import SizingError, kv
 from felab_core.sizing.expert_params import moe_params
-from felab_core.sizing.model_shape import from_hf_config
+from felab_core.sizing.hf_config import from_hf_config
 from tests.reports.conftest import SAMPLE_CSV
 from tests.sizing.test_model_shape import LLAMA_31_8B_CONFIG
 

@@ -18,7 +18,8 @@ from typer.testing import CliRunner
 from felab.cli.main import app
 from felab_core.lab.serve import ServerProcess, free_port
 from felab_core.sizing import kv, metrics_scrape, slots, slots_live, vllm_live
-from felab_core.sizing.model_shape import from_gguf, from_hf_config
+from felab_core.sizing.gguf_shape import from_gguf
+from felab_core.sizing.hf_config import from_hf_config
 
 runner = CliRunner()
 WIDE = {"COLUMNS": "220"}

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from felab_core.sizing.known_models import file_size_problem
 from felab_core.sizing.model_names import params_in_name, table_names
-from felab_core.sizing.model_shape import file_size_problem
 
 
 @pytest.mark.parametrize(

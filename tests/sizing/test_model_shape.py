@@ -16,13 +16,10 @@ from gguf import GGUFWriter
 from safetensors.numpy import save_file
 
 from felab_core.sizing import SizingError, kv
-from felab_core.sizing.model_shape import (
-    KNOWN_MODELS,
-    from_gguf,
-    from_hf_config,
-    known_model,
-    resolve_shape,
-)
+from felab_core.sizing.gguf_shape import from_gguf
+from felab_core.sizing.hf_config import from_hf_config
+from felab_core.sizing.known_models import KNOWN_MODELS, known_model
+from felab_core.sizing.model_shape import resolve_shape
 
 LLAMA_31_8B_CONFIG: dict[str, Any] = {
     "architectures": ["LlamaForCausalLM"],

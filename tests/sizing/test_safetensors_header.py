@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from felab_core.sizing.errors import SizingError
-from felab_core.sizing.model_shape import from_hf_config
+from felab_core.sizing.hf_config import from_hf_config
 from felab_core.sizing.safetensors_header import tensor_bytes
 from felab_core.sizing.speed_limit import weights_for
 

@@ -15,7 +15,8 @@ from gguf import GGUFWriter
 from safetensors.numpy import save_file
 
 from felab_core.sizing.errors import SizingError
-from felab_core.sizing.model_shape import from_gguf, from_hf_config
+from felab_core.sizing.gguf_shape import from_gguf
+from felab_core.sizing.hf_config import from_hf_config
 from tests.sizing.test_model_shape import write_gguf
 
 SMALL = {"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2}

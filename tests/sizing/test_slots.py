@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from felab_core.sizing import SizingError, slots, slots_live
 from felab_core.sizing.errors import BadAnswer
-from felab_core.sizing.model_shape import known_model
+from felab_core.sizing.known_models import known_model
 
 LLAMA = known_model("llama-3.1-8b")
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from felab_core.sizing import SizingError, kv, metrics_scrape, speed_limit
 from felab_core.sizing.errors import BadAnswer
-from felab_core.sizing.model_shape import known_model
+from felab_core.sizing.known_models import known_model
 from felab_core.sizing.units import GB, parse_bytes
 
 FIXTURES = Path(__file__).parent / "fixtures"

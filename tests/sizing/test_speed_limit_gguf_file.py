@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from felab.cli.main import app
 from felab_core.reports.memo import MemoError, build_memo
+from felab_core.sizing.gguf_shape import from_gguf
 from felab_core.sizing.gguf_weights import file_size_problem, gguf_weights
-from felab_core.sizing.model_shape import from_gguf
 from felab_core.sizing.speed_limit import weights_for
 from tests.reports.conftest import gguf_inputs, sample_rows
 from tests.sizing.test_model_shape import write_gguf

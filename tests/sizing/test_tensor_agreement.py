@@ -12,7 +12,8 @@ import pytest
 from safetensors.numpy import save_file
 
 from felab_core.sizing.errors import SizingError
-from felab_core.sizing.model_shape import from_gguf, from_hf_config
+from felab_core.sizing.gguf_shape import from_gguf
+from felab_core.sizing.hf_config import from_hf_config
 from tests.sizing.test_model_shape import write_gguf
 
 F = np.float32

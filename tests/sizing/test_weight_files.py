@@ -11,12 +11,9 @@ import pytest
 from safetensors.numpy import save_file
 
 from felab_core.sizing.errors import SizingError
-from felab_core.sizing.model_shape import (
-    from_gguf,
-    from_hf_config,
-    gguf_file_bytes,
-    weights_summary,
-)
+from felab_core.sizing.gguf_shape import from_gguf, gguf_file_bytes
+from felab_core.sizing.hf_config import from_hf_config
+from felab_core.sizing.model_shape import weights_summary
 from felab_core.sizing.speed_limit import weights_for
 from tests.sizing.test_model_shape import LLAMA_31_8B_CONFIG
 

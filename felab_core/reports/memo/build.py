@@ -41,7 +41,8 @@ from felab_core.sizing import capacity as cap
 from felab_core.sizing import change, kv, speed_limit, vllm_log
 from felab_core.sizing.errors import SizingError
 from felab_core.sizing.model_family import log_model_problem
-from felab_core.sizing.model_shape import ModelShape, resolve_shape
+from felab_core.sizing.model_shape import resolve_shape
+from felab_core.sizing.shape import ModelShape
 from felab_core.sizing.units import (
     GB,
     about_text,

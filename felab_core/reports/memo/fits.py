@@ -10,7 +10,7 @@ from fractions import Fraction
 from felab_core.reports.memo.model import CacheBudget, Machine, MemoError, MemoInputs
 from felab_core.sizing import kv, speed_limit
 from felab_core.sizing.errors import SizingError
-from felab_core.sizing.model_shape import ModelShape
+from felab_core.sizing.shape import ModelShape
 from felab_core.sizing.shape_agreement import Reading, hold_together
 from felab_core.sizing.units import (
     GiB,

@@ -12,7 +12,7 @@ from pathlib import Path
 from felab_core.engine.server_kinds import ServerKind
 from felab_core.sizing import capacity as cap
 from felab_core.sizing import kv, speed_limit, vllm_log
-from felab_core.sizing.model_shape import ModelShape
+from felab_core.sizing.shape import ModelShape
 from felab_core.sizing.units import (
     GB,
     tidy_text,

@@ -11,7 +11,8 @@ from felab_core.reports.memo.model import MemoError, MemoInputs
 from felab_core.sizing import speed_limit
 from felab_core.sizing.errors import SizingError
 from felab_core.sizing.gguf_weights import gguf_weights
-from felab_core.sizing.model_shape import ModelShape, file_size_problem
+from felab_core.sizing.known_models import file_size_problem
+from felab_core.sizing.shape import ModelShape
 from felab_core.sizing.shape_agreement import Reading, hold_together
 from felab_core.sizing.speed_limit import read_of_file  # a mixture of experts: the active share
 from felab_core.sizing.units import MB, as_fraction, parse_model_bytes, size_text, tidy_text
