@@ -81,6 +81,17 @@ def _refused(url: str, source: Path, says: str) -> None:
     assert live.read_bytes() == before
 
 
+def _refused_once_changed(url: str, made: Path, change: str, says: str) -> None:
+    """Run the SQL `change` on a copy of the backup `made`: restoring the copy is refused, saying
+    `says` (plain words, not a pattern) and that the file was changed after felab wrote it."""
+    changed = _copy(made, "changed.db")
+    con = sqlite3.connect(changed)
+    con.executescript(change)
+    con.commit()
+    con.close()
+    _refused(url, changed, re.escape(says) + ".*: it was changed after .* nothing was replaced")
+
+
 def test_a_good_backup_restores(live: str, good: Path) -> None:
     assert check_sqlite_backup(good)
     out = runner.invoke(app, ["db", "restore", str(good), "--yes"])
@@ -252,12 +263,7 @@ def test_a_backup_felab_could_not_read_is_refused(
 ) -> None:
     """Seventeenth sweep (b) H3: each was restored, and then every command stopped on an
     unexpected error (exit 70), or showed a machine of -5 GB/s."""
-    changed = _copy(good, "changed.db")
-    con = sqlite3.connect(changed)
-    con.executescript(change)
-    con.commit()
-    con.close()
-    _refused(live, changed, re.escape(says) + ".*: it was changed after .* nothing was replaced")
+    _refused_once_changed(live, good, change, says)
 
 
 def test_a_backup_with_content_and_jobs_restores(live: str, tmp_path: Path) -> None:

@@ -4,13 +4,11 @@ such a figure 'unverified', and migration 0015 moved every older one there."""
 
 from __future__ import annotations
 
-import re
-import sqlite3
 from pathlib import Path
 
 import pytest
 
-from tests.ops.test_restore_checks import _copy, _refused, live  # noqa: F401 (a fixture)
+from tests.ops.test_restore_checks import _refused_once_changed, live  # noqa: F401 (a fixture)
 from tests.ops.test_restore_rows import full  # noqa: F401 (a fixture)
 
 
@@ -35,9 +33,4 @@ def test_an_ok_figure_with_no_limit_is_refused(
     change: str,
     says: str,
 ) -> None:
-    changed = _copy(full, "changed.db")
-    con = sqlite3.connect(changed)
-    con.executescript(change)
-    con.commit()
-    con.close()
-    _refused(live, changed, re.escape(says) + ".*: it was changed after .* nothing was replaced")
+    _refused_once_changed(live, full, change, says)

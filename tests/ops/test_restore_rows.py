@@ -6,8 +6,6 @@ counts, days and sizes felab keeps in their domains. Each had been restored."""
 
 from __future__ import annotations
 
-import re
-import sqlite3
 from datetime import date, time
 from pathlib import Path
 
@@ -24,7 +22,7 @@ from felab_core.ops.backup import backup, check_sqlite_backup
 from felab_core.people.members import add_member, create_cohort, set_hardware, set_server_model
 from tests.db_support import NOW
 from tests.numbers.test_numbers import _row
-from tests.ops.test_restore_checks import _copy, _refused, live  # noqa: F401 (a fixture)
+from tests.ops.test_restore_checks import _refused_once_changed, live  # noqa: F401 (a fixture)
 
 
 @pytest.fixture
@@ -97,9 +95,4 @@ def test_a_row_felab_would_not_store_is_refused(
     change: str,
     says: str,
 ) -> None:
-    changed = _copy(full, "changed.db")
-    con = sqlite3.connect(changed)
-    con.executescript(change)
-    con.commit()
-    con.close()
-    _refused(live, changed, re.escape(says) + ".*: it was changed after .* nothing was replaced")
+    _refused_once_changed(live, full, change, says)

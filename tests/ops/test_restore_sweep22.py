@@ -5,7 +5,6 @@ own writers store."""
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import pytest
 from felab_core.db.session import make_engine, session_factory, session_scope
 from felab_core.ops.backup import backup, check_sqlite_backup
 from felab_core.people.members import set_server_model
-from tests.ops.test_restore_checks import _copy, _refused, live  # noqa: F401 (a fixture)
+from tests.ops.test_restore_checks import _copy, _refused_once_changed, live  # noqa: F401 (a fixture)
 from tests.ops.test_restore_rows import full  # noqa: F401 (a fixture)
 
 
@@ -83,12 +82,7 @@ def test_rows_felab_never_stores_are_refused(
     change: str,
     says: str,
 ) -> None:
-    changed = _copy(full, "changed.db")
-    con = sqlite3.connect(changed)
-    con.executescript(change)
-    con.commit()
-    con.close()
-    _refused(live, changed, re.escape(says) + ".*: it was changed after .* nothing was replaced")
+    _refused_once_changed(live, full, change, says)
 
 
 def test_a_running_job_on_its_machine_restores(full: Path) -> None:  # noqa: F811
