@@ -148,6 +148,19 @@ def _replay(server: ScriptedServer, trace: Path, *extra: str) -> dict[str, objec
     return record
 
 
+def _replay_notes(trace: Path) -> list[str]:
+    """The notes of the record a replay of `trace` writes, on a quick scripted llama.cpp."""
+    server = ScriptedServer(Script(persona="llamacpp", ttft_s=0.002, itl_s=0.001))
+    server.start_in_thread()
+    try:
+        record = _replay(server, trace)
+    finally:
+        server.stop_thread()
+    notes = record["notes"]
+    assert isinstance(notes, list)
+    return notes
+
+
 def test_a_trace_replays_on_its_times_scaled(tmp_path: Path) -> None:
     """Arrival at the server against the trace's times at 2x: the gaps hold to about 1 ms."""
     rows = [
@@ -277,14 +290,7 @@ def test_a_trace_out_of_time_order_is_replayed_in_order_and_said(tmp_path: Path)
     path = tmp_path / "joined.jsonl"
     path.write_text(_jsonl(rows))
     assert load_trace(path).goes_back_at == 4
-    server = ScriptedServer(Script(persona="llamacpp", ttft_s=0.002, itl_s=0.001))
-    server.start_in_thread()
-    try:
-        record = _replay(server, path)
-    finally:
-        server.stop_thread()
-    notes = record["notes"]
-    assert isinstance(notes, list)
+    notes = _replay_notes(path)
     assert any("line 4's time is before the line above it" in note for note in notes), notes
 
 
@@ -311,12 +317,5 @@ def test_a_trace_in_seconds_is_said_and_how_to_replay_it(tmp_path: Path) -> None
     assert parse_trace(_jsonl(rows[:2])).unit_note is None
     path = tmp_path / "seconds.jsonl"
     path.write_text(_jsonl(rows))
-    server = ScriptedServer(Script(persona="llamacpp", ttft_s=0.002, itl_s=0.001))
-    server.start_in_thread()
-    try:
-        record = _replay(server, path)
-    finally:
-        server.stop_thread()
-    notes = record["notes"]
-    assert isinstance(notes, list)
+    notes = _replay_notes(path)
     assert any("--trace-speed 0.001" in note for note in notes), notes
