@@ -110,6 +110,17 @@ def empty_database_url(backend: str, tmp_path: Path) -> tuple[str, Callable[[], 
     return new_pg_schema_url()
 
 
+@pytest.fixture(params=BACKENDS)
+def empty_engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
+    """An engine on a database of its own with nothing in it, not migrated (a test that
+    migrates it itself, step by step), per backend; dropped after the test."""
+    url, drop = empty_database_url(request.param, tmp_path)
+    engine = make_engine(url)
+    yield engine
+    engine.dispose()
+    drop()
+
+
 @pytest.fixture(scope="session", params=BACKENDS)
 def db_engine(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory

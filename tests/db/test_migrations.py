@@ -3,9 +3,6 @@ and upgrading a database that already holds rows loses none of them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
@@ -19,19 +16,8 @@ from felab_core.db.session import (
     downgrade,
     ensure_schema,
     head_revision,
-    make_engine,
     upgrade,
 )
-from tests.db_support import BACKENDS, empty_database_url
-
-
-@pytest.fixture(params=BACKENDS)
-def empty_engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
-    url, drop = empty_database_url(request.param, tmp_path)
-    engine = make_engine(url)
-    yield engine
-    engine.dispose()
-    drop()
 
 
 def _tables(engine: Engine) -> set[str]:

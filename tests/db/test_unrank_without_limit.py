@@ -5,30 +5,15 @@ with a limit behind them keep their verdict. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 from sqlalchemy import Engine, select, text
 from sqlalchemy.orm import Session
 
 from felab_core.db import models as m
-from felab_core.db.session import make_engine, upgrade
+from felab_core.db.session import upgrade
 from felab_core.numbers.recording import speed_limit_for
 from felab_core.numbers.verdict import rejudge_waiting
 from felab_core.people.members import set_hardware, set_server_model
 from felab_core.reports.leaderboard import speed_boards, unranked
-from tests.db_support import BACKENDS, empty_database_url
-
-
-@pytest.fixture(params=BACKENDS)
-def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
-    url, drop = empty_database_url(request.param, tmp_path)
-    eng = make_engine(url)
-    yield eng
-    eng.dispose()
-    drop()
-
 
 _MEMBER = (
     "INSERT INTO members (id, cohort_id, discord_id, display_name, role, timezone, chip, "
@@ -102,10 +87,10 @@ def _seed_at_0014(engine: Engine) -> None:
             )  # fmt: skip
 
 
-def test_old_ok_figures_without_a_limit_leave_the_boards(engine: Engine) -> None:
-    _seed_at_0014(engine)
-    upgrade(engine)
-    with Session(engine) as session:
+def test_old_ok_figures_without_a_limit_leave_the_boards(empty_engine: Engine) -> None:
+    _seed_at_0014(empty_engine)
+    upgrade(empty_engine)
+    with Session(empty_engine) as session:
         got = {n.id: (n.verdict, n.verdict_note) for n in session.scalars(select(m.Number))}
         # The one rule: what speed_limit_for says is missing is the stored reason, word for word.
         for nid, mid, server, _source, _model, _value, verdict, metric in NUMBERS:
