@@ -1,7 +1,7 @@
 """`felab db restore` after the twenty-second sweep (b B2-B5, B11): an untouched backup restores
-after a member re-sizes a model (felab keeps an 'ok' figure's verdict then); a measured figure
-needs its job, no time is after the restore, and fleet and model rows are held to what felab's
-own writers store."""
+after a member re-sizes a model (felab keeps an 'ok' figure's verdict then); an 'ok' figure needs
+a speed limit behind it, a measured figure its job, no time is after the restore, and fleet and
+model rows are held to what felab's own writers store."""
 
 from __future__ import annotations
 
@@ -73,6 +73,19 @@ def test_a_backup_made_after_a_model_is_resized_restores(full: Path, tmp_path: P
         (
             "UPDATE member_servers SET model_label = char(27) || '[2J'",
             "member_servers row 1 (the label",
+        ),
+        # B2: an 'ok' figure with no speed limit behind it (its member's machine or its server's
+        # model size unknown): felab stores such a figure 'unverified', and migration 0015
+        # moved every older one there
+        (
+            "UPDATE members SET chip = NULL, bandwidth_gb_s = NULL",
+            "holds a figure ranked with no speed limit behind it: numbers row 1 (felab does not "
+            "know your machine yet",
+        ),
+        (
+            "UPDATE member_servers SET model_bytes = NULL",
+            "holds a figure ranked with no speed limit behind it: numbers row 1 (felab does not "
+            "know the size of the model file ollama runs",
         ),
     ],
 )
