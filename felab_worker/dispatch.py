@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import time
 from dataclasses import replace
 from functools import cached_property
@@ -34,6 +35,32 @@ from felab_worker.names import INGEST_QUEUE, Names
 
 #: A control message waits this long for its machine (an offline machine gets it when back).
 CONTROL_TTL_S = 7 * 86_400
+
+
+#: Ages past this are not believed: any paired machine may push a message whose `at` says
+#: 1970 (the signature is checked only when the ingest reads it).
+OLDEST_BELIEVED_S = 30 * 86400.0
+#: Nor a time this far ahead of the reader's clock (the ingest's own skew bound).
+AHEAD_BELIEVED_S = 300.0
+
+
+def signed_at_of(raw: Any, *, now: float) -> float | None:
+    """When the inbox message `raw` says it was signed, or None when it says nothing a felab
+    machine could have: not felab's envelope, nested too deep, not a finite number, or a time
+    outside [now - OLDEST_BELIEVED_S, now + AHEAD_BELIEVED_S]."""
+    if not isinstance(raw, bytes | str):
+        return None
+    try:
+        message = json.loads(raw)
+        body = json.loads(base64.b64decode(message["body"], validate=True))
+        at = body[0][0]["at"]
+    except (ValueError, KeyError, IndexError, TypeError, RecursionError):
+        return None
+    if isinstance(at, bool) or not isinstance(at, int | float) or not math.isfinite(at):
+        return None
+    if not now - OLDEST_BELIEVED_S <= at <= now + AHEAD_BELIEVED_S:
+        return None
+    return float(at)
 
 
 class Dispatcher:
@@ -145,18 +172,17 @@ class Dispatcher:
     def oldest_unread_s(self) -> float:
         """How long the oldest event waiting in the ingest's inbox has waited (0 when none, or
         on the embedded broker): the ingest is behind on machines' news by that much."""
+        return self.oldest_signed_s() or 0.0
+
+    def oldest_signed_s(self) -> float | None:
+        """How long ago the oldest message in the ingest's inbox says it was signed; None when
+        there is none, on the embedded broker, or when it says no believable time."""
         if not self.redis:
-            return 0.0
+            return None
         raw = self.admin.lindex(self.names.key(INGEST_QUEUE), -1)  # LPUSHed: the oldest last
-        if raw is None:
-            return 0.0
-        try:
-            message = json.loads(raw)
-            body = json.loads(base64.b64decode(message["body"]))
-            signed_at = float(body[0][0]["at"])
-        except (ValueError, KeyError, IndexError, TypeError):
-            return 0.0
-        return max(0.0, time.time() - signed_at)
+        now = time.time()
+        signed_at = signed_at_of(raw, now=now)
+        return None if signed_at is None else max(0.0, now - signed_at)
 
     def uptime_s(self) -> float | None:
         """How long the broker has been up (Redis's own count); None on the embedded broker."""

@@ -106,7 +106,7 @@ class Ingest:
         waiting = self.dispatcher.inbox_waiting()
         if waiting is not None:
             seen["inbox"] = waiting
-            seen["inbox_oldest_s"] = self.dispatcher.oldest_unread_s() if waiting else 0.0
+            seen["inbox_oldest_s"] = self.dispatcher.oldest_unread_s()
         return seen
 
     # ------------------------------------------------------------------ events

@@ -34,7 +34,9 @@ def _age(seconds: float | None) -> str:
         return f"{seconds:.0f} s ago"
     if seconds < 5400:
         return f"{seconds / 60:.0f} min ago"
-    return f"{seconds / 3600:.0f} h ago"
+    if seconds < 172800:
+        return f"{seconds / 3600:.0f} h ago"
+    return f"{seconds / 86400:,.0f} days ago"
 
 
 def status(
@@ -70,7 +72,7 @@ def status(
         reached = True
         machines = [replace(mc, depth=dispatcher.depth(mc.worker_id)) for mc in fleet.machines]
         waiting = dispatcher.inbox_waiting()
-        oldest = dispatcher.oldest_unread_s() if waiting else None
+        oldest = dispatcher.oldest_signed_s() if waiting else None
         fleet = replace(fleet, machines=machines, inbox_waiting=waiting, inbox_oldest_s=oldest)
     except Exception as exc:
         if reached:  # it answered, then failed a queue read: whose to fix, the words say

@@ -247,5 +247,16 @@ def test_status_shows_the_ingests_inbox_waiting_and_its_oldest(tmp_path: Path) -
         code, out, _ = _felab(server.url, "status", "--json")
         data = json.loads(out)
         assert data["inbox_waiting"] == 3 and 39 <= data["inbox_oldest_s"] < 60
+        # sweep 26: a paired machine's junk at the tail says no age, and --json stays JSON
+        for junk in ("[" * 200_000 + "]" * 200_000, '{"body": "%%%"}'):
+            server.client().delete(inbox)
+            server.client().lpush(inbox, junk)
+            code, out, _ = _felab(server.url, "status")
+            assert code == 0 and "ingest inbox: 1 waiting (is" in " ".join(out.split()), out
+        body = base64.b64encode(b'[[{"at": -1e309}], {}, {}]').decode()
+        server.client().rpush(inbox, json.dumps({"body": body}))  # the oldest end
+        code, out, _ = _felab(server.url, "status", "--json")
+        data = json.loads(out, parse_constant=lambda c: pytest.fail(f"{c} in --json"))
+        assert code == 0 and data["inbox_waiting"] == 2 and data["inbox_oldest_s"] is None
     finally:
         server.stop()
