@@ -12,6 +12,7 @@ from typer import _click as click  # typer's own copy of click: its groups are t
 from typer.core import TyperGroup
 
 from felab.cli.file_names import refuse_folder_marks
+from felab.cli.hidden_options import suggest_shown_only
 from felab.cli.opposites import refuse_opposites
 from felab.cli.plain_numbers import refuse_loose_numbers
 
@@ -58,6 +59,7 @@ def load_command(name: str, entry: Entry, path: str = "felab") -> click.Command:
     refuse_opposites(cmd)
     refuse_folder_marks(cmd)
     refuse_loose_numbers(cmd)
+    suggest_shown_only(cmd)
     return cmd
 
 
