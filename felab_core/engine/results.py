@@ -230,9 +230,22 @@ def check_destinations(
 def other_separator(header: list[str]) -> str:
     """The words for a header split by `;` or a tab, not `,` (a spreadsheet set to a language
     with decimal commas saves CSV with `;`): the file was read as one column, and "has no
-    server column" or "37 cells where the header has 1" did not say why. '' for a header with
-    more than one column or no other separator."""
-    if len(header) != 1:
+    server column" or "37 cells where the header has 1" did not say why. A header of several
+    columns with `;` or a tab inside one (`timestamp;host;target,model,...`) blamed its first
+    sound row ("36 cells where the header has 34"): that cell is named. '' for neither."""
+    if len(header) > 1:
+        for cell in header:
+            for mark, name in ((";", "`;`"), ("\t", "a tab")):
+                if mark in cell:
+                    shown = cell if len(cell) <= 40 else cell[:40] + "..."
+                    return (
+                        f"has a header cell {shown!r} holding {name} among `,`-separated "
+                        "names: the header mixes delimiters, so felab misreads its columns; "
+                        "save the file with one delimiter, commas (in a spreadsheet: CSV with "
+                        "`,` as the field delimiter)"
+                    )
+        return ""
+    if not header:
         return ""
     for mark, name in ((";", "`;`"), ("\t", "tab")):
         if mark in header[0]:
@@ -418,9 +431,17 @@ def read_table_lines(path: Path) -> tuple[list[str], list[dict[str, str]], list[
         extra = row.pop(None, None)  # csv's key for extra cells
         if extra is not None or None in row.values():  # more or fewer cells than the header
             cells = sum(v is not None for v in row.values()) + len(extra or [])
+            held = [v for v in row.values() if isinstance(v, str)]
+            mixed = cells < len(columns) and any(";" in v or "\t" in v for v in held)
             raise UnreadableResults(
-                f"line {line}: {cells} cells where the header has {len(columns)}: the row is "
-                "cut short or has extra cells; fix or remove it"
+                f"line {line}: {cells} cell{'' if cells == 1 else 's'} where the header has "
+                f"{len(columns)}: "
+                + (  # a `,` header over `;` rows: the row is sound, the delimiters differ
+                    "the row holds `;` or a tab where the header has `,`; save the file with "
+                    "one delimiter, commas"
+                    if mixed
+                    else "the row is cut short or has extra cells; fix or remove it"
+                )
             )
     return columns, rows, lines
 

@@ -115,3 +115,35 @@ def test_a_semicolon_separated_file_is_said_so(tmp_path: Path, mark: str, name: 
         append_csv(path, [])
     assert f"looks {name}-separated" in str(appended.value)
     assert "move it aside" in str(appended.value)
+
+
+@pytest.mark.parametrize(("mark", "name"), [(";", "`;`"), ("\t", "a tab")])
+def test_a_header_mixing_delimiters_names_its_cell(tmp_path: Path, mark: str, name: str) -> None:
+    """`timestamp;host;target,model,...`: the sound row 2 was blamed ("36 cells where the
+    header has 34: the row is cut short"); the header cell holding `;` is named instead."""
+    lines = SAMPLE_CSV.read_text(encoding="utf-8").splitlines(keepends=True)
+    lines[0] = lines[0].replace("timestamp,host,target", f"timestamp{mark}host{mark}target", 1)
+    path = tmp_path / "mixed.csv"
+    path.write_text("".join(lines), encoding="utf-8")
+    with pytest.raises(UnreadableResults) as caught:
+        read_table(path)
+    message = str(caught.value)
+    assert message.startswith(f"has a header cell {f'timestamp{mark}host{mark}target'!r}")
+    assert f"holding {name}" in message and "one delimiter, commas" in message
+    assert "cut short" not in message
+    with pytest.raises(ResultsFileError) as appended:  # felab bench --csv onto it
+        append_csv(path, [])
+    assert "has a header cell" in str(appended.value) and "move it aside" in str(appended.value)
+
+
+def test_rows_with_semicolons_under_a_comma_header_are_said_so(tmp_path: Path) -> None:
+    """A `,` header over `;` rows: "line 2: 1 cells ... cut short" hid that the delimiters
+    differ."""
+    path = tmp_path / "rows.csv"
+    path.write_text(",".join(CSV_COLUMNS) + "\n" + ";".join(["1"] * len(CSV_COLUMNS)) + "\n")
+    with pytest.raises(UnreadableResults) as caught:
+        read_table(path)
+    message = str(caught.value)
+    assert message.startswith(f"line 2: 1 cell where the header has {len(CSV_COLUMNS)}: ")
+    assert "holds `;` or a tab where the header has `,`" in message
+    assert "cut short" not in message
