@@ -45,10 +45,17 @@ class BrokerRefusedUser(PairingError):
 
 def refused_user(url: str) -> str:
     """Why the broker refused the URL's login: with no password in the URL (`redis://alice@h`),
-    "a wrong password" sent the reader to a password they never gave. A bare user is not
+    "a wrong password" sent the reader to a password they never gave; with neither user nor
+    password it named user 'default', which the URL never did. A bare user is not
     repeated: it is often the password typed without its `:` (masked in the URL too). The
     advice shows no URL: a `redis://USER:PASSWORD@` in it would be masked on the way out."""
     parts = urlsplit(url)
+    if not parts.username and not parts.password:  # redis://host:port/0: Redis's default user
+        return (
+            f"the broker at {redacted(url)} refused a login with no user and no password (it "
+            "needs them, or its default user is off): write them before the host, as "
+            "USER:PASSWORD@ in the broker URL (a password alone as :PASSWORD@)"
+        )
     if parts.username and not parts.password:
         return (
             f"the broker at {redacted(url)} refused the user (no password was given): write "
