@@ -14,6 +14,7 @@ one test for a name that a spreadsheet would run as a formula.
 from __future__ import annotations
 
 import re
+import shlex
 import unicodedata
 
 _MARKDOWN = re.compile(r"([\\*_~`|>#\[\]])")
@@ -94,6 +95,16 @@ def echo_of(text: str, limit: int = 40) -> str:
     if _NOT_UTF8.search(text[:limit]):
         shown = _ESCAPED_BYTE.sub(r"\\x\1", shown) + " (bytes that are not UTF-8)"
     return shown
+
+
+def shell_word(text: str, placeholder: str, limit: int = 80) -> str:
+    """What a person typed, as one word of a command line felab suggests: quoted for a POSIX
+    shell (`a'b $(id)` pasted in double quotes, as repr gives them, would run `id`). Text a
+    reader cannot see, longer than `limit`, or empty is not repeated: `placeholder` (NAME)
+    stands in for it."""
+    if not text.strip() or len(text) > limit or holds_hidden(text):  # '' names nothing
+        return placeholder
+    return shlex.quote(text)
 
 
 def literal(text: str) -> str:

@@ -44,7 +44,7 @@ from felab_core.sizing.units import (
     tidy_text,
     whole_text,
 )
-from felab_core.text import echo_of
+from felab_core.text import shell_word
 
 size_app = typer.Typer(
     name="size",
@@ -242,6 +242,10 @@ def kv_command(
 # ---------------------------------------------------------------- capacity
 
 
+#: What a suggested `felab size kv` line shows for a value it cannot repeat (unseen, too long).
+_PLACEHOLDER = {"--model": "NAME", "--config": "FOLDER", "--gguf": "FILE"}
+
+
 @size_app.command("capacity")
 def capacity_command(
     blocks: int | None = typer.Option(
@@ -297,11 +301,12 @@ def capacity_command(
             None,
         )
         if named is not None:
+            word = shell_word(named[1], _PLACEHOLDER[named[0]])  # a line to paste: shell-quoted
             raise SizingError(
                 f"size capacity takes no {named[0]} (it counts the server's cache, which needs "
                 "no model): give --tokens N (or --blocks N --block-size B) with --max-len L, or "
                 "read vLLM with --vllm-log FILE or --url URL. The cache one token of this model "
-                f"takes is `felab size kv {named[0]} {echo_of(named[1])}`: size kv reads a model "
+                f"takes is `felab size kv {named[0]} {word}`: size kv reads a model "
                 "from felab's table (--model), a folder with config.json (--config) or a GGUF "
                 "file (--gguf)"
             )

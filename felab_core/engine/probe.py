@@ -25,7 +25,7 @@ from felab_core.engine.request_errors import (
 from felab_core.engine.server_kinds import ServerKind
 from felab_core.engine.targets import Target
 from felab_core.redact import redact, url_without_credentials
-from felab_core.text import formula_mark, holds_hidden
+from felab_core.text import formula_mark, holds_hidden, shell_word
 
 PROBE_TIMEOUT_S = 3.0
 
@@ -267,7 +267,7 @@ def check_identity(target: Target, ident: ServerIdentity) -> str | None:
         raise IdentityError(
             f"the server at {shown} is {ident.kind.label} ({ident.evidence}), not "
             f"{target.kind.label}: felab will not time it under the name {target.name!r}. Time "
-            f"it as `felab bench {ident.kind.value} --url {shown}`, or start "
-            f"{target.kind.label} on that port."
+            f"it as `felab bench {ident.kind.value} --url {shell_word(shown, 'URL', 200)}`, or "
+            f"start {target.kind.label} on that port."
         )
     return None

@@ -23,7 +23,7 @@ def test_a_model_flag_is_answered_with_what_capacity_needs(flag: str, value: str
     assert f"error: size capacity takes no {flag}" in out, out
     assert "--tokens N (or --blocks N --block-size B) with --max-len L" in out
     assert "--vllm-log FILE or --url URL" in out
-    assert f"`felab size kv {flag} '{value}'`" in out
+    assert f"`felab size kv {flag} {value}`" in out  # shell-quoted: these need no quotes
     assert "config.json" in out and "GGUF" in out
     assert "Possible options" not in out
 

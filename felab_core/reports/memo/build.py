@@ -55,7 +55,7 @@ from felab_core.sizing.units import (
     tidy_text,
     whole_text,
 )
-from felab_core.text import with_hidden_shown
+from felab_core.text import shell_word, with_hidden_shown
 
 
 def _machines(
@@ -252,7 +252,7 @@ def _row_notes(rows: Sequence[TimingRow], weights: Fraction) -> list[str]:
             )
             notes.append(
                 f"{r.name}: the newest run has no writing speed{done}; rerun `felab bench "
-                f"{r.target or r.server}` before quoting this server."
+                f"{shell_word(r.target or r.server, 'TARGET')}` before quoting this server."
             )
     return notes
 
