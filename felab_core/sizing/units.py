@@ -329,7 +329,8 @@ def parse_model_bytes(
     match = _NUMBER_RE.match(typed)
     if match and match.group(2) in ("b", "B") and "/" not in typed:
         count = as_fraction(match.group(1))
-        if 0 < count < MIN_WEIGHTS_BYTES:
+        # 0.1 to 10,000: a parameter count in billions someone could mean (0.000001B is not)
+        if Fraction(1, 10) <= count <= min(10_000, MIN_WEIGHTS_BYTES):
             shown = tidy_text(count)
             via = (
                 "; or give the model by name, --model NAME --bits-per-weight 16, and felab "

@@ -35,6 +35,17 @@ def test_a_parameter_count_is_said_as_one(typed: str, billions: str, at16: str) 
     assert "--model NAME --bits-per-weight 16" in text
 
 
+@pytest.mark.parametrize("typed", ["0.000001B", "0.05b", "20000B"])
+def test_no_parameter_count_anyone_means_is_not_offered_as_one(typed: str) -> None:
+    """'0.000001B ... reads like 0 billion parameters (0B at 16-bit are about 0 GB)' was said;
+    out of 0.1 to 10,000 billion the size alone is refused."""
+    assert units.parse_model_bytes(typed) == units.parse_bytes(typed)  # read as bytes
+    out = CliRunner().invoke(app, ["size", "limit", "--model-bytes", typed, "--chip", "M4 Pro"])
+    text = " ".join(out.output.split())
+    assert out.exit_code == 2 and "is no model" in text, text
+    assert "billion parameters" not in text
+
+
 @pytest.mark.parametrize(
     ("typed", "size"),
     [("4.9GB", 49 * GB // 10), ("4912898304B", 4912898304), ("4912898304", 4912898304)],
