@@ -8,6 +8,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from felab_core.failures import EXIT_UNREACHABLE, EXIT_USAGE
+from felab_core.redact import redact
 from felab_core.text import is_hidden
 
 __all__ = ["EXIT_UNREACHABLE", "EXIT_USAGE", "err", "warn"]
@@ -16,8 +17,9 @@ __all__ = ["EXIT_UNREACHABLE", "EXIT_USAGE", "err", "warn"]
 def _safe(text: str) -> str:
     """A message for a terminal: a name or a value it quotes may hold an escape code (a folder
     named with ESC]0; sets the window's title), so each control character but a line break or a
-    tab is shown as '?'."""
-    return "".join("?" if is_hidden(c) and c not in "\n\t" else c for c in text)
+    tab is shown as '?'; and a value it quotes may be a password or key typed in the wrong place
+    (`--chip https://u:pw@host`, a key as a member's name), masked as everywhere else."""
+    return "".join("?" if is_hidden(c) and c not in "\n\t" else c for c in redact(text))
 
 
 def err(text: str) -> None:
