@@ -102,6 +102,12 @@ _HTML_START = re.compile(r"\s*(<!doctype html|<html|<head|<body|<title)", re.IGN
 _HTML_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
 
 
+def has_login(url: str) -> bool:
+    """Whether `url` holds a user or a password, which httpx sends as Basic auth."""
+    parts = urlsplit(url)
+    return bool(parts.username or parts.password)
+
+
 def credentials_refused(url: str, what: str = "", *, they: bool = False) -> str:
     """Why a 401 or 403 came ("the server ...", or "they ..."), agreeing with the failure
     line: httpx sends a URL's user and password as Basic auth, so they were refused; a URL
@@ -109,7 +115,7 @@ def credentials_refused(url: str, what: str = "", *, they: bool = False) -> str:
     parts = urlsplit(url)
     if parts.username and not parts.password:  # `http://alice@host`: no password was sent
         return f"refused the user in the URL (no password was given; sent as Basic auth){what}"
-    if parts.username or parts.password:
+    if has_login(url):
         return f"refused the user and password in the URL (sent as Basic auth){what}"
     verb = "want" if they else "wants"
     return (

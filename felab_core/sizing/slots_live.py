@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from felab_core.bounded_get import Deadline, direct_client, get_bounded
-from felab_core.engine.request_errors import connect_failure
+from felab_core.engine.request_errors import connect_failure, credentials_refused, has_login
 from felab_core.redact import url_password_masked
 from felab_core.sizing.errors import BadAnswer, SizingError, Unreachable, answer_cut_off
 from felab_core.sizing.shape import ModelShape
@@ -104,10 +104,15 @@ def read_slots(
                 f"{shown}/props answered HTTP {status} (a server error): check the server's log"
             )
         if status in (401, 403):  # llama-server --api-key guards /props too (C13)
+            why = (
+                credentials_refused(base, " to read its seats")
+                if has_login(base)
+                else "wants an API key (llama-server --api-key), and felab sends none to read "
+                "its seats"
+            )
             raise BadAnswer(
-                f"{shown}/props answered HTTP {status}: the server wants an API key "
-                "(llama-server --api-key), and felab sends none to read its seats; give them "
-                "as its command line does: felab size slots -c N -np SEATS"
+                f"{shown}/props answered HTTP {status}: the server {why}; give them as its "
+                "command line does: felab size slots -c N -np SEATS"
             )
         if status != 200:
             raise _not_llama(shown, f"GET /props answered HTTP {status}")

@@ -11,7 +11,7 @@ from fractions import Fraction
 import httpx
 
 from felab_core.bounded_get import Deadline, direct_client, get_bounded
-from felab_core.engine.request_errors import connect_failure
+from felab_core.engine.request_errors import connect_failure, credentials_refused, has_login
 from felab_core.redact import url_password_masked
 from felab_core.sizing import cache_figures
 from felab_core.sizing.capacity import MAX_BLOCK_SIZE
@@ -188,10 +188,15 @@ def read_live_vllm(
     if metrics.status_code == 200 and metrics.cut:  # the part read is no whole answer
         raise answer_cut_off(f"{shown}/metrics", metrics)  # (a cut /v1/models: no length)
     if metrics.status_code in (401, 403):  # a key or a login in front: not "is this vLLM?"
+        why = (
+            credentials_refused(base, " to read its cache")
+            if has_login(base)
+            else "wants an API key or a login, and felab sends none to read its cache"
+        )
         raise BadAnswer(
             f"{shown}/metrics answered HTTP {metrics.status_code}: the server (or a proxy in front "
-            "of it) wants an API key or a login, and felab sends none to read its cache; give "
-            "its startup log with --vllm-log FILE, or the figures with --tokens N --max-len L"
+            f"of it) {why}; give its startup log with --vllm-log FILE, or the figures with "
+            "--tokens N --max-len L"
         )
     if metrics.status_code != 200:
         raise SizingError(

@@ -63,6 +63,25 @@ def test_metrics_behind_a_key_say_so_not_is_this_vllm(status: int) -> None:
     assert "is this" not in str(got.value) and "--vllm-log FILE" in str(got.value)
 
 
+def test_a_401_to_a_urls_login_says_it_was_sent_not_none() -> None:
+    """Sweep 27 M1: a 401 to http://admin:pw@host said "felab sends none", though httpx had sent
+    the URL's user and password as Basic auth (bench already said so)."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.headers.get("authorization", "").startswith("Basic ")
+        return httpx.Response(401, json={"error": "Unauthorized"})
+
+    client = httpx.Client(transport=httpx.MockTransport(handler))
+    with pytest.raises(BadAnswer) as vllm:
+        vllm_live.read_live_vllm("http://admin:hunter2-pw@vllm", client=client)
+    with pytest.raises(BadAnswer) as llama:
+        slots_live.read_live("http://admin:hunter2-pw@llama", client=client)
+    for got in (vllm, llama):
+        said = str(got.value)
+        assert "refused the user and password in the URL (sent as Basic auth)" in said, said
+        assert "sends none" not in said and "hunter2-pw" not in said
+
+
 UTF8_LOG = (
     "INFO GPU KV cache size: 100,000 tokens\n"
     "INFO Maximum concurrency for 8,192 tokens per request: 12.21x\n"
