@@ -59,7 +59,7 @@ from felab_core.engine.workloads import (
     PRESETS,
 )
 from felab_core.failures import EXIT_INTERRUPTED
-from felab_core.redact import url_without_credentials
+from felab_core.redact import redact, url_without_credentials
 from felab_core.settings import get_settings
 
 EXIT_OK, EXIT_FAILED_REQUESTS, EXIT_USAGE, EXIT_NOT_TIMED = 0, 1, 2, 3
@@ -488,7 +488,7 @@ def bench(
             repeat=repeat,
         )
     except (TargetError, ValueError, ResultsFileError) as exc:
-        err_console.print(f"[red]error:[/red] {esc(str(exc))}")
+        err_console.print(f"[red]error:[/red] {esc(redact(str(exc)))}")
         raise typer.Exit(EXIT_USAGE) from None
     if len(chosen) > 1 and url is not None:
         err_console.print("[red]error:[/red] --url applies to one target; name only one")
@@ -520,7 +520,7 @@ def bench(
                 preset=preset,
             )
         except ValueError as exc:
-            err_console.print(f"[red]error:[/red] {esc(str(exc))}")
+            err_console.print(f"[red]error:[/red] {esc(redact(str(exc)))}")
             raise typer.Exit(EXIT_USAGE) from None
         probe_workload = replace(
             workload, requests=None if duration is None else requests, duration_s=duration or 10.0
@@ -643,7 +643,7 @@ def bench(
             outcomes, csv_path=None if no_csv else (csv_path or default_csv()), json_path=json_path
         )
     except (ResultsFileError, OSError) as exc:
-        err_console.print(f"[red]could not save results:[/red] {esc(str(exc))}")
+        err_console.print(f"[red]could not save results:[/red] {esc(redact(str(exc)))}")
         raise typer.Exit(EXIT_FAILED_REQUESTS) from None
     for path in written:
         notes.print(f"wrote {path}", markup=False)  # a path's '[/x]' is no markup
@@ -677,7 +677,7 @@ def targets_cmd(
     try:
         table_data = load_targets(targets_file or get_settings().targets_file)
     except TargetError as exc:
-        err_console.print(f"[red]error:[/red] {esc(str(exc))}")
+        err_console.print(f"[red]error:[/red] {esc(redact(str(exc)))}")
         raise typer.Exit(EXIT_USAGE) from None
     table = Table(title="felab targets")
     for col in ("name", "server", "url", "api", "model", "note"):

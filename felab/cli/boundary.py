@@ -19,6 +19,7 @@ from typer.exceptions import Abort, Exit, TyperException
 
 from felab.cli.errors import err
 from felab_core.failures import Failure, debug_requested, explain, unexpected
+from felab_core.redact import redact
 
 _debug = False
 #: What a running command adds to the words for a failure felab_core.failures does not know:
@@ -54,6 +55,14 @@ def debugging() -> bool:
     return _debug or debug_requested()
 
 
+def _masked(exc: TyperException) -> None:
+    """A usage error quotes what was typed ("Invalid value: 'sk-...'"): masked as every other
+    line felab prints is (felab/cli/errors.py), before typer prints it."""
+    message = getattr(exc, "message", None)
+    if isinstance(message, str):
+        exc.message = redact(message)
+
+
 def bounded(group: type[TyperGroup]) -> type[TyperGroup]:
     """`group` with the error boundary around everything it runs."""
 
@@ -62,7 +71,10 @@ def bounded(group: type[TyperGroup]) -> type[TyperGroup]:
             _explainers.clear()
             try:
                 return super().invoke(ctx)
-            except (Exit, Abort, TyperException):
+            except (Exit, Abort):
+                raise
+            except TyperException as exc:  # click's usage errors: typer prints them in a box
+                _masked(exc)
                 raise
             except (KeyboardInterrupt, SystemExit, GeneratorExit):
                 raise

@@ -23,6 +23,7 @@ from felab_core.lab.engines import (
 )
 from felab_core.lab.serve import DEFAULT_PORTS, ServeError, ServerProcess, ServerStartError
 from felab_core.lab.tiny_model import SIZES, ModelFolderError, write_tiny_model
+from felab_core.redact import redact
 
 console = Console()
 err_console = Console(stderr=True)
@@ -32,7 +33,7 @@ EXIT_OK, EXIT_SERVER_FAILED, EXIT_USAGE = 0, 1, 2
 
 def _error(label: str, message: object) -> None:
     """Print an error as plain text (server logs hold brackets that rich would read as markup)."""
-    err_console.print(Text(f"{label}: ", style="red") + Text(str(message)), soft_wrap=True)
+    err_console.print(Text(f"{label}: ", style="red") + Text(redact(str(message))), soft_wrap=True)
 
 
 model_app = typer.Typer(

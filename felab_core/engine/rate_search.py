@@ -86,11 +86,11 @@ def parse_objective(text: str) -> tuple[Bound, ...]:
     """`ttft_p95=500ms,itl_p95=50ms` (ms or s; seconds when no unit is given)."""
     bounds: list[Bound] = []
     try:
-        parts = comma_items(text.lower(), "ttft_p95=500ms,itl_p95=50ms")
+        parts = comma_items(text, "ttft_p95=500ms,itl_p95=50ms")
     except ValueError as exc:
         raise ObjectiveError(str(exc)) from None
-    for part in parts:
-        match = _BOUND.match(part.replace(" ", ""))
+    for part in parts:  # matched lower-cased, quoted as typed (a key pasted here stays a key)
+        match = _BOUND.match(part.replace(" ", "").lower())
         if match is None:
             raise ObjectiveError(
                 f"{part!r}: write METRIC_pNN=LIMIT, e.g. ttft_p95=500ms or itl_p99=0.05 "
