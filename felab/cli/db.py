@@ -152,9 +152,17 @@ def status_cmd() -> None:
     state = "current" if current == head else f"behind: run `felab db upgrade` (latest is {head})"
     Console(highlight=False).print(
         f"database: {_where()}\nschema: {current or 'empty'} ({state})\n"
-        f"content folder: {get_settings().content_dir}",
+        f"content folder: {_content_folder(get_settings().content_dir)}",
         markup=False,
     )
+
+
+def _content_folder(folder: Path) -> str:
+    """The content folder, and what is wrong with it when it cannot hold packs (a mistyped
+    FELAB_CONTENT_DIR was shown as if it were there; `content load` then said it was not)."""
+    if folder.exists():  # (a file there is refused with the settings)
+        return str(folder)
+    return f"{folder} (missing: check FELAB_CONTENT_DIR; `felab content load` reads packs there)"
 
 
 def _file_name(value: str, give: str) -> Path:

@@ -60,6 +60,23 @@ def test_status_after_upgrade_still_reads(data_dir: Path) -> None:
     assert done.exit_code == 0 and "(current)" in done.stdout, done.output
 
 
+def test_status_says_a_content_folder_that_is_not_there(
+    data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sweep 27 L: FELAB_CONTENT_DIR=/proc/nope was shown as the content folder, exit 0, with
+    nothing said; `felab content load` then said it was not there."""
+    assert runner.invoke(app, ["db", "upgrade"]).exit_code == 0
+    monkeypatch.setenv("FELAB_CONTENT_DIR", str(tmp_path / "nope"))  # (a file: a bad setting)
+    get_settings.cache_clear()
+    done = runner.invoke(app, ["db", "status"], env={"COLUMNS": "200"})
+    said = _flat(done.stdout)
+    assert done.exit_code == 0 and f"content folder: {tmp_path / 'nope'} (missing: check" in said
+    monkeypatch.setenv("FELAB_CONTENT_DIR", str(tmp_path))
+    get_settings.cache_clear()
+    done = runner.invoke(app, ["db", "status"], env={"COLUMNS": "200"})
+    assert f"content folder: {tmp_path}" in _flat(done.stdout) and "(missing" not in done.stdout
+
+
 def test_status_of_a_newer_felabs_database_says_so(data_dir: Path) -> None:
     """Fourteenth sweep M7: schema 9999 was "behind: run felab db upgrade", exit 0, and the
     upgrade then refused it."""
